@@ -1,0 +1,40 @@
+"""autosched: a search-based tensor-program tuner.
+
+Write a computation in :mod:`autosched.te`, schedule it, look at its loops with
+:func:`lower`, and compile it with :func:`build`. Importing autosched does not
+import llvmlite: only building does, so exported libraries load without it.
+"""
+
+from __future__ import annotations
+
+from autosched import runtime, te
+from autosched.errors import AutoschedError, CodegenError, LoweringError, ScheduleError
+
+__version__ = "0.1.0"
+
+
+def lower(sch, args, name: str = "main", simple_mode: bool = False):
+    """Lower a schedule to the loop IR (a PrimFunc whose ``str()`` is readable)."""
+    from autosched.tir.lower import lower as _lower
+
+    return _lower(sch, args, name=name)
+
+
+def build(sch, args=None, target="llvm", name: str = "main"):
+    """Compile a schedule (or a PrimFunc from :func:`lower`) for ``target``; returns a runtime Module."""
+    from autosched.codegen.build import build as _build
+
+    return _build(sch, args, target=target, name=name)
+
+
+__all__ = [
+    "AutoschedError",
+    "CodegenError",
+    "LoweringError",
+    "ScheduleError",
+    "__version__",
+    "build",
+    "lower",
+    "runtime",
+    "te",
+]

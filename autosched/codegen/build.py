@@ -1,0 +1,171 @@
+"""``autosched.build``: lower, generate LLVM IR, optimise, JIT; export to a shared library on request."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any, Sequence
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+
+from autosched.codegen.llvm import CodeGenLLVM, _gomp_available, init_llvm
+from autosched.codegen.target import Target
+from autosched.errors import CodegenError
+from autosched.runtime.module import METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
+from autosched.te import expr as E
+from autosched.tir import stmt as S
+
+_lock = threading.Lock()
+
+
+def dim_to_json(d: E.Expr, scalars: list[E.Var]) -> Any:
+    """Serialise a shape dimension for the runtime's evaluator."""
+    if isinstance(d, E.IntImm):
+        return d.value
+    if isinstance(d, E.Var):
+        for k, v in enumerate(scalars):
+            if v is d:
+                return ["var", k]
+        raise CodegenError(f"shape variable {d.name} is not a parameter")
+    ops = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.FloorDiv: "//", E.FloorMod: "%", E.Min: "min", E.Max: "max"}
+    op = ops.get(type(d))
+    if op is None:
+        raise CodegenError(f"shape dimension {d} is not integer arithmetic on shape variables")
+    return [op, dim_to_json(d.a, scalars), dim_to_json(d.b, scalars)]
+
+
+def signature(func: S.PrimFunc) -> dict:
+    written = {id(s.buffer) for s in S.walk_stmts(func.body) if isinstance(s, S.BufferStore)}
+    return {
+        "name": func.name,
+        "args": [
+            {"name": b.name, "dtype": b.dtype, "shape": [dim_to_json(d, func.scalar_params) for d in b.shape]}
+            for b in func.params
+        ],
+        "vars": [v.name for v in func.scalar_params],
+        "outputs": [k for k, b in enumerate(func.params) if id(b) in written],
+    }
+
+
+def target_machine(target: Target, for_object: bool = False) -> llvm.TargetMachine:
+    init_llvm()
+    tgt = llvm.Target.from_triple(llvm.get_process_triple())
+    return tgt.create_target_machine(
+        cpu=target.mcpu,
+        features=target.mattr,
+        opt=3,
+        reloc="pic" if for_object else "default",
+        codemodel="default" if for_object else "jitdefault",
+    )
+
+
+def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pm = pb.getModulePassManager()
+    pm.run(mod, pb)
+
+
+class LLVMModule(Module):
+    """Functions JIT-compiled by llvmlite; keeps the LLVM IR so it can be exported later."""
+
+    def __init__(self, ir_text: str, sigs: list[dict], target: Target, entry: str):
+        self.ir_text = ir_text
+        self.sigs = sigs
+        self.target = target
+        t0 = time.perf_counter()
+        with _lock:
+            init_llvm()
+            mod = llvm.parse_assembly(ir_text)
+            mod.verify()
+            tm = target_machine(target)
+            mod.triple = llvm.get_process_triple()
+            mod.data_layout = str(tm.target_data)
+            optimize(mod, tm)
+            self.opt_ir = str(mod)
+            engine = llvm.create_mcjit_compiler(mod, tm)
+            engine.finalize_object()
+            self._engine = engine
+            self._tm = tm
+            funcs = {s["name"]: PackedFunc(s, engine.get_function_address(s["name"]), self) for s in sigs}
+            n = os.environ.get("AUTOSCHED_NUM_THREADS")
+            addr = engine.get_global_value_address(NUM_THREADS_SYMBOL) if "GOMP_parallel" in ir_text else 0
+            if n and addr:
+                import ctypes
+
+                ctypes.c_int32.from_address(addr).value = int(n)
+        self.compile_seconds = time.perf_counter() - t0
+        super().__init__(funcs, entry)
+
+    def get_source(self, fmt: str = "ll") -> str:
+        if fmt in ("ll", "llvm", ""):
+            return self.opt_ir
+        if fmt == "ll-unopt":
+            return self.ir_text
+        if fmt in ("asm", "s"):
+            with _lock:
+                mod = llvm.parse_assembly(self.opt_ir)
+                return target_machine(self.target, for_object=True).emit_assembly(mod)
+        raise ValueError(f"unknown source format {fmt!r}; use 'll', 'll-unopt' or 'asm'")
+
+    def export_library(self, path: str | os.PathLike) -> None:
+        """Write a shared library (object code from llvmlite, linked by the system C compiler)."""
+        path = os.fspath(path)
+        with _lock:
+            mod = llvm.parse_assembly(self.opt_ir)
+            obj = target_machine(self.target, for_object=True).emit_object(mod)
+        cc = os.environ.get("CC", "gcc")
+        with tempfile.TemporaryDirectory() as tmp:
+            objpath = os.path.join(tmp, "kernels.o")
+            with open(objpath, "wb") as f:
+                f.write(obj)
+            libs = ["-lm"]
+            if "GOMP_parallel" in self.opt_ir:
+                libs.insert(0, "-lgomp")
+            cmd = [cc, "-shared", "-o", path, objpath, *libs]
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True)
+            except FileNotFoundError:
+                raise CodegenError(f"export_library needs a C compiler to link: {cc!r} was not found") from None
+            if res.returncode != 0:
+                raise CodegenError(f"linking {path} failed ({' '.join(cmd)}):\n{res.stderr}")
+
+
+def _add_metadata(module: ir.Module, sigs: list[dict], entry: str) -> None:
+    data = json.dumps({"version": 1, "entry": entry, "functions": sigs}).encode() + b"\0"
+    ty = ir.ArrayType(ir.IntType(8), len(data))
+    g = ir.GlobalVariable(module, ty, METADATA_SYMBOL)
+    g.initializer = ir.Constant(ty, bytearray(data))
+    g.global_constant = True
+
+
+def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", name: str = "main") -> Module:
+    """Compile a schedule (with its argument tensors) or a PrimFunc into a callable module."""
+    from autosched.te.schedule import Schedule
+    from autosched.tir.lower import lower
+
+    tgt = Target(target)
+    if tgt.kind != "llvm":
+        raise CodegenError(f"target {tgt} is not supported by build yet (only llvm)")
+    if isinstance(sch, S.PrimFunc):
+        func = sch
+    elif isinstance(sch, Schedule):
+        if args is None:
+            raise TypeError("build(schedule, args): give the argument tensors in calling order")
+        func = lower(sch, args, name=name)
+    else:
+        raise TypeError(f"build expects a te.Schedule or a PrimFunc, got {type(sch).__name__}")
+    cg = CodeGenLLVM(func.name)
+    cg.add_function(func)
+    if cg.uses_parallel:
+        _gomp_available()
+    sig = signature(func)
+    _add_metadata(cg.module, [sig], func.name)
+    return LLVMModule(str(cg.module), [sig], tgt, func.name)

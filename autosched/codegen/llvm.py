@@ -1,0 +1,561 @@
+"""Loop IR -> LLVM IR (llvmlite.ir), then optimised, JIT-compiled or emitted as an object file.
+
+Every PrimFunc becomes ``i32 name(ptr buf0, ..., i64 var0, ...)`` returning 0 on
+success. Buffers are ``noalias`` (the runtime refuses overlapping outputs).
+Parallel loops are outlined into ``void body(ptr ctx)`` functions run by
+libgomp's ``GOMP_parallel``; each thread takes one contiguous chunk.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+
+from autosched.errors import CodegenError, ScheduleError
+from autosched.te import expr as E
+from autosched.te.expr import Expr, IntImm, Var, is_float
+from autosched.tir import stmt as S
+from autosched.tir.arith import simplify
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+STACK_LIMIT_BYTES = 64 * 1024
+UNROLL_LIMIT = 64
+
+_TYPES = {
+    "float32": ir.FloatType(),
+    "float64": ir.DoubleType(),
+    "float16": ir.HalfType(),
+    "int8": I8,
+    "uint8": I8,
+    "int16": ir.IntType(16),
+    "uint16": ir.IntType(16),
+    "int32": I32,
+    "uint32": I32,
+    "int64": I64,
+    "uint64": I64,
+    "bool": I1,
+}
+_BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
+          "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
+_LLVM_INTRIN = {"exp", "log", "sqrt", "fabs", "floor", "ceil", "pow", "sin", "cos"}
+_LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf")}
+
+_init_lock = threading.Lock()
+_initialised = False
+
+
+def init_llvm() -> None:
+    global _initialised
+    with _init_lock:
+        if not _initialised:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            llvm.initialize_native_asmparser()
+            _initialised = True
+
+
+def ltype(dtype: str, in_memory: bool = False) -> ir.Type:
+    if dtype == "bool" and in_memory:
+        return I8
+    try:
+        return _TYPES[dtype]
+    except KeyError:
+        raise CodegenError(f"dtype {dtype} is not supported by the LLVM backend") from None
+
+
+def _unsigned(dtype: str) -> bool:
+    return dtype.startswith("uint")
+
+
+class _Fn:
+    """Per-LLVM-function state: builder, entry block for allocas, variable and buffer bindings."""
+
+    def __init__(self, fn: ir.Function):
+        self.fn = fn
+        self.entry = fn.append_basic_block("entry")
+        self.builder = ir.IRBuilder(self.entry)
+        self.vars: dict[Var, ir.Value] = {}
+        self.bufs: dict[S.Buffer, ir.Value] = {}
+        self.in_parallel = False
+
+
+class CodeGenLLVM:
+    """Builds one LLVM module from PrimFuncs."""
+
+    def __init__(self, module_name: str = "autosched"):
+        self.module = ir.Module(name=module_name)
+        self.module.triple = llvm.get_process_triple()
+        self._decls: dict[str, ir.Function] = {}
+        self._counter = 0
+        self.uses_parallel = False
+
+    # --------------------------------------------------------------- entry
+    def add_function(self, func: S.PrimFunc) -> None:
+        for s in S.walk_stmts(func.body):
+            if isinstance(s, S.For) and s.kind == "thread_binding":
+                raise ScheduleError(
+                    f"loop '{s.var.name}' is bound to {s.thread_tag} with bind(), which needs a GPU target "
+                    f"(cuda); the llvm target has no thread indices: drop the bind or build for cuda"
+                )
+        argtys = [PTR] * len(func.params) + [ltype(v.dtype) for v in func.scalar_params]
+        fn = ir.Function(self.module, ir.FunctionType(I32, argtys), name=func.name)
+        for k, b in enumerate(func.params):
+            fn.args[k].name = "arg_" + _ident(b.name)
+            fn.args[k].add_attribute("noalias")
+        self.cur = _Fn(fn)
+        for b, a in zip(func.params, fn.args):
+            self.cur.bufs[b] = a
+        for v, a in zip(func.scalar_params, fn.args[len(func.params):]):
+            a.name = _ident(v.name)
+            self.cur.vars[v] = a
+        body_bb = fn.append_basic_block("body")
+        self.cur.builder.position_at_end(body_bb)
+        self.stmt(func.body)
+        b = self.cur.builder
+        b.ret(ir.Constant(I32, 0))
+        b.position_at_end(self.cur.entry)
+        b.branch(body_bb)
+
+    # --------------------------------------------------------------- helpers
+    def _decl(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        f = self._decls.get(name)
+        if f is None:
+            f = self.module.globals.get(name)
+            if f is None:
+                f = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
+            self._decls[name] = f
+        return f
+
+    def _name(self, base: str) -> str:
+        self._counter += 1
+        return f"{_ident(base)}.{self._counter}"
+
+    @property
+    def b(self) -> ir.IRBuilder:
+        return self.cur.builder
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e: Expr) -> ir.Value:
+        m = getattr(self, "_e_" + type(e).__name__, None)
+        if m is None:
+            raise CodegenError(f"cannot generate code for expression {type(e).__name__}: {e}")
+        return m(e)
+
+    def _e_Var(self, e: Var):
+        v = self.cur.vars.get(e)
+        if v is None:
+            raise CodegenError(f"variable '{e.name}' is used outside the loop or argument that defines it")
+        return v
+
+    def _e_IntImm(self, e: IntImm):
+        return ir.Constant(ltype(e.dtype), e.value)
+
+    def _e_FloatImm(self, e: E.FloatImm):
+        return ir.Constant(ltype(e.dtype), e.value)
+
+    def _binop(self, e: E.BinaryOp):
+        a, b = self.expr(e.a), self.expr(e.b)
+        return a, b, is_float(e.a.dtype)
+
+    def _fast(self, instr):
+        instr.flags.append("contract")
+        return instr
+
+    def _e_Add(self, e):
+        a, b, f = self._binop(e)
+        return self._fast(self.b.fadd(a, b)) if f else self.b.add(a, b, flags=["nsw"])
+
+    def _e_Sub(self, e):
+        a, b, f = self._binop(e)
+        return self._fast(self.b.fsub(a, b)) if f else self.b.sub(a, b, flags=["nsw"])
+
+    def _e_Mul(self, e):
+        a, b, f = self._binop(e)
+        return self._fast(self.b.fmul(a, b)) if f else self.b.mul(a, b, flags=["nsw"])
+
+    def _e_Div(self, e):
+        a, b, f = self._binop(e)
+        if not f:
+            raise CodegenError(f"integer '/' in {e}; use // (floor division)")
+        return self._fast(self.b.fdiv(a, b))
+
+    def _e_FloorDiv(self, e):
+        a, b, _ = self._binop(e)
+        bld = self.b
+        if _unsigned(e.dtype):
+            return bld.udiv(a, b)
+        c = e.b.value if isinstance(e.b, IntImm) else None
+        if c is not None and c > 0 and c & (c - 1) == 0:
+            return bld.ashr(a, ir.Constant(a.type, c.bit_length() - 1))
+        q = bld.sdiv(a, b)
+        r = bld.srem(a, b)
+        zero = ir.Constant(a.type, 0)
+        # floor adjustment when the remainder is non-zero and has the opposite sign of the divisor
+        adj = bld.and_(bld.icmp_signed("!=", r, zero), bld.icmp_signed("<", bld.xor(r, b), zero))
+        return bld.sub(q, bld.zext(adj, a.type))
+
+    def _e_FloorMod(self, e):
+        a, b, _ = self._binop(e)
+        bld = self.b
+        if _unsigned(e.dtype):
+            return bld.urem(a, b)
+        c = e.b.value if isinstance(e.b, IntImm) else None
+        if c is not None and c > 0 and c & (c - 1) == 0:
+            return bld.and_(a, ir.Constant(a.type, c - 1))
+        r = bld.srem(a, b)
+        zero = ir.Constant(a.type, 0)
+        adj = bld.and_(bld.icmp_signed("!=", r, zero), bld.icmp_signed("<", bld.xor(r, b), zero))
+        return bld.select(adj, bld.add(r, b), r)
+
+    def _minmax(self, e, less_pick_a: bool):
+        a, b, f = self._binop(e)
+        if f:
+            c = self.b.fcmp_ordered("<", a, b)
+        elif _unsigned(e.dtype):
+            c = self.b.icmp_unsigned("<", a, b)
+        else:
+            c = self.b.icmp_signed("<", a, b)
+        return self.b.select(c, a, b) if less_pick_a else self.b.select(c, b, a)
+
+    def _e_Min(self, e):
+        return self._minmax(e, True)
+
+    def _e_Max(self, e):
+        return self._minmax(e, False)
+
+    def _cmp(self, e, op: str):
+        a, b, f = self._binop(e)
+        if f:
+            return self.b.fcmp_ordered(op, a, b) if op != "!=" else self.b.fcmp_unordered(op, a, b)
+        if _unsigned(e.a.dtype) or e.a.dtype == "bool":
+            return self.b.icmp_unsigned(op, a, b)
+        return self.b.icmp_signed(op, a, b)
+
+    def _e_EQ(self, e):
+        return self._cmp(e, "==")
+
+    def _e_NE(self, e):
+        return self._cmp(e, "!=")
+
+    def _e_LT(self, e):
+        return self._cmp(e, "<")
+
+    def _e_LE(self, e):
+        return self._cmp(e, "<=")
+
+    def _e_GT(self, e):
+        return self._cmp(e, ">")
+
+    def _e_GE(self, e):
+        return self._cmp(e, ">=")
+
+    def _e_And(self, e):
+        return self.b.and_(self.expr(e.a), self.expr(e.b))
+
+    def _e_Or(self, e):
+        return self.b.or_(self.expr(e.a), self.expr(e.b))
+
+    def _e_Not(self, e):
+        return self.b.xor(self.expr(e.a), ir.Constant(I1, 1))
+
+    def _e_Select(self, e: E.Select):
+        cond = self.expr(e.cond)
+        if not _has_load(e.t) and not _has_load(e.f):
+            return self.b.select(cond, self.expr(e.t), self.expr(e.f))
+        bld = self.b
+        fn = self.cur.fn
+        bt, bf, bj = (fn.append_basic_block(self._name(n)) for n in ("sel_t", "sel_f", "sel_join"))
+        bld.cbranch(cond, bt, bf)
+        bld.position_at_end(bt)
+        vt = self.expr(e.t)
+        end_t = bld.block
+        bld.branch(bj)
+        bld.position_at_end(bf)
+        vf = self.expr(e.f)
+        end_f = bld.block
+        bld.branch(bj)
+        bld.position_at_end(bj)
+        phi = bld.phi(vt.type)
+        phi.add_incoming(vt, end_t)
+        phi.add_incoming(vf, end_f)
+        return phi
+
+    def _e_Cast(self, e: E.Cast):
+        v = self.expr(e.value)
+        src, dst = e.value.dtype, e.dtype
+        bld = self.b
+        dt = ltype(dst)
+        if src == dst:
+            return v
+        if dst == "bool":
+            if is_float(src):
+                return bld.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
+            return bld.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+        if is_float(src) and is_float(dst):
+            return bld.fpext(v, dt) if _BYTES[dst] > _BYTES[src] else bld.fptrunc(v, dt)
+        if is_float(src):
+            return bld.fptoui(v, dt) if _unsigned(dst) else bld.fptosi(v, dt)
+        if is_float(dst):
+            return bld.uitofp(v, dt) if _unsigned(src) or src == "bool" else bld.sitofp(v, dt)
+        sb, db = v.type.width, dt.width
+        if db == sb:
+            return v
+        if db < sb:
+            return bld.trunc(v, dt)
+        return bld.zext(v, dt) if _unsigned(src) or src == "bool" else bld.sext(v, dt)
+
+    def _e_Call(self, e: E.Call):
+        args = [self.expr(a) for a in e.args]
+        ty = ltype(e.dtype)
+        if e.name in _LLVM_INTRIN:
+            suffix = "f32" if e.dtype == "float32" else "f64" if e.dtype == "float64" else "f16"
+            fn = self._decl(f"llvm.{e.name}.{suffix}", ty, [ty] * len(args))
+            return self._fast(self.b.call(fn, args))
+        if e.name in _LIBM:
+            single, double = _LIBM[e.name]
+            name = single if e.dtype == "float32" else double
+            if e.dtype not in ("float32", "float64"):
+                raise CodegenError(f"{e.name} is not available for {e.dtype}")
+            return self.b.call(self._decl(name, ty, [ty]), args)
+        raise CodegenError(f"unknown intrinsic {e.name}")
+
+    def _e_Let(self, e: E.Let):
+        self.cur.vars[e.var] = self.expr(e.value)
+        return self.expr(e.body)
+
+    def _e_BufferLoad(self, e: S.BufferLoad):
+        ptr = self._addr(e.buffer, e.indices)
+        v = self.b.load(ptr, typ=ltype(e.dtype, True), align=_BYTES[e.dtype])
+        if e.dtype == "bool":
+            v = self.b.trunc(v, I1)
+        return v
+
+    def _e_TensorLoad(self, e):
+        raise CodegenError(f"tensor load {e} survived lowering")
+
+    def _addr(self, buf: S.Buffer, indices) -> ir.Value:
+        base = self.cur.bufs.get(buf)
+        if base is None:
+            raise CodegenError(f"buffer '{buf.name}' is used outside its allocation")
+        flat = flat_index(buf, indices)
+        return self.b.gep(base, [self.expr(flat)], inbounds=True, source_etype=ltype(buf.dtype, True))
+
+    # ------------------------------------------------------------- statements
+    def stmt(self, s: S.Stmt) -> None:
+        m = getattr(self, "_s_" + type(s).__name__)
+        m(s)
+
+    def _s_SeqStmt(self, s: S.SeqStmt):
+        for x in s.seq:
+            self.stmt(x)
+
+    def _s_BufferStore(self, s: S.BufferStore):
+        v = self.expr(s.value)
+        if s.buffer.dtype == "bool":
+            v = self.b.zext(v, I8)
+        self.b.store(v, self._addr(s.buffer, s.indices), align=_BYTES[s.buffer.dtype])
+
+    def _s_IfThenElse(self, s: S.IfThenElse):
+        cond = self.expr(s.cond)
+        fn = self.cur.fn
+        bt = fn.append_basic_block(self._name("if_then"))
+        bj = fn.append_basic_block(self._name("if_end"))
+        be = fn.append_basic_block(self._name("if_else")) if s.else_case is not None else bj
+        self.b.cbranch(cond, bt, be)
+        self.b.position_at_end(bt)
+        self.stmt(s.then_case)
+        self.b.branch(bj)
+        if s.else_case is not None:
+            self.b.position_at_end(be)
+            self.stmt(s.else_case)
+            self.b.branch(bj)
+        self.b.position_at_end(bj)
+
+    def _s_LetStmt(self, s: S.LetStmt):
+        self.cur.vars[s.var] = self.expr(s.value)
+        self.stmt(s.body)
+
+    def _s_Allocate(self, s: S.Allocate):
+        buf = s.buffer
+        ety = ltype(buf.dtype, True)
+        n = buf.const_size()
+        if n is not None and n * _BYTES[buf.dtype] <= STACK_LIMIT_BYTES:
+            eb = ir.IRBuilder(self.cur.entry)
+            eb.position_at_start(self.cur.entry)
+            ptr = eb.alloca(ir.ArrayType(ety, max(n, 1)), name=_ident(buf.name))
+            ptr.align = 64
+            ptr.type = PTR  # llvmlite types allocas as typed pointers; LLVM 22 IR is opaque
+            self.cur.bufs[buf] = ptr
+            self.stmt(s.body)
+            return
+        size: Expr = IntImm(_BYTES[buf.dtype])
+        for d in buf.shape:
+            size = size * d
+        nbytes = self.expr(simplify(size))
+        rounded = self.b.and_(self.b.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, ~63))
+        ptr = self.b.call(self._decl("aligned_alloc", PTR, [I64, I64]), [ir.Constant(I64, 64), rounded])
+        self.cur.bufs[buf] = ptr
+        self.stmt(s.body)
+        self.b.call(self._decl("free", VOID, [PTR]), [ptr])
+
+    def _s_For(self, s: S.For):
+        if s.kind == "parallel":
+            if self.cur.in_parallel:
+                raise ScheduleError(
+                    f"loop '{s.var.name}' is parallel inside another parallel loop; nested parallel loops are "
+                    "not supported: fuse them into one parallel loop or keep one"
+                )
+            if _gomp_available():
+                self._parallel_for(s)
+                return
+        if s.kind == "unrolled" and isinstance(s.extent, IntImm) and s.extent.value <= UNROLL_LIMIT:
+            for i in range(s.extent.value):
+                self.cur.vars[s.var] = ir.Constant(I64, i)
+                self.stmt(s.body)
+            return
+        self._serial_for(s.var, ir.Constant(I64, 0), self.expr(s.extent), s.body,
+                         vectorize=s.kind == "vectorized")
+
+    def _serial_for(self, var: Var, begin: ir.Value, end: ir.Value, body: S.Stmt, vectorize: bool = False):
+        bld = self.b
+        fn = self.cur.fn
+        pre = bld.block
+        head = fn.append_basic_block(self._name(f"for_{var.name}"))
+        loop = fn.append_basic_block(self._name(f"body_{var.name}"))
+        done = fn.append_basic_block(self._name(f"end_{var.name}"))
+        bld.branch(head)
+        bld.position_at_end(head)
+        phi = bld.phi(I64, name=_ident(var.name))
+        phi.add_incoming(begin, pre)
+        bld.cbranch(bld.icmp_signed("<", phi, end), loop, done)
+        bld.position_at_end(loop)
+        self.cur.vars[var] = phi
+        self.stmt(body)
+        nxt = bld.add(phi, ir.Constant(I64, 1), flags=["nsw"])
+        latch = bld.branch(head)
+        phi.add_incoming(nxt, bld.block)
+        if vectorize:
+            latch.set_metadata("llvm.loop", self._loop_md_vectorize())
+        bld.position_at_end(done)
+
+    def _loop_md_vectorize(self):
+        return self.module.add_metadata([self.module.add_metadata([ir.MetaDataString(self.module,
+                                                                   "llvm.loop.vectorize.enable"),
+                                                                   ir.Constant(I1, 1)])])
+
+    # -------------------------------------------------------------- parallel
+    def _parallel_for(self, s: S.For):
+        self.uses_parallel = True
+        from autosched.tir.transform import free_vars_stmt
+
+        free = sorted(free_vars_stmt(S.For(s.var, s.extent, "serial", s.body)) - {s.var}, key=lambda v: v.name)
+        free = [v for v in free if v in self.cur.vars]
+        bufs = _buffers_used(s.body, self.cur.bufs)
+        fields = [ltype(v.dtype) for v in free] + [PTR] * len(bufs) + [I64]
+        sty = ir.LiteralStructType(fields)
+        # the context lives in the caller's frame
+        eb = ir.IRBuilder(self.cur.entry)
+        eb.position_at_start(self.cur.entry)
+        ctx = eb.alloca(sty, name="par_ctx")
+        ctx.type = PTR
+        bld = self.b
+        vals = [self.cur.vars[v] for v in free] + [self.cur.bufs[b] for b in bufs] + [self.expr(s.extent)]
+        for k, v in enumerate(vals):
+            bld.store(v, bld.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True, source_etype=sty))
+        outer = self.cur
+        pfn = ir.Function(self.module, ir.FunctionType(VOID, [PTR]), name=self._name(f"{outer.fn.name}_par"))
+        pfn.linkage = "internal"
+        inner = _Fn(pfn)
+        inner.in_parallel = True
+        self.cur = inner
+        b2 = inner.builder
+        body_bb = pfn.append_basic_block("body")
+        b2.position_at_end(body_bb)
+        loaded = []
+        for k, t in enumerate(fields):
+            p = b2.gep(pfn.args[0], [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True, source_etype=sty)
+            loaded.append(b2.load(p, typ=t))
+        for v, x in zip(free, loaded):
+            inner.vars[v] = x
+        for b, x in zip(bufs, loaded[len(free):]):
+            inner.bufs[b] = x
+        extent = loaded[-1]
+        nt = b2.sext(b2.call(self._decl("omp_get_num_threads", I32, []), []), I64)
+        tid = b2.sext(b2.call(self._decl("omp_get_thread_num", I32, []), []), I64)
+        chunk = b2.sdiv(b2.add(extent, b2.sub(nt, ir.Constant(I64, 1))), nt)
+        begin = b2.mul(tid, chunk)
+        end = b2.add(begin, chunk)
+        end = b2.select(b2.icmp_signed("<", end, extent), end, extent)
+        self._serial_for(s.var, begin, end, s.body)
+        b2.ret_void()
+        b2.position_at_end(inner.entry)
+        b2.branch(body_bb)
+        self.cur = outer
+        gomp = self._decl("GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+        nthreads = self._num_threads_global()
+        bld.call(gomp, [pfn, ctx, bld.load(nthreads, typ=I32), ir.Constant(I32, 0)])
+
+    def _num_threads_global(self) -> ir.GlobalVariable:
+        g = self.module.globals.get("__autosched_num_threads")
+        if g is None:
+            g = ir.GlobalVariable(self.module, I32, "__autosched_num_threads")
+            g.initializer = ir.Constant(I32, 0)
+            g.linkage = "weak"
+        return g
+
+
+def flat_index(buf: S.Buffer, indices) -> Expr:
+    """Row-major offset of ``indices`` in ``buf``."""
+    if len(indices) != len(buf.shape):
+        raise CodegenError(f"buffer '{buf.name}' has {len(buf.shape)} dimensions, indexed with {len(indices)}")
+    if not indices:
+        return IntImm(0)
+    flat: Expr = indices[0]
+    for d in range(1, len(indices)):
+        flat = flat * buf.shape[d] + indices[d]
+    return simplify(flat)
+
+
+def _has_load(e: Expr) -> bool:
+    return any(isinstance(x, S.BufferLoad) for x in E.walk(e))
+
+
+def _buffers_used(s: S.Stmt, known: dict) -> list[S.Buffer]:
+    seen: dict[int, S.Buffer] = {}
+    for x in S.walk_stmts(s):
+        if isinstance(x, S.BufferStore) and x.buffer in known:
+            seen.setdefault(id(x.buffer), x.buffer)
+        for e in S.stmt_exprs(x):
+            for y in E.walk(e):
+                if isinstance(y, S.BufferLoad) and y.buffer in known:
+                    seen.setdefault(id(y.buffer), y.buffer)
+    return list(seen.values())
+
+
+def _ident(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "_." else "_" for ch in name)
+
+
+_gomp_state: dict[str, Any] = {}
+
+
+def _gomp_available() -> bool:
+    if "ok" not in _gomp_state:
+        import ctypes.util
+
+        path = ctypes.util.find_library("gomp")
+        ok = False
+        if path:
+            try:
+                llvm.load_library_permanently(path)
+                ok = True
+            except Exception:  # noqa: BLE001 - any loader failure means no OpenMP
+                ok = False
+        _gomp_state["ok"] = ok
+        _gomp_state["path"] = path
+    return bool(_gomp_state["ok"])

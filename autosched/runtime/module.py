@@ -1,0 +1,227 @@
+"""Compiled modules and their functions; needs only ctypes and numpy (no llvmlite).
+
+A kernel's C signature is ``int32 f(void *buf0, ..., int64 var0, ...)``. Its
+Python-side description (argument names, dtypes, shapes with symbolic
+dimensions) travels with it: in memory for JIT modules, and as the JSON string
+``__autosched_metadata`` inside an exported shared library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+METADATA_SYMBOL = "__autosched_metadata"
+NUM_THREADS_SYMBOL = "__autosched_num_threads"
+
+
+def _eval_dim(d: Any, env: list) -> int:
+    """Evaluate a serialised dimension: an int, ["var", k], or [op, a, b]."""
+    if isinstance(d, int):
+        return d
+    op = d[0]
+    if op == "var":
+        return env[d[1]]
+    a, b = _eval_dim(d[1], env), _eval_dim(d[2], env)
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "//":
+        return a // b
+    if op == "%":
+        return a % b
+    if op == "min":
+        return min(a, b)
+    if op == "max":
+        return max(a, b)
+    raise ValueError(f"bad dimension in kernel metadata: {d!r}")
+
+
+def _dim_str(d: Any, names: list) -> str:
+    if isinstance(d, int):
+        return str(d)
+    if d[0] == "var":
+        return names[d[1]]
+    return f"({_dim_str(d[1], names)} {d[0]} {_dim_str(d[2], names)})"
+
+
+class PackedFunc:
+    """A compiled kernel callable with numpy arrays; checks every argument before calling."""
+
+    def __init__(self, sig: dict, address: int, keepalive: Any = None):
+        self.sig = sig
+        self.name = sig["name"]
+        self._keepalive = keepalive
+        nbuf, nvar = len(sig["args"]), len(sig["vars"])
+        proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nbuf + [ctypes.c_int64] * nvar))
+        self._cfunc = proto(address)
+        self._dtypes = [np.dtype(a["dtype"]) for a in sig["args"]]
+        self._outputs = set(sig.get("outputs", []))
+
+    def __call__(self, *arrays: Any) -> None:
+        sig = self.sig
+        specs = sig["args"]
+        if len(arrays) != len(specs):
+            raise TypeError(
+                f"{self.name}() takes {len(specs)} arrays ({', '.join(a['name'] for a in specs)}), "
+                f"got {len(arrays)}"
+            )
+        names = sig["vars"]
+        env: list = [None] * len(names)
+        for k, (arr, spec) in enumerate(zip(arrays, specs)):
+            if not isinstance(arr, np.ndarray):
+                raise TypeError(
+                    f"{self.name}: argument {k} ('{spec['name']}') must be a numpy.ndarray, got {type(arr).__name__}"
+                )
+            if arr.dtype != self._dtypes[k]:
+                raise TypeError(
+                    f"{self.name}: argument '{spec['name']}' must have dtype {spec['dtype']}, got {arr.dtype}"
+                )
+            shape = spec["shape"]
+            if arr.ndim != len(shape):
+                raise ValueError(
+                    f"{self.name}: argument '{spec['name']}' must have {len(shape)} dimensions, got shape {arr.shape}"
+                )
+            if not arr.flags.c_contiguous:
+                raise ValueError(
+                    f"{self.name}: argument '{spec['name']}' must be C-contiguous (use numpy.ascontiguousarray)"
+                )
+            if k in self._outputs and not arr.flags.writeable:
+                raise ValueError(f"{self.name}: output argument '{spec['name']}' is read-only")
+            for d, dim in enumerate(shape):
+                if isinstance(dim, list) and dim[0] == "var" and env[dim[1]] is None:
+                    env[dim[1]] = int(arr.shape[d])
+        for k, (arr, spec) in enumerate(zip(arrays, specs)):
+            want = [_eval_dim(dim, env) for dim in spec["shape"]]
+            if list(arr.shape) != want:
+                expected = ", ".join(_dim_str(dim, names) for dim in spec["shape"])
+                raise ValueError(
+                    f"{self.name}: argument '{spec['name']}' has shape {arr.shape}, expected ({expected}) "
+                    f"= {tuple(want)}"
+                )
+        for k in self._outputs:
+            for j, other in enumerate(arrays):
+                if j != k and np.may_share_memory(arrays[k], other):
+                    raise ValueError(
+                        f"{self.name}: output '{specs[k]['name']}' overlaps argument '{specs[j]['name']}'; "
+                        "kernels assume their buffers do not alias"
+                    )
+        ptrs = [a.ctypes.data for a in arrays]
+        rc = self._cfunc(*ptrs, *env)
+        if rc != 0:
+            raise RuntimeError(f"{self.name} failed with status {rc} (out of memory?)")
+
+    def __repr__(self) -> str:
+        args = ", ".join(a["name"] for a in self.sig["args"])
+        return f"<PackedFunc {self.name}({args})>"
+
+
+class Module:
+    """A set of compiled functions: ``mod["name"]``, ``mod.get_function(name)``, ``mod(*arrays)`` for the entry."""
+
+    def __init__(self, functions: dict[str, PackedFunc], entry: str | None = None):
+        self._functions = functions
+        self.entry_name = entry or (next(iter(functions)) if functions else None)
+
+    def get_function(self, name: str) -> PackedFunc:
+        f = self._functions.get(name)
+        if f is None:
+            raise AttributeError(
+                f"module has no function {name!r} (it has: {', '.join(self._functions) or 'none'})"
+            )
+        return f
+
+    def __getitem__(self, name: str) -> PackedFunc:
+        return self.get_function(name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._functions
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(self._functions)
+
+    @property
+    def entry_func(self) -> PackedFunc:
+        if self.entry_name is None:
+            raise AttributeError("module has no functions")
+        return self._functions[self.entry_name]
+
+    def __call__(self, *args: Any) -> None:
+        self.entry_func(*args)
+
+    def export_library(self, path: str | os.PathLike) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot be exported")
+
+    def get_source(self, fmt: str = "") -> str:
+        raise NotImplementedError(f"{type(self).__name__} has no source")
+
+    def time_evaluator(self, name: str | None = None, number: int = 10, repeat: int = 3) -> Callable:
+        """A function that runs the kernel ``number`` times per repeat and returns per-run seconds."""
+        import time
+
+        f = self.get_function(name) if name else self.entry_func
+
+        def run(*args):
+            f(*args)
+            out = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    f(*args)
+                out.append((time.perf_counter() - t0) / number)
+            return out
+
+        return run
+
+
+class DSOModule(Module):
+    """A module loaded from an exported shared library."""
+
+    def __init__(self, path: str):
+        self.path = os.fspath(path)
+        if not os.path.exists(self.path):
+            raise FileNotFoundError(f"no such library: {self.path}")
+        try:
+            self._lib = ctypes.CDLL(os.path.abspath(self.path))
+        except OSError as e:
+            raise OSError(f"cannot load {self.path}: {e}") from e
+        try:
+            raw = ctypes.c_char.in_dll(self._lib, METADATA_SYMBOL)
+        except ValueError:
+            raise ValueError(f"{self.path} is not an autosched library (no {METADATA_SYMBOL} symbol)") from None
+        meta = json.loads(ctypes.string_at(ctypes.addressof(raw)).decode())
+        set_num_threads_in(self._lib)
+        funcs = {}
+        for sig in meta["functions"]:
+            addr = ctypes.cast(getattr(self._lib, sig["name"]), ctypes.c_void_p).value
+            funcs[sig["name"]] = PackedFunc(sig, addr, self)
+        super().__init__(funcs, meta.get("entry"))
+
+    def export_library(self, path: str | os.PathLike) -> None:
+        import shutil
+
+        shutil.copyfile(self.path, os.fspath(path))
+
+
+def set_num_threads_in(lib: ctypes.CDLL) -> None:
+    """Apply AUTOSCHED_NUM_THREADS to a loaded library's parallel loops."""
+    n = os.environ.get("AUTOSCHED_NUM_THREADS")
+    if not n:
+        return
+    try:
+        ctypes.c_int32.in_dll(lib, NUM_THREADS_SYMBOL).value = int(n)
+    except ValueError:
+        pass
+
+
+def load_module(path: str | os.PathLike) -> Module:
+    """Load a library written by ``Module.export_library``; needs only ctypes and numpy."""
+    return DSOModule(os.fspath(path))

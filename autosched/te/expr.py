@@ -1,0 +1,746 @@
+"""Scalar expressions shared by the tensor language (te) and the loop IR (tir).
+
+Expressions are small immutable trees. Python operators build them (``a + b``,
+``a // b``, ``a < b``); integers index tensors with 64-bit arithmetic and ``//``
+and ``%`` have floor semantics, as in TVM.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any, Callable, Sequence
+
+_FLOAT = ("float16", "float32", "float64")
+_INT = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+DTYPES = _FLOAT + _INT + ("bool",)
+INDEX_DTYPE = "int64"
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in _FLOAT
+
+
+def is_int(dtype: str) -> bool:
+    return dtype in _INT
+
+
+def check_dtype(dtype: str) -> str:
+    dtype = str(dtype)
+    if dtype not in DTYPES:
+        raise TypeError(f"unsupported dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+    return dtype
+
+
+class Expr:
+    """Base of every scalar expression. ``dtype`` is a numpy-style name."""
+
+    __slots__ = ("dtype",)
+
+    # arithmetic
+    def __add__(self, o):
+        return _arith(Add, self, o)
+
+    def __radd__(self, o):
+        return _arith(Add, o, self)
+
+    def __sub__(self, o):
+        return _arith(Sub, self, o)
+
+    def __rsub__(self, o):
+        return _arith(Sub, o, self)
+
+    def __mul__(self, o):
+        return _arith(Mul, self, o)
+
+    def __rmul__(self, o):
+        return _arith(Mul, o, self)
+
+    def __truediv__(self, o):
+        return _div(self, o)
+
+    def __rtruediv__(self, o):
+        return _div(o, self)
+
+    def __floordiv__(self, o):
+        return _arith(FloorDiv, self, o)
+
+    def __rfloordiv__(self, o):
+        return _arith(FloorDiv, o, self)
+
+    def __mod__(self, o):
+        return _arith(FloorMod, self, o)
+
+    def __rmod__(self, o):
+        return _arith(FloorMod, o, self)
+
+    def __neg__(self):
+        return _arith(Sub, const(0, self.dtype), self)
+
+    # comparisons build expressions; __bool__ refuses except for structural == / !=
+    def __lt__(self, o):
+        return _cmp(LT, self, o)
+
+    def __le__(self, o):
+        return _cmp(LE, self, o)
+
+    def __gt__(self, o):
+        return _cmp(GT, self, o)
+
+    def __ge__(self, o):
+        return _cmp(GE, self, o)
+
+    def __eq__(self, o):  # type: ignore[override]
+        return _cmp(EQ, self, o)
+
+    def __ne__(self, o):  # type: ignore[override]
+        return _cmp(NE, self, o)
+
+    __hash__ = object.__hash__
+
+    def __and__(self, o):
+        return And(_as_bool(self), _as_bool(o))
+
+    def __rand__(self, o):
+        return And(_as_bool(o), _as_bool(self))
+
+    def __or__(self, o):
+        return Or(_as_bool(self), _as_bool(o))
+
+    def __ror__(self, o):
+        return Or(_as_bool(o), _as_bool(self))
+
+    def __invert__(self):
+        return Not(_as_bool(self))
+
+    def __bool__(self):
+        raise TypeError(
+            f"cannot use the symbolic expression {self} as a Python bool; "
+            "use te.if_then_else / te.all / te.any to build conditions"
+        )
+
+    def astype(self, dtype: str) -> Expr:
+        return cast(dtype, self)
+
+    def __repr__(self) -> str:
+        from autosched.tir.printer import expr_str
+
+        return expr_str(self)
+
+    def same_as(self, other: Any) -> bool:
+        return self is other
+
+
+class Var(Expr):
+    """A named scalar variable: a loop index or a symbolic shape."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str, dtype: str = INDEX_DTYPE):
+        self.name = name
+        self.dtype = check_dtype(dtype)
+
+
+class IntImm(Expr):
+    __slots__ = ("value",)
+
+    def __init__(self, value: int, dtype: str = INDEX_DTYPE):
+        self.value = int(value)
+        self.dtype = dtype
+
+
+class FloatImm(Expr):
+    __slots__ = ("value",)
+
+    def __init__(self, value: float, dtype: str = "float32"):
+        self.value = float(value)
+        self.dtype = dtype
+
+
+class BinaryOp(Expr):
+    __slots__ = ("a", "b")
+    symbol = "?"
+
+    def __init__(self, a: Expr, b: Expr, dtype: str | None = None):
+        self.a = a
+        self.b = b
+        self.dtype = dtype or a.dtype
+
+
+class Add(BinaryOp):
+    __slots__ = ()
+    symbol = "+"
+
+
+class Sub(BinaryOp):
+    __slots__ = ()
+    symbol = "-"
+
+
+class Mul(BinaryOp):
+    __slots__ = ()
+    symbol = "*"
+
+
+class Div(BinaryOp):
+    """Floating-point division."""
+
+    __slots__ = ()
+    symbol = "/"
+
+
+class FloorDiv(BinaryOp):
+    __slots__ = ()
+    symbol = "//"
+
+
+class FloorMod(BinaryOp):
+    __slots__ = ()
+    symbol = "%"
+
+
+class Min(BinaryOp):
+    __slots__ = ()
+    symbol = "min"
+
+
+class Max(BinaryOp):
+    __slots__ = ()
+    symbol = "max"
+
+
+class CmpOp(BinaryOp):
+    __slots__ = ()
+
+    def __init__(self, a: Expr, b: Expr, dtype: str | None = None):
+        super().__init__(a, b, "bool")
+
+
+class EQ(CmpOp):
+    __slots__ = ()
+    symbol = "=="
+
+    def __bool__(self):
+        return self.a is self.b
+
+
+class NE(CmpOp):
+    __slots__ = ()
+    symbol = "!="
+
+    def __bool__(self):
+        return self.a is not self.b
+
+
+class LT(CmpOp):
+    __slots__ = ()
+    symbol = "<"
+
+
+class LE(CmpOp):
+    __slots__ = ()
+    symbol = "<="
+
+
+class GT(CmpOp):
+    __slots__ = ()
+    symbol = ">"
+
+
+class GE(CmpOp):
+    __slots__ = ()
+    symbol = ">="
+
+
+class And(BinaryOp):
+    __slots__ = ()
+    symbol = "&&"
+
+    def __init__(self, a: Expr, b: Expr, dtype: str | None = None):
+        super().__init__(a, b, "bool")
+
+
+class Or(BinaryOp):
+    __slots__ = ()
+    symbol = "||"
+
+    def __init__(self, a: Expr, b: Expr, dtype: str | None = None):
+        super().__init__(a, b, "bool")
+
+
+class Not(Expr):
+    __slots__ = ("a",)
+
+    def __init__(self, a: Expr):
+        self.a = a
+        self.dtype = "bool"
+
+
+class Select(Expr):
+    """``cond ? t : f`` where only the chosen branch is evaluated (TVM's if_then_else)."""
+
+    __slots__ = ("cond", "t", "f")
+
+    def __init__(self, cond: Expr, t: Expr, f: Expr):
+        self.cond = cond
+        self.t = t
+        self.f = f
+        self.dtype = t.dtype
+
+
+class Cast(Expr):
+    __slots__ = ("value",)
+
+    def __init__(self, dtype: str, value: Expr):
+        self.dtype = check_dtype(dtype)
+        self.value = value
+
+
+class Call(Expr):
+    """A pure math intrinsic such as ``exp`` or ``sqrt``."""
+
+    __slots__ = ("name", "args")
+
+    def __init__(self, dtype: str, name: str, args: Sequence[Expr]):
+        self.dtype = dtype
+        self.name = name
+        self.args = tuple(args)
+
+
+class Let(Expr):
+    __slots__ = ("var", "value", "body")
+
+    def __init__(self, var: Var, value: Expr, body: Expr):
+        self.var = var
+        self.value = value
+        self.body = body
+        self.dtype = body.dtype
+
+
+class TensorLoad(Expr):
+    """``T[i, j]`` on a te tensor (TVM's ProducerLoad)."""
+
+    __slots__ = ("tensor", "indices")
+
+    def __init__(self, tensor: Any, indices: Sequence[Expr]):
+        self.tensor = tensor
+        self.indices = tuple(indices)
+        self.dtype = tensor.dtype
+
+
+class CommReducer:
+    """A commutative, associative reduction: ``combine(lhs, rhs)`` and its identity."""
+
+    def __init__(self, fcombine: Callable, fidentity: Callable, name: str = "reduce"):
+        self.fcombine = fcombine
+        self.fidentity = fidentity
+        self.name = name
+
+    def combine(self, lhs: Expr, rhs: Expr) -> Expr:
+        return convert(self.fcombine(lhs, rhs), lhs.dtype)
+
+    def identity(self, dtype: str) -> Expr:
+        return convert(self.fidentity(dtype), dtype)
+
+    def __call__(self, expr: Any, axis: Any, where: Any = None) -> Reduce:
+        from autosched.te.tensor import IterVar
+
+        axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
+        for ax in axes:
+            if not isinstance(ax, IterVar) or ax.kind != "reduce":
+                raise TypeError(f"{self.name}: axis must be created by te.reduce_axis, got {ax!r}")
+        source = convert(expr)
+        cond = _as_bool(where) if where is not None else None
+        return Reduce(self, source, axes, cond)
+
+    def __repr__(self) -> str:
+        return f"CommReducer({self.name})"
+
+
+class Reduce(Expr):
+    """A reduction over reduce axes; only allowed as the whole body of a compute."""
+
+    __slots__ = ("combiner", "source", "axis", "condition")
+
+    def __init__(self, combiner: CommReducer, source: Expr, axis: Sequence[Any], condition: Expr | None):
+        self.combiner = combiner
+        self.source = source
+        self.axis = tuple(axis)
+        self.condition = condition
+        self.dtype = source.dtype
+
+
+# ----------------------------------------------------------------------------------------------
+# construction helpers
+
+
+def const(value: Any, dtype: str | None = None) -> Expr:
+    """A constant; the dtype defaults to int64 for ints and float32 for floats."""
+    if isinstance(value, Expr):
+        return value if dtype is None or value.dtype == dtype else cast(dtype, value)
+    if dtype is None:
+        if isinstance(value, bool):
+            dtype = "bool"
+        elif isinstance(value, int):
+            dtype = INDEX_DTYPE
+        elif isinstance(value, float):
+            dtype = "float32"
+        else:
+            raise TypeError(f"cannot make a constant from {value!r}")
+    dtype = check_dtype(dtype)
+    if is_float(dtype):
+        return FloatImm(float(value), dtype)
+    if dtype == "bool":
+        return IntImm(1 if value else 0, "bool")
+    if isinstance(value, float) and not float(value).is_integer():
+        raise TypeError(f"constant {value!r} is not an integer but dtype is {dtype}")
+    return IntImm(int(value), dtype)
+
+
+def convert(value: Any, dtype_hint: str | None = None) -> Expr:
+    """Turn a Python number, IterVar or Expr into an Expr."""
+    if isinstance(value, Expr):
+        return value
+    from autosched.te.tensor import IterVar
+
+    if isinstance(value, IterVar):
+        return value.var
+    if isinstance(value, bool):
+        return IntImm(int(value), "bool")
+    if isinstance(value, int):
+        if dtype_hint is not None and is_float(dtype_hint):
+            return FloatImm(float(value), dtype_hint)
+        return IntImm(value, dtype_hint if dtype_hint and is_int(dtype_hint) else INDEX_DTYPE)
+    if isinstance(value, float):
+        return FloatImm(value, dtype_hint if dtype_hint and is_float(dtype_hint) else "float32")
+    try:
+        import numpy as np
+
+        if isinstance(value, np.generic):
+            return const(value.item(), str(value.dtype))
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"cannot convert {value!r} ({type(value).__name__}) to an expression")
+
+
+def _promote(a: Any, b: Any) -> tuple[Expr, Expr]:
+    """Convert both operands; Python numbers take the other side's dtype, ints meet floats as floats."""
+    from autosched.te.tensor import IterVar
+
+    if not isinstance(a, (Expr, IterVar)) and isinstance(b, (Expr, IterVar)):
+        b = convert(b)
+        a = convert(a, b.dtype)
+    else:
+        a = convert(a)
+        b = convert(b, a.dtype)
+    if a.dtype != b.dtype:
+        if a.dtype == "bool" or b.dtype == "bool":
+            a = a if a.dtype != "bool" else cast(b.dtype, a)
+            b = b if b.dtype != "bool" else cast(a.dtype, b)
+        elif is_float(a.dtype) and not is_float(b.dtype):
+            b = cast(a.dtype, b)
+        elif is_float(b.dtype) and not is_float(a.dtype):
+            a = cast(b.dtype, a)
+        else:
+            order = _FLOAT + _INT
+            wider = builtins.max(a.dtype, b.dtype, key=lambda d: (_bits(d), order.index(d)))
+            a, b = cast(wider, a), cast(wider, b)
+    return a, b
+
+
+def _bits(dtype: str) -> int:
+    return 1 if dtype == "bool" else int("".join(ch for ch in dtype if ch.isdigit()))
+
+
+def _arith(cls: type, a: Any, b: Any) -> Expr:
+    a, b = _promote(a, b)
+    if cls in (FloorDiv, FloorMod) and is_float(a.dtype):
+        if cls is FloorDiv:
+            return Call(a.dtype, "floor", [Div(a, b)])
+        return Sub(a, Mul(Call(a.dtype, "floor", [Div(a, b)]), b))
+    return cls(a, b)
+
+
+def _div(a: Any, b: Any) -> Expr:
+    a, b = _promote(a, b)
+    if not is_float(a.dtype):
+        raise TypeError(
+            f"'/' on integer expressions ({a} / {b}) is ambiguous; use // (floor division) "
+            "or cast to a float type first"
+        )
+    return Div(a, b)
+
+
+def _cmp(cls: type, a: Any, b: Any) -> Expr:
+    a, b = _promote(a, b)
+    return cls(a, b)
+
+
+def _as_bool(x: Any) -> Expr:
+    x = convert(x)
+    if x.dtype == "bool":
+        return x
+    return NE(x, const(0, x.dtype))
+
+
+def cast(dtype: str, value: Any) -> Expr:
+    value = convert(value)
+    dtype = check_dtype(dtype)
+    if value.dtype == dtype:
+        return value
+    if isinstance(value, IntImm) and is_int(dtype):
+        return IntImm(value.value, dtype)
+    if isinstance(value, (IntImm, FloatImm)) and is_float(dtype):
+        return FloatImm(float(value.value), dtype)
+    return Cast(dtype, value)
+
+
+def if_then_else(cond: Any, t: Any, f: Any) -> Expr:
+    """``t`` where ``cond`` holds, else ``f``; the branch not taken is never evaluated."""
+    t, f = _promote(t, f)
+    return Select(_as_bool(cond), t, f)
+
+
+def all(*conds: Any) -> Expr:  # noqa: A001 - TVM's name
+    if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
+        conds = tuple(conds[0])
+    if not conds:
+        return const(True)
+    out = _as_bool(conds[0])
+    for c in conds[1:]:
+        out = And(out, _as_bool(c))
+    return out
+
+
+def any(*conds: Any) -> Expr:  # noqa: A001 - TVM's name
+    if len(conds) == 1 and isinstance(conds[0], (list, tuple)):
+        conds = tuple(conds[0])
+    if not conds:
+        return const(False)
+    out = _as_bool(conds[0])
+    for c in conds[1:]:
+        out = Or(out, _as_bool(c))
+    return out
+
+
+def _float_call(name: str) -> Callable[[Any], Expr]:
+    def fn(x: Any) -> Expr:
+        x = convert(x)
+        if not is_float(x.dtype):
+            x = cast("float32", x)
+        return Call(x.dtype, name, [x])
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` of a floating-point expression."
+    return fn
+
+
+exp = _float_call("exp")
+log = _float_call("log")
+sqrt = _float_call("sqrt")
+tanh = _float_call("tanh")
+floor = _float_call("floor")
+ceil = _float_call("ceil")
+erf = _float_call("erf")
+sin = _float_call("sin")
+cos = _float_call("cos")
+
+
+def sigmoid(x: Any) -> Expr:
+    x = convert(x)
+    one = const(1.0, x.dtype)
+    return one / (one + exp(-x))
+
+
+def abs(x: Any) -> Expr:  # noqa: A001 - TVM's name
+    x = convert(x)
+    if is_float(x.dtype):
+        return Call(x.dtype, "fabs", [x])
+    return Select(LT(x, const(0, x.dtype)), Sub(const(0, x.dtype), x), x)
+
+
+def power(x: Any, y: Any) -> Expr:
+    x, y = _promote(x, y)
+    if not is_float(x.dtype):
+        x, y = cast("float32", x), cast("float32", y)
+    return Call(x.dtype, "pow", [x, y])
+
+
+def maximum(a: Any, b: Any) -> Expr:
+    return _arith(Max, a, b)
+
+
+def minimum(a: Any, b: Any) -> Expr:
+    return _arith(Min, a, b)
+
+
+def min_value(dtype: str) -> Expr:
+    if is_float(dtype):
+        return FloatImm(-math.inf, dtype)
+    import numpy as np
+
+    return IntImm(int(np.iinfo(dtype).min), dtype)
+
+
+def max_value(dtype: str) -> Expr:
+    if is_float(dtype):
+        return FloatImm(math.inf, dtype)
+    import numpy as np
+
+    return IntImm(int(np.iinfo(dtype).max), dtype)
+
+
+def comm_reducer(fcombine: Callable, fidentity: Callable, name: str = "reduce") -> CommReducer:
+    """Define a reduction: ``fcombine(x, y)`` merges two values, ``fidentity(dtype)`` is its unit."""
+    return CommReducer(fcombine, fidentity, name)
+
+
+sum = comm_reducer(lambda x, y: x + y, lambda t: const(0, t), name="sum")  # noqa: A001
+_max_reducer = comm_reducer(lambda x, y: maximum(x, y), min_value, name="max")
+_min_reducer = comm_reducer(lambda x, y: minimum(x, y), max_value, name="min")
+
+
+def _is_axis_arg(x: Any) -> bool:
+    from autosched.te.tensor import IterVar
+
+    if isinstance(x, IterVar):
+        return x.kind == "reduce"
+    return isinstance(x, (list, tuple)) and len(x) > 0 and builtins_all(isinstance(a, IterVar) for a in x)
+
+
+def builtins_all(it) -> bool:
+    for v in it:
+        if not v:
+            return False
+    return True
+
+
+def max(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> Expr:  # noqa: A001
+    """``te.max(expr, axis=k)`` reduces; ``te.max(a, b)`` is the elementwise maximum."""
+    if axis is not None:
+        return _max_reducer(a, axis, where)
+    if b is not None and _is_axis_arg(b):
+        return _max_reducer(a, b, where)
+    if b is None:
+        raise TypeError("te.max needs a second expression or axis=")
+    return maximum(a, b)
+
+
+def min(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> Expr:  # noqa: A001
+    """``te.min(expr, axis=k)`` reduces; ``te.min(a, b)`` is the elementwise minimum."""
+    if axis is not None:
+        return _min_reducer(a, axis, where)
+    if b is not None and _is_axis_arg(b):
+        return _min_reducer(a, b, where)
+    if b is None:
+        raise TypeError("te.min needs a second expression or axis=")
+    return minimum(a, b)
+
+
+# ----------------------------------------------------------------------------------------------
+# traversal
+
+
+def children(e: Expr) -> tuple:
+    if isinstance(e, BinaryOp):
+        return (e.a, e.b)
+    if isinstance(e, (Not,)):
+        return (e.a,)
+    if isinstance(e, Cast):
+        return (e.value,)
+    if isinstance(e, Select):
+        return (e.cond, e.t, e.f)
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, Let):
+        return (e.value, e.body)
+    if isinstance(e, TensorLoad):
+        return e.indices
+    if isinstance(e, Reduce):
+        return (e.source,) + ((e.condition,) if e.condition is not None else ())
+    idx = getattr(e, "indices", None)  # tir BufferLoad
+    if idx is not None:
+        return tuple(idx)
+    return ()
+
+
+def walk(e: Expr):
+    """Pre-order iteration over an expression tree."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(children(x)))
+
+
+def free_vars(e: Expr) -> set:
+    return {x for x in walk(e) if isinstance(x, Var)}
+
+
+def rebuild(e: Expr, new_children: Sequence[Expr]) -> Expr:
+    """A copy of ``e`` with other children (same order as :func:`children`)."""
+    if isinstance(e, BinaryOp):
+        return type(e)(new_children[0], new_children[1], e.dtype)
+    if isinstance(e, Not):
+        return Not(new_children[0])
+    if isinstance(e, Cast):
+        return Cast(e.dtype, new_children[0])
+    if isinstance(e, Select):
+        return Select(*new_children)
+    if isinstance(e, Call):
+        return Call(e.dtype, e.name, new_children)
+    if isinstance(e, Let):
+        return Let(e.var, new_children[0], new_children[1])
+    if isinstance(e, TensorLoad):
+        return TensorLoad(e.tensor, new_children)
+    if isinstance(e, Reduce):
+        cond = new_children[1] if e.condition is not None else None
+        return Reduce(e.combiner, new_children[0], e.axis, cond)
+    if hasattr(e, "with_indices"):
+        return e.with_indices(new_children)
+    return e
+
+
+def transform(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+    """Bottom-up rewrite: ``fn`` sees each node (after its children) and may return a replacement."""
+    memo: dict[int, Expr] = {}
+
+    def go(x: Expr) -> Expr:
+        key = id(x)
+        if key in memo:
+            return memo[key]
+        kids = children(x)
+        if kids:
+            new = [go(c) for c in kids]
+            if builtins_any(n is not o for n, o in zip(new, kids)):
+                x2 = rebuild(x, new)
+            else:
+                x2 = x
+        else:
+            x2 = x
+        r = fn(x2)
+        out = x2 if r is None else r
+        memo[key] = out
+        return out
+
+    return go(e)
+
+
+def builtins_any(it) -> bool:
+    for v in it:
+        if v:
+            return True
+    return False
+
+
+def substitute(e: Expr, vmap: dict) -> Expr:
+    """Replace variables by expressions (keys are Var objects)."""
+    if not vmap:
+        return e
+
+    def fn(x: Expr):
+        if isinstance(x, Var):
+            return vmap.get(x)
+        return None
+
+    return transform(e, fn)

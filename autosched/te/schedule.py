@@ -1,0 +1,555 @@
+"""Schedules: one Stage per operation, changed only by replayable steps.
+
+Each public primitive (``split``, ``reorder``, ...) validates its arguments,
+turns them into a :class:`~autosched.te.trace.Step`, and hands the step to
+:meth:`Schedule.apply`, which is also what a trace replay calls. So a schedule
+written by hand and one produced by search go through exactly the same code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from autosched.errors import ScheduleError
+from autosched.te.expr import Reduce, TensorLoad, Var, substitute, transform
+from autosched.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor
+from autosched.te.trace import (
+    Annotate,
+    Bind,
+    CacheRead,
+    CacheWrite,
+    ComputeAt,
+    ComputeInline,
+    ComputeRoot,
+    Fuse,
+    Reorder,
+    Split,
+    Step,
+    Trace,
+)
+
+ANNOTATIONS = ("parallel", "vectorize", "unroll")
+SCOPES = ("global", "local", "shared")
+
+
+class SplitRel:
+    """parent = outer * inner_extent + inner."""
+
+    __slots__ = ("parent", "outer", "inner", "factor", "nparts")
+
+    def __init__(self, parent: IterVar, outer: IterVar, inner: IterVar, factor: int | None, nparts: int | None):
+        self.parent, self.outer, self.inner, self.factor, self.nparts = parent, outer, inner, factor, nparts
+
+
+class FuseRel:
+    """fused enumerates ``axes`` in row-major order."""
+
+    __slots__ = ("axes", "fused")
+
+    def __init__(self, axes: Sequence[IterVar], fused: IterVar):
+        self.axes = list(axes)
+        self.fused = fused
+
+
+class Stage:
+    """The schedule of one operation: its loop axes, their relations and annotations, and where it is computed."""
+
+    def __init__(self, sch: Schedule, op: Operation):
+        self.sch = sch
+        self.op = op
+        self.origin_op = op
+        self.all_iter_vars: list[IterVar] = list(op.axis) + list(op.reduce_axis)
+        self.leaf_iter_vars: list[IterVar] = list(self.all_iter_vars)
+        self.relations: list[SplitRel | FuseRel] = []
+        self.iter_attrs: dict[IterVar, str] = {}
+        self.attach_type = "root"  # 'root' | 'inline' | 'scope'
+        self.attach_stage: Stage | None = None
+        self.attach_ivar: IterVar | None = None
+        self.scope = "global"
+        self.is_output = False
+
+    # ------------------------------------------------------------------ info
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def index(self) -> int:
+        for i, s in enumerate(self.sch.stages):
+            if s is self:
+                return i
+        raise ScheduleError(f"stage {self.name} is no longer part of its schedule")
+
+    @property
+    def is_placeholder(self) -> bool:
+        return isinstance(self.op, PlaceholderOp)
+
+    @property
+    def is_reduction(self) -> bool:
+        return isinstance(self.op, ComputeOp) and bool(self.op.reduce_axis)
+
+    def __repr__(self) -> str:
+        return f"Stage({self.name}, leaves=[{', '.join(iv.name for iv in self.leaf_iter_vars)}])"
+
+    def _leaf_index(self, iv: Any, primitive: str) -> int:
+        if not isinstance(iv, IterVar):
+            raise ScheduleError(
+                f"{primitive} on stage '{self.name}': expected an axis (IterVar), got {iv!r}"
+            )
+        for i, x in enumerate(self.leaf_iter_vars):
+            if x is iv:
+                return i
+        if any(x is iv for x in self.all_iter_vars):
+            raise ScheduleError(
+                f"{primitive} on stage '{self.name}': axis '{iv.name}' was already split or fused away; "
+                f"use one of its current axes ({', '.join(x.name for x in self.leaf_iter_vars)})"
+            )
+        for other in self.sch.stages:
+            if other is not self and any(x is iv for x in other.all_iter_vars):
+                raise ScheduleError(
+                    f"{primitive} on stage '{self.name}': axis '{iv.name}' belongs to stage '{other.name}', "
+                    f"not to '{self.name}'"
+                )
+        raise ScheduleError(
+            f"{primitive} on stage '{self.name}': axis '{iv.name}' is not an axis of this stage "
+            f"(its axes are {', '.join(x.name for x in self.leaf_iter_vars)})"
+        )
+
+    def _apply(self, step: Step) -> Any:
+        return self.sch.apply(step)
+
+    # ------------------------------------------------------------ primitives
+    def split(self, parent: IterVar, factor: Any = None, nparts: Any = None) -> tuple[IterVar, IterVar]:
+        """Split ``parent`` into (outer, inner) with inner extent ``factor`` or outer extent ``nparts``."""
+        if (factor is None) == (nparts is None):
+            raise ScheduleError(f"split on stage '{self.name}': give exactly one of factor= or nparts=")
+        idx = self._leaf_index(parent, "split")
+        factor = _positive_int(factor, "factor", self, parent) if factor is not None else None
+        nparts = _positive_int(nparts, "nparts", self, parent) if nparts is not None else None
+        return self._apply(Split(self.index, idx, factor, nparts))
+
+    def tile(self, x_parent: IterVar, y_parent: IterVar, x_factor: Any, y_factor: Any):
+        """Split two axes and order them (x.outer, y.outer, x.inner, y.inner)."""
+        xo, xi = self.split(x_parent, factor=x_factor)
+        yo, yi = self.split(y_parent, factor=y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def reorder(self, *axes: IterVar) -> None:
+        """Put these axes, in this order, into the loop positions they occupy."""
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        idx = [self._leaf_index(a, "reorder") for a in axes]
+        if len(set(idx)) != len(idx):
+            dup = next(a for i, a in zip(idx, axes) if idx.count(i) > 1)
+            raise ScheduleError(
+                f"reorder on stage '{self.name}' is not a permutation: axis '{dup.name}' appears more than once"
+            )
+        self._apply(Reorder(self.index, tuple(idx)))
+
+    def fuse(self, *axes: IterVar) -> IterVar:
+        """Fuse adjacent axes (outermost first) into one loop."""
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        if not axes:
+            raise ScheduleError(f"fuse on stage '{self.name}' needs at least one axis")
+        idx = [self._leaf_index(a, "fuse") for a in axes]
+        return self._apply(Fuse(self.index, tuple(idx)))
+
+    def vectorize(self, axis: IterVar) -> None:
+        self._apply(Annotate(self.index, self._leaf_index(axis, "vectorize"), "vectorize"))
+
+    def unroll(self, axis: IterVar) -> None:
+        self._apply(Annotate(self.index, self._leaf_index(axis, "unroll"), "unroll"))
+
+    def parallel(self, axis: IterVar) -> None:
+        self._apply(Annotate(self.index, self._leaf_index(axis, "parallel"), "parallel"))
+
+    def bind(self, axis: IterVar, thread: IterVar | str) -> None:
+        """Map a loop to a GPU block/thread index (recorded here; checked by the target's lowering)."""
+        tag = thread.thread_tag if isinstance(thread, IterVar) else str(thread)
+        self._apply(Bind(self.index, self._leaf_index(axis, "bind"), tag))
+
+    def compute_at(self, parent: Stage, axis: IterVar) -> None:
+        """Compute this stage inside ``parent``'s loop ``axis``, just the region that loop needs."""
+        if not isinstance(parent, Stage):
+            raise ScheduleError(f"compute_at of stage '{self.name}': parent must be a Stage (s[T]), got {parent!r}")
+        idx = parent._leaf_index(axis, "compute_at")
+        self._apply(ComputeAt(self.index, parent.index, idx))
+
+    def compute_inline(self) -> None:
+        """Substitute this stage's expression into every reader; no buffer, no loop."""
+        self._apply(ComputeInline(self.index))
+
+    def compute_root(self) -> None:
+        """Compute this stage in full at the top level (the default)."""
+        self._apply(ComputeRoot(self.index))
+
+
+def _positive_int(v: Any, what: str, stage: Stage, axis: IterVar) -> int:
+    try:
+        iv = int(v)
+    except (TypeError, ValueError):
+        iv = None
+    if iv is None or iv != v or iv <= 0:
+        raise ScheduleError(
+            f"split on stage '{stage.name}', axis '{axis.name}': {what} must be a positive integer, got {v!r}"
+        )
+    return iv
+
+
+class Schedule:
+    """The stages of a computation, in producer-before-consumer order, and the trace that made them."""
+
+    def __init__(self, outputs: Sequence[Operation]):
+        self.outputs = list(outputs)
+        self.stages: list[Stage] = []
+        self.stage_map: dict[Operation, Stage] = {}
+        self.trace = Trace()
+        for op in _post_order(self.outputs):
+            st = Stage(self, op)
+            self.stages.append(st)
+            self.stage_map[op] = st
+        for op in self.outputs:
+            self.stage_map[op].is_output = True
+
+    def __getitem__(self, x: Tensor | Operation) -> Stage:
+        op = x.op if isinstance(x, Tensor) else x
+        st = self.stage_map.get(op)
+        if st is None:
+            name = getattr(op, "name", repr(op))
+            raise ScheduleError(f"'{name}' is not part of this schedule (its stages: {self.stage_names()})")
+        return st
+
+    def stage_names(self) -> str:
+        return ", ".join(s.name for s in self.stages)
+
+    def stage_of(self, tensor: Tensor) -> Stage:
+        return self[tensor]
+
+    # ------------------------------------------------------------- caching
+    def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]) -> Tensor:
+        """Add a stage that copies ``tensor`` into ``scope``; the ``readers`` read the copy instead."""
+        if isinstance(readers, (Tensor, Operation, Stage)):
+            readers = [readers]
+        reader_idx = []
+        for r in readers:
+            st = r if isinstance(r, Stage) else self[r]
+            reader_idx.append(st.index)
+        self.apply(CacheRead(self[tensor].index, scope, tuple(reader_idx)))
+        return self.stages[self[tensor].index + 1].op.output(0)
+
+    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+        """Compute ``tensor`` into a new ``scope`` stage; the original stage then copies it out."""
+        st = self[tensor]
+        idx = st.index
+        self.apply(CacheWrite(idx, scope))
+        return self.stages[idx].op.output(0)
+
+    # -------------------------------------------------------- applying steps
+    def apply(self, step: Step) -> Any:
+        """Apply one step (validating it) and record it in the trace."""
+        if not 0 <= step.stage < len(self.stages):
+            raise ScheduleError(f"{step.describe()}: no stage {step.stage} (the schedule has {len(self.stages)})")
+        stage = self.stages[step.stage]
+        handler = getattr(self, "_apply_" + step.kind)
+        result = handler(stage, step)
+        self.trace.append(step)
+        return result
+
+    def _leaf(self, stage: Stage, i: int, step: Step) -> IterVar:
+        if not 0 <= i < len(stage.leaf_iter_vars):
+            raise ScheduleError(
+                f"{step.describe()}: stage '{stage.name}' has {len(stage.leaf_iter_vars)} axes, no axis {i}"
+            )
+        return stage.leaf_iter_vars[i]
+
+    def _check_mutable(self, stage: Stage, step: Step) -> None:
+        if stage.is_placeholder:
+            raise ScheduleError(f"{step.kind} on stage '{stage.name}': it is an input placeholder, it has no loops")
+
+    def _replace_attach(self, old: IterVar, new: IterVar) -> None:
+        for s in self.stages:
+            if s.attach_ivar is old:
+                s.attach_ivar = new
+
+    def _apply_split(self, stage: Stage, step: Split):
+        self._check_mutable(stage, step)
+        iv = self._leaf(stage, step.axis, step)
+        if (step.factor is None) == (step.nparts is None):
+            raise ScheduleError(f"{step.describe()}: exactly one of factor and nparts must be set")
+        for v in (step.factor, step.nparts):
+            if v is not None and (not isinstance(v, int) or v <= 0):
+                raise ScheduleError(
+                    f"split on stage '{stage.name}', axis '{iv.name}': factor must be a positive integer, got {v!r}"
+                )
+        outer = IterVar(None, Var(iv.name + ".outer"), iv.kind)
+        inner = IterVar(None, Var(iv.name + ".inner"), iv.kind)
+        stage.relations.append(SplitRel(iv, outer, inner, step.factor, step.nparts))
+        stage.all_iter_vars += [outer, inner]
+        stage.leaf_iter_vars[step.axis : step.axis + 1] = [outer, inner]
+        ann = stage.iter_attrs.pop(iv, None)
+        if ann is not None:
+            stage.iter_attrs[outer] = ann
+        self._replace_attach(iv, inner)
+        return outer, inner
+
+    def _apply_reorder(self, stage: Stage, step: Reorder):
+        self._check_mutable(stage, step)
+        axes = [self._leaf(stage, i, step) for i in step.order]
+        if len(set(step.order)) != len(step.order):
+            dup = next(a for i, a in zip(step.order, axes) if step.order.count(i) > 1)
+            raise ScheduleError(
+                f"reorder on stage '{stage.name}' is not a permutation: axis '{dup.name}' appears more than once"
+            )
+        positions = sorted(step.order)
+        leaves = list(stage.leaf_iter_vars)
+        for pos, iv in zip(positions, axes):
+            leaves[pos] = iv
+        stage.leaf_iter_vars = leaves
+
+    def _apply_fuse(self, stage: Stage, step: Fuse):
+        self._check_mutable(stage, step)
+        axes = [self._leaf(stage, i, step) for i in step.axes]
+        if len(axes) == 1:
+            return axes[0]
+        for a, b, ia, ib in zip(axes, axes[1:], step.axes, step.axes[1:]):
+            if ib != ia + 1:
+                raise ScheduleError(
+                    f"fuse on stage '{stage.name}': axes '{a.name}' and '{b.name}' are not adjacent "
+                    f"(positions {ia} and {ib} of {', '.join(x.name for x in stage.leaf_iter_vars)}); "
+                    "reorder them first, outermost first"
+                )
+        kinds = {a.kind for a in axes}
+        if len(kinds) > 1:
+            raise ScheduleError(
+                f"fuse on stage '{stage.name}': cannot fuse reduction and spatial axes together "
+                f"({', '.join(f'{a.name}:{a.kind}' for a in axes)})"
+            )
+        fused = IterVar(None, Var(".".join(a.name for a in axes) + ".fused"), axes[0].kind)
+        stage.relations.append(FuseRel(axes, fused))
+        stage.all_iter_vars.append(fused)
+        stage.leaf_iter_vars[step.axes[0] : step.axes[-1] + 1] = [fused]
+        for a in axes:
+            ann = stage.iter_attrs.pop(a, None)
+            if ann is not None and a is axes[0]:
+                stage.iter_attrs[fused] = ann
+            self._replace_attach(a, fused)
+        return fused
+
+    def _apply_annotate(self, stage: Stage, step: Annotate):
+        self._check_mutable(stage, step)
+        iv = self._leaf(stage, step.axis, step)
+        if step.annotation not in ANNOTATIONS:
+            raise ScheduleError(f"{step.describe()}: unknown annotation, expected one of {ANNOTATIONS}")
+        if iv.kind == "reduce" and step.annotation in ("vectorize", "parallel"):
+            raise ScheduleError(
+                f"{step.annotation} on stage '{stage.name}': axis '{iv.name}' is a reduction axis, which carries "
+                f"a dependence from one iteration to the next; {step.annotation} a spatial axis, or rfactor first"
+            )
+        prev = stage.iter_attrs.get(iv)
+        if prev is not None and prev != step.annotation:
+            raise ScheduleError(
+                f"{step.annotation} on stage '{stage.name}': axis '{iv.name}' is already marked {prev}"
+            )
+        stage.iter_attrs[iv] = step.annotation
+
+    def _apply_bind(self, stage: Stage, step: Bind):
+        from autosched.te.tensor import THREAD_TAGS
+
+        self._check_mutable(stage, step)
+        iv = self._leaf(stage, step.axis, step)
+        if step.thread not in THREAD_TAGS:
+            raise ScheduleError(f"bind on stage '{stage.name}', axis '{iv.name}': unknown thread {step.thread!r}")
+        if iv.kind == "reduce":
+            raise ScheduleError(
+                f"bind on stage '{stage.name}': axis '{iv.name}' is a reduction axis; bind spatial axes only"
+            )
+        stage.iter_attrs[iv] = "thread:" + step.thread
+
+    def _apply_compute_at(self, stage: Stage, step: ComputeAt):
+        self._check_mutable(stage, step)
+        if not 0 <= step.target < len(self.stages):
+            raise ScheduleError(f"{step.describe()}: no stage {step.target}")
+        target = self.stages[step.target]
+        iv = self._leaf(target, step.axis, step)
+        if target is stage:
+            raise ScheduleError(f"compute_at of stage '{stage.name}' at its own axis '{iv.name}'")
+        if target.attach_type == "inline":
+            raise ScheduleError(
+                f"compute_at of stage '{stage.name}' at axis '{iv.name}' of '{target.name}': "
+                f"'{target.name}' is inlined and has no loops"
+            )
+        if not self._consumes(target, stage):
+            raise ScheduleError(
+                f"compute_at of stage '{stage.name}' at axis '{iv.name}' of stage '{target.name}': "
+                f"'{target.name}' does not read '{stage.name}', so this is outside the consumer's loop nest "
+                f"(readers of '{stage.name}': {', '.join(s.name for s in self.readers(stage)) or 'none'})"
+            )
+        stage.attach_type = "scope"
+        stage.attach_stage = target
+        stage.attach_ivar = iv
+
+    def _apply_compute_inline(self, stage: Stage, step: ComputeInline):
+        self._check_mutable(stage, step)
+        if stage.is_reduction:
+            raise ScheduleError(
+                f"compute_inline of stage '{stage.name}': it is a reduction (over "
+                f"{', '.join(a.name for a in stage.op.reduce_axis)}); only elementwise stages can be inlined"
+            )
+        if stage.is_output:
+            raise ScheduleError(f"compute_inline of stage '{stage.name}': it is an output of the schedule")
+        for s in self.stages:
+            if s.attach_stage is stage:
+                raise ScheduleError(
+                    f"compute_inline of stage '{stage.name}': stage '{s.name}' is computed at its axis "
+                    f"'{s.attach_ivar.name}'"
+                )
+        stage.attach_type = "inline"
+        stage.attach_stage = stage.attach_ivar = None
+
+    def _apply_compute_root(self, stage: Stage, step: ComputeRoot):
+        self._check_mutable(stage, step)
+        stage.attach_type = "root"
+        stage.attach_stage = stage.attach_ivar = None
+
+    def _apply_cache_read(self, stage: Stage, step: CacheRead):
+        if step.scope not in SCOPES:
+            raise ScheduleError(f"cache_read of '{stage.name}': unknown scope {step.scope!r}, expected {SCOPES}")
+        tensor = stage.op.output(0)
+        readers = []
+        for i in step.readers:
+            if not 0 <= i < len(self.stages):
+                raise ScheduleError(f"{step.describe()}: no stage {i}")
+            r = self.stages[i]
+            if not any(self.stage_map.get(t.op) is stage for t in _reads(r.op)):
+                raise ScheduleError(f"cache_read of '{stage.name}': stage '{r.name}' does not read it")
+            readers.append(r)
+        shape = stage.op.shape
+        axes = [IterVar(Range(0, d), Var(f"ax{i}"), "spatial") for i, d in enumerate(shape)]
+        src = stage.origin_op.output(0)
+        cache_op = ComputeOp(f"{stage.name}.{step.scope}", axes, TensorLoad(src, [a.var for a in axes]))
+        cache_tensor = cache_op.output(0)
+        for r in readers:
+            new_op = _replace_reads(r.op, lambda t: t.op is not None and self.stage_map.get(t.op) is stage,
+                                    cache_tensor)
+            self.stage_map[new_op] = r
+            r.op = new_op
+        cst = Stage(self, cache_op)
+        cst.scope = step.scope
+        self.stages.insert(stage.index + 1, cst)
+        self.stage_map[cache_op] = cst
+        return cache_tensor
+
+    def _apply_cache_write(self, stage: Stage, step: CacheWrite):
+        self._check_mutable(stage, step)
+        if step.scope not in SCOPES:
+            raise ScheduleError(f"cache_write of '{stage.name}': unknown scope {step.scope!r}, expected {SCOPES}")
+        if stage.relations or stage.iter_attrs or stage.attach_type != "root":
+            raise ScheduleError(
+                f"cache_write of '{stage.name}': call it before scheduling the stage (it already has steps)"
+            )
+        op = stage.op
+        assert isinstance(op, ComputeOp)
+        new_axis = [IterVar(Range(0, a.dom.extent), Var(a.name + ".c"), "spatial") for a in op.axis]
+        vmap: dict[Var, Any] = {a.var: b.var for a, b in zip(op.axis, new_axis)}
+        body = op.body
+        if isinstance(body, Reduce):
+            new_raxis = [IterVar(a.dom, Var(a.name + ".c"), "reduce") for a in body.axis]
+            vmap.update({a.var: b.var for a, b in zip(body.axis, new_raxis)})
+            body = Reduce(
+                body.combiner,
+                substitute(body.source, vmap),
+                new_raxis,
+                substitute(body.condition, vmap) if body.condition is not None else None,
+            )
+        else:
+            body = substitute(body, vmap)
+        cache_op = ComputeOp(f"{op.name}.{step.scope}", new_axis, body, op.tag, op.attrs)
+        cache_tensor = cache_op.output(0)
+        copy_op = ComputeOp(op.name, op.axis, TensorLoad(cache_tensor, [a.var for a in op.axis]), op.tag, op.attrs)
+        self.stage_map[copy_op] = stage
+        stage.op = copy_op
+        stage.all_iter_vars = list(copy_op.axis)
+        stage.leaf_iter_vars = list(copy_op.axis)
+        cst = Stage(self, cache_op)
+        cst.scope = step.scope
+        self.stages.insert(stage.index, cst)
+        self.stage_map[cache_op] = cst
+        return cache_tensor
+
+    # ---------------------------------------------------------- dataflow
+    def readers(self, stage: Stage) -> list[Stage]:
+        """Stages whose current expression reads ``stage``'s output."""
+        out = []
+        for s in self.stages:
+            if s is stage or s.is_placeholder:
+                continue
+            if any(self.stage_map.get(t.op) is stage for t in _reads(s.op)):
+                out.append(s)
+        return out
+
+    def _consumes(self, consumer: Stage, producer: Stage) -> bool:
+        """Whether ``consumer`` reads ``producer``, directly or through inlined stages."""
+        seen = set()
+        todo = [producer]
+        while todo:
+            p = todo.pop()
+            for r in self.readers(p):
+                if r is consumer:
+                    return True
+                if r.attach_type == "inline" and id(r) not in seen:
+                    seen.add(id(r))
+                    todo.append(r)
+        return False
+
+    def __repr__(self) -> str:
+        return f"Schedule(stages=[{self.stage_names()}], steps={len(self.trace)})"
+
+
+def _reads(op: Operation) -> list[Tensor]:
+    return op.input_tensors if isinstance(op, ComputeOp) else []
+
+
+def _replace_reads(op: ComputeOp, pred, new_tensor: Tensor) -> ComputeOp:
+    def fn(e):
+        if isinstance(e, TensorLoad) and pred(e.tensor):
+            return TensorLoad(new_tensor, e.indices)
+        return None
+
+    body = transform(op.body, fn)
+    return ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
+
+
+def _post_order(outputs: Sequence[Operation]) -> list[Operation]:
+    order: list[Operation] = []
+    seen: set[int] = set()
+    for root in outputs:
+        stack: list[tuple[Operation, bool]] = [(root, False)]
+        while stack:
+            op, done = stack.pop()
+            if done:
+                order.append(op)
+                continue
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            stack.append((op, True))
+            for t in reversed(op.input_tensors):
+                if id(t.op) not in seen:
+                    stack.append((t.op, False))
+    return order
+
+
+def create_schedule(ops: Operation | Tensor | Sequence[Operation | Tensor]) -> Schedule:
+    """A default schedule (every stage computed at the root in its natural loop order)."""
+    if not isinstance(ops, (list, tuple)):
+        ops = [ops]
+    out = []
+    for o in ops:
+        if isinstance(o, Tensor):
+            o = o.op
+        if not isinstance(o, Operation):
+            raise TypeError(f"create_schedule expects operations or tensors, got {o!r}")
+        out.append(o)
+    return Schedule(out)

@@ -1,0 +1,316 @@
+"""Tensors and the operations that produce them: placeholders and computes."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Sequence
+
+from autosched.te.expr import (
+    INDEX_DTYPE,
+    Expr,
+    IntImm,
+    Reduce,
+    TensorLoad,
+    Var,
+    check_dtype,
+    const,
+    convert,
+    walk,
+)
+
+
+class Range:
+    """A half-open integer interval ``[min, min + extent)``."""
+
+    __slots__ = ("min", "extent")
+
+    def __init__(self, min: Any, extent: Any):  # noqa: A002
+        self.min = convert(min)
+        self.extent = convert(extent)
+
+    @staticmethod
+    def from_bounds(begin: Any, end: Any) -> Range:
+        from autosched.tir.arith import simplify
+
+        begin = convert(begin)
+        return Range(begin, simplify(convert(end) - begin))
+
+    def __repr__(self) -> str:
+        return f"Range(min={self.min}, extent={self.extent})"
+
+
+class IterVar:
+    """A loop axis: a variable, its domain, and its kind ('spatial', 'reduce' or 'thread')."""
+
+    __slots__ = ("var", "dom", "kind", "thread_tag")
+
+    def __init__(self, dom: Range | None, var: Var, kind: str, thread_tag: str = ""):
+        self.var = var
+        self.dom = dom
+        self.kind = kind
+        self.thread_tag = thread_tag
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    def __repr__(self) -> str:
+        return f"IterVar({self.var.name}, {self.kind}, {self.dom})"
+
+    # IterVars take part in expressions through their variable
+    def _e(self):
+        return self.var
+
+    def __add__(self, o):
+        return self.var + o
+
+    def __radd__(self, o):
+        return o + self.var
+
+    def __sub__(self, o):
+        return self.var - o
+
+    def __rsub__(self, o):
+        return o - self.var
+
+    def __mul__(self, o):
+        return self.var * o
+
+    def __rmul__(self, o):
+        return o * self.var
+
+    def __floordiv__(self, o):
+        return self.var // o
+
+    def __rfloordiv__(self, o):
+        return o // self.var
+
+    def __mod__(self, o):
+        return self.var % o
+
+    def __rmod__(self, o):
+        return o % self.var
+
+    def __neg__(self):
+        return -self.var
+
+    def __lt__(self, o):
+        return self.var < o
+
+    def __le__(self, o):
+        return self.var <= o
+
+    def __gt__(self, o):
+        return self.var > o
+
+    def __ge__(self, o):
+        return self.var >= o
+
+    def astype(self, dtype: str) -> Expr:
+        return self.var.astype(dtype)
+
+
+THREAD_TAGS = (
+    "blockIdx.x",
+    "blockIdx.y",
+    "blockIdx.z",
+    "threadIdx.x",
+    "threadIdx.y",
+    "threadIdx.z",
+    "vthread",
+)
+
+
+def thread_axis(tag: str, name: str = "") -> IterVar:
+    """A GPU thread or block index to ``bind`` a loop to."""
+    if tag not in THREAD_TAGS:
+        raise ValueError(f"unknown thread tag {tag!r}; expected one of {', '.join(THREAD_TAGS)}")
+    return IterVar(None, Var(name or tag), "thread", tag)
+
+
+def var(name: str = "v", dtype: str = INDEX_DTYPE) -> Var:
+    """A symbolic scalar, typically a shape that is bound when the kernel is called."""
+    return Var(name, dtype)
+
+
+def size_var(name: str = "n", dtype: str = INDEX_DTYPE) -> Var:
+    return Var(name, dtype)
+
+
+def _as_range(dom: Any) -> Range:
+    if isinstance(dom, Range):
+        return dom
+    if isinstance(dom, (tuple, list)) and len(dom) == 2:
+        return Range.from_bounds(dom[0], dom[1])
+    return Range(0, dom)
+
+
+def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
+    """A reduction axis over ``dom``, a ``(begin, end)`` pair or a Range."""
+    return IterVar(_as_range(dom), Var(name), "reduce")
+
+
+class Operation:
+    """Produces one tensor. Subclasses: PlaceholderOp, ComputeOp."""
+
+    name: str
+    shape: tuple
+    dtype: str
+
+    def output(self, index: int = 0) -> Tensor:
+        if index != 0:
+            raise IndexError(f"operation {self.name} has a single output")
+        t = getattr(self, "_out", None)
+        if t is None:
+            t = Tensor(self)
+            self._out = t
+        return t
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+
+class PlaceholderOp(Operation):
+    def __init__(self, name: str, shape: tuple, dtype: str):
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype
+        self.axis: list[IterVar] = []
+        self.reduce_axis: list[IterVar] = []
+
+
+class ComputeOp(Operation):
+    """``out[axis] = body``; ``body`` may be a Reduce over ``reduce_axis``."""
+
+    def __init__(self, name: str, axis: Sequence[IterVar], body: Expr, tag: str = "", attrs: dict | None = None):
+        self.name = name
+        self.axis = list(axis)
+        self.body = body
+        self.tag = tag
+        self.attrs = dict(attrs or {})
+        self.reduce_axis = list(body.axis) if isinstance(body, Reduce) else []
+        self.shape = tuple(ax.dom.extent for ax in self.axis)
+        self.dtype = body.dtype
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        seen: dict[int, Tensor] = {}
+        for node in walk(self.body):
+            if isinstance(node, TensorLoad) and id(node.tensor) not in seen:
+                seen[id(node.tensor)] = node.tensor
+        return list(seen.values())
+
+
+class Tensor:
+    """The output of an operation; ``T[i, j]`` reads it inside a compute."""
+
+    def __init__(self, op: Operation):
+        self.op = op
+
+    @property
+    def shape(self) -> tuple:
+        return self.op.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.op.dtype
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.op.shape)
+
+    def __getitem__(self, indices: Any) -> TensorLoad:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != len(self.shape):
+            raise IndexError(f"tensor {self.name} has {len(self.shape)} dimensions, indexed with {len(indices)}")
+        idx = []
+        for x in indices:
+            e = convert(x)
+            if e.dtype != INDEX_DTYPE:
+                if e.dtype.startswith("int") or e.dtype.startswith("uint"):
+                    e = e.astype(INDEX_DTYPE)
+                else:
+                    raise TypeError(f"index of tensor {self.name} must be an integer, got {e} ({e.dtype})")
+            idx.append(e)
+        return TensorLoad(self, idx)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, shape={list(self.shape)}, {self.dtype})"
+
+    __hash__ = object.__hash__
+
+
+def _shape(shape: Any) -> tuple:
+    if isinstance(shape, (int, Expr)):
+        shape = (shape,)
+    out = []
+    for d in shape:
+        e = convert(d)
+        if isinstance(e, IntImm) and e.value < 0:
+            raise ValueError(f"negative dimension {e.value} in shape {shape}")
+        if e.dtype != INDEX_DTYPE:
+            e = IntImm(e.value, INDEX_DTYPE) if isinstance(e, IntImm) else e.astype(INDEX_DTYPE)
+        out.append(e)
+    return tuple(out)
+
+
+def placeholder(shape: Any, dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor of the given shape (ints or symbolic vars)."""
+    return PlaceholderOp(name, _shape(shape), check_dtype(dtype)).output(0)
+
+
+def compute(
+    shape: Any, fcompute: Callable[..., Any], name: str = "compute", tag: str = "", attrs: dict | None = None
+) -> Tensor:
+    """``out[i, j, ...] = fcompute(i, j, ...)``; a reduction must be the whole body."""
+    shape = _shape(shape)
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    if params and params[0].kind == inspect.Parameter.VAR_POSITIONAL:
+        names = [f"i{d}" for d in range(len(shape))]
+    else:
+        names = [p.name for p in params]
+        if len(names) != len(shape):
+            raise ValueError(
+                f"compute {name}: fcompute takes {len(names)} arguments but the shape has {len(shape)} dimensions"
+            )
+    axis = [IterVar(Range(0, d), Var(nm), "spatial") for nm, d in zip(names, shape)]
+    body = fcompute(*[ax.var for ax in axis])
+    if isinstance(body, (list, tuple)):
+        raise ValueError(f"compute {name}: multiple outputs are not supported; return one expression")
+    body = convert(body)
+    for node in walk(body):
+        if isinstance(node, Reduce) and node is not body:
+            raise ValueError(
+                f"compute {name}: a reduction must be the whole body of a compute "
+                "(split the expression into two computes)"
+            )
+    return ComputeOp(name, axis, body, tag, attrs).output(0)
+
+
+__all__ = [
+    "Range",
+    "IterVar",
+    "Tensor",
+    "Operation",
+    "PlaceholderOp",
+    "ComputeOp",
+    "placeholder",
+    "compute",
+    "reduce_axis",
+    "thread_axis",
+    "var",
+    "size_var",
+    "const",
+]

@@ -1,0 +1,480 @@
+"""Lowering: a scheduled te computation becomes a loop nest (PrimFunc).
+
+The steps, in order:
+
+1. bind arguments to buffers and inline ``compute_inline`` stages into readers;
+2. bound inference, consumers first: each stage gets the region of its output
+   that its readers need inside its attach point (the whole tensor at the
+   root), its leaf loop extents, and each root axis as an expression of the
+   leaf loops;
+3. emission: every stage's loop nest, with attached stages (and their
+   buffers) placed at the start of the loop they are attached to, reduction
+   initialisation placed just outside the first reduction loop, and guards
+   for split tails and over-approximated regions placed at the innermost loop
+   they depend on;
+4. simplification with the loop ranges, which removes the guards that can be
+   proven and folds index arithmetic.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from autosched.errors import LoweringError
+from autosched.te import expr as E
+from autosched.te.expr import Expr, IntImm, Var
+from autosched.te.schedule import Schedule, SplitRel, Stage
+from autosched.te.tensor import Tensor
+from autosched.tir import stmt as S
+from autosched.tir.arith import ceildiv, interval, simplify, skey
+from autosched.tir.transform import simplify_stmt
+
+_KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
+
+
+class _Info:
+    """What bound inference learned about one stage."""
+
+    __slots__ = ("region", "extent", "value", "buffer", "local", "mult")
+
+    def __init__(self):
+        self.region: list[tuple[Expr, Expr]] = []  # per output dim: (min, extent)
+        self.extent: dict = {}  # IterVar -> loop extent
+        self.value: dict = {}  # root IterVar -> offset expression in leaf loop vars
+        self.buffer: S.Buffer | None = None
+        self.local = False  # buffer holds only the region (indices offset by region min)
+
+
+def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main") -> S.PrimFunc:
+    """Lower ``sch`` with ``args`` (the kernel's tensors, in calling order) to a PrimFunc."""
+    return _Lowerer(sch, args, name).run()
+
+
+class _Lowerer:
+    def __init__(self, sch: Schedule, args: Sequence[Tensor], name: str):
+        if not isinstance(sch, Schedule):
+            raise TypeError(f"lower expects a te.Schedule, got {type(sch).__name__}")
+        if isinstance(args, Tensor):
+            args = [args]
+        self.sch = sch
+        self.name = name
+        self.args = list(args)
+        self.arg_buf: dict[int, S.Buffer] = {}  # id(stage) -> buffer
+        self.infos: dict[int, _Info] = {}
+        self.eff_body: dict[int, Expr] = {}
+        self.loop_range: dict[Var, tuple[Expr, Expr]] = {}
+
+    # ----------------------------------------------------------------- helpers
+    def stage_of(self, t: Tensor) -> Stage:
+        st = self.sch.stage_map.get(t.op)
+        if st is None:
+            raise LoweringError(f"tensor '{t.name}' is read but is not part of the schedule")
+        return st
+
+    def run(self) -> S.PrimFunc:
+        sch = self.sch
+        names = set()
+        for t in self.args:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"lower: arguments must be te tensors, got {t!r}")
+            st = sch[t]
+            if id(st) in self.arg_buf:
+                raise LoweringError(f"tensor '{t.name}' appears twice in the argument list")
+            if st.attach_type == "inline":
+                raise LoweringError(f"argument '{t.name}' is compute_inline'd, so it has no buffer to pass")
+            bname = t.name
+            while bname in names:
+                bname += "_"
+            names.add(bname)
+            self.arg_buf[id(st)] = S.Buffer(bname, st.op.shape, st.op.dtype)
+        self.compute_stages = [s for s in sch.stages if not s.is_placeholder and s.attach_type != "inline"]
+        for st in sch.stages:
+            if st.is_placeholder:
+                continue
+            if st.attach_type != "inline":
+                self.eff_body[id(st)] = self.effective_body(st)
+        for st in self.compute_stages:
+            for t in self.reads(st):
+                rs = self.stage_of(t)
+                if rs.is_placeholder and id(rs) not in self.arg_buf:
+                    raise LoweringError(
+                        f"stage '{st.name}' reads placeholder '{rs.name}', which is not in the argument list"
+                    )
+        self.check_attach()
+        for st in reversed(self.compute_stages):
+            self.infer(st)
+        body_parts = [self.emit(st) for st in self.compute_stages if st.attach_type == "root"]
+        body = S.seq(body_parts) if body_parts else S.SeqStmt([])
+        for st in reversed(self.compute_stages):
+            if st.attach_type == "root" and id(st) not in self.arg_buf:
+                body = S.Allocate(self.infos[id(st)].buffer, body)
+        params = [self.arg_buf[id(sch[t])] for t in self.args]
+        scalars = self.scalar_params(params, body)
+        body = simplify_stmt(body, {})
+        return S.PrimFunc(self.name, params, scalars, body)
+
+    def scalar_params(self, params: list[S.Buffer], body: S.Stmt) -> list[Var]:
+        out: list[Var] = []
+        for b in params:
+            for d in b.shape:
+                if isinstance(d, Var) and all(d is not v for v in out):
+                    out.append(d)
+        bound = set(out)
+        for b in params:
+            for d in b.shape:
+                for v in E.free_vars(d):
+                    if v not in bound:
+                        raise LoweringError(
+                            f"shape variable '{v.name}' of argument '{b.name}' appears only inside an expression "
+                            f"({d}); some argument must have a dimension that is exactly '{v.name}'"
+                        )
+        from autosched.tir.transform import free_vars_stmt
+
+        for v in free_vars_stmt(body):
+            if v not in bound:
+                raise LoweringError(
+                    f"variable '{v.name}' is used by the computation but no argument's shape defines it"
+                )
+        return out
+
+    # ---------------------------------------------------------- inlining
+    def effective_body(self, st: Stage) -> Expr:
+        key = id(st)
+        if key in self.eff_body:
+            return self.eff_body[key]
+
+        def fn(e):
+            if isinstance(e, E.TensorLoad):
+                src = self.stage_of(e.tensor)
+                if src.attach_type == "inline" and not src.is_placeholder:
+                    body = self.effective_body(src)
+                    return E.substitute(body, {ax.var: i for ax, i in zip(src.op.axis, e.indices)})
+            return None
+
+        out = E.transform(st.op.body, fn)
+        self.eff_body[key] = out
+        return out
+
+    def reads(self, st: Stage) -> list[Tensor]:
+        seen: dict[int, Tensor] = {}
+        for node in E.walk(self.eff_body[id(st)]):
+            if isinstance(node, E.TensorLoad):
+                seen.setdefault(id(node.tensor), node.tensor)
+        return list(seen.values())
+
+    def readers(self, st: Stage) -> list[Stage]:
+        return [r for r in self.compute_stages if any(self.stage_of(t) is st for t in self.reads(r))]
+
+    # ------------------------------------------------------- attach checks
+    def check_attach(self) -> None:
+        for st in self.compute_stages:
+            if st.attach_type != "scope":
+                continue
+            tgt, iv = st.attach_stage, st.attach_ivar
+            if tgt.attach_type == "inline":
+                raise LoweringError(f"stage '{st.name}' is computed at '{tgt.name}', which is inlined")
+            if all(iv is not x for x in tgt.leaf_iter_vars):
+                raise LoweringError(
+                    f"stage '{st.name}' is computed at axis '{iv.name}' of '{tgt.name}', which is no longer one "
+                    f"of its loops ({', '.join(x.name for x in tgt.leaf_iter_vars)})"
+                )
+            chain, cur = [], st
+            while cur.attach_type == "scope":
+                if any(cur is c for c in chain):
+                    raise LoweringError(
+                        f"compute_at forms a cycle: {' -> '.join(c.name for c in chain + [cur])}"
+                    )
+                chain.append(cur)
+                cur = cur.attach_stage
+            pos = _pos(tgt, iv)
+            for r in self.readers(st):
+                if not self.within(r, tgt, pos):
+                    raise LoweringError(
+                        f"stage '{st.name}' is computed at axis '{iv.name}' of '{tgt.name}', but its reader "
+                        f"'{r.name}' runs outside that loop nest; compute '{st.name}' at the root or inside "
+                        f"every reader"
+                    )
+
+    def within(self, r: Stage, tgt: Stage, pos: int) -> bool:
+        cur = r
+        while True:
+            if cur is tgt:
+                return True
+            if cur.attach_type != "scope":
+                return False
+            if cur.attach_stage is tgt:
+                return _pos(tgt, cur.attach_ivar) >= pos
+            cur = cur.attach_stage
+
+    # ---------------------------------------------------------- bound inference
+    def fixed_vars(self, st: Stage) -> set:
+        out = set()
+        cur = st
+        while cur.attach_type == "scope":
+            tgt = cur.attach_stage
+            pos = _pos(tgt, cur.attach_ivar)
+            out.update(iv.var for iv in tgt.leaf_iter_vars[: pos + 1])
+            cur = tgt
+        return out
+
+    def root_index(self, st: Stage, info: _Info) -> dict:
+        """root axis var -> its actual index (region/domain min + loop-derived offset)."""
+        m = {}
+        for d, ax in enumerate(st.op.axis):
+            m[ax.var] = simplify(info.region[d][0] + info.value[ax])
+        for ax in st.op.reduce_axis:
+            m[ax.var] = simplify(ax.dom.min + info.value[ax])
+        return m
+
+    def infer(self, st: Stage) -> None:
+        info = _Info()
+        shape = st.op.shape
+        is_arg = id(st) in self.arg_buf
+        if st.attach_type == "root":
+            info.region = [(IntImm(0), d) for d in shape]
+        else:
+            info.region = self.infer_region(st)
+            info.local = not is_arg
+        if is_arg:
+            info.buffer = self.arg_buf[id(st)]
+        else:
+            bshape = [ext for _, ext in info.region] if info.local else list(shape)
+            info.buffer = S.Buffer(st.name, bshape, st.op.dtype, st.scope)
+        # leaf extents
+        ext = info.extent
+        for d, ax in enumerate(st.op.axis):
+            ext[ax] = info.region[d][1]
+        for ax in st.op.reduce_axis:
+            ext[ax] = ax.dom.extent
+        mult = {}
+        for rel in st.relations:
+            if isinstance(rel, SplitRel):
+                e = ext[rel.parent]
+                if rel.factor is not None:
+                    f = rel.factor
+                    inner = IntImm(min(f, e.value)) if isinstance(e, IntImm) else IntImm(f)
+                    ext[rel.inner] = inner
+                    ext[rel.outer] = ceildiv(e, f)
+                    mult[rel.parent] = IntImm(f)
+                else:
+                    inner = ceildiv(e, rel.nparts)
+                    ext[rel.inner] = inner
+                    ext[rel.outer] = ceildiv(e, inner.value) if isinstance(inner, IntImm) else IntImm(rel.nparts)
+                    mult[rel.parent] = inner
+            else:
+                prod: Expr = IntImm(1)
+                for a in rel.axes:
+                    prod = simplify(prod * ext[a])
+                ext[rel.fused] = prod
+        for iv in st.leaf_iter_vars:
+            self.loop_range[iv.var] = (IntImm(0), simplify(ext[iv] - 1))
+        # root values from leaves
+        val = {iv: iv.var for iv in st.leaf_iter_vars}
+        for rel in reversed(st.relations):
+            if isinstance(rel, SplitRel):
+                val[rel.parent] = val[rel.outer] * mult[rel.parent] + val[rel.inner]
+            else:
+                fv = val[rel.fused]
+                stride: Expr = IntImm(1)
+                for k in range(len(rel.axes) - 1, -1, -1):
+                    a = rel.axes[k]
+                    q = fv // stride if not (isinstance(stride, IntImm) and stride.value == 1) else fv
+                    val[a] = q if k == 0 else q % ext[a]
+                    stride = simplify(stride * ext[a])
+        ranges = {iv.var: self.loop_range[iv.var] for iv in st.leaf_iter_vars}
+        for ax in list(st.op.axis) + list(st.op.reduce_axis):
+            info.value[ax] = simplify(val[ax], ranges)
+        self.infos[id(st)] = info
+
+    def infer_region(self, st: Stage) -> list[tuple[Expr, Expr]]:
+        shape = st.op.shape
+        fixed = self.fixed_vars(st)
+        per_dim: list[list[tuple[Expr, Expr]] | None] = [[] for _ in shape]
+        for r in self.readers(st):
+            rinfo = self.infos[id(r)]
+            rmap = self.root_index(r, rinfo)
+            for node in E.walk(self.eff_body[id(r)]):
+                if not (isinstance(node, E.TensorLoad) and self.stage_of(node.tensor) is st):
+                    continue
+                for d, idx in enumerate(node.indices):
+                    if per_dim[d] is None:
+                        continue
+                    e = simplify(E.substitute(idx, rmap))
+                    relax = {v: self.loop_range[v] for v in E.free_vars(e) if v in self.loop_range and v not in fixed}
+                    iv = interval(e, relax)
+                    if iv is None:
+                        per_dim[d] = None
+                    else:
+                        per_dim[d].append(iv)
+        region = []
+        for d, ivs in enumerate(per_dim):
+            full = (IntImm(0), shape[d])
+            if not ivs:
+                region.append(full)
+                continue
+            lo, hi = ivs[0]
+            for lo2, hi2 in ivs[1:]:
+                lo = _pick(lo, lo2, min)
+                hi = _pick(hi, hi2, max)
+                if lo is None or hi is None:
+                    break
+            if lo is None or hi is None:
+                region.append(full)
+                continue
+            ext = simplify(hi - lo + 1)
+            if not isinstance(ext, IntImm):
+                region.append(full)
+            elif isinstance(shape[d], IntImm) and ext.value >= shape[d].value:
+                region.append(full)
+            else:
+                region.append((lo, ext))
+        return region
+
+    # ---------------------------------------------------------------- emission
+    def load_expr(self, e: Expr) -> Expr:
+        """Replace te tensor loads by buffer loads (offset into local regions)."""
+
+        def fn(x):
+            if isinstance(x, E.TensorLoad):
+                src = self.stage_of(x.tensor)
+                if src.is_placeholder:
+                    return S.BufferLoad(self.arg_buf[id(src)], x.indices)
+                info = self.infos[id(src)]
+                idx = x.indices
+                if info.local:
+                    idx = [simplify(i - mn) for i, (mn, _) in zip(idx, info.region)]
+                return S.BufferLoad(info.buffer, idx)
+            return None
+
+        return E.transform(e, fn)
+
+    def emit(self, st: Stage) -> S.Stmt:
+        info = self.infos[id(st)]
+        leaves = st.leaf_iter_vars
+        n = len(leaves)
+        pos_of = {iv.var: k for k, iv in enumerate(leaves)}
+        rmap = self.root_index(st, info)
+        body_expr = self.eff_body[id(st)]
+        out_idx = [info.value[ax] if info.local else rmap[ax.var] for ax in st.op.axis]
+        buf = info.buffer
+
+        # guards
+        guards: dict[int, list[Expr]] = {}
+        top_guards: list[Expr] = []
+        leaf_ranges = {iv.var: self.loop_range[iv.var] for iv in leaves}
+        all_ranges = dict(self.loop_range)
+
+        def add_guard(cond: Expr, ranges: dict) -> None:
+            c = simplify(cond, ranges)
+            if isinstance(c, IntImm) and c.value == 1:
+                return
+            vs = [pos_of[v] for v in E.free_vars(c) if v in pos_of]
+            (guards.setdefault(max(vs), []) if vs else top_guards).append(c)
+
+        roots = list(st.op.axis) + list(st.op.reduce_axis)
+        for ax in roots:
+            add_guard(info.value[ax] < info.extent[ax], leaf_ranges)
+        if st.attach_type == "scope":
+            for d, ax in enumerate(st.op.axis):
+                actual = rmap[ax.var]
+                add_guard(E.LE(IntImm(0), actual), all_ranges)
+                add_guard(E.LT(actual, st.op.shape[d]), all_ranges)
+
+        # innermost statement
+        if isinstance(body_expr, E.Reduce):
+            red = body_expr
+            src = self.load_expr(E.substitute(red.source, rmap))
+            cur = S.BufferLoad(buf, out_idx)
+            stmt: S.Stmt = S.BufferStore(buf, red.combiner.combine(cur, src), out_idx)
+            if red.condition is not None:
+                stmt = S.IfThenElse(self.load_expr(E.substitute(red.condition, rmap)), stmt)
+            p = next(k for k, iv in enumerate(leaves) if iv.kind == "reduce")
+            init = self.emit_init(st, info, out_idx, red.combiner.identity(st.op.dtype), p, guards)
+        else:
+            stmt = S.BufferStore(buf, self.load_expr(E.substitute(body_expr, rmap)), out_idx)
+            p, init = None, None
+
+        attached: dict[int, list[Stage]] = {}
+        for c in self.compute_stages:
+            if c.attach_type == "scope" and c.attach_stage is st:
+                attached.setdefault(_pos(st, c.attach_ivar), []).append(c)
+
+        for level in range(n - 1, -1, -1):
+            parts: list[S.Stmt] = [self.emit(c) for c in attached.get(level, [])]
+            if p is not None and level == p - 1:
+                parts.append(init)
+            parts.append(stmt)
+            content = S.seq(parts)
+            for c in reversed(attached.get(level, [])):
+                cinfo = self.infos[id(c)]
+                if cinfo.local:
+                    content = S.Allocate(cinfo.buffer, content)
+            if level in guards:
+                content = S.IfThenElse(_conj(guards[level]), content)
+            stmt = self.make_for(st, leaves[level], info.extent[leaves[level]], content)
+        if p == 0:
+            stmt = S.seq([init, stmt])
+        if top_guards:
+            stmt = S.IfThenElse(_conj(top_guards), stmt)
+        return stmt
+
+    def make_for(self, st: Stage, iv, extent: Expr, body: S.Stmt, var: Var | None = None) -> S.For:
+        ann = st.iter_attrs.get(iv)
+        if ann is None:
+            return S.For(iv.var if var is None else var, extent, "serial", body)
+        if ann.startswith("thread:"):
+            return S.For(iv.var if var is None else var, extent, "thread_binding", body, ann.split(":", 1)[1])
+        return S.For(iv.var if var is None else var, extent, _KIND[ann], body)
+
+    def emit_init(self, st: Stage, info: _Info, out_idx, identity: Expr, p: int, guards: dict) -> S.Stmt:
+        leaves = st.leaf_iter_vars
+        init_leaves = [iv for iv in leaves[p:] if iv.kind != "reduce"]
+        fresh = {iv.var: Var(iv.var.name + ".init") for iv in init_leaves}
+        pos_of = {iv.var: k for k, iv in enumerate(leaves)}
+        init_pos = {fresh[iv.var]: k for k, iv in enumerate(init_leaves)}
+        inner_guards: dict[int, list[Expr]] = {}
+        for level, conds in guards.items():
+            if level < p:
+                continue
+            for c in conds:
+                vs = E.free_vars(c)
+                if any(v in pos_of and leaves[pos_of[v]].kind == "reduce" for v in vs):
+                    continue
+                c2 = E.substitute(c, fresh)
+                ks = [init_pos[v] for v in E.free_vars(c2) if v in init_pos]
+                inner_guards.setdefault(max(ks) if ks else -1, []).append(c2)
+        stmt: S.Stmt = S.BufferStore(info.buffer, identity, [E.substitute(i, fresh) for i in out_idx])
+        for k in range(len(init_leaves) - 1, -1, -1):
+            if k in inner_guards:
+                stmt = S.IfThenElse(_conj(inner_guards[k]), stmt)
+            iv = init_leaves[k]
+            self.loop_range[fresh[iv.var]] = self.loop_range[iv.var]
+            stmt = self.make_for(st, iv, info.extent[iv], stmt, fresh[iv.var])
+        if -1 in inner_guards:
+            stmt = S.IfThenElse(_conj(inner_guards[-1]), stmt)
+        return stmt
+
+
+def _pos(stage: Stage, iv) -> int:
+    for k, x in enumerate(stage.leaf_iter_vars):
+        if x is iv:
+            return k
+    raise LoweringError(f"axis '{iv.name}' is not a loop of stage '{stage.name}'")
+
+
+def _conj(conds: list[Expr]) -> Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = E.And(out, c)
+    return out
+
+
+def _pick(a: Expr, b: Expr, choose) -> Expr | None:
+    """min/max of two bounds when their difference is a known constant, else None."""
+    if skey(a) == skey(b):
+        return a
+    d = simplify(a - b)
+    if isinstance(d, IntImm):
+        return a if choose(d.value, 0) == d.value else b
+    return None
+

@@ -1,0 +1,182 @@
+"""The loop-nest IR: buffers, statements and PrimFunc.
+
+Lowering turns a scheduled te computation into this IR; codegen turns it into
+LLVM. Loops always start at 0; ``For.kind`` carries the schedule's annotation.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from autosched.te.expr import Expr, IntImm, Var
+
+FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
+
+
+class Buffer:
+    """A dense row-major array: a function argument or an allocation."""
+
+    __slots__ = ("name", "shape", "dtype", "scope")
+
+    def __init__(self, name: str, shape: Sequence[Expr], dtype: str, scope: str = "global"):
+        self.name = name
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.scope = scope
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name}, {self.dtype}{list(self.shape)})"
+
+    def const_size(self) -> int | None:
+        n = 1
+        for d in self.shape:
+            if not isinstance(d, IntImm):
+                return None
+            n *= d.value
+        return n
+
+
+class BufferLoad(Expr):
+    __slots__ = ("buffer", "indices")
+
+    def __init__(self, buffer: Buffer, indices: Sequence[Expr]):
+        self.buffer = buffer
+        self.indices = tuple(indices)
+        self.dtype = buffer.dtype
+
+    def with_indices(self, indices: Sequence[Expr]) -> BufferLoad:
+        return BufferLoad(self.buffer, indices)
+
+
+class Stmt:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        from autosched.tir.printer import stmt_str
+
+        return stmt_str(self)
+
+
+class For(Stmt):
+    __slots__ = ("var", "extent", "kind", "body", "thread_tag")
+
+    def __init__(self, var: Var, extent: Expr, kind: str, body: Stmt, thread_tag: str = ""):
+        assert kind in FOR_KINDS, kind
+        self.var = var
+        self.extent = extent
+        self.kind = kind
+        self.body = body
+        self.thread_tag = thread_tag
+
+
+class BufferStore(Stmt):
+    __slots__ = ("buffer", "value", "indices")
+
+    def __init__(self, buffer: Buffer, value: Expr, indices: Sequence[Expr]):
+        self.buffer = buffer
+        self.value = value
+        self.indices = tuple(indices)
+
+
+class Allocate(Stmt):
+    """``buffer`` exists (uninitialised) while ``body`` runs."""
+
+    __slots__ = ("buffer", "body")
+
+    def __init__(self, buffer: Buffer, body: Stmt):
+        self.buffer = buffer
+        self.body = body
+
+
+class IfThenElse(Stmt):
+    __slots__ = ("cond", "then_case", "else_case")
+
+    def __init__(self, cond: Expr, then_case: Stmt, else_case: Stmt | None = None):
+        self.cond = cond
+        self.then_case = then_case
+        self.else_case = else_case
+
+
+class LetStmt(Stmt):
+    __slots__ = ("var", "value", "body")
+
+    def __init__(self, var: Var, value: Expr, body: Stmt):
+        self.var = var
+        self.value = value
+        self.body = body
+
+
+class SeqStmt(Stmt):
+    __slots__ = ("seq",)
+
+    def __init__(self, seq: Sequence[Stmt]):
+        self.seq = list(seq)
+
+
+def seq(stmts: Sequence[Stmt | None]) -> Stmt:
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.seq)
+        else:
+            flat.append(s)
+    if len(flat) == 1:
+        return flat[0]
+    return SeqStmt(flat)
+
+
+class PrimFunc:
+    """A lowered kernel: buffer parameters, scalar parameters (symbolic shapes) and a body."""
+
+    def __init__(self, name: str, params: Sequence[Buffer], scalar_params: Sequence[Var], body: Stmt,
+                 attrs: dict | None = None):
+        self.name = name
+        self.params = list(params)
+        self.scalar_params = list(scalar_params)
+        self.body = body
+        self.attrs = dict(attrs or {})
+
+    def __str__(self) -> str:
+        from autosched.tir.printer import func_str
+
+        return func_str(self)
+
+    __repr__ = __str__
+
+    def script(self) -> str:
+        return str(self)
+
+
+def stmt_children(s: Stmt) -> list[Stmt]:
+    if isinstance(s, (For, Allocate, LetStmt)):
+        return [s.body]
+    if isinstance(s, IfThenElse):
+        return [s.then_case] + ([s.else_case] if s.else_case is not None else [])
+    if isinstance(s, SeqStmt):
+        return list(s.seq)
+    return []
+
+
+def walk_stmts(s: Stmt):
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(stmt_children(x)))
+
+
+def stmt_exprs(s: Stmt) -> list[Expr]:
+    """The expressions a statement holds directly (not those of nested statements)."""
+    if isinstance(s, For):
+        return [s.extent]
+    if isinstance(s, BufferStore):
+        return [s.value, *s.indices]
+    if isinstance(s, IfThenElse):
+        return [s.cond]
+    if isinstance(s, LetStmt):
+        return [s.value]
+    if isinstance(s, Allocate):
+        return list(s.buffer.shape)
+    return []
