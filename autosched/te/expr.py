@@ -148,6 +148,17 @@ class IntImm(Expr):
         self.value = int(value)
         self.dtype = dtype
 
+    def __int__(self) -> int:
+        return self.value
+
+    __index__ = __int__
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __bool__(self) -> bool:
+        return self.value != 0
+
 
 class FloatImm(Expr):
     __slots__ = ("value",)
@@ -155,6 +166,9 @@ class FloatImm(Expr):
     def __init__(self, value: float, dtype: str = "float32"):
         self.value = float(value)
         self.dtype = dtype
+
+    def __float__(self) -> float:
+        return self.value
 
 
 class BinaryOp(Expr):

@@ -490,7 +490,7 @@ class Schedule:
         return out
 
     def _consumes(self, consumer: Stage, producer: Stage) -> bool:
-        """Whether ``consumer`` reads ``producer``, directly or through inlined stages."""
+        """Whether ``consumer`` reads ``producer``, directly or through intermediate stages."""
         seen = set()
         todo = [producer]
         while todo:
@@ -498,7 +498,7 @@ class Schedule:
             for r in self.readers(p):
                 if r is consumer:
                     return True
-                if r.attach_type == "inline" and id(r) not in seen:
+                if id(r) not in seen:
                     seen.add(id(r))
                     todo.append(r)
         return False

@@ -282,8 +282,8 @@ class _Lowerer:
                     val[a] = q if k == 0 else q % ext[a]
                     stride = simplify(stride * ext[a])
         ranges = {iv.var: self.loop_range[iv.var] for iv in st.leaf_iter_vars}
-        for ax in list(st.op.axis) + list(st.op.reduce_axis):
-            info.value[ax] = simplify(val[ax], ranges)
+        for ax, v in val.items():
+            info.value[ax] = simplify(v, ranges)
         self.infos[id(st)] = info
 
     def infer_region(self, st: Stage) -> list[tuple[Expr, Expr]]:
@@ -371,8 +371,10 @@ class _Lowerer:
             vs = [pos_of[v] for v in E.free_vars(c) if v in pos_of]
             (guards.setdefault(max(vs), []) if vs else top_guards).append(c)
 
-        roots = list(st.op.axis) + list(st.op.reduce_axis)
-        for ax in roots:
+        # every root axis and every split parent must stay inside its extent (split tails)
+        bounded = list(st.op.axis) + list(st.op.reduce_axis)
+        bounded += [rel.parent for rel in st.relations if isinstance(rel, SplitRel)]
+        for ax in bounded:
             add_guard(info.value[ax] < info.extent[ax], leaf_ranges)
         if st.attach_type == "scope":
             for d, ax in enumerate(st.op.axis):
