@@ -9,6 +9,17 @@ from __future__ import annotations
 
 from autosched import runtime, te
 from autosched.errors import AutoschedError, CodegenError, LoweringError, ScheduleError
+from autosched.workloads import register_workload
+
+
+def __getattr__(name: str):
+    # Task needs the target module, which is cheap; keep it lazy anyway so `import autosched` stays light
+    if name == "Task":
+        from autosched.task import Task
+
+        return Task
+    raise AttributeError(f"module 'autosched' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
@@ -32,6 +43,8 @@ __all__ = [
     "CodegenError",
     "LoweringError",
     "ScheduleError",
+    "Task",
+    "register_workload",
     "__version__",
     "build",
     "lower",

@@ -63,6 +63,16 @@ class Target:
             return int(self.options["num-cores"])
         return os.cpu_count() or 1
 
+    @property
+    def key(self) -> str:
+        """The target with the CPU spelled out (``llvm -mcpu=emeraldrapids``): what tuning records are keyed by,
+        so records tuned on one CPU are not silently applied on another."""
+        opts = dict(self.options)
+        if self.kind == "llvm":
+            opts["mcpu"] = self.mcpu
+        opts.pop("num-cores", None)
+        return " ".join([self.kind] + [f"-{k}={v}" for k, v in sorted(opts.items())])
+
     def __str__(self) -> str:
         return " ".join([self.kind] + [f"-{k}={v}" for k, v in self.options.items()])
 

@@ -1,0 +1,112 @@
+"""A tuning task: one workload with concrete parameters on one target.
+
+Its ``workload_key`` identifies it everywhere (database, logs, other
+processes): a sha256 over the workload name, its canonical parameters and the
+structural form of its computation, so a harmless rename keeps the key and a
+changed computation gets a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from autosched.codegen.target import Target
+from autosched.te.analysis import flop_count, structural_hash
+from autosched.te.schedule import Schedule, create_schedule
+from autosched.te.tensor import Tensor
+from autosched.te.trace import Trace
+from autosched.workloads import Workload, get_workload
+
+
+class Task:
+    """``Task("conv2d", args={"CI": 128}, target="llvm")``: what to tune, with what, for where."""
+
+    def __init__(self, workload: str | Workload | Any, args: Any = None, target: Any = "llvm"):
+        if isinstance(workload, Workload):
+            wl = workload
+        elif callable(workload) and hasattr(workload, "workload_name"):
+            wl = get_workload(workload.workload_name)
+        elif isinstance(workload, str):
+            wl = get_workload(workload)
+        else:
+            raise TypeError(f"Task expects a registered workload name, got {workload!r}")
+        self.workload = wl
+        self.name = wl.name
+        self.args: dict[str, Any] = wl.canonical_args(args)
+        self.target = Target(target)
+        self._tensors: list[Tensor] | None = None
+        self._key: str | None = None
+
+    # tensors hold Python closures (reducers), so a task travels as (name, args, target)
+    def __getstate__(self) -> dict:
+        return {"name": self.name, "args": self.args, "target": str(self.target)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["name"], state["args"], state["target"])
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "args": self.args, "target": str(self.target)}
+
+    @staticmethod
+    def from_json(data: dict) -> Task:
+        return Task(data["name"], data.get("args"), data.get("target", "llvm"))
+
+    def tensors(self) -> list[Tensor]:
+        """The workload's tensors (inputs first, outputs last), built once."""
+        if self._tensors is None:
+            out = self.workload.func(**self.args)
+            if not isinstance(out, (list, tuple)) or not all(isinstance(t, Tensor) for t in out):
+                raise TypeError(f"workload {self.name} must return a list of te tensors, got {out!r}")
+            self._tensors = list(out)
+        return self._tensors
+
+    @property
+    def outputs(self) -> list[Tensor]:
+        return [self.tensors()[-1]]
+
+    @property
+    def workload_key(self) -> str:
+        if self._key is None:
+            canon = json.dumps([self.name, self.args, structural_hash(self.outputs)], sort_keys=True,
+                               separators=(",", ":"))
+            self._key = hashlib.sha256(canon.encode()).hexdigest()
+        return self._key
+
+    @property
+    def flop(self) -> int:
+        return flop_count(self.outputs)
+
+    def schedule(self) -> tuple[Schedule, list[Tensor]]:
+        """A fresh default (untransformed) schedule and the argument tensors."""
+        return create_schedule([t.op for t in self.outputs]), self.tensors()
+
+    def apply(self, trace: Trace | list | str) -> tuple[Schedule, list[Tensor]]:
+        """Replay ``trace`` on a fresh schedule; returns ``(schedule, args)`` ready for ``autosched.build``."""
+        if not isinstance(trace, Trace):
+            trace = Trace.from_json(trace)
+        sch, args = self.schedule()
+        trace.replay(sch)
+        return sch, args
+
+    def default_schedule(self) -> tuple[Schedule, list[Tensor]]:
+        """The workload's expert schedule for this target kind, or the untransformed one if it has none."""
+        sch, args = self.schedule()
+        fn = self.workload.schedules.get(self.target.kind)
+        if fn is not None:
+            fn(sch, args, **self.args)
+        return sch, args
+
+    def default_trace(self) -> Trace:
+        return self.default_schedule()[0].trace
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
+        return f"Task({self.name}({args}), target={self.target})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Task) and self.workload_key == other.workload_key and self.target == other.target
+
+    def __hash__(self) -> int:
+        return hash((self.workload_key, str(self.target)))

@@ -1,0 +1,113 @@
+"""Whole-computation facts: a canonical structural form (for workload keys) and FLOP counts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Sequence
+
+from autosched.te import expr as E
+from autosched.te.schedule import _post_order
+from autosched.te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+
+
+def _ops(outputs: Sequence[Tensor | Operation]) -> list[Operation]:
+    return _post_order([t.op if isinstance(t, Tensor) else t for t in outputs])
+
+
+def structural_form(outputs: Sequence[Tensor | Operation]) -> list:
+    """A JSON-able canonical form of the computation producing ``outputs``.
+
+    Shapes, dtypes and expressions are kept; names of tensors and variables are
+    replaced by positions, so renaming a stage or an axis keeps the form, while
+    any change to what is computed changes it.
+    """
+    ops = _ops(outputs)
+    op_index = {id(op): k for k, op in enumerate(ops)}
+    shape_vars: dict[int, int] = {}
+
+    def ser(e: E.Expr, local: dict[int, Any]) -> Any:
+        if isinstance(e, E.Var):
+            if id(e) in local:
+                return local[id(e)]
+            return ["sv", shape_vars.setdefault(id(e), len(shape_vars))]
+        if isinstance(e, E.IntImm):
+            return ["i", e.value, e.dtype]
+        if isinstance(e, E.FloatImm):
+            v = e.value
+            return ["f", repr(v), e.dtype]
+        if isinstance(e, E.TensorLoad):
+            return ["T", op_index[id(e.tensor.op)], [ser(i, local) for i in e.indices]]
+        if isinstance(e, E.Reduce):
+            loc = dict(local)
+            axes = []
+            for k, ax in enumerate(e.axis):
+                loc[id(ax.var)] = ["rv", k]
+                axes.append([ser(ax.dom.min, local), ser(ax.dom.extent, local)])
+            x, y = E.Var("x", e.dtype), E.Var("y", e.dtype)
+            comb = e.combiner.combine(x, y)
+            cl = dict(loc)
+            cl[id(x)], cl[id(y)] = ["lhs"], ["rhs"]
+            return ["R", ser(comb, cl), ser(e.combiner.identity(e.dtype), loc), axes, ser(e.source, loc),
+                    ser(e.condition, loc) if e.condition is not None else None]
+        extra: list = []
+        if isinstance(e, E.Call):
+            extra = [e.name]
+        elif isinstance(e, E.Cast):
+            extra = [e.dtype]
+        return [type(e).__name__, *extra, *[ser(c, local) for c in E.children(e)]]
+
+    form = []
+    for op in ops:
+        shape = [ser(d, {}) for d in op.shape]
+        if isinstance(op, PlaceholderOp):
+            form.append(["placeholder", shape, op.dtype])
+        elif isinstance(op, ComputeOp):
+            local = {id(ax.var): ["ax", k] for k, ax in enumerate(op.axis)}
+            form.append(["compute", shape, op.dtype, ser(op.body, local)])
+        else:  # pragma: no cover
+            raise TypeError(f"unknown operation {op!r}")
+    return form
+
+
+def structural_hash(outputs: Sequence[Tensor | Operation]) -> str:
+    """sha256 of :func:`structural_form` (hex)."""
+    text = json.dumps(structural_form(outputs), separators=(",", ":"), sort_keys=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _const_int(e: E.Expr) -> int:
+    if not isinstance(e, E.IntImm):
+        raise ValueError(f"FLOP count needs constant shapes, got {e}")
+    return e.value
+
+
+def _arith_ops(e: E.Expr) -> int:
+    n = 0
+    for x in E.walk(e):
+        if isinstance(x, (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max)) and E.is_float(x.dtype):
+            n += 1
+        elif isinstance(x, E.Call):
+            n += 1
+    return n
+
+
+def flop_count(outputs: Sequence[Tensor | Operation]) -> int:
+    """Floating-point operations to compute ``outputs`` once (a multiply-add counts 2)."""
+    total = 0
+    for op in _ops(outputs):
+        if not isinstance(op, ComputeOp):
+            continue
+        size = 1
+        for d in op.shape:
+            size *= _const_int(d)
+        body = op.body
+        if isinstance(body, E.Reduce):
+            red = 1
+            for ax in body.axis:
+                red *= _const_int(ax.dom.extent)
+            per = _arith_ops(body.source) + 1
+            total += size * red * per
+        else:
+            total += size * _arith_ops(body)
+    return total

@@ -1,0 +1,158 @@
+"""The workload registry: named functions of parameters that return a computation's tensors.
+
+``@autosched.register_workload("my_op")`` on ``def my_op(n=128, m=64): ... return [A, B, C]``
+makes ``autosched.Task("my_op", args=...)`` possible. Every parameter should have
+a default so that ``Task("my_op")`` is a real task. Built-in workloads live in
+:mod:`autosched.workloads.builtin`; expert CPU schedules in
+:mod:`autosched.workloads.cpu`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+@dataclass
+class Workload:
+    """A registered workload: its function, parameters with defaults, and optional expert schedules."""
+
+    name: str
+    func: Callable[..., list]
+    params: list[tuple[str, Any]]  # (name, default or inspect.Parameter.empty)
+    doc: str = ""
+    schedules: dict[str, Callable] = field(default_factory=dict)  # target kind -> fn(sch, tensors, **args)
+
+    def canonical_args(self, args: Any = None) -> dict[str, Any]:
+        """All parameters by name, defaults filled in, values normalised to JSON-able types."""
+        names = [p for p, _ in self.params]
+        if args is None:
+            args = {}
+        if isinstance(args, (list, tuple)):
+            if len(args) > len(names):
+                raise TypeError(f"workload {self.name} takes {len(names)} parameters ({', '.join(names)}), "
+                                f"got {len(args)}")
+            args = dict(zip(names, args))
+        elif not isinstance(args, dict):
+            raise TypeError(f"workload {self.name}: args must be a tuple or a dict, got {type(args).__name__}")
+        unknown = [k for k in args if k not in names]
+        if unknown:
+            raise TypeError(
+                f"workload {self.name} has no parameter {', '.join(map(repr, unknown))}; "
+                f"its parameters: {self.signature()}"
+            )
+        out = {}
+        for p, default in self.params:
+            if p in args:
+                out[p] = _normalise(args[p], default)
+            elif default is inspect.Parameter.empty:
+                raise TypeError(f"workload {self.name} needs a value for parameter {p!r}")
+            else:
+                out[p] = _normalise(default, default)
+        return out
+
+    def signature(self) -> str:
+        parts = []
+        for p, d in self.params:
+            parts.append(p if d is inspect.Parameter.empty else f"{p}={d!r}")
+        return ", ".join(parts)
+
+
+def _normalise(v: Any, default: Any) -> Any:
+    if isinstance(v, tuple):
+        v = list(v)
+    if isinstance(v, list):
+        return [_normalise(x, None) for x in v]
+    try:
+        import numpy as np
+
+        if isinstance(v, np.generic):
+            v = v.item()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(default, bool) and isinstance(v, (int, str)) and not isinstance(v, bool):
+        if isinstance(v, str):
+            low = v.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise TypeError(f"expected a boolean, got {v!r}")
+        return bool(v)
+    if isinstance(default, int) and not isinstance(default, bool) and isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            raise TypeError(f"expected an integer, got {v!r}") from None
+    if isinstance(default, float) and isinstance(v, (int, str)) and not isinstance(v, bool):
+        return float(v)
+    if not isinstance(v, (int, float, str, bool, list, type(None))):
+        raise TypeError(f"workload parameter values must be numbers, strings, booleans or lists; got {v!r}")
+    return v
+
+
+_WORKLOADS: dict[str, Workload] = {}
+
+
+def register_workload(name: str | Callable | None = None, override: bool = False):
+    """Register a workload function under ``name`` (default: the function's name)."""
+
+    def do(func: Callable, wname: str | None) -> Callable:
+        wname = wname or func.__name__
+        if wname in _WORKLOADS and not override and _WORKLOADS[wname].func is not func:
+            existing = _WORKLOADS[wname].func
+            same_src = getattr(existing, "__qualname__", None) == func.__qualname__ and getattr(
+                existing, "__module__", None) == func.__module__
+            if not same_src:
+                raise ValueError(f"workload {wname!r} is already registered (pass override=True to replace it)")
+        sig = inspect.signature(func)
+        params = [(p.name, p.default) for p in sig.parameters.values()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        old = _WORKLOADS.get(wname)
+        wl = Workload(wname, func, params, inspect.getdoc(func) or "")
+        if old is not None:
+            wl.schedules = old.schedules
+        _WORKLOADS[wname] = wl
+        func.workload_name = wname  # type: ignore[attr-defined]
+        return func
+
+    if callable(name):
+        return do(name, None)
+    return lambda func: do(func, name)
+
+
+def register_schedule(name: str, target: str = "llvm"):
+    """Register an expert schedule ``fn(sch, tensors, **args)`` for workload ``name`` on a target kind."""
+
+    def do(fn: Callable) -> Callable:
+        get_workload(name).schedules[target] = fn
+        return fn
+
+    return do
+
+
+def get_workload(name: str) -> Workload:
+    _load_builtins()
+    wl = _WORKLOADS.get(name)
+    if wl is None:
+        raise KeyError(f"unknown workload {name!r}; registered workloads: {', '.join(sorted(_WORKLOADS))}")
+    return wl
+
+
+def list_workloads() -> list[Workload]:
+    _load_builtins()
+    return [_WORKLOADS[k] for k in sorted(_WORKLOADS)]
+
+
+_loaded = False
+
+
+def _load_builtins() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from autosched.workloads import builtin, cpu  # noqa: F401
+
+
+__all__ = ["Workload", "register_workload", "register_schedule", "get_workload", "list_workloads"]
