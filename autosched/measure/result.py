@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,8 @@ class ErrorKind:
 
     ALL = (INVALID_SCHEDULE, LOWERING_ERROR, COMPILE_ERROR, BUILD_TIMEOUT, RUNTIME_CRASH, RUN_TIMEOUT,
            WRONG_RESULT, UNKNOWN)
+
+    BUILD = (INVALID_SCHEDULE, LOWERING_ERROR, COMPILE_ERROR, BUILD_TIMEOUT)  # raised before anything runs
 
 
 @dataclass
@@ -89,3 +93,53 @@ class MeasureResult:
             run_seconds=float(d.get("run_seconds", 0.0)),
             timestamp=float(d.get("timestamp", time.time())),
         )
+
+
+@dataclass
+class BuildResult:
+    """What a Builder gives for one candidate: a shared library's path, or an error.
+
+    ``artifact`` carries the library's bytes when the runner may be on another
+    machine (a Ray cluster); the runner writes them to its own disk when
+    ``artifact_path`` does not exist there. ``cached`` says the library was
+    already built (an identical candidate, by content hash of its LLVM IR).
+    """
+
+    artifact_path: str | None = None
+    error_kind: str | None = None
+    error_msg: str = ""
+    build_seconds: float = 0.0
+    cached: bool = False
+    artifact: bytes | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None and self.artifact_path is not None
+
+    def as_measure_result(self) -> MeasureResult:
+        """The MeasureResult of a candidate that failed to build."""
+        return MeasureResult(error_kind=self.error_kind or ErrorKind.UNKNOWN, error_msg=self.error_msg,
+                             build_seconds=self.build_seconds)
+
+
+def summarize_errors(results: Iterable[MeasureResult], top: int = 3, width: int = 240) -> str:
+    """``'12 of 16 failed: 8 x compile_error (e.g. ...); 4 x runtime_crash (e.g. ...)'``: the most common
+    error kinds of a batch, each with the first message seen, so a failing run says why."""
+    results = list(results)
+    failed = [r for r in results if not r.ok]
+    if not failed:
+        return f"all {len(results)} candidates measured"
+    counts = Counter(r.error_kind or ErrorKind.UNKNOWN for r in failed)
+    example: dict[str, str] = {}
+    for r in failed:
+        example.setdefault(r.error_kind or ErrorKind.UNKNOWN, r.error_msg)
+    parts = []
+    for kind, n in counts.most_common(top):
+        msg = " ".join(example[kind].split())
+        if len(msg) > width:
+            msg = msg[: width - 3] + "..."
+        parts.append(f"{n} x {kind} (e.g. {msg!r})" if msg else f"{n} x {kind}")
+    rest = len(counts) - top
+    if rest > 0:
+        parts.append(f"{rest} more kind{'s' if rest > 1 else ''}")
+    return f"{len(failed)} of {len(results)} candidates failed: " + "; ".join(parts)

@@ -1,0 +1,334 @@
+"""Measurement without Ray: builder and runner worker processes on this machine.
+
+Each worker is a fresh Python process (:mod:`autosched.measure.process`),
+speaking small messages over a socket. The parent gives
+every step a deadline: a worker that misses it is killed and a fresh one
+started, and a worker that dies (a segfaulting kernel, a crashing compiler)
+is noticed at once through its pipe and replaced. So a batch always
+completes, with the bad candidates recorded as errors.
+
+Workers ignore Ctrl-C (the parent stops them) and exit by themselves when the
+parent disappears, so no process outlives the run.
+"""
+
+from __future__ import annotations
+
+import multiprocessing.connection
+import os
+import tempfile
+import time
+import weakref
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from autosched.measure.builder import Builder
+from autosched.measure.process import WorkerProcess, close_all
+from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
+from autosched.measure.runner import LimitFn, ResultCallback, RunConfig, Runner
+from autosched.measure.worker import task_state, workload_shipment
+
+STARTUP_TIMEOUT = 120.0  # seconds a fresh worker may take to import numpy/llvmlite and say it is ready
+LOAD_TIMEOUT = 60.0  # seconds to receive a task's data and load a library
+
+
+def default_builders() -> int:
+    """Cores minus the one the runner measures on, at least one."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+# ---------------------------------------------------------------------------
+# worker processes
+# ---------------------------------------------------------------------------
+
+
+class _Job:
+    """One candidate's conversation with a worker; subclasses say what to send and how to read replies."""
+
+    index: int
+    timeout: float  # seconds allowed before the first reply
+
+    def message(self) -> tuple:
+        raise NotImplementedError
+
+    def handle(self, tag: str, value: Any, proc: WorkerProcess) -> float | None:
+        """Read one reply; returns the seconds allowed for the next one, or None when finished."""
+        raise NotImplementedError
+
+    def timed_out(self) -> None:
+        raise NotImplementedError
+
+    def died(self, how: str) -> None:
+        raise NotImplementedError
+
+
+def _dispatch(procs: list[WorkerProcess], jobs: Sequence[_Job]) -> None:
+    """Feed jobs to idle workers; enforce deadlines; replace workers that die or miss one."""
+    pending = deque(jobs)
+    active: dict[WorkerProcess, list] = {}  # proc -> [job, deadline]
+    while pending or active:
+        for proc in procs:
+            if proc not in active and pending:
+                job = pending.popleft()
+                try:
+                    proc.conn.send(job.message())
+                except (OSError, BrokenPipeError):
+                    proc.restart()
+                    proc.conn.send(job.message())
+                slack = 0.0 if proc.ready else STARTUP_TIMEOUT
+                active[proc] = [job, time.monotonic() + job.timeout + slack]
+        if not active:
+            break
+        now = time.monotonic()
+        wait = max(0.0, min(d for _, d in active.values()) - now)
+        ready = multiprocessing.connection.wait([p.conn for p in active], timeout=wait)
+        now = time.monotonic()
+        for proc in list(active):
+            job, deadline = active[proc]
+            if proc.conn in ready:
+                try:
+                    tag, value = proc.conn.recv()
+                except (EOFError, OSError):
+                    job.died(proc.exit_description())
+                    del active[proc]
+                    proc.restart()
+                    continue
+                if tag == "ready":
+                    proc.ready = True
+                    active[proc][1] = time.monotonic() + job.timeout
+                    continue
+                nxt = job.handle(tag, value, proc)
+                if nxt is None:
+                    del active[proc]
+                else:
+                    active[proc][1] = time.monotonic() + nxt
+            elif now >= deadline:
+                job.timed_out()
+                del active[proc]
+                proc.restart()
+
+
+# ---------------------------------------------------------------------------
+# the builder
+# ---------------------------------------------------------------------------
+
+
+def _candidate_key(inp: MeasureInput) -> tuple:
+    return (inp.task.workload_key, str(inp.task.target), inp.trace.dumps())
+
+
+class _BuildJob(_Job):
+    def __init__(self, index: int, inp: MeasureInput, timeout: float, results: list):
+        self.index, self.timeout, self.results = index, timeout, results
+        self.msg = ("build", (workload_shipment(inp.task), task_state(inp.task), inp.trace.to_json()))
+        self.t0 = time.perf_counter()
+
+    def message(self) -> tuple:
+        self.t0 = time.perf_counter()
+        return self.msg
+
+    def handle(self, tag: str, value: Any, proc: WorkerProcess) -> float | None:
+        if tag == "done":
+            self.results[self.index] = value
+        else:
+            self.results[self.index] = BuildResult(error_kind=ErrorKind.UNKNOWN, error_msg=str(value),
+                                                   build_seconds=time.perf_counter() - self.t0)
+        return None
+
+    def timed_out(self) -> None:
+        self.results[self.index] = BuildResult(
+            error_kind=ErrorKind.BUILD_TIMEOUT,
+            error_msg=f"building took more than {self.timeout:g} s and was stopped",
+            build_seconds=time.perf_counter() - self.t0)
+
+    def died(self, how: str) -> None:
+        self.results[self.index] = BuildResult(
+            error_kind=ErrorKind.COMPILE_ERROR, error_msg=f"the compiler crashed its worker ({how})",
+            build_seconds=time.perf_counter() - self.t0)
+
+
+class LocalBuilder(Builder):
+    """Builds candidates in ``n_parallel`` worker processes (default: cores - 1).
+
+    Libraries go to ``cache_dir`` (default: a fresh temporary directory,
+    removed by :meth:`close`), named by a hash of their LLVM IR and target, so
+    identical candidates are compiled once.
+    """
+
+    def __init__(self, n_parallel: int | None = None, timeout: float = 30.0, cache_dir: str | None = None):
+        self.parallelism = int(n_parallel or default_builders())
+        if self.parallelism < 1:
+            raise ValueError(f"LocalBuilder needs at least one worker, got n_parallel={n_parallel}")
+        self.timeout = float(timeout)
+        self._own_dir = cache_dir is None
+        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="autosched-build-")
+        init = {"cache_dir": self.cache_dir}
+        self._procs = [WorkerProcess("build", init, f"autosched-builder-{i}")
+                       for i in range(self.parallelism)]
+        self._finalizer = weakref.finalize(self, close_all, self._procs)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [p.pid for p in self._procs if p.pid is not None]
+
+    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+        if self._finalizer is None or not self._finalizer.alive:
+            raise RuntimeError("this LocalBuilder is closed")
+        results: list[Any] = [None] * len(inputs)
+        first: dict[tuple, int] = {}
+        jobs = []
+        for i, inp in enumerate(inputs):
+            k = _candidate_key(inp)
+            if k in first:
+                continue
+            first[k] = i
+            jobs.append(_BuildJob(i, inp, self.timeout, results))
+        _dispatch(self._procs, jobs)
+        for i, inp in enumerate(inputs):
+            if results[i] is None:
+                results[i] = results[first[_candidate_key(inp)]]
+        return results
+
+    def close(self) -> None:
+        if self._finalizer.alive:
+            self._finalizer()
+        if self._own_dir:
+            import shutil
+
+            shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# the runner
+# ---------------------------------------------------------------------------
+
+
+class _RunJob(_Job):
+    def __init__(self, index: int, inp: MeasureInput, br: BuildResult, runner: LocalRunner, limit: float,
+                 results: list, on_result: ResultCallback | None):
+        self.index, self.br, self.limit, self.results, self.on_result = index, br, limit, results, on_result
+        self.runner = runner
+        self.data = runner.task_data(inp.task)
+        self.cfg = runner.config
+        self.timeout = LOAD_TIMEOUT
+        self.phase = "loading"
+        self.t0 = time.perf_counter()
+
+    def message(self) -> tuple:
+        self.t0 = time.perf_counter()
+        return ("run", {"key": self.data.key, "path": self.br.artifact_path, "artifact": self.br.artifact,
+                        "config": self.cfg, "limit": self.limit})
+
+    def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "") -> None:
+        res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
+                            build_seconds=self.br.build_seconds, run_seconds=time.perf_counter() - self.t0)
+        self.results[self.index] = res
+        if self.on_result is not None:
+            self.on_result(self.index, res)
+
+    def warm_deadline(self) -> float:
+        return 1.0 + 1.5 * self.limit * (self.cfg.warmup + 1)
+
+    def handle(self, tag: str, value: Any, proc: WorkerProcess) -> float | None:
+        if tag == "need_data":
+            proc.conn.send(("data", self.data))
+            return LOAD_TIMEOUT
+        if tag == "loaded":
+            if value is not None:
+                self.finish(kind=value[0], msg=value[1])
+                return None
+            self.phase = "warming up"
+            return self.warm_deadline()
+        if tag == "warm":
+            if isinstance(value, tuple):
+                self.finish(kind=value[0], msg=value[1])
+                return None
+            self.phase = "timing"
+            return self.cfg.deadline_after_warmup(value)
+        if tag == "done":
+            if value:
+                self.finish(costs=value)
+            else:
+                self.finish(kind=ErrorKind.UNKNOWN, msg="the worker returned no timings")
+            return None
+        self.finish(kind=ErrorKind.UNKNOWN, msg=f"runner worker error: {value}")
+        return None
+
+    def timed_out(self) -> None:
+        if self.phase == "loading":
+            self.finish(kind=ErrorKind.UNKNOWN, msg=f"loading the library took more than {LOAD_TIMEOUT:g} s")
+        elif self.phase == "warming up":
+            self.finish(kind=ErrorKind.RUN_TIMEOUT,
+                        msg=f"one run took more than {self.limit:.3g} s; its worker was stopped")
+        else:
+            self.finish(kind=ErrorKind.RUN_TIMEOUT,
+                        msg="the timing loop overran its deadline; its worker was stopped")
+
+    def died(self, how: str) -> None:
+        self.finish(kind=ErrorKind.RUNTIME_CRASH,
+                    msg=f"the kernel crashed its worker ({how}) while {self.phase}")
+
+
+class LocalRunner(Runner):
+    """Times candidates in worker processes, one candidate at a time per worker (default one worker).
+
+    A candidate that crashes or exceeds its time limit takes only its worker
+    with it; a fresh worker is started and the batch goes on.
+    """
+
+    def __init__(self, config: RunConfig | None = None, n_parallel: int = 1, seed: int = 0,
+                 **config_kw: Any):
+        if config_kw:
+            config = (config or RunConfig()).replace(**config_kw)
+        super().__init__(config, seed)
+        if n_parallel < 1:
+            raise ValueError(f"LocalRunner needs at least one worker, got n_parallel={n_parallel}")
+        self._procs = [WorkerProcess("run", {}, f"autosched-runner-{i}") for i in range(n_parallel)]
+        self._finalizer = weakref.finalize(self, close_all, self._procs)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [p.pid for p in self._procs if p.pid is not None]
+
+    @property
+    def restarts(self) -> int:
+        """How many times a worker was replaced (crashes and timeouts)."""
+        return sum(p.restarts for p in self._procs)
+
+    def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult], *,
+            limits: LimitFn | None = None, on_result: ResultCallback | None = None) -> list[MeasureResult]:
+        if not self._finalizer.alive:
+            raise RuntimeError("this LocalRunner is closed")
+        if len(inputs) != len(build_results):
+            raise ValueError(f"run: {len(inputs)} inputs but {len(build_results)} build results")
+        results: list[Any] = [None] * len(inputs)
+        jobs: list[_Job] = []
+        for i, (inp, br) in enumerate(zip(inputs, build_results)):
+            if not br.ok:
+                results[i] = br.as_measure_result()
+                if on_result is not None:
+                    on_result(i, results[i])
+                continue
+            jobs.append(_LazyRunJob(i, inp, br, self, limits, results, on_result))
+        _dispatch(self._procs, jobs)
+        return results
+
+    def close(self) -> None:
+        if self._finalizer.alive:
+            self._finalizer()
+
+
+class _LazyRunJob(_RunJob):
+    """A run job whose time limit is computed when it starts, so limits see the best time up to then."""
+
+    def __init__(self, index: int, inp: MeasureInput, br: BuildResult, runner: LocalRunner,
+                 limits: LimitFn | None, results: list, on_result: ResultCallback | None):
+        self.inp, self.limits = inp, limits
+        super().__init__(index, inp, br, runner, runner.config.timeout, results, on_result)
+
+    def message(self) -> tuple:
+        self.limit = self.runner.limit_for(self.inp, self.limits)
+        return super().message()
+
+
+__all__ = ["LocalBuilder", "LocalRunner", "default_builders"]

@@ -1,0 +1,344 @@
+"""The measurer: what a tuning loop calls, batch by batch, to turn candidates into results.
+
+:class:`Measurer` owns a Builder and a Runner and adds what a long run needs:
+
+* **adaptive timeouts**: once a task has a best time, one run of a later
+  candidate may take at most ``timeout_factor`` times it (never more than
+  ``RunConfig.timeout``); slower ones are cut off as ``run_timeout``;
+* **pipelining**: when there are cores to spare for it, the next chunk is
+  built while the current one is timed;
+* **the best few, re-measured**: it keeps each task's ``top_k`` candidates and
+  :meth:`Measurer.remeasure_top` times them again, longer, before one is
+  declared the best; the spread of each measurement stays in its result;
+* **failing loudly**: a batch in which every candidate fails logs the most
+  common error kinds with an example message each, and after
+  ``max_consecutive_failures`` failures in a row :class:`TooManyFailures`
+  stops the run with that summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from autosched.errors import AutoschedError
+from autosched.measure.builder import Builder
+from autosched.measure.result import BuildResult, MeasureInput, MeasureResult, summarize_errors
+from autosched.measure.runner import RunConfig, Runner
+
+log = logging.getLogger("autosched.measure")
+
+BACKEND_ENV = "AUTOSCHED_MEASURE_BACKEND"
+
+
+class TooManyFailures(AutoschedError):
+    """The last candidates all failed: ``summary`` says how; ``results`` are the last batch's results."""
+
+    def __init__(self, message: str, summary: str, results: list[MeasureResult]):
+        super().__init__(message)
+        self.summary = summary
+        self.results = results
+
+
+def default_backend() -> str:
+    """``$AUTOSCHED_MEASURE_BACKEND`` if set, else ``ray`` when Ray is installed, else ``local``."""
+    env = os.environ.get(BACKEND_ENV)
+    if env:
+        return env
+    try:
+        import importlib.util
+
+        return "ray" if importlib.util.find_spec("ray") is not None else "local"
+    except (ImportError, ValueError):
+        return "local"
+
+
+def make_builder_runner(backend: str | None = None, *, config: RunConfig | None = None,
+                        n_builders: int | None = None, build_timeout: float = 30.0, seed: int = 0,
+                        address: str | None = None) -> tuple[Builder, Runner]:
+    """A Builder and a Runner of one backend: ``"ray"`` (default when installed) or ``"local"``."""
+    backend = backend or default_backend()
+    if backend == "ray":
+        try:
+            from autosched.measure.ray_backend import RayBuilder, RayRunner
+        except ImportError as e:
+            raise ImportError(f"the ray backend needs Ray ({e}): pip install ray, or use backend='local'") \
+                from e
+        builder = RayBuilder(n_parallel=n_builders, timeout=build_timeout, address=address)
+        try:
+            runner = RayRunner(config, seed=seed, address=address)
+        except BaseException:
+            builder.close()
+            raise
+        return builder, runner
+    if backend == "local":
+        from autosched.measure.local import LocalBuilder, LocalRunner
+
+        builder = LocalBuilder(n_parallel=n_builders, timeout=build_timeout)
+        return builder, LocalRunner(config, seed=seed)
+    raise ValueError(f"unknown measurement backend {backend!r}; use 'ray' or 'local'")
+
+
+@dataclass
+class MeasureStats:
+    """Where a measurer's time went (wall seconds in this process; worker seconds summed over workers)."""
+
+    candidates: int = 0
+    measured: int = 0
+    batches: int = 0
+    wall_seconds: float = 0.0
+    build_wall_seconds: float = 0.0  # waiting for the builder (not overlapped with runs)
+    run_wall_seconds: float = 0.0  # waiting for the runner
+    build_seconds: float = 0.0  # inside builders, summed
+    run_seconds: float = 0.0  # inside runners, per candidate from dispatch to result, summed
+    builds_cached: int = 0
+
+    @property
+    def candidates_per_second(self) -> float:
+        return self.candidates / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+
+@dataclass
+class _Entry:
+    cost: float
+    seq: int
+    inp: MeasureInput
+    result: MeasureResult
+    build: BuildResult
+
+
+class Measurer:
+    """Builds and measures batches of candidates; see the module docstring for what it adds.
+
+    >>> with Measurer(backend="local") as m:                    # doctest: +SKIP
+    ...     results = m.measure([MeasureInput(task, trace) for trace in traces])
+    ...     ranking = m.remeasure_top()
+    """
+
+    def __init__(self, builder: Builder | None = None, runner: Runner | None = None, *,
+                 backend: str | None = None, config: RunConfig | None = None, n_builders: int | None = None,
+                 build_timeout: float = 30.0, timeout_factor: float = 10.0, top_k: int = 3,
+                 max_consecutive_failures: int = 128, remeasure_config: RunConfig | None = None,
+                 overlap: bool | None = None, keep_artifacts: bool = False, seed: int = 0,
+                 address: str | None = None):
+        if (builder is None) != (runner is None):
+            raise ValueError("give both a builder and a runner, or neither (then backend= picks them)")
+        if builder is None:
+            builder, runner = make_builder_runner(backend, config=config, n_builders=n_builders,
+                                                  build_timeout=build_timeout, seed=seed, address=address)
+            self._own = True
+        else:
+            self._own = False
+            if config is not None:
+                runner.config = config
+        assert runner is not None
+        self.builder: Builder = builder
+        self.runner: Runner = runner
+        if timeout_factor <= 1:
+            raise ValueError(f"timeout_factor must be > 1, got {timeout_factor}")
+        self.timeout_factor = float(timeout_factor)
+        self.top_k = int(top_k)
+        self.max_consecutive_failures = int(max_consecutive_failures)
+        base = self.runner.config
+        self.remeasure_config = remeasure_config or base.replace(
+            repeat=max(2 * base.repeat, 5), min_repeat_ms=max(4 * base.min_repeat_ms, 40.0))
+        self.overlap = overlap
+        self.keep_artifacts = keep_artifacts
+        self.stats = MeasureStats()
+        self.consecutive_failures = 0
+        self._recent_failures: deque[MeasureResult] = deque(maxlen=max(1, self.max_consecutive_failures))
+        self._top: dict[tuple, list[_Entry]] = {}
+        self._seq = 0
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # -- the adaptive limit and the record of the best --
+
+    @staticmethod
+    def _key(task: Any) -> tuple:
+        return (task.workload_key, str(task.target))
+
+    def best_cost(self, task: Any) -> float | None:
+        """The best seconds per run measured so far for ``task`` (None before the first success)."""
+        top = self._top.get(self._key(task))
+        return top[0].cost if top else None
+
+    def best(self, task: Any) -> tuple[MeasureInput, MeasureResult] | None:
+        """The best candidate of ``task`` so far and its result."""
+        top = self._top.get(self._key(task))
+        return (top[0].inp, top[0].result) if top else None
+
+    def top(self, task: Any) -> list[tuple[MeasureInput, MeasureResult]]:
+        """The ``top_k`` best candidates of ``task`` so far, best first."""
+        return [(e.inp, e.result) for e in self._top.get(self._key(task), [])]
+
+    def _limit(self, inp: MeasureInput) -> float | None:
+        best = self.best_cost(inp.task)
+        return None if best is None else self.timeout_factor * best
+
+    def _record(self, inp: MeasureInput, res: MeasureResult, build: BuildResult) -> None:
+        self.stats.candidates += 1
+        if res.ok:
+            self.stats.measured += 1
+            self.consecutive_failures = 0
+            self._recent_failures.clear()
+            if self.top_k > 0:
+                self._seq += 1
+                top = self._top.setdefault(self._key(inp.task), [])
+                top.append(_Entry(res.cost, self._seq, inp, res, build))
+                top.sort(key=lambda e: (e.cost, e.seq))
+                del top[self.top_k:]
+        else:
+            self.consecutive_failures += 1
+            self._recent_failures.append(res)
+
+    # -- measuring --
+
+    def _should_overlap(self, inputs: Sequence[MeasureInput]) -> bool:
+        if self.overlap is not None:
+            return self.overlap
+        if len(inputs) <= self.builder.parallelism:
+            return False
+        threads = self.runner.config.num_threads or max(inp.task.target.num_cores for inp in inputs)
+        return self.builder.parallelism + threads <= (os.cpu_count() or 1)
+
+    def measure(self, inputs: Iterable[MeasureInput]) -> list[MeasureResult]:
+        """Build and time a batch; one result per input, in order.
+
+        Raises :class:`TooManyFailures` (after the batch, with its results
+        attached) once ``max_consecutive_failures`` candidates in a row failed.
+        """
+        if self._closed:
+            raise RuntimeError("this Measurer is closed")
+        inputs = list(inputs)
+        if not inputs:
+            return []
+        t0 = time.perf_counter()
+        results: list[Any] = [None] * len(inputs)
+        builds: list[Any] = [None] * len(inputs)
+
+        def run_chunk(offset: int, chunk: Sequence[MeasureInput], chunk_builds: list[BuildResult]) -> None:
+            builds[offset:offset + len(chunk)] = chunk_builds
+
+            def on_result(i: int, res: MeasureResult) -> None:
+                results[offset + i] = res
+                self._record(chunk[i], res, chunk_builds[i])
+
+            t1 = time.perf_counter()
+            self.runner.run(chunk, chunk_builds, limits=self._limit, on_result=on_result)
+            self.stats.run_wall_seconds += time.perf_counter() - t1
+
+        if self._should_overlap(inputs):
+            size = max(2 * self.builder.parallelism, 4)
+            chunks = [(i, inputs[i:i + size]) for i in range(0, len(inputs), size)]
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="autosched-build")
+            tb = time.perf_counter()
+            fut = self._executor.submit(self.builder.build, chunks[0][1])
+            for n, (offset, chunk) in enumerate(chunks):
+                tw = time.perf_counter()
+                chunk_builds = fut.result()
+                self.stats.build_wall_seconds += time.perf_counter() - (tb if n == 0 else tw)
+                if n + 1 < len(chunks):
+                    fut = self._executor.submit(self.builder.build, chunks[n + 1][1])
+                run_chunk(offset, chunk, chunk_builds)
+        else:
+            tb = time.perf_counter()
+            all_builds = self.builder.build(inputs)
+            self.stats.build_wall_seconds += time.perf_counter() - tb
+            run_chunk(0, inputs, all_builds)
+
+        for i, res in enumerate(results):  # a runner that skipped on_result for some input
+            if res is None:
+                raise RuntimeError(f"{type(self.runner).__name__} returned no result for input {i}")
+        self.stats.batches += 1
+        self.stats.wall_seconds += time.perf_counter() - t0
+        self.stats.build_seconds += sum(b.build_seconds for b in builds if not b.cached)
+        self.stats.builds_cached += sum(1 for b in builds if b.cached)
+        self.stats.run_seconds += sum(r.run_seconds for r in results)
+        self._free(builds)
+        if not any(r.ok for r in results):
+            log.warning("no candidate of this batch could be measured: %s", summarize_errors(results))
+        if self.max_consecutive_failures > 0 and self.consecutive_failures >= self.max_consecutive_failures:
+            summary = summarize_errors(self._recent_failures)
+            raise TooManyFailures(
+                f"measurement stopped: the last {self.consecutive_failures} candidates all failed "
+                f"(max_consecutive_failures={self.max_consecutive_failures}). {summary}", summary, results)
+        return results
+
+    def _free(self, builds: Sequence[BuildResult]) -> None:
+        """Remove the libraries of this batch that are not among the best (the best are re-measured)."""
+        if self.keep_artifacts:
+            return
+        keep = {e.build.artifact_path for top in self._top.values() for e in top}
+        seen: set[str] = set()
+        for b in builds:
+            if b.ok and b.artifact_path not in keep and b.artifact_path not in seen:
+                seen.add(b.artifact_path)  # type: ignore[arg-type]
+                self.builder.remove(b)
+
+    def remeasure_top(self, k: int | None = None) -> list[tuple[MeasureInput, MeasureResult]]:
+        """Time each task's ``k`` (default ``top_k``) best candidates again with ``remeasure_config``.
+
+        The new results replace the old ones (a candidate that now fails is
+        dropped, with a warning) and the ranking is updated; returns every
+        task's re-measured candidates, best first within each task.
+        """
+        k = self.top_k if k is None else k
+        entries = [e for top in self._top.values() for e in top[:k]]
+        if not entries:
+            return []
+        inputs = [e.inp for e in entries]
+        saved = self.runner.config
+        self.runner.config = self.remeasure_config
+        try:
+            builds = self.builder.build(inputs)
+            results = self.runner.run(inputs, builds)
+        finally:
+            self.runner.config = saved
+        out: list[tuple[MeasureInput, MeasureResult]] = []
+        for e, b, r in zip(entries, builds, results):
+            top = self._top[self._key(e.inp.task)]
+            if r.ok:
+                e.cost, e.result, e.build = r.cost, r, b
+            else:
+                log.warning("a top candidate of %s failed when re-measured (%s: %s); dropping it",
+                            e.inp.task, r.error_kind, r.error_msg)
+                top.remove(e)
+        for top in self._top.values():
+            top.sort(key=lambda e: (e.cost, e.seq))
+            out.extend((e.inp, e.result) for e in top[:k])
+        return out
+
+    def close(self) -> None:
+        """Stop the workers this measurer started (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._own:
+            self.builder.close()
+            self.runner.close()
+
+    def __enter__(self) -> Measurer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def measure(inputs: Iterable[MeasureInput], *, backend: str | None = None,
+            **kwargs: Any) -> list[MeasureResult]:
+    """Measure one batch with a fresh :class:`Measurer` (started and stopped here): for scripts and tests."""
+    with Measurer(backend=backend, **kwargs) as m:
+        return m.measure(inputs)
+
+
+__all__ = ["MeasureStats", "Measurer", "TooManyFailures", "default_backend", "make_builder_runner", "measure"]

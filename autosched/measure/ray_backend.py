@@ -1,0 +1,509 @@
+"""Measurement on Ray: builder actors compile in parallel, runner actors time one candidate at a time.
+
+Ray starts once per process, lazily, on first use (:func:`init_ray`):
+
+* with no address it starts a local Ray sized to this machine, bound to
+  127.0.0.1 only, without the dashboard or usage reporting, and with a small
+  object store; it is shut down when the process exits (also after Ctrl-C);
+* with an address (the ``address`` argument, ``--ray-address`` on the command
+  line, or ``AUTOSCHED_RAY_ADDRESS``) it joins that cluster instead, and
+  builders and runners are placed on its nodes; libraries then travel to the
+  runner as bytes, so nothing assumes a shared disk.
+
+Actors are started with ``max_restarts=-1``: a kernel that segfaults kills
+only its runner actor, which Ray restarts in milliseconds; a kernel that runs
+past its deadline is stopped with ``ray.kill`` and restarted the same way.
+Either way the candidate gets an error result and the batch goes on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import ray
+import ray.exceptions
+
+from autosched.measure.builder import Builder
+from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
+from autosched.measure.runner import LimitFn, ResultCallback, RunConfig, Runner
+from autosched.measure.worker import BuildWorker, RunWorker, task_state, workload_shipment
+
+log = logging.getLogger("autosched.measure")
+
+ADDRESS_ENV = "AUTOSCHED_RAY_ADDRESS"
+OBJECT_STORE_ENV = "AUTOSCHED_RAY_OBJECT_STORE_MB"
+DEFAULT_OBJECT_STORE_MB = 200
+ACTOR_START_TIMEOUT = 120.0  # seconds for an actor to start (or restart) and answer a ping
+LOAD_TIMEOUT = 60.0
+
+_init_lock = threading.Lock()
+_started_here = False
+
+# Ray raises these when the actor running a call died (crash, kill) or cannot be reached
+_ACTOR_ERRORS: tuple[type[BaseException], ...] = tuple(
+    e for e in (getattr(ray.exceptions, n, None) for n in (
+        "RayActorError", "ActorDiedError", "ActorUnavailableError", "WorkerCrashedError",
+        "LocalRayletDiedError"))
+    if isinstance(e, type))
+
+
+def ray_address(address: str | None = None) -> str | None:
+    """The cluster to join: ``address``, else ``$AUTOSCHED_RAY_ADDRESS``, else None (start a local Ray)."""
+    return address or os.environ.get(ADDRESS_ENV) or None
+
+
+def init_ray(address: str | None = None, num_cpus: int | None = None,
+             object_store_mb: int | None = None) -> bool:
+    """Start (or join) Ray once for this process; returns True if this call started it.
+
+    Does nothing when Ray is already initialised (by an earlier call, or by the
+    user's own ``ray.init``, whose settings are then respected).
+    """
+    global _started_here
+    with _init_lock:
+        if ray.is_initialized():
+            return False
+        addr = ray_address(address)
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # never report usage from a tuner
+        common: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING,
+                                      log_to_driver=False, configure_logging=True)
+        t0 = time.perf_counter()
+        if addr is not None:
+            ray.init(address=addr, **common)
+            log.info("joined the Ray cluster at %s in %.1f s", addr, time.perf_counter() - t0)
+        else:
+            # a local Ray listens on loopback only; joining a cluster is the user's explicit act
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+            mb = int(object_store_mb or os.environ.get(OBJECT_STORE_ENV) or DEFAULT_OBJECT_STORE_MB)
+            ray.init(num_cpus=int(num_cpus or os.cpu_count() or 1), object_store_memory=max(mb, 80) << 20,
+                     _node_ip_address="127.0.0.1", **common)
+            log.info("started a local Ray in %.1f s", time.perf_counter() - t0)
+            # a crashing candidate is an expected outcome, recorded in its result: keep the raylet's
+            # paragraph about each dead worker off the user's terminal (private flag, hence the guard)
+            wmod = getattr(getattr(ray, "_private", None), "worker", None)
+            if wmod is not None and hasattr(wmod, "_worker_logs_enabled"):
+                wmod._worker_logs_enabled = False
+        _started_here = True
+        atexit.register(shutdown_ray)
+        return True
+
+
+def shutdown_ray() -> None:
+    """Shut down the Ray that :func:`init_ray` started or joined (idempotent; also runs at exit)."""
+    global _started_here
+    with _init_lock:
+        if _started_here and ray.is_initialized():
+            ray.shutdown()
+        _started_here = False
+
+
+def _total_cpus() -> float:
+    return float(ray.cluster_resources().get("CPU", 0.0))
+
+
+def _error_line(e: BaseException) -> str:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {first[:300]}"
+
+
+# ---------------------------------------------------------------------------
+# actors (thin shells around the worker classes shared with the process pool)
+# ---------------------------------------------------------------------------
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0)
+class BuildActor:
+    """A Ray actor that builds candidates (see :class:`~autosched.measure.worker.BuildWorker`)."""
+
+    def __init__(self, cache_dir: str, ship_artifact: bool):
+        self.worker = BuildWorker(cache_dir, ship_artifact=ship_artifact)
+
+    def ping(self) -> int:
+        return os.getpid()
+
+    def build(self, shipment: Any, state: tuple, trace: Any) -> BuildResult:
+        return self.worker.build(shipment, state, trace)
+
+    def cleanup(self) -> None:
+        self.worker.cleanup()
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0)
+class RunActor:
+    """A Ray actor that loads, checks and times candidates (:class:`~autosched.measure.worker.RunWorker`)."""
+
+    def __init__(self) -> None:
+        self.worker = RunWorker()
+
+    def ping(self) -> int:
+        return os.getpid()
+
+    def load(self, key: str, data_ref: list, path: str | None, artifact: bytes | None) -> Any:
+        if not self.worker.has_data(key):
+            self.worker.put_data(ray.get(data_ref[0]))  # fetched once per task per actor
+        return self.worker.load(key, path, artifact)
+
+    def warmup(self, warmup: int, limit: float | None, check: bool) -> Any:
+        return self.worker.warmup(warmup, limit, check)
+
+    def time(self, number: int, repeat: int, min_repeat_ms: float, flush_cache: bool) -> Any:
+        return self.worker.time(number, repeat, min_repeat_ms, flush_cache)
+
+    def cleanup(self) -> None:
+        self.worker.cleanup()
+
+
+class _ActorPool:
+    """Actors that are idle, busy, or coming back after a crash or a kill (waiting for a ping)."""
+
+    def __init__(self, actors: list[Any]):
+        self.actors = actors
+        self.idle: deque = deque()
+        self.reviving: dict[Any, tuple[Any, float]] = {}  # ping ref -> (actor, deadline)
+        self.restarts = 0
+        for a in actors:
+            self._ping(a)
+
+    def _ping(self, actor: Any) -> None:
+        self.reviving[actor.ping.remote()] = (actor, time.monotonic() + ACTOR_START_TIMEOUT)
+
+    def revive(self, actor: Any) -> None:
+        self.restarts += 1
+        self._ping(actor)
+
+    def ping_done(self, ref: Any) -> None:
+        actor, deadline = self.reviving.pop(ref)
+        try:
+            ray.get(ref)
+        except _ACTOR_ERRORS:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    "a Ray measurement actor did not come back; is the cluster short of CPUs? "
+                    f"(cluster resources: {ray.cluster_resources()})") from None
+            time.sleep(0.05)
+            self.reviving[actor.ping.remote()] = (actor, deadline)
+            return
+        self.idle.append(actor)
+
+    def check_deadlines(self) -> None:
+        now = time.monotonic()
+        for _actor, deadline in self.reviving.values():
+            if now > deadline:
+                raise RuntimeError(
+                    "a Ray measurement actor did not start within "
+                    f"{ACTOR_START_TIMEOUT:.0f} s; is the cluster short of CPUs? "
+                    f"(cluster resources: {ray.cluster_resources()}, available: {ray.available_resources()})")
+
+    def kill(self) -> None:
+        for a in self.actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+
+class _RayJob:
+    timeout: float
+
+    def start(self, actor: Any) -> Any:
+        raise NotImplementedError
+
+    def handle(self, value: Any, actor: Any) -> tuple[Any, float] | None:
+        raise NotImplementedError
+
+    def timed_out(self) -> None:
+        raise NotImplementedError
+
+    def died(self, e: BaseException) -> None:
+        raise NotImplementedError
+
+
+def _ray_dispatch(pool: _ActorPool, jobs: Sequence[_RayJob]) -> None:
+    """Feed jobs to idle actors; enforce deadlines; kill and revive actors that miss one or die."""
+    pending = deque(jobs)
+    active: dict[Any, list] = {}  # ref -> [job, actor, deadline]
+    while pending or active:
+        while pending and pool.idle:
+            actor = pool.idle.popleft()
+            job = pending.popleft()
+            active[job.start(actor)] = [job, actor, time.monotonic() + job.timeout]
+        waits = list(active) + list(pool.reviving)
+        if not waits:
+            break
+        now = time.monotonic()
+        timeout = max(0.0, min(d for _, _, d in active.values()) - now) if active else 1.0
+        done, _ = ray.wait(waits, num_returns=1, timeout=timeout)
+        for ref in done:
+            if ref in pool.reviving:
+                pool.ping_done(ref)
+                continue
+            job, actor, _ = active.pop(ref)
+            try:
+                value = ray.get(ref)
+            except _ACTOR_ERRORS as e:
+                job.died(e)
+                pool.revive(actor)
+                continue
+            except ray.exceptions.RayTaskError as e:  # a bug in the worker code, not the candidate
+                job.died(e)
+                pool.idle.append(actor)
+                continue
+            nxt = job.handle(value, actor)
+            if nxt is None:
+                pool.idle.append(actor)
+            else:
+                active[nxt[0]] = [job, actor, time.monotonic() + nxt[1]]
+        now = time.monotonic()
+        for ref, (job, actor, deadline) in list(active.items()):
+            if now >= deadline:
+                del active[ref]
+                job.timed_out()
+                ray.kill(actor, no_restart=False)
+                pool.revive(actor)
+        pool.check_deadlines()
+
+
+def _actor_cpus(n_actors: int, reserve: float) -> float:
+    """One CPU per actor when the cluster has them (after ``reserve``), else an equal share."""
+    total = _total_cpus()
+    free = max(0.0, total - reserve)
+    if n_actors <= free:
+        return 1.0
+    return round(free / n_actors, 2) if free > 0 else 0.0
+
+
+# ---------------------------------------------------------------------------
+# the builder
+# ---------------------------------------------------------------------------
+
+
+class _RayBuildJob(_RayJob):
+    def __init__(self, index: int, inp: MeasureInput, timeout: float, results: list):
+        self.index, self.timeout, self.results = index, timeout, results
+        self.args = (workload_shipment(inp.task), task_state(inp.task), inp.trace.to_json())
+        self.t0 = time.perf_counter()
+
+    def start(self, actor: Any) -> Any:
+        self.t0 = time.perf_counter()
+        return actor.build.remote(*self.args)
+
+    def handle(self, value: Any, actor: Any) -> None:
+        self.results[self.index] = value
+        return None
+
+    def timed_out(self) -> None:
+        self.results[self.index] = BuildResult(
+            error_kind=ErrorKind.BUILD_TIMEOUT,
+            error_msg=f"building took more than {self.timeout:g} s and was stopped",
+            build_seconds=time.perf_counter() - self.t0)
+
+    def died(self, e: BaseException) -> None:
+        self.results[self.index] = BuildResult(
+            error_kind=ErrorKind.COMPILE_ERROR,
+            error_msg=f"the compiler crashed its worker ({_error_line(e)})",
+            build_seconds=time.perf_counter() - self.t0)
+
+
+class RayBuilder(Builder):
+    """Builds candidates on ``n_parallel`` Ray actors (default: the cluster's CPUs minus one for the runner).
+
+    ``ship_artifacts`` (default: when the cluster has more than one node) puts
+    each library's bytes in its result so a runner on another node can load it.
+    """
+
+    def __init__(self, n_parallel: int | None = None, timeout: float = 30.0, cache_dir: str | None = None,
+                 address: str | None = None, ship_artifacts: bool | None = None):
+        init_ray(address)
+        total = _total_cpus()
+        self.parallelism = int(n_parallel or max(1, int(total) - 1))
+        self.timeout = float(timeout)
+        if ship_artifacts is None:
+            ship_artifacts = len([n for n in ray.nodes() if n.get("Alive")]) > 1
+        self.ship_artifacts = ship_artifacts
+        self._own_dir = cache_dir is None
+        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="autosched-build-")
+        cpus = _actor_cpus(self.parallelism, reserve=1.0 if total > 1 else 0.0)
+        opts: dict[str, Any] = {"num_cpus": cpus}
+        if self.ship_artifacts:
+            opts["scheduling_strategy"] = "SPREAD"
+        actors = [BuildActor.options(**opts).remote(self.cache_dir, self.ship_artifacts)
+                  for _ in range(self.parallelism)]
+        self._pool = _ActorPool(actors)
+        self._closed = False
+
+    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+        if self._closed:
+            raise RuntimeError("this RayBuilder is closed")
+        from autosched.measure.local import _candidate_key
+
+        results: list[Any] = [None] * len(inputs)
+        first: dict[tuple, int] = {}
+        jobs = []
+        for i, inp in enumerate(inputs):
+            k = _candidate_key(inp)
+            if k not in first:
+                first[k] = i
+                jobs.append(_RayBuildJob(i, inp, self.timeout, results))
+        _ray_dispatch(self._pool, jobs)
+        for i, inp in enumerate(inputs):
+            if results[i] is None:
+                results[i] = results[first[_candidate_key(inp)]]
+        return results
+
+    @property
+    def restarts(self) -> int:
+        return self._pool.restarts
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if ray.is_initialized():
+            try:
+                ray.get([a.cleanup.remote() for a in self._pool.actors], timeout=10)
+            except Exception:  # noqa: BLE001 - best effort; the directory is a temporary one
+                pass
+            self._pool.kill()
+        if self._own_dir:
+            import shutil
+
+            shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# the runner
+# ---------------------------------------------------------------------------
+
+
+class _RayRunJob(_RayJob):
+    def __init__(self, index: int, inp: MeasureInput, br: BuildResult, runner: RayRunner,
+                 limits: LimitFn | None, results: list, on_result: ResultCallback | None):
+        self.index, self.inp, self.br, self.runner = index, inp, br, runner
+        self.limits, self.results, self.on_result = limits, results, on_result
+        self.data = runner.task_data(inp.task)
+        self.cfg: RunConfig = runner.config
+        self.timeout = LOAD_TIMEOUT
+        self.phase = "loading"
+        self.limit = self.cfg.timeout
+        self.t0 = time.perf_counter()
+
+    def start(self, actor: Any) -> Any:
+        self.t0 = time.perf_counter()
+        self.limit = self.runner.limit_for(self.inp, self.limits)
+        ref = self.runner._data_ref(self.data)
+        return actor.load.remote(self.data.key, [ref], self.br.artifact_path, self.br.artifact)
+
+    def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "") -> None:
+        res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
+                            build_seconds=self.br.build_seconds, run_seconds=time.perf_counter() - self.t0)
+        self.results[self.index] = res
+        if self.on_result is not None:
+            self.on_result(self.index, res)
+
+    def handle(self, value: Any, actor: Any) -> tuple[Any, float] | None:
+        cfg = self.cfg
+        if self.phase == "loading":
+            if value is not None:
+                self.finish(kind=value[0], msg=value[1])
+                return None
+            self.phase = "warming up"
+            return (actor.warmup.remote(cfg.warmup, self.limit, cfg.check),
+                    1.0 + 1.5 * self.limit * (cfg.warmup + 1))
+        if self.phase == "warming up":
+            if isinstance(value, tuple):
+                self.finish(kind=value[0], msg=value[1])
+                return None
+            self.phase = "timing"
+            return (actor.time.remote(cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.flush_cache),
+                    cfg.deadline_after_warmup(value))
+        if value:
+            self.finish(costs=value)
+        else:
+            self.finish(kind=ErrorKind.UNKNOWN, msg="the runner returned no timings")
+        return None
+
+    def timed_out(self) -> None:
+        if self.phase == "loading":
+            self.finish(kind=ErrorKind.UNKNOWN, msg=f"loading the library took more than {LOAD_TIMEOUT:g} s")
+        elif self.phase == "warming up":
+            self.finish(kind=ErrorKind.RUN_TIMEOUT,
+                        msg=f"one run took more than {self.limit:.3g} s; its worker was stopped")
+        else:
+            self.finish(kind=ErrorKind.RUN_TIMEOUT,
+                        msg="the timing loop overran its deadline; its worker was stopped")
+
+    def died(self, e: BaseException) -> None:
+        if isinstance(e, ray.exceptions.RayTaskError):
+            self.finish(kind=ErrorKind.UNKNOWN, msg=f"runner error: {_error_line(e)}")
+        else:
+            self.finish(kind=ErrorKind.RUNTIME_CRASH,
+                        msg=f"the kernel crashed its worker while {self.phase} ({_error_line(e)})")
+
+
+class RayRunner(Runner):
+    """Times candidates on ``n_parallel`` Ray actors (default one: candidates are timed one at a time)."""
+
+    def __init__(self, config: RunConfig | None = None, n_parallel: int = 1, seed: int = 0,
+                 address: str | None = None, **config_kw: Any):
+        if config_kw:
+            config = (config or RunConfig()).replace(**config_kw)
+        super().__init__(config, seed)
+        init_ray(address)
+        if n_parallel < 1:
+            raise ValueError(f"RayRunner needs at least one actor, got n_parallel={n_parallel}")
+        cpus = _actor_cpus(n_parallel, reserve=0.0)
+        self._pool = _ActorPool([RunActor.options(num_cpus=cpus).remote() for _ in range(n_parallel)])
+        self._refs: dict[str, Any] = {}
+        self._closed = False
+
+    def _data_ref(self, data: Any) -> Any:
+        ref = self._refs.get(data.key)
+        if ref is None:
+            ref = self._refs[data.key] = ray.put(data)
+        return ref
+
+    @property
+    def restarts(self) -> int:
+        """How many times an actor was replaced (crashes and timeouts)."""
+        return self._pool.restarts
+
+    def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult], *,
+            limits: LimitFn | None = None, on_result: ResultCallback | None = None) -> list[MeasureResult]:
+        if self._closed:
+            raise RuntimeError("this RayRunner is closed")
+        if len(inputs) != len(build_results):
+            raise ValueError(f"run: {len(inputs)} inputs but {len(build_results)} build results")
+        results: list[Any] = [None] * len(inputs)
+        jobs = []
+        for i, (inp, br) in enumerate(zip(inputs, build_results)):
+            if not br.ok:
+                results[i] = br.as_measure_result()
+                if on_result is not None:
+                    on_result(i, results[i])
+                continue
+            jobs.append(_RayRunJob(i, inp, br, self, limits, results, on_result))
+        _ray_dispatch(self._pool, jobs)
+        return results
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if ray.is_initialized():
+            try:
+                ray.get([a.cleanup.remote() for a in self._pool.actors], timeout=10)
+            except Exception:  # noqa: BLE001
+                pass
+            self._pool.kill()
+        self._refs.clear()
+
+
+__all__ = ["BuildActor", "RayBuilder", "RayRunner", "RunActor", "init_ray", "ray_address", "shutdown_ray"]

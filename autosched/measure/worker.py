@@ -1,0 +1,580 @@
+"""The code that runs inside measurement workers: pool processes and Ray actors alike.
+
+:class:`BuildWorker` turns a (task, trace) into a shared library: replay the
+trace, lower, generate LLVM IR, and, unless a library with the same IR for the
+same target is already in the cache directory, optimise, emit an object file
+and link it with the system C compiler. Libraries are content-addressed (a
+sha256 of the LLVM IR, the target and the compiler versions), so identical
+candidates (different traces often give the same loops) are compiled once.
+
+:class:`RunWorker` loads one library at a time, runs it once to warm up and to
+check its output against the task's reference, then times it. Both classes
+turn every failure into an :class:`~autosched.measure.ErrorKind`; what they
+cannot turn into a result (a segfault, a hang) kills the process, and the
+parent side (:mod:`~autosched.measure.local` or
+:mod:`~autosched.measure.ray_backend`) records it and replaces the worker.
+
+Tasks travel as ``(name, args, target)`` plus a *workload shipment*: a
+workload registered outside autosched (in a user's script or a test module) is
+sent by value with cloudpickle, because a Ray worker does not share the
+driver's ``sys.path`` or ``__main__``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from autosched.measure.data import TaskData
+from autosched.measure.result import BuildResult, ErrorKind
+
+# ---------------------------------------------------------------------------
+# tasks and workloads across processes
+# ---------------------------------------------------------------------------
+
+Shipment = tuple  # (workload name, module name, cloudpickled function or None)
+
+
+def _cloudpickle() -> Any:
+    try:
+        import cloudpickle
+
+        return cloudpickle
+    except ImportError:
+        pass
+    try:
+        from ray import cloudpickle
+
+        return cloudpickle
+    except ImportError:
+        return None
+
+
+_shipments: dict[str, Shipment] = {}
+
+
+def workload_shipment(task: Any) -> Shipment:
+    """How a worker gets ``task``'s workload: built-ins by name, others by value (cloudpickle) if possible."""
+    func = task.workload.func
+    module = getattr(func, "__module__", "") or ""
+    cache_key = f"{task.name}|{module}|{id(func)}"
+    hit = _shipments.get(cache_key)
+    if hit is not None:
+        return hit
+    blob = None
+    if not module.startswith("autosched."):
+        cp = _cloudpickle()
+        if cp is not None:
+            mod = sys.modules.get(module)
+            by_value = mod is not None and module != "__main__"
+            if by_value:
+                cp.register_pickle_by_value(mod)
+            try:
+                blob = cp.dumps(func)
+            except Exception:  # noqa: BLE001 - fall back to importing the module by name in the worker
+                blob = None
+            finally:
+                if by_value:
+                    cp.unregister_pickle_by_value(mod)
+    ship = (task.name, module, blob)
+    _shipments[cache_key] = ship
+    return ship
+
+
+def task_state(task: Any) -> tuple:
+    """``(name, args, target)``: how a task travels (its tensors hold closures and are rebuilt on arrival)."""
+    return (task.name, task.args, str(task.target))
+
+
+_known_workloads: set[tuple] = set()
+_tasks: dict[str, Any] = {}
+
+
+def ensure_workload(shipment: Shipment) -> None:
+    """Make the shipped workload known here (import its module, or register the shipped function)."""
+    name, module, blob = shipment
+    ident = (name, module, hashlib.sha256(blob).hexdigest() if blob else None)
+    if ident in _known_workloads:
+        return
+    from autosched.workloads import register_workload
+
+    if blob is not None:
+        import pickle
+
+        func = pickle.loads(blob)
+        register_workload(name, override=True)(func)
+    elif module and module != "__main__":
+        importlib.import_module(module)
+    _known_workloads.add(ident)
+
+
+def make_task(shipment: Shipment, state: tuple) -> Any:
+    """The Task described by ``state``, its workload made known first; cached per process."""
+    ensure_workload(shipment)
+    key = json.dumps([state, shipment[1], shipment[2] is not None], sort_keys=True, default=str)
+    task = _tasks.get(key)
+    if task is None:
+        from autosched.task import Task
+
+        task = Task(state[0], state[1], state[2])
+        _tasks[key] = task
+    return task
+
+
+def _short_tb(e: BaseException, limit: int = 3) -> str:
+    """The exception; for an unexpected (non-autosched) one also the innermost frames: a bug to report."""
+    from autosched.errors import AutoschedError
+
+    text = f"{type(e).__name__}: {e}"
+    if not isinstance(e, AutoschedError):
+        frames = traceback.extract_tb(e.__traceback__)[-limit:]
+        where = "; ".join(f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}" for f in frames)
+        text += f" (at {where})"
+    return text
+
+
+# ---------------------------------------------------------------------------
+# building
+# ---------------------------------------------------------------------------
+
+ENTRY = "default_function"
+
+
+def _compiler_id(target: Any) -> str:
+    import llvmlite
+
+    import autosched
+
+    return f"{target.key}|{target.mattr}|llvmlite {llvmlite.__version__}|autosched {autosched.__version__}"
+
+
+def compile_library(func: Any, target: Any, cache_dir: str) -> tuple[str, bool]:
+    """Compile a lowered PrimFunc into ``cache_dir/<sha256>.so``; returns ``(path, already_there)``.
+
+    The same steps as ``autosched.build(...).export_library(...)`` without the JIT
+    engine that a measurement never uses (a third of the build time).
+    """
+    import llvmlite.binding as llvm
+
+    from autosched.codegen import build as cb
+    from autosched.codegen.llvm import CodeGenLLVM, _gomp_available, init_llvm
+    from autosched.errors import CodegenError
+
+    cg = CodeGenLLVM(func.name)
+    cg.add_function(func)
+    if cg.uses_parallel:
+        _gomp_available()
+    sig = cb.signature(func)
+    cb._add_metadata(cg.module, [sig], func.name)
+    ir_text = str(cg.module)
+    digest = hashlib.sha256(f"{_compiler_id(target)}\n{ir_text}".encode()).hexdigest()[:40]
+    path = os.path.join(cache_dir, f"{digest}.so")
+    if os.path.exists(path):
+        return path, True
+    with cb._lock:
+        init_llvm()
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+        tm = cb.target_machine(target, for_object=True)
+        mod.triple = llvm.get_process_triple()
+        mod.data_layout = str(tm.target_data)
+        cb.optimize(mod, tm)
+        obj = tm.emit_object(mod)
+    os.makedirs(cache_dir, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="link-", dir=cache_dir)
+    try:
+        objpath = os.path.join(tmp, "k.o")
+        with open(objpath, "wb") as f:
+            f.write(obj)
+        libs = ["-lgomp", "-lm"] if "GOMP_parallel" in ir_text else ["-lm"]
+        cc = os.environ.get("CC", "gcc")
+        out = os.path.join(tmp, "k.so")
+        try:
+            res = subprocess.run([cc, "-shared", "-o", out, objpath, *libs], capture_output=True, text=True)
+        except FileNotFoundError:
+            raise CodegenError(f"linking needs a C compiler: {cc!r} was not found") from None
+        if res.returncode != 0:
+            raise CodegenError(f"linking failed: {res.stderr.strip()[:2000]}")
+        os.replace(out, path)  # atomic: concurrent builders of the same IR never see half a file
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path, False
+
+
+class BuildWorker:
+    """Replays, lowers and compiles candidates into ``cache_dir``; one at a time."""
+
+    def __init__(self, cache_dir: str, ship_artifact: bool = False):
+        self.cache_dir = cache_dir
+        self.ship_artifact = ship_artifact
+        os.makedirs(cache_dir, exist_ok=True)
+        # import the compiler now, so the first build is not charged for it
+        import llvmlite.binding  # noqa: F401
+
+        import autosched.codegen.build  # noqa: F401
+        import autosched.tir.lower  # noqa: F401
+
+    def build(self, shipment: Shipment, state: tuple, trace: Any) -> BuildResult:
+        from autosched.errors import CodegenError, LoweringError, ScheduleError
+
+        t0 = time.perf_counter()
+
+        def fail(kind: str, e: BaseException) -> BuildResult:
+            return BuildResult(error_kind=kind, error_msg=_short_tb(e),
+                               build_seconds=time.perf_counter() - t0)
+
+        try:
+            task = make_task(shipment, state)
+        except Exception as e:  # noqa: BLE001
+            return fail(ErrorKind.UNKNOWN, e)
+        try:
+            sch, args = task.apply(trace)
+        except Exception as e:  # noqa: BLE001 - any failure to replay a step means the trace is invalid here
+            return fail(ErrorKind.INVALID_SCHEDULE, e)
+        try:
+            import autosched
+
+            func = autosched.lower(sch, args, name=ENTRY)
+        except ScheduleError as e:
+            return fail(ErrorKind.INVALID_SCHEDULE, e)
+        except Exception as e:  # noqa: BLE001
+            return fail(ErrorKind.LOWERING_ERROR, e)
+        try:
+            path, cached = compile_library(func, task.target, self.cache_dir)
+        except (CodegenError, LoweringError, RuntimeError, ValueError) as e:
+            return fail(ErrorKind.COMPILE_ERROR, e)
+        except Exception as e:  # noqa: BLE001
+            return fail(ErrorKind.COMPILE_ERROR, e)
+        artifact = None
+        if self.ship_artifact:
+            with open(path, "rb") as f:
+                artifact = f.read()
+        return BuildResult(artifact_path=path, build_seconds=time.perf_counter() - t0, cached=cached,
+                           artifact=artifact)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# running
+# ---------------------------------------------------------------------------
+
+
+def _llc_bytes() -> int:
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for idx in os.listdir(base):
+            try:
+                with open(os.path.join(base, idx, "size")) as f:
+                    s = f.read().strip()
+            except OSError:
+                continue
+            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:], 1)
+            best = max(best, int(s.rstrip("KMG")) * mult)
+    except (OSError, ValueError):
+        pass
+    return best or (32 << 20)
+
+
+class CacheFlusher:
+    """Evicts the kernel's arguments from the CPU caches between repeats (TVM's ``enable_cpu_cache_flush``).
+
+    On x86 it JIT-compiles a ``clflush`` loop over each argument (cost
+    proportional to the data, not to the last-level cache); elsewhere, or
+    without llvmlite, it writes a buffer twice the size of the last-level cache.
+    """
+
+    def __init__(self) -> None:
+        self._fn = None
+        self._buf: np.ndarray | None = None
+        try:
+            self._fn = self._jit_clflush()
+        except Exception:  # noqa: BLE001 - no llvmlite or not x86: use the buffer
+            self._fn = None
+        if self._fn is None:
+            self._buf = np.zeros(min(2 * _llc_bytes(), 1 << 30) // 8, dtype=np.float64)
+
+    def _jit_clflush(self) -> Any:
+        import platform
+
+        if platform.machine() not in ("x86_64", "AMD64", "i686"):
+            return None
+        import llvmlite.binding as llvm
+
+        from autosched.codegen.llvm import init_llvm
+
+        init_llvm()
+        ir = """
+        declare void @llvm.x86.sse2.clflush(ptr)
+        declare void @llvm.x86.sse2.mfence()
+        define void @flush(ptr %p, i64 %n) {
+        entry:
+          br label %loop
+        loop:
+          %i = phi i64 [0, %entry], [%next, %loop]
+          %q = getelementptr i8, ptr %p, i64 %i
+          call void @llvm.x86.sse2.clflush(ptr %q)
+          %next = add i64 %i, 64
+          %more = icmp slt i64 %next, %n
+          br i1 %more, label %loop, label %done
+        done:
+          call void @llvm.x86.sse2.mfence()
+          ret void
+        }
+        """
+        mod = llvm.parse_assembly(ir)
+        mod.verify()
+        tm = llvm.Target.from_default_triple().create_target_machine()
+        self._engine = llvm.create_mcjit_compiler(mod, tm)
+        self._engine.finalize_object()
+        addr = self._engine.get_function_address("flush")
+        return ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(addr)
+
+    def __call__(self, arrays: list[np.ndarray]) -> None:
+        if self._fn is not None:
+            for a in arrays:
+                if a.nbytes:
+                    self._fn(a.ctypes.data, a.nbytes)
+        elif self._buf is not None:
+            self._buf += 1.0
+
+
+def _fill_garbage(out: np.ndarray) -> None:
+    """Poison the output so a kernel that skips part of it cannot pass the check."""
+    if out.dtype.kind == "f":
+        out.fill(np.nan)
+    elif out.dtype.kind in "iub":
+        out.view(np.uint8).fill(0xA5)
+
+
+def _mismatch_message(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> str | None:
+    if out.dtype.kind == "f":
+        close = np.isclose(out, ref, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        close = out == ref
+    if bool(np.all(close)):
+        return None
+    bad = np.argwhere(~close)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    worst = np.unravel_index(int(np.argmax(diff)), out.shape)
+    return (f"{len(bad)} of {out.size} outputs differ from the reference (rtol={rtol:g}, atol={atol:g}); "
+            f"worst at {tuple(int(i) for i in worst)}: got {out[worst].item()!r}, expected {ref[worst].item()!r}")
+
+
+class RunWorker:
+    """Loads one candidate's library at a time and warms, checks and times it.
+
+    The three steps are separate calls (:meth:`load`, :meth:`warmup`,
+    :meth:`time`) so that the parent can give each its own deadline: a kernel
+    that hangs is caught after ``limit`` seconds, not after the whole budget of
+    the timing loop.
+    """
+
+    def __init__(self, max_tasks: int = 4):
+        self._data: OrderedDict[str, TaskData] = OrderedDict()
+        self._max_tasks = max_tasks
+        self._lib: Any = None
+        self._mod: Any = None
+        self._current: TaskData | None = None
+        self._arrays: list[np.ndarray] = []
+        self._failed = False
+        self._warm = 0.0
+        self._flusher: CacheFlusher | None = None
+        self._local_dir: str | None = None
+        self.pid = os.getpid()
+        # keep libgomp loaded for the life of the worker: unloading a kernel must never unmap the OpenMP
+        # runtime under its idle threads
+        self._gomp = None
+        try:
+            import ctypes.util
+
+            name = ctypes.util.find_library("gomp")
+            if name:
+                self._gomp = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            self._gomp = None
+
+    # -- task data, sent once per task per worker --
+    def has_data(self, key: str) -> bool:
+        return key in self._data
+
+    def put_data(self, data: TaskData) -> None:
+        self._data[data.key] = data
+        self._data.move_to_end(data.key)
+        while len(self._data) > self._max_tasks:
+            self._data.popitem(last=False)
+
+    def _library_path(self, path: str | None, artifact: bytes | None) -> str:
+        if path and os.path.exists(path):
+            return path
+        if artifact is None:
+            raise FileNotFoundError(f"library {path} is not on this machine and was not shipped")
+        if self._local_dir is None:
+            self._local_dir = tempfile.mkdtemp(prefix="autosched-run-")
+        local = os.path.join(self._local_dir, os.path.basename(path or "candidate.so"))
+        if not os.path.exists(local):
+            with open(local + ".tmp", "wb") as f:
+                f.write(artifact)
+            os.replace(local + ".tmp", local)
+        return local
+
+    def load(self, key: str, path: str | None, artifact: bytes | None = None) -> tuple[str, str] | None:
+        """Load the candidate; returns None, or ``(error_kind, message)``."""
+        from autosched.runtime import load_module
+
+        self.unload()
+        self._failed = True
+        data = self._data.get(key)
+        if data is None:
+            return ErrorKind.UNKNOWN, f"no data for task {key} in this worker (send it first)"
+        self._data.move_to_end(key)
+        try:
+            lib_path = self._library_path(path, artifact)
+            self._mod = load_module(lib_path)
+            self._lib = getattr(self._mod, "_lib", None)
+            if self._lib is not None:
+                try:
+                    ctypes.c_int32.in_dll(self._lib, "__autosched_num_threads").value = int(data.num_threads)
+                except ValueError:  # no parallel loop in this kernel
+                    pass
+        except Exception as e:  # noqa: BLE001
+            self.unload()
+            return ErrorKind.COMPILE_ERROR, f"the built library does not load: {type(e).__name__}: {e}"
+        self._current = data
+        self._arrays = [np.array(a, copy=True) for a in data.arrays]
+        self._failed = False
+        return None
+
+    def _caller(self) -> Any:
+        """A zero-overhead call of the kernel on the current arrays (ctypes directly, checks done once)."""
+        f = self._mod.entry_func
+        cfunc = getattr(f, "_cfunc", None)
+        if cfunc is None:
+            arrays = self._arrays
+            return lambda: f(*arrays)
+        env = [0] * len(f.sig["vars"])
+        for arr, spec in zip(self._arrays, f.sig["args"]):
+            for d, dim in enumerate(spec["shape"]):
+                if isinstance(dim, list) and dim[0] == "var":
+                    env[dim[1]] = int(arr.shape[d])
+        args = [a.ctypes.data for a in self._arrays] + env
+
+        def call() -> None:
+            if cfunc(*args) != 0:
+                raise RuntimeError("the kernel returned a non-zero status (out of memory?)")
+
+        return call
+
+    def warmup(self, warmup: int = 1, limit: float | None = None,
+               check: bool = True) -> tuple[str, str] | float:
+        """Run once (checked against the reference), then ``warmup - 1`` more times.
+
+        Returns the seconds of the fastest warm-up run, or ``(error_kind, message)``
+        when the run was slower than ``limit`` or the output is wrong.
+        """
+        if self._failed or self._mod is None:
+            return ErrorKind.UNKNOWN, "no candidate loaded"
+        self._failed = True
+        data = self._current
+        out = self._arrays[-1]
+        _fill_garbage(out)
+        f = self._mod.entry_func
+        try:
+            t0 = time.perf_counter()
+            f(*self._arrays)  # the checked call: validates shapes and dtypes
+            first = time.perf_counter() - t0
+        except Exception as e:  # noqa: BLE001
+            return ErrorKind.RUNTIME_CRASH, f"{type(e).__name__}: {e}"
+        # the first call pays for argument checks and cold caches: never cut a run off below a millisecond
+        if limit is not None and first > max(limit, 1e-3):
+            return ErrorKind.RUN_TIMEOUT, f"one run took {first:.3g} s, over the limit of {limit:.3g} s"
+        if check and data is not None and data.reference is not None:
+            msg = _mismatch_message(out, data.reference, data.rtol, data.atol)
+            if msg is not None:
+                return ErrorKind.WRONG_RESULT, msg
+        best = first
+        call = self._caller()
+        for _ in range(max(1, warmup) - 1 + (1 if first < 0.1 else 0)):  # one more when cheap: first is cold
+            t0 = time.perf_counter()
+            call()
+            best = min(best, time.perf_counter() - t0)
+        self._warm = best
+        self._failed = False
+        return best
+
+    def time(self, number: int = 1, repeat: int = 3, min_repeat_ms: float = 0.0,
+             flush_cache: bool = False) -> list[float] | None:
+        """Seconds per run for each of ``repeat`` repeats of ``number`` runs (more if ``min_repeat_ms`` asks).
+
+        Unloads the library afterwards. None when the warm-up failed.
+        """
+        try:
+            if self._failed or self._mod is None:
+                return None
+            call = self._caller()
+            est = max(self._warm, 1e-9)
+            if min_repeat_ms > 0:
+                number = max(number, math.ceil(min_repeat_ms / 1e3 / est))
+            number = int(min(number, 10_000_000))
+            flush = None
+            if flush_cache:
+                if self._flusher is None:
+                    self._flusher = CacheFlusher()
+                flush = self._flusher
+            costs = []
+            perf = time.perf_counter
+            for _ in range(repeat):
+                if flush is not None:
+                    flush(self._arrays)
+                t0 = perf()
+                for _ in range(number):
+                    call()
+                costs.append((perf() - t0) / number)
+            return costs
+        finally:
+            self.unload()
+
+    def unload(self) -> None:
+        """Drop the current library and unmap it (a tuning run loads thousands)."""
+        lib = self._lib
+        self._mod = None
+        self._lib = None
+        self._current = None
+        self._arrays = []
+        if lib is not None:
+            handle = getattr(lib, "_handle", None)
+            del lib
+            if handle:
+                try:
+                    import _ctypes
+
+                    _ctypes.dlclose(handle)
+                except Exception:  # noqa: BLE001 - leaving it mapped is harmless
+                    pass
+
+    def cleanup(self) -> None:
+        self.unload()
+        if self._local_dir:
+            shutil.rmtree(self._local_dir, ignore_errors=True)
+
+
+__all__ = ["BuildWorker", "CacheFlusher", "RunWorker", "compile_library", "ensure_workload", "make_task",
+           "task_state", "workload_shipment"]

@@ -1,0 +1,203 @@
+"""The process-pool backend with real crashing, hanging, wrong and slow-to-build candidates."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import autosched
+from autosched.measure import (
+    ErrorKind,
+    LocalBuilder,
+    LocalRunner,
+    MeasureInput,
+    Measurer,
+    RunConfig,
+    TooManyFailures,
+)
+from autosched.te import Trace
+
+from _measure_workloads import (  # noqa: I001 - tests/ is on sys.path
+    INVALID,
+    mixed_batch,
+    small_conv,
+    small_matmul,
+    split_trace,
+    tiled_matmul_trace,
+    unroll_bomb,
+)
+from _measure_procs import alive, descendants
+
+# short everything: a hang is stopped after ~4 s, a reference that hangs after 5 s; one thread per kernel so
+# that timings do not depend on what else the machine is doing
+CONFIG = RunConfig(number=1, repeat=3, min_repeat_ms=1.0, timeout=1.0, num_threads=1, reference_timeout=10.0)
+
+
+@pytest.fixture(scope="module")
+def builder():
+    b = LocalBuilder(n_parallel=1, timeout=20.0)
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def runner():
+    r = LocalRunner(CONFIG)
+    yield r
+    r.close()
+
+
+def test_a_mixed_batch_completes_with_the_right_error_kinds(builder, runner):
+    inputs, expected = mixed_batch()
+    pids_before = set(runner.worker_pids)
+    restarts = runner.restarts
+    builds = builder.build(inputs)
+    seen = []
+    results = runner.run(inputs, builds, on_result=lambda i, r: seen.append(i))
+    kinds = [r.error_kind for r in results]
+    assert kinds == expected, [(r.error_kind, r.error_msg) for r in results]
+    assert sorted(seen) == list(range(len(inputs)))
+    for r, want in zip(results, expected):
+        if want is None:
+            assert r.ok and len(r.costs) == CONFIG.repeat and all(c > 0 for c in r.costs)
+            assert r.build_seconds > 0 and r.run_seconds > 0 and r.spread >= 0
+    crash = results[expected.index("runtime_crash")]
+    assert "SIGSEGV" in crash.error_msg
+    assert "more than 1 s" in results[expected.index("run_timeout")].error_msg
+    assert "differ from the reference" in results[expected.index("wrong_result")].error_msg
+    # the crash and the hang each cost one worker, which was replaced
+    assert runner.restarts == restarts + 2
+    assert set(runner.worker_pids).isdisjoint(pids_before)
+    # and the replacement measures the next batch
+    again = runner.run(inputs[:1], builds[:1])
+    assert again[0].ok
+
+
+def test_a_build_that_takes_too_long_is_stopped(tmp_path):
+    good = MeasureInput(small_conv(), Trace())
+    with LocalBuilder(n_parallel=1, timeout=1.5, cache_dir=str(tmp_path)) as b:
+        t0 = time.perf_counter()
+        res = b.build([unroll_bomb(), good])
+        assert time.perf_counter() - t0 < 15
+    assert res[0].error_kind == ErrorKind.BUILD_TIMEOUT and "more than 1.5 s" in res[0].error_msg
+    assert res[1].ok and os.path.exists(res[1].artifact_path)
+
+
+def test_identical_candidates_are_built_once(builder):
+    task = small_matmul(32)
+    same_ir = Trace.from_json([["reorder", 2, [0, 1, 2]]])
+    res = builder.build([MeasureInput(task, Trace()), MeasureInput(task, Trace()), MeasureInput(task, same_ir)])
+    assert res[0] is res[1]  # deduplicated within the batch
+    assert res[2].cached and res[2].artifact_path == res[0].artifact_path  # same LLVM IR, same library
+    assert builder.build([MeasureInput(task, Trace())])[0].cached
+
+
+def test_a_candidate_far_slower_than_the_best_is_cut_off(builder, runner):
+    task = small_matmul(256)
+    fast, slow = MeasureInput(task, tiled_matmul_trace(task)), MeasureInput(task, Trace())
+    m = Measurer(builder, runner, timeout_factor=2.0)
+    r_fast = m.measure([fast])[0]
+    assert r_fast.ok and m.best_cost(task) == r_fast.cost
+    r_slow = m.measure([slow])[0]
+    assert r_slow.error_kind == ErrorKind.RUN_TIMEOUT, (r_fast.cost, r_slow)
+    assert "over the limit" in r_slow.error_msg
+    m.close()  # not its builder or runner: those belong to the fixtures
+    assert runner.run([fast], builder.build([fast]))[0].ok
+
+
+def test_the_best_few_are_remeasured_longer(builder, runner):
+    task = small_conv()
+    m = Measurer(builder, runner, top_k=2, overlap=True)
+    inputs = [MeasureInput(task, split_trace(task, f)) for f in (2, 4, 8)] + [MeasureInput(task, INVALID)]
+    results = m.measure(inputs)
+    assert [r.ok for r in results] == [True, True, True, False]
+    assert m.stats.candidates == 4 and m.stats.measured == 3 and m.stats.batches == 1
+    ranking = m.remeasure_top()
+    assert len(ranking) == 2 and len(m.top(task)) == 2
+    assert all(len(r.costs) == m.remeasure_config.repeat for _, r in ranking)
+    assert ranking[0][1].cost <= ranking[1][1].cost and m.best(task)[1] is ranking[0][1]
+    # libraries of the candidates outside the top were freed; the top ones kept for re-measurement
+    kept = {e.build.artifact_path for e in m._top[m._key(task)]}
+    assert all(os.path.exists(p) for p in kept)
+
+
+def test_a_run_that_keeps_failing_stops_with_a_summary(builder, runner, caplog):
+    task = small_conv()
+    m = Measurer(builder, runner, max_consecutive_failures=5)
+    with caplog.at_level(logging.WARNING, logger="autosched.measure"):
+        m.measure([MeasureInput(task, INVALID)] * 3)
+    assert "no candidate of this batch could be measured: 3 of 3 candidates failed: 3 x invalid_schedule" \
+        in caplog.text
+    with pytest.raises(TooManyFailures) as ei:
+        m.measure([MeasureInput(task, INVALID)] * 2 + [MeasureInput(autosched.Task("measure_wrong"), Trace())])
+    e = ei.value
+    assert "the last 6 candidates all failed" in str(e)
+    # the summary covers the last max_consecutive_failures failures, with one example message per kind
+    assert e.summary.startswith("5 of 5 candidates failed: 4 x invalid_schedule (e.g. ")
+    assert "ScheduleError: split on stage 'data'" in e.summary
+    assert "1 x wrong_result (e.g. '64 of 64 outputs differ" in e.summary and len(e.results) == 3
+    # one success resets the count
+    m.max_consecutive_failures = 2
+    m.consecutive_failures = 0
+    assert m.measure([MeasureInput(task, Trace())])[0].ok and m.consecutive_failures == 0
+
+
+def test_closing_leaves_no_process_behind():
+    b, r = LocalBuilder(n_parallel=2), LocalRunner(CONFIG)
+    pids = b.worker_pids + r.worker_pids
+    assert all(alive(p) for p in pids)
+    b.close()
+    r.close()
+    b.close()  # idempotent
+    assert not any(alive(p) for p in pids)
+    with pytest.raises(RuntimeError, match="closed"):
+        b.build([])
+
+
+DRIVER = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    import autosched
+    from autosched.measure import MeasureInput, Measurer, RunConfig
+    from autosched.te import Trace
+    import _measure_workloads
+    m = Measurer(backend={backend!r}, config=RunConfig(timeout=120, num_threads=1))
+    print("MEASURING", flush=True)
+    m.measure([MeasureInput(autosched.Task("measure_hang"), Trace())])
+    print("NOT REACHED", flush=True)
+""")  # no __main__ guard on purpose: workers are not multiprocessing children
+
+
+def ctrl_c_leaves_no_orphans(backend: str, settle: float) -> None:
+    """Start a run that hangs in a kernel, press Ctrl-C, and check every process it started is gone."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    code = DRIVER.format(tests=tests, backend=backend)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert "MEASURING" in line, p.stderr.read()
+        time.sleep(settle)  # the hanging kernel is running now
+        procs = descendants(p.pid)
+        assert procs, "the run started no worker process"
+        p.send_signal(signal.SIGINT)
+        p.wait(60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    err = p.stderr.read()
+    assert "KeyboardInterrupt" in err and "NOT REACHED" not in p.stdout.read()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(alive(x) for x in procs):
+        time.sleep(0.2)
+    assert not [x for x in procs if alive(x)]
+
+
+def test_ctrl_c_leaves_no_orphans_local():
+    ctrl_c_leaves_no_orphans("local", settle=3.0)
