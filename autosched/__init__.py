@@ -18,6 +18,14 @@ def __getattr__(name: str):
         from autosched.task import Task
 
         return Task
+    if name == "apply_history_best":  # the database (SQLAlchemy) is imported only when used
+        from autosched.database.apply import apply_history_best
+
+        return apply_history_best
+    if name == "database":
+        import autosched.database as database
+
+        return database
     raise AttributeError(f"module 'autosched' has no attribute {name!r}")
 
 
@@ -44,6 +52,8 @@ __all__ = [
     "LoweringError",
     "ScheduleError",
     "Task",
+    "apply_history_best",
+    "database",
     "register_workload",
     "__version__",
     "build",

@@ -17,6 +17,9 @@ def make_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     lw = sub.add_parser("lower-example", help="print the lowered loops of a scheduled vector add (a smoke test)")
     lw.add_argument("--factor", type=int, default=64, help="split factor of the loop (default 64)")
+    from autosched.database import cli as db_cli  # argparse only; SQLAlchemy is imported when it runs
+
+    db_cli.add_parser(sub)
     return p
 
 
@@ -44,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         except autosched.ScheduleError as e:
             print(f"autosched: error: {e}", file=sys.stderr)
             return 2
+    if args.command == "db":
+        from autosched.database import cli as db_cli
+
+        return db_cli.run(args)
     parser.print_help()
     return 0
 

@@ -101,6 +101,17 @@ class Task:
     def default_trace(self) -> Trace:
         return self.default_schedule()[0].trace
 
+    def apply_best(self, db_or_log: Any = None, *,
+                   allow_other_cpus: bool = False) -> tuple[Schedule, list[Tensor]]:
+        """``(schedule, args)`` of the best tuning record for this task on its target, ready for
+        ``autosched.build``; the default schedule (with a log line naming the workload key and target
+        looked for) when there is none. ``db_or_log``: a Database, URL, path or ``.jsonl`` log; None
+        uses the active ``apply_history_best`` contexts, else the default database (if it exists).
+        ``allow_other_cpus=True`` reuses records tuned on another CPU when this one has none."""
+        from autosched.database.apply import apply_best
+
+        return apply_best(self, db_or_log, allow_other_cpus=allow_other_cpus)
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
         return f"Task({self.name}({args}), target={self.target})"
