@@ -1,4 +1,4 @@
-"""Workloads and traces for the measurement tests: good, crashing, hanging, wrong and slow-to-build candidates.
+"""Workloads and traces for the measurement tests: good, crashing, hanging, wrong, slow-to-build candidates.
 
 Registered at import; measurement workers receive them by value (cloudpickle), as they would a researcher's.
 """
@@ -36,7 +36,7 @@ def _measure_hang_ref(inputs, n):  # never right, never reached: saves running t
 
 @autosched.register_workload("measure_wrong", override=True)
 def measure_wrong(n: int = 64):
-    """B = 2 A, checked against a deliberately wrong reference (2 A + 1): every candidate is a wrong result."""
+    """B = 2 A, checked against a deliberately wrong reference (2 A + 1): every candidate is wrong."""
     A = te.placeholder((n,), name="A")
     B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
     return [A, B]
@@ -98,7 +98,7 @@ INVALID = Trace.from_json([["split", 0, 99, 4, None]])  # stage 0 is an input: n
 
 
 def mixed_batch() -> tuple[list[MeasureInput], list[str | None]]:
-    """Good, crashing, hanging, invalid and wrong candidates, interleaved; and the error kind each must get."""
+    """Good, crashing, hanging, invalid and wrong candidates, interleaved; and the error kind of each."""
     conv, mm = small_conv(), small_matmul()
     batch = [
         (MeasureInput(conv, Trace()), None),

@@ -4,27 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 
 import autosched
-from autosched.measure import (
-    ErrorKind,
-    LocalBuilder,
-    LocalRunner,
-    MeasureInput,
-    Measurer,
-    RunConfig,
-    TooManyFailures,
-)
-from autosched.te import Trace
-
-from _measure_workloads import (  # noqa: I001 - tests/ is on sys.path
+from _measure_procs import CONFIG, alive, ctrl_c_leaves_no_orphans
+from _measure_workloads import (
     INVALID,
     mixed_batch,
     small_conv,
@@ -33,11 +19,15 @@ from _measure_workloads import (  # noqa: I001 - tests/ is on sys.path
     tiled_matmul_trace,
     unroll_bomb,
 )
-from _measure_procs import alive, descendants
-
-# short everything: a hang is stopped after ~4 s, a reference that hangs after 5 s; one thread per kernel so
-# that timings do not depend on what else the machine is doing
-CONFIG = RunConfig(number=1, repeat=3, min_repeat_ms=1.0, timeout=1.0, num_threads=1, reference_timeout=10.0)
+from autosched.measure import (
+    ErrorKind,
+    LocalBuilder,
+    LocalRunner,
+    MeasureInput,
+    Measurer,
+    TooManyFailures,
+)
+from autosched.te import Trace
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +83,8 @@ def test_a_build_that_takes_too_long_is_stopped(tmp_path):
 def test_identical_candidates_are_built_once(builder):
     task = small_matmul(32)
     same_ir = Trace.from_json([["reorder", 2, [0, 1, 2]]])
-    res = builder.build([MeasureInput(task, Trace()), MeasureInput(task, Trace()), MeasureInput(task, same_ir)])
+    res = builder.build([MeasureInput(task, Trace()), MeasureInput(task, Trace()),
+                         MeasureInput(task, same_ir)])
     assert res[0] is res[1]  # deduplicated within the batch
     assert res[2].cached and res[2].artifact_path == res[0].artifact_path  # same LLVM IR, same library
     assert builder.build([MeasureInput(task, Trace())])[0].cached
@@ -136,7 +127,8 @@ def test_a_run_that_keeps_failing_stops_with_a_summary(builder, runner, caplog):
     assert "no candidate of this batch could be measured: 3 of 3 candidates failed: 3 x invalid_schedule" \
         in caplog.text
     with pytest.raises(TooManyFailures) as ei:
-        m.measure([MeasureInput(task, INVALID)] * 2 + [MeasureInput(autosched.Task("measure_wrong"), Trace())])
+        wrong = MeasureInput(autosched.Task("measure_wrong"), Trace())
+        m.measure([MeasureInput(task, INVALID)] * 2 + [wrong])
     e = ei.value
     assert "the last 6 candidates all failed" in str(e)
     # the summary covers the last max_consecutive_failures failures, with one example message per kind
@@ -159,44 +151,6 @@ def test_closing_leaves_no_process_behind():
     assert not any(alive(p) for p in pids)
     with pytest.raises(RuntimeError, match="closed"):
         b.build([])
-
-
-DRIVER = textwrap.dedent("""
-    import sys, time
-    sys.path.insert(0, {tests!r})
-    import autosched
-    from autosched.measure import MeasureInput, Measurer, RunConfig
-    from autosched.te import Trace
-    import _measure_workloads
-    m = Measurer(backend={backend!r}, config=RunConfig(timeout=120, num_threads=1))
-    print("MEASURING", flush=True)
-    m.measure([MeasureInput(autosched.Task("measure_hang"), Trace())])
-    print("NOT REACHED", flush=True)
-""")  # no __main__ guard on purpose: workers are not multiprocessing children
-
-
-def ctrl_c_leaves_no_orphans(backend: str, settle: float) -> None:
-    """Start a run that hangs in a kernel, press Ctrl-C, and check every process it started is gone."""
-    tests = os.path.dirname(os.path.abspath(__file__))
-    code = DRIVER.format(tests=tests, backend=backend)
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = p.stdout.readline()
-        assert "MEASURING" in line, p.stderr.read()
-        time.sleep(settle)  # the hanging kernel is running now
-        procs = descendants(p.pid)
-        assert procs, "the run started no worker process"
-        p.send_signal(signal.SIGINT)
-        p.wait(60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    err = p.stderr.read()
-    assert "KeyboardInterrupt" in err and "NOT REACHED" not in p.stdout.read()
-    deadline = time.time() + 10
-    while time.time() < deadline and any(alive(x) for x in procs):
-        time.sleep(0.2)
-    assert not [x for x in procs if alive(x)]
 
 
 def test_ctrl_c_leaves_no_orphans_local():

@@ -1,4 +1,4 @@
-"""Measurement pieces in this process: references, seeded inputs, the worker classes, results and summaries."""
+"""Measurement pieces in this process: references, seeded inputs, worker classes, results, summaries."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import autosched
+from _measure_workloads import INVALID, small_matmul, tiled_matmul_trace
 from autosched.measure import (
     BuildResult,
     ErrorKind,
@@ -21,8 +22,6 @@ from autosched.measure import (
 from autosched.measure.data import NoReferenceError, numpy_reference
 from autosched.measure.worker import BuildWorker, RunWorker, task_state, workload_shipment
 from autosched.te import Trace
-
-from _measure_workloads import INVALID, small_matmul, tiled_matmul_trace  # noqa: I001 - tests/ is on sys.path
 
 # one small instance of every built-in workload (and its variants), checked against its untransformed kernel
 BUILTIN_CASES = [
@@ -48,7 +47,8 @@ BUILTIN_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,args", BUILTIN_CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(BUILTIN_CASES)])
+@pytest.mark.parametrize("name,args", BUILTIN_CASES,
+                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(BUILTIN_CASES)])
 def test_numpy_reference_matches_the_untransformed_kernel(name, args):
     task = autosched.Task(name, args=args)
     arrays = make_inputs(task, seed=3)
@@ -150,7 +150,8 @@ def test_build_worker_caches_by_content_and_reports_invalid_traces(build_worker)
     same_ir = _build(build_worker, MeasureInput(task, Trace.from_json([["reorder", 2, [0, 1, 2]]])))
     other = _build(build_worker, MeasureInput(task, tiled_matmul_trace(task)))
     assert first.ok and not first.cached and first.build_seconds > 0
-    assert again.cached and same_ir.cached and again.artifact_path == first.artifact_path == same_ir.artifact_path
+    assert again.cached and same_ir.cached
+    assert again.artifact_path == first.artifact_path == same_ir.artifact_path
     assert other.ok and other.artifact_path != first.artifact_path
     bad = _build(build_worker, MeasureInput(task, INVALID))
     assert bad.error_kind == ErrorKind.INVALID_SCHEDULE and "input placeholder" in bad.error_msg

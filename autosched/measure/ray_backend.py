@@ -81,7 +81,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
             log.info("joined the Ray cluster at %s in %.1f s", addr, time.perf_counter() - t0)
         else:
             # a local Ray listens on loopback only; joining a cluster is the user's explicit act
-            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+            _loopback_only()
             mb = int(object_store_mb or os.environ.get(OBJECT_STORE_ENV) or DEFAULT_OBJECT_STORE_MB)
             ray.init(num_cpus=int(num_cpus or os.cpu_count() or 1), object_store_memory=max(mb, 80) << 20,
                      _node_ip_address="127.0.0.1", **common)
@@ -94,6 +94,16 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
         _started_here = True
         atexit.register(shutdown_ray)
         return True
+
+
+def _loopback_only() -> None:
+    """Make a local Ray bind 127.0.0.1 only. Ray reads ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` when it is
+    imported (it is its "no cluster, loopback only" mode); Ray may be imported before we get here, so the
+    constant it derived is set too (a private name, hence the guard), and the variable for its processes."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    consts = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    if consts is not None and hasattr(consts, "ENABLE_RAY_CLUSTER"):
+        consts.ENABLE_RAY_CLUSTER = False
 
 
 def shutdown_ray() -> None:
@@ -272,12 +282,13 @@ def _ray_dispatch(pool: _ActorPool, jobs: Sequence[_RayJob]) -> None:
 
 
 def _actor_cpus(n_actors: int, reserve: float) -> float:
-    """One CPU per actor when the cluster has them (after ``reserve``), else an equal share."""
-    total = _total_cpus()
-    free = max(0.0, total - reserve)
+    """CPUs to ask for per actor: one each when the cluster has them free (after ``reserve``), else an equal
+    share of what is free, else none. Never more than is free, so a second builder or runner in the same
+    process (or a busy cluster) oversubscribes a little instead of waiting forever for its actors."""
+    free = max(0.0, float(ray.available_resources().get("CPU", 0.0)) - reserve)
     if n_actors <= free:
         return 1.0
-    return round(free / n_actors, 2) if free > 0 else 0.0
+    return int(free / n_actors * 100) / 100 if free > 0 else 0.0
 
 
 # ---------------------------------------------------------------------------
@@ -330,7 +341,7 @@ class RayBuilder(Builder):
         self.ship_artifacts = ship_artifacts
         self._own_dir = cache_dir is None
         self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="autosched-build-")
-        cpus = _actor_cpus(self.parallelism, reserve=1.0 if total > 1 else 0.0)
+        cpus = _actor_cpus(self.parallelism, reserve=1.0 if total > 1 else 0.0)  # one left for the runner
         opts: dict[str, Any] = {"num_cpus": cpus}
         if self.ship_artifacts:
             opts["scheduling_strategy"] = "SPREAD"

@@ -376,7 +376,8 @@ def _mismatch_message(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float
     diff = np.where(np.isnan(diff), np.inf, diff)
     worst = np.unravel_index(int(np.argmax(diff)), out.shape)
     return (f"{len(bad)} of {out.size} outputs differ from the reference (rtol={rtol:g}, atol={atol:g}); "
-            f"worst at {tuple(int(i) for i in worst)}: got {out[worst].item()!r}, expected {ref[worst].item()!r}")
+            f"worst at {tuple(int(i) for i in worst)}: got {out[worst].item()!r}, "
+            f"expected {ref[worst].item()!r}")
 
 
 class RunWorker:
