@@ -8,7 +8,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir

@@ -14,11 +14,13 @@ from typing import Any
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
+from autosched.codegen.vectorize import MAX_LANES, VectorEmitter, can_vectorize
 from autosched.errors import CodegenError, ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var, is_float
 from autosched.tir import stmt as S
-from autosched.tir.arith import simplify
+from autosched.tir.arith import ceildiv, simplify
+from autosched.tir.transform import substitute_stmt
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -212,15 +214,11 @@ class CodeGenLLVM:
         adj = bld.and_(bld.icmp_signed("!=", r, zero), bld.icmp_signed("<", bld.xor(r, b), zero))
         return bld.select(adj, bld.add(r, b), r)
 
-    def _minmax(self, e, less_pick_a: bool):
+    def _minmax(self, e, is_min: bool):
+        """llvm.minimum/maximum for floats (NaN propagates as in numpy; an fcmp+select chain sent LLVM's
+        vectorizer into an exponential walk), llvm.smin/smax/umin/umax for integers."""
         a, b, f = self._binop(e)
-        if f:
-            c = self.b.fcmp_ordered("<", a, b)
-        elif _unsigned(e.dtype):
-            c = self.b.icmp_unsigned("<", a, b)
-        else:
-            c = self.b.icmp_signed("<", a, b)
-        return self.b.select(c, a, b) if less_pick_a else self.b.select(c, b, a)
+        return self.b.call(self._decl(minmax_intrinsic(e.a.dtype, is_min, a.type), a.type, [a.type, a.type]), [a, b])
 
     def _e_Min(self, e):
         return self._minmax(e, True)
@@ -418,10 +416,24 @@ class CodeGenLLVM:
                 self.cur.vars[s.var] = ir.Constant(I64, i)
                 self.stmt(s.body)
             return
-        self._serial_for(s.var, ir.Constant(I64, 0), self.expr(s.extent), s.body,
-                         vectorize=s.kind == "vectorized")
+        if s.kind == "vectorized" and can_vectorize(s.body, s.var):
+            self._vector_for(s)
+            return
+        self._serial_for(s.var, ir.Constant(I64, 0), self.expr(s.extent), s.body)
 
-    def _serial_for(self, var: Var, begin: ir.Value, end: ir.Value, body: S.Stmt, vectorize: bool = False):
+    def _vector_for(self, s: S.For) -> None:
+        """All lanes at once when the extent is a small constant; else chunks of the native width."""
+        if isinstance(s.extent, IntImm) and s.extent.value <= MAX_LANES:
+            VectorEmitter(self, s.var, s.extent.value).stmt(s.body)
+            return
+        width = max(1, 64 // _BYTES.get(_widest_dtype(s.body), 4))
+        vo, vi = Var(s.var.name + ".vo"), Var(s.var.name + ".vi")
+        idx = vo * width + vi
+        inner = S.IfThenElse(E.LT(idx, s.extent), substitute_stmt(s.body, {s.var: idx}))
+        chunks = S.For(vo, ceildiv(s.extent, width), "serial", S.For(vi, IntImm(width), "vectorized", inner))
+        self.stmt(chunks)
+
+    def _serial_for(self, var: Var, begin: ir.Value, end: ir.Value, body: S.Stmt):
         bld = self.b
         fn = self.cur.fn
         pre = bld.block
@@ -437,16 +449,9 @@ class CodeGenLLVM:
         self.cur.vars[var] = phi
         self.stmt(body)
         nxt = bld.add(phi, ir.Constant(I64, 1), flags=["nsw"])
-        latch = bld.branch(head)
+        bld.branch(head)
         phi.add_incoming(nxt, bld.block)
-        if vectorize:
-            latch.set_metadata("llvm.loop", self._loop_md_vectorize())
         bld.position_at_end(done)
-
-    def _loop_md_vectorize(self):
-        return self.module.add_metadata([self.module.add_metadata([ir.MetaDataString(self.module,
-                                                                   "llvm.loop.vectorize.enable"),
-                                                                   ir.Constant(I1, 1)])])
 
     # -------------------------------------------------------------- parallel
     def _parallel_for(self, s: S.For):
@@ -507,6 +512,37 @@ class CodeGenLLVM:
             g.initializer = ir.Constant(I32, 0)
             g.linkage = "weak"
         return g
+
+
+def minmax_intrinsic(dtype: str, is_min: bool, ty: ir.Type) -> str:
+    """The LLVM intrinsic name for min/max of ``dtype`` values of LLVM type ``ty`` (scalar or vector)."""
+    if is_float(dtype):
+        op = "minimum" if is_min else "maximum"
+    elif dtype.startswith("uint") or dtype == "bool":
+        op = "umin" if is_min else "umax"
+    else:
+        op = "smin" if is_min else "smax"
+    return f"llvm.{op}.{_type_suffix(ty)}"
+
+
+def _type_suffix(ty: ir.Type) -> str:
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{_type_suffix(ty.element)}"
+    if isinstance(ty, ir.FloatType):
+        return "f32"
+    if isinstance(ty, ir.DoubleType):
+        return "f64"
+    if isinstance(ty, ir.HalfType):
+        return "f16"
+    return f"i{ty.width}"
+
+
+def _widest_dtype(s: S.Stmt) -> str:
+    best = "float32"
+    for x in S.walk_stmts(s):
+        if isinstance(x, S.BufferStore) and _BYTES[x.buffer.dtype] > _BYTES[best]:
+            best = x.buffer.dtype
+    return best
 
 
 def flat_index(buf: S.Buffer, indices) -> Expr:

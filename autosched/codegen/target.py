@@ -11,7 +11,7 @@ KINDS = ("llvm", "cuda")
 class Target:
     """A parsed target string, e.g. ``llvm -mcpu=sapphirerapids -num-cores=2``."""
 
-    def __init__(self, spec: "str | Target" = "llvm"):
+    def __init__(self, spec: str | Target = "llvm"):
         if isinstance(spec, Target):
             self.kind, self.options = spec.kind, dict(spec.options)
             return

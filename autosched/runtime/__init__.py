@@ -1,7 +1,12 @@
 """Run compiled kernels: modules, functions, and the global function registry. No llvmlite needed."""
 
 from autosched.runtime.module import DSOModule, Module, PackedFunc, load_module
-from autosched.runtime.registry import get_global_func, list_global_func_names, register_func, remove_global_func
+from autosched.runtime.registry import (
+    get_global_func,
+    list_global_func_names,
+    register_func,
+    remove_global_func,
+)
 
 __all__ = [
     "DSOModule",

@@ -11,7 +11,8 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ class PackedFunc:
             for d, dim in enumerate(shape):
                 if isinstance(dim, list) and dim[0] == "var" and env[dim[1]] is None:
                     env[dim[1]] = int(arr.shape[d])
-        for k, (arr, spec) in enumerate(zip(arrays, specs)):
+        for arr, spec in zip(arrays, specs):
             want = [_eval_dim(dim, env) for dim in spec["shape"]]
             if list(arr.shape) != want:
                 expected = ", ".join(_dim_str(dim, names) for dim in spec["shape"])

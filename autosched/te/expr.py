@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import builtins
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 _FLOAT = ("float16", "float32", "float64")
 _INT = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")

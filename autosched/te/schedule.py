@@ -8,7 +8,8 @@ written by hand and one produced by search go through exactly the same code.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from autosched.errors import ScheduleError
 from autosched.te.expr import Reduce, TensorLoad, Var, substitute, transform
@@ -416,7 +417,6 @@ class Schedule:
     def _apply_cache_read(self, stage: Stage, step: CacheRead):
         if step.scope not in SCOPES:
             raise ScheduleError(f"cache_read of '{stage.name}': unknown scope {step.scope!r}, expected {SCOPES}")
-        tensor = stage.op.output(0)
         readers = []
         for i in step.readers:
             if not 0 <= i < len(self.stages):

@@ -8,8 +8,6 @@ interval ``(lo, hi)`` it takes, and a variable absent from it is a fixed point.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, is_int
 
@@ -70,7 +68,7 @@ class Lin:
         dt = self.dtype
         pos = [(c, a) for c, a in self.terms.values() if c > 0]
         neg = [(-c, a) for c, a in self.terms.values() if c < 0]
-        out: Optional[Expr] = None
+        out: Expr | None = None
 
         def term(c, a):
             return a if c == 1 else E.Mul(a, IntImm(c, dt), dt)
@@ -118,7 +116,7 @@ def linear(e: Expr) -> Lin:
     return _atom(e)
 
 
-def _fold_int(op: type, a: int, b: int) -> Optional[int]:
+def _fold_int(op: type, a: int, b: int) -> int | None:
     if op is E.Add:
         return a + b
     if op is E.Sub:
@@ -328,7 +326,7 @@ def _c(v: int, dtype: str = "int64") -> Expr:
     return IntImm(v, dtype)
 
 
-def interval(e: Expr, ranges: Ranges) -> Optional[Interval]:
+def interval(e: Expr, ranges: Ranges) -> Interval | None:
     """The closed interval of integer ``e`` as variables in ``ranges`` vary; None when unknown."""
     if isinstance(e, IntImm):
         return (e, e)
@@ -395,7 +393,7 @@ def interval(e: Expr, ranges: Ranges) -> Optional[Interval]:
     return None
 
 
-def const_int(e: Expr) -> Optional[int]:
+def const_int(e: Expr) -> int | None:
     return e.value if isinstance(e, IntImm) else None
 
 

@@ -18,7 +18,7 @@ The steps, in order:
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from autosched.errors import LoweringError
 from autosched.te import expr as E

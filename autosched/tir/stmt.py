@@ -6,7 +6,7 @@ LLVM. Loops always start at 0; ``For.kind`` carries the schedule's annotation.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from autosched.te.expr import Expr, IntImm, Var
 

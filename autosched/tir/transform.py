@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var

@@ -10,8 +10,9 @@ a default so that ``Task("my_op")`` is a real task. Built-in workloads live in
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass

@@ -1,0 +1,423 @@
+"""Explicit SIMD code for ``vectorized`` loops of constant extent.
+
+The loop body is emitted once with every value either *uniform* (the same in
+all lanes: a plain scalar) or *varying* (an LLVM vector of ``lanes`` values).
+Loads and stores whose index moves by 1 per lane become vector loads and
+stores; other varying indices become gathers and scatters. Conditions that
+vary per lane (split tails, padding) become masks on loads and stores, so the
+lanes that fall outside never touch memory. Bodies this cannot express (inner
+loops, stores that do not move with the lane) fall back to a scalar loop.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from autosched.errors import CodegenError
+from autosched.te import expr as E
+from autosched.te.expr import Expr, IntImm, Var, is_float
+from autosched.tir import stmt as S
+from autosched.tir.arith import linear, simplify
+
+MAX_LANES = 64
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType()
+
+
+def can_vectorize(body: S.Stmt, var: Var) -> bool:
+    """Whether :class:`VectorEmitter` can emit ``body`` for all lanes of ``var`` at once."""
+    for s in S.walk_stmts(body):
+        if isinstance(s, S.For | S.Allocate):
+            return False
+        if isinstance(s, S.BufferStore):
+            idx = _flat(s.buffer, s.indices)
+            if var not in E.free_vars(idx):
+                return False  # every lane would write one location: keep the sequential order
+    return True
+
+
+def _flat(buf: S.Buffer, indices) -> Expr:
+    from autosched.codegen.llvm import flat_index
+
+    return flat_index(buf, indices)
+
+
+class VectorEmitter:
+    """Emits one vectorized loop through the scalar code generator ``cg``."""
+
+    def __init__(self, cg, var: Var, lanes: int):
+        self.cg = cg
+        self.var = var
+        self.lanes = lanes
+        self.env: dict[Var, tuple[ir.Value, bool]] = {}
+        self.mask: ir.Value | None = None
+        self._dep: dict[int, tuple] = {}
+
+    @property
+    def b(self) -> ir.IRBuilder:
+        return self.cg.b
+
+    # ------------------------------------------------------------ utilities
+    def varying(self, e: Expr) -> bool:
+        hit = self._dep.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        r = any(isinstance(x, Var) and (x is self.var or (x in self.env and self.env[x][1])) for x in E.walk(e))
+        self._dep[id(e)] = (e, r)  # keep e alive so its id cannot be reused by another expression
+        return r
+
+    def vtype(self, t: ir.Type) -> ir.VectorType:
+        return ir.VectorType(t, self.lanes)
+
+    def splat(self, v: ir.Value) -> ir.Value:
+        vt = self.vtype(v.type)
+        if isinstance(v, ir.Constant):
+            return ir.Constant(vt, [v] * self.lanes) if not isinstance(v.type, ir.IntType) or v.type.width > 1 \
+                else ir.Constant(vt, [v.constant] * self.lanes)
+        undef = ir.Constant(vt, ir.Undefined)
+        ins = self.b.insert_element(undef, v, ir.Constant(I32, 0))
+        return self.b.shuffle_vector(ins, undef, ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes))
+
+    def const_vec(self, t: ir.Type, v) -> ir.Value:
+        return ir.Constant(self.vtype(t), [v] * self.lanes)
+
+    def lane_ids(self) -> ir.Value:
+        return ir.Constant(self.vtype(I64), list(range(self.lanes)))
+
+    def and_mask(self, cond: ir.Value) -> ir.Value:
+        return cond if self.mask is None else self.b.and_(self.mask, cond)
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e: Expr) -> tuple[ir.Value, bool]:
+        """(value, is_vector) of ``e`` for all lanes."""
+        if not self.varying(e) and (self.mask is None or not any(isinstance(x, S.BufferLoad) for x in E.walk(e))):
+            return self.scalar(e), False
+        m = getattr(self, "_e_" + type(e).__name__, None)
+        if m is None:
+            raise CodegenError(f"cannot vectorize expression {type(e).__name__}: {e}")
+        return m(e)
+
+    def scalar(self, e: Expr) -> ir.Value:
+        saved = dict(self.cg.cur.vars)
+        for v, (val, vec) in self.env.items():
+            if not vec:
+                self.cg.cur.vars[v] = val
+        try:
+            return self.cg.expr(e)
+        finally:
+            self.cg.cur.vars = saved
+
+    def vec(self, e: Expr) -> ir.Value:
+        v, is_vec = self.expr(e)
+        return v if is_vec else self.splat(v)
+
+    def _e_Var(self, e: Var):
+        if e is self.var:
+            return self.lane_ids(), True
+        if e in self.env:
+            return self.env[e]
+        return self.cg.expr(e), False
+
+    def _binary(self, e: E.BinaryOp):
+        a, b = self.vec(e.a), self.vec(e.b)
+        return a, b
+
+    def _arith(self, e, int_op: str, float_op: str):
+        a, b = self._binary(e)
+        if is_float(e.a.dtype):
+            ins = getattr(self.b, float_op)(a, b)
+            ins.flags.append("contract")
+            return ins, True
+        return getattr(self.b, int_op)(a, b), True
+
+    def _e_Add(self, e):
+        return self._arith(e, "add", "fadd")
+
+    def _e_Sub(self, e):
+        return self._arith(e, "sub", "fsub")
+
+    def _e_Mul(self, e):
+        return self._arith(e, "mul", "fmul")
+
+    def _e_Div(self, e):
+        return self._arith(e, "sdiv", "fdiv")
+
+    def _e_FloorDiv(self, e):
+        a, b = self._binary(e)
+        c = e.b.value if isinstance(e.b, IntImm) else None
+        t = a.type.element
+        if c is not None and c > 0 and c & (c - 1) == 0:
+            return self.b.ashr(a, self.const_vec(t, c.bit_length() - 1)), True
+        q, r = self.b.sdiv(a, b), self.b.srem(a, b)
+        zero = self.const_vec(t, 0)
+        adj = self.b.and_(self.b.icmp_signed("!=", r, zero), self.b.icmp_signed("<", self.b.xor(r, b), zero))
+        return self.b.sub(q, self.b.zext(adj, a.type)), True
+
+    def _e_FloorMod(self, e):
+        a, b = self._binary(e)
+        c = e.b.value if isinstance(e.b, IntImm) else None
+        t = a.type.element
+        if c is not None and c > 0 and c & (c - 1) == 0:
+            return self.b.and_(a, self.const_vec(t, c - 1)), True
+        r = self.b.srem(a, b)
+        zero = self.const_vec(t, 0)
+        adj = self.b.and_(self.b.icmp_signed("!=", r, zero), self.b.icmp_signed("<", self.b.xor(r, b), zero))
+        return self.b.select(adj, self.b.add(r, b), r), True
+
+    def _minmax(self, e, is_min: bool):
+        from autosched.codegen.llvm import minmax_intrinsic
+
+        a, b = self._binary(e)
+        name = minmax_intrinsic(e.a.dtype, is_min, a.type)
+        return self.b.call(self.cg._decl(name, a.type, [a.type, a.type]), [a, b]), True
+
+    def _e_Min(self, e):
+        return self._minmax(e, True)
+
+    def _e_Max(self, e):
+        return self._minmax(e, False)
+
+    def _cmp(self, e, op):
+        a, b = self._binary(e)
+        if is_float(e.a.dtype):
+            return (self.b.fcmp_ordered(op, a, b) if op != "!=" else self.b.fcmp_unordered(op, a, b)), True
+        if e.a.dtype == "bool" or e.a.dtype.startswith("uint"):
+            return self.b.icmp_unsigned(op, a, b), True
+        return self.b.icmp_signed(op, a, b), True
+
+    def _e_EQ(self, e):
+        return self._cmp(e, "==")
+
+    def _e_NE(self, e):
+        return self._cmp(e, "!=")
+
+    def _e_LT(self, e):
+        return self._cmp(e, "<")
+
+    def _e_LE(self, e):
+        return self._cmp(e, "<=")
+
+    def _e_GT(self, e):
+        return self._cmp(e, ">")
+
+    def _e_GE(self, e):
+        return self._cmp(e, ">=")
+
+    def _e_And(self, e):
+        a, b = self._binary(e)
+        return self.b.and_(a, b), True
+
+    def _e_Or(self, e):
+        a, b = self._binary(e)
+        return self.b.or_(a, b), True
+
+    def _e_Not(self, e):
+        return self.b.xor(self.vec(e.a), self.const_vec(I1, 1)), True
+
+    def _e_Select(self, e: E.Select):
+        cond = self.vec(e.cond)
+        saved = self.mask
+        self.mask = self.and_mask(cond)
+        t = self.vec(e.t)
+        self.mask = self.and_mask(self.b.xor(cond, self.const_vec(I1, 1))) if saved is None else self.b.and_(
+            saved, self.b.xor(cond, self.const_vec(I1, 1)))
+        f = self.vec(e.f)
+        self.mask = saved
+        return self.b.select(cond, t, f), True
+
+    def _e_Cast(self, e: E.Cast):
+        from autosched.codegen.llvm import ltype
+
+        v = self.vec(e.value)
+        src, dst = e.value.dtype, e.dtype
+        vt = self.vtype(ltype(dst))
+        b = self.b
+        if dst == "bool":
+            if is_float(src):
+                return b.fcmp_unordered("!=", v, self.const_vec(v.type.element, 0.0)), True
+            return b.icmp_unsigned("!=", v, self.const_vec(v.type.element, 0)), True
+        if is_float(src) and is_float(dst):
+            from autosched.codegen.llvm import _BYTES
+
+            return (b.fpext(v, vt) if _BYTES[dst] > _BYTES[src] else b.fptrunc(v, vt)), True
+        if is_float(src):
+            return (b.fptoui(v, vt) if dst.startswith("uint") else b.fptosi(v, vt)), True
+        if is_float(dst):
+            uns = src.startswith("uint") or src == "bool"
+            return (b.uitofp(v, vt) if uns else b.sitofp(v, vt)), True
+        sw, dw = v.type.element.width, vt.element.width
+        if sw == dw:
+            return v, True
+        if dw < sw:
+            return b.trunc(v, vt), True
+        uns = src.startswith("uint") or src == "bool"
+        return (b.zext(v, vt) if uns else b.sext(v, vt)), True
+
+    def _e_Call(self, e: E.Call):
+        from autosched.codegen.llvm import _LIBM, _LLVM_INTRIN, ltype
+
+        args = [self.vec(a) for a in e.args]
+        st = ltype(e.dtype)
+        vt = self.vtype(st)
+        if e.name in _LLVM_INTRIN:
+            suffix = ("f32" if e.dtype == "float32" else "f64")
+            fn = self.cg._decl(f"llvm.{e.name}.v{self.lanes}{suffix}", vt, [vt] * len(args))
+            ins = self.b.call(fn, args)
+            ins.flags.append("contract") if hasattr(ins, "flags") else None
+            return ins, True
+        if e.name in _LIBM:
+            single, double = _LIBM[e.name]
+            fn = self.cg._decl(single if e.dtype == "float32" else double, st, [st])
+            out = ir.Constant(vt, ir.Undefined)
+            for lane in range(self.lanes):
+                li = ir.Constant(I32, lane)
+                x = self.b.call(fn, [self.b.extract_element(args[0], li)])
+                out = self.b.insert_element(out, x, li)
+            return out, True
+        raise CodegenError(f"unknown intrinsic {e.name}")
+
+    def _e_BufferLoad(self, e: S.BufferLoad):
+        return self.load(e), True
+
+    def _e_Let(self, e: E.Let):
+        self.env[e.var] = self.expr(e.value)
+        self._dep.clear()
+        return self.expr(e.body)
+
+    # -------------------------------------------------------------- memory
+    def _stride(self, flat: Expr) -> tuple[int | None, Expr | None]:
+        """(stride, base) when ``flat`` = base + stride * var with base uniform; else (None, None)."""
+        if self.env and any(x in self.env for x in E.free_vars(flat)):
+            return None, None
+        lin = linear(simplify(flat))
+        stride = 0
+        rest_terms = {}
+        for k, (c, atom) in lin.terms.items():
+            if atom is self.var:
+                stride = c
+            else:
+                if self.var in E.free_vars(atom):
+                    return None, None
+                rest_terms[k] = [c, atom]
+        base = type(lin)(rest_terms, lin.const, lin.dtype).to_expr()
+        return stride, base
+
+    def _pointers(self, buf: S.Buffer, flat: Expr) -> ir.Value:
+        from autosched.codegen.llvm import _BYTES
+
+        idx = self.vec(flat)
+        base = self.b.ptrtoint(self.cg.cur.bufs[buf], I64)
+        off = self.b.mul(idx, self.const_vec(I64, _BYTES[buf.dtype]))
+        addr = self.b.add(self.splat(base), off)
+        return self.b.inttoptr(addr, self.vtype(PTR))
+
+    def _mask_or_true(self) -> ir.Value:
+        return self.mask if self.mask is not None else self.const_vec(I1, 1)
+
+    def load(self, e: S.BufferLoad) -> ir.Value:
+        from autosched.codegen.llvm import _BYTES, ltype
+
+        buf = e.buffer
+        mt = ltype(buf.dtype, True)
+        vt = self.vtype(mt)
+        align = ir.Constant(I32, _BYTES[buf.dtype])
+        flat = _flat(buf, e.indices)
+        stride, base = self._stride(flat)
+        if stride == 1:
+            ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [self.scalar(base)], inbounds=True, source_etype=mt)
+            if self.mask is None:
+                v = self.b.load(ptr, typ=vt, align=_BYTES[buf.dtype])
+            else:
+                fn = self.cg._decl(f"llvm.masked.load.v{self.lanes}{_suffix(mt)}.p0", vt,
+                                   [PTR, I32, self.vtype(I1), vt])
+                v = self.b.call(fn, [ptr, align, self.mask, ir.Constant(vt, None)])
+        elif stride == 0 and self.mask is None:
+            return self.splat(self.scalar(e))
+        else:
+            ptrs = self._pointers(buf, flat)
+            fn = self.cg._decl(f"llvm.masked.gather.v{self.lanes}{_suffix(mt)}.v{self.lanes}p0", vt,
+                               [self.vtype(PTR), I32, self.vtype(I1), vt])
+            v = self.b.call(fn, [ptrs, align, self._mask_or_true(), ir.Constant(vt, None)])
+        if buf.dtype == "bool":
+            v = self.b.trunc(v, self.vtype(I1))
+        return v
+
+    def store(self, s: S.BufferStore) -> None:
+        from autosched.codegen.llvm import _BYTES, ltype
+
+        buf = s.buffer
+        mt = ltype(buf.dtype, True)
+        vt = self.vtype(mt)
+        val = self.vec(s.value)
+        if buf.dtype == "bool":
+            val = self.b.zext(val, vt)
+        align = ir.Constant(I32, _BYTES[buf.dtype])
+        flat = _flat(buf, s.indices)
+        stride, base = self._stride(flat)
+        if stride == 1:
+            ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [self.scalar(base)], inbounds=True, source_etype=mt)
+            if self.mask is None:
+                self.b.store(val, ptr, align=_BYTES[buf.dtype])
+            else:
+                fn = self.cg._decl(f"llvm.masked.store.v{self.lanes}{_suffix(mt)}.p0", ir.VoidType(),
+                                   [vt, PTR, I32, self.vtype(I1)])
+                self.b.call(fn, [val, ptr, align, self.mask])
+            return
+        ptrs = self._pointers(buf, flat)
+        fn = self.cg._decl(f"llvm.masked.scatter.v{self.lanes}{_suffix(mt)}.v{self.lanes}p0", ir.VoidType(),
+                           [vt, self.vtype(PTR), I32, self.vtype(I1)])
+        self.b.call(fn, [val, ptrs, align, self._mask_or_true()])
+
+    # ----------------------------------------------------------- statements
+    def stmt(self, s: S.Stmt) -> None:
+        if isinstance(s, S.SeqStmt):
+            for x in s.seq:
+                self.stmt(x)
+        elif isinstance(s, S.BufferStore):
+            self.store(s)
+        elif isinstance(s, S.LetStmt):
+            self.env[s.var] = self.expr(s.value)
+            self._dep.clear()
+            self.stmt(s.body)
+        elif isinstance(s, S.IfThenElse):
+            if not self.varying(s.cond) and self.mask is None:
+                self._uniform_if(s)
+                return
+            cond = self.vec(s.cond)
+            saved = self.mask
+            self.mask = self.and_mask(cond)
+            self.stmt(s.then_case)
+            if s.else_case is not None:
+                notc = self.b.xor(cond, self.const_vec(I1, 1))
+                self.mask = notc if saved is None else self.b.and_(saved, notc)
+                self.stmt(s.else_case)
+            self.mask = saved
+        else:
+            raise CodegenError(f"cannot vectorize statement {type(s).__name__}")
+
+    def _uniform_if(self, s: S.IfThenElse) -> None:
+        cg = self.cg
+        cond = self.scalar(s.cond)
+        fn = cg.cur.fn
+        bt = fn.append_basic_block(cg._name("vif_then"))
+        bj = fn.append_basic_block(cg._name("vif_end"))
+        be = fn.append_basic_block(cg._name("vif_else")) if s.else_case is not None else bj
+        cg.b.cbranch(cond, bt, be)
+        cg.b.position_at_end(bt)
+        self.stmt(s.then_case)
+        cg.b.branch(bj)
+        if s.else_case is not None:
+            cg.b.position_at_end(be)
+            self.stmt(s.else_case)
+            cg.b.branch(bj)
+        cg.b.position_at_end(bj)
+
+
+def _suffix(t: ir.Type) -> str:
+    if isinstance(t, ir.FloatType):
+        return "f32"
+    if isinstance(t, ir.DoubleType):
+        return "f64"
+    if isinstance(t, ir.HalfType):
+        return "f16"
+    return f"i{t.width}"
