@@ -219,9 +219,12 @@ class _RunJob(_Job):
         return ("run", {"key": self.data.key, "path": self.br.artifact_path, "artifact": self.br.artifact,
                         "config": self.cfg, "limit": self.limit})
 
-    def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "") -> None:
+    def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "",
+               inside: float | None = None) -> None:
+        elapsed = time.perf_counter() - self.t0
         res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
-                            build_seconds=self.br.build_seconds, run_seconds=time.perf_counter() - self.t0)
+                            build_seconds=self.br.build_seconds,
+                            run_seconds=elapsed if inside is None else inside)
         self.results[self.index] = res
         if self.on_result is not None:
             self.on_result(self.index, res)
@@ -246,8 +249,9 @@ class _RunJob(_Job):
             self.phase = "timing"
             return self.cfg.deadline_after_warmup(value)
         if tag == "done":
-            if value:
-                self.finish(costs=value)
+            costs, inside = value
+            if costs:
+                self.finish(costs=costs, inside=inside)
             else:
                 self.finish(kind=ErrorKind.UNKNOWN, msg="the worker returned no timings")
             return None

@@ -161,7 +161,8 @@ def _serve_run(conn: Any, worker: Any, args: dict) -> None:
     if isinstance(warm, tuple):
         worker.unload()
         return
-    conn.send(("done", worker.time(cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.flush_cache)))
+    costs = worker.time(cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.flush_cache)
+    conn.send(("done", (costs, worker.last_seconds)))
 
 
 def _reference(shipment: Any, state: tuple, inputs: list) -> Any:

@@ -165,7 +165,8 @@ class RunActor:
         return self.worker.warmup(warmup, limit, check)
 
     def time(self, number: int, repeat: int, min_repeat_ms: float, flush_cache: bool) -> Any:
-        return self.worker.time(number, repeat, min_repeat_ms, flush_cache)
+        costs = self.worker.time(number, repeat, min_repeat_ms, flush_cache)
+        return costs, self.worker.last_seconds
 
     def cleanup(self) -> None:
         self.worker.cleanup()
@@ -412,9 +413,12 @@ class _RayRunJob(_RayJob):
         ref = self.runner._data_ref(self.data)
         return actor.load.remote(self.data.key, [ref], self.br.artifact_path, self.br.artifact)
 
-    def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "") -> None:
+    def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "",
+               inside: float | None = None) -> None:
+        elapsed = time.perf_counter() - self.t0
         res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
-                            build_seconds=self.br.build_seconds, run_seconds=time.perf_counter() - self.t0)
+                            build_seconds=self.br.build_seconds,
+                            run_seconds=elapsed if inside is None else inside)
         self.results[self.index] = res
         if self.on_result is not None:
             self.on_result(self.index, res)
@@ -435,8 +439,9 @@ class _RayRunJob(_RayJob):
             self.phase = "timing"
             return (actor.time.remote(cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.flush_cache),
                     cfg.deadline_after_warmup(value))
-        if value:
-            self.finish(costs=value)
+        costs, inside = value
+        if costs:
+            self.finish(costs=costs, inside=inside)
         else:
             self.finish(kind=ErrorKind.UNKNOWN, msg="the runner returned no timings")
         return None

@@ -49,8 +49,8 @@ class MeasureResult:
     costs: list[float] = field(default_factory=list)
     error_kind: str | None = None
     error_msg: str = ""
-    build_seconds: float = 0.0
-    run_seconds: float = 0.0
+    build_seconds: float = 0.0  # compiling it (in the builder)
+    run_seconds: float = 0.0  # loading, checking and timing it (in the runner; for an error: until known)
     timestamp: float = field(default_factory=time.time)
 
     @property

@@ -400,6 +400,8 @@ class RunWorker:
         self._warm = 0.0
         self._flusher: CacheFlusher | None = None
         self._local_dir: str | None = None
+        self._t_start = 0.0
+        self.last_seconds = 0.0  # load to end of timing, of the last candidate timed
         self.pid = os.getpid()
         # keep libgomp loaded for the life of the worker: unloading a kernel must never unmap the OpenMP
         # runtime under its idle threads
@@ -442,6 +444,7 @@ class RunWorker:
         from autosched.runtime import load_module
 
         self.unload()
+        self._t_start = time.perf_counter()
         self._failed = True
         data = self._data.get(key)
         if data is None:
@@ -551,6 +554,7 @@ class RunWorker:
                 costs.append((perf() - t0) / number)
             return costs
         finally:
+            self.last_seconds = time.perf_counter() - self._t_start
             self.unload()
 
     def unload(self) -> None:
