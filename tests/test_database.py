@@ -227,3 +227,30 @@ def test_a_database_travels_to_other_processes_by_location(db):
         again.close()
     with pytest.raises(TypeError, match="in memory"):
         pickle.dumps(Database(":memory:"))
+
+
+def test_threads_share_one_database(db):
+    import threading
+
+    errors = []
+
+    def writer(d, t, w):
+        try:
+            for i in range(40):
+                d.commit(t, trace(w * 1000 + i + 1), ok(1e-3 + i * 1e-6))
+                d.best(t)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    def run(d, t):
+        threads = [threading.Thread(target=writer, args=(d, t, w)) for w in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+
+    run(db, task())
+    assert not errors and db.count() == 160
+    mem = Database(":memory:")  # one shared connection, serialised by a lock
+    run(mem, task(32))
+    assert not errors and mem.count() == 160
