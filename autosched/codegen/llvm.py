@@ -14,7 +14,7 @@ from typing import Any
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from autosched.codegen.vectorize import MAX_LANES, VectorEmitter, can_vectorize
+from autosched.codegen.vectorize import VectorEmitter, can_vectorize
 from autosched.errors import CodegenError, ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var, is_float
@@ -26,6 +26,7 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 STACK_LIMIT_BYTES = 64 * 1024
+NATIVE_VECTOR_BYTES = 64  # AVX-512; wider LLVM vectors are legalised into awkward pieces
 UNROLL_LIMIT = 64
 
 _TYPES = {
@@ -95,6 +96,9 @@ class CodeGenLLVM:
         self._decls: dict[str, ir.Function] = {}
         self._counter = 0
         self.uses_parallel = False
+        # buffers on the stack: every loop index of their region lies inside them, so vector code may
+        # read and write whole vectors there even in masked-off lanes (which keeps them promotable to registers)
+        self.stack_bufs: dict = {}  # buffer -> allocated elements
 
     # --------------------------------------------------------------- entry
     def add_function(self, func: S.PrimFunc) -> None:
@@ -385,10 +389,13 @@ class CodeGenLLVM:
         if n is not None and n * _BYTES[buf.dtype] <= STACK_LIMIT_BYTES:
             eb = ir.IRBuilder(self.cur.entry)
             eb.position_at_start(self.cur.entry)
-            ptr = eb.alloca(ir.ArrayType(ety, max(n, 1)), name=_ident(buf.name))
+            # slack of one native vector so a partial vector that starts inside the buffer stays inside it
+            slack = NATIVE_VECTOR_BYTES // _BYTES[buf.dtype]
+            ptr = eb.alloca(ir.ArrayType(ety, n + slack), name=_ident(buf.name))
             ptr.align = 64
             ptr.type = PTR  # llvmlite types allocas as typed pointers; LLVM 22 IR is opaque
             self.cur.bufs[buf] = ptr
+            self.stack_bufs[buf] = n + slack
             self.stmt(s.body)
             return
         size: Expr = IntImm(_BYTES[buf.dtype])
@@ -423,13 +430,19 @@ class CodeGenLLVM:
 
     def _vector_for(self, s: S.For) -> None:
         """All lanes at once when the extent is a small constant; else chunks of the native width."""
-        if isinstance(s.extent, IntImm) and s.extent.value <= MAX_LANES:
+        native = max(1, NATIVE_VECTOR_BYTES // _BYTES.get(_widest_dtype(s.body), 4))
+        if isinstance(s.extent, IntImm) and s.extent.value <= native:
             VectorEmitter(self, s.var, s.extent.value).stmt(s.body)
             return
-        width = max(1, 64 // _BYTES.get(_widest_dtype(s.body), 4))
+        width = native
+        if isinstance(s.extent, IntImm):  # equal chunks of at most the native width: 56 lanes -> 4 x 14
+            nchunks = -(-s.extent.value // native)
+            width = -(-s.extent.value // nchunks)
         vo, vi = Var(s.var.name + ".vo"), Var(s.var.name + ".vi")
         idx = vo * width + vi
-        inner = S.IfThenElse(E.LT(idx, s.extent), substitute_stmt(s.body, {s.var: idx}))
+        body = substitute_stmt(s.body, {s.var: idx})
+        exact = isinstance(s.extent, IntImm) and s.extent.value % width == 0
+        inner = body if exact else S.IfThenElse(E.LT(idx, s.extent), body)
         chunks = S.For(vo, ceildiv(s.extent, width), "serial", S.For(vi, IntImm(width), "vectorized", inner))
         self.stmt(chunks)
 

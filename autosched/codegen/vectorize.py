@@ -314,6 +314,37 @@ class VectorEmitter:
     def _mask_or_true(self) -> ir.Value:
         return self.mask if self.mask is not None else self.const_vec(I1, 1)
 
+    def _on_stack_or_masked(self, buf: S.Buffer, base: ir.Value, plain, masked):
+        """Whole-vector access (``plain``) when the vector lies inside a stack buffer, else ``masked``.
+
+        Masked intrinsics on a stack buffer stop LLVM from keeping it in registers; with constant
+        indices (unrolled register blocks) the range check folds away and only ``plain`` remains.
+        """
+        size = self.cg.stack_bufs.get(buf)
+        if size is None:
+            return masked()
+        b = self.b
+        inside = b.and_(b.icmp_signed(">=", base, ir.Constant(I64, 0)),
+                        b.icmp_signed("<=", base, ir.Constant(I64, size - self.lanes)))
+        fn = self.cg.cur.fn
+        bp, bm, bj = (fn.append_basic_block(self.cg._name(n)) for n in ("vstack", "vmasked", "vdone"))
+        b.cbranch(inside, bp, bm)
+        b.position_at_end(bp)
+        v1 = plain()
+        end1 = b.block
+        b.branch(bj)
+        b.position_at_end(bm)
+        v2 = masked()
+        end2 = b.block
+        b.branch(bj)
+        b.position_at_end(bj)
+        if v1 is None or isinstance(v1.type, ir.VoidType):
+            return None
+        phi = b.phi(v1.type)
+        phi.add_incoming(v1, end1)
+        phi.add_incoming(v2, end2)
+        return phi
+
     def load(self, e: S.BufferLoad) -> ir.Value:
         from autosched.codegen.llvm import _BYTES, ltype
 
@@ -324,13 +355,16 @@ class VectorEmitter:
         flat = _flat(buf, e.indices)
         stride, base = self._stride(flat)
         if stride == 1:
-            ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [self.scalar(base)], inbounds=True, source_etype=mt)
+            base_v = self.scalar(base)
+            ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [base_v], inbounds=True, source_etype=mt)
             if self.mask is None:
                 v = self.b.load(ptr, typ=vt, align=_BYTES[buf.dtype])
             else:
                 fn = self.cg._decl(f"llvm.masked.load.v{self.lanes}{_suffix(mt)}.p0", vt,
                                    [PTR, I32, self.vtype(I1), vt])
-                v = self.b.call(fn, [ptr, align, self.mask, ir.Constant(vt, None)])
+                masked = lambda: self.b.call(fn, [ptr, align, self.mask, ir.Constant(vt, None)])  # noqa: E731
+                plain = lambda: self.b.load(ptr, typ=vt, align=_BYTES[buf.dtype])  # noqa: E731
+                v = self._on_stack_or_masked(buf, base_v, plain, masked)
         elif stride == 0 and self.mask is None:
             return self.splat(self.scalar(e))
         else:
@@ -355,13 +389,19 @@ class VectorEmitter:
         flat = _flat(buf, s.indices)
         stride, base = self._stride(flat)
         if stride == 1:
-            ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [self.scalar(base)], inbounds=True, source_etype=mt)
+            base_v = self.scalar(base)
+            ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [base_v], inbounds=True, source_etype=mt)
             if self.mask is None:
                 self.b.store(val, ptr, align=_BYTES[buf.dtype])
-            else:
-                fn = self.cg._decl(f"llvm.masked.store.v{self.lanes}{_suffix(mt)}.p0", ir.VoidType(),
-                                   [vt, PTR, I32, self.vtype(I1)])
-                self.b.call(fn, [val, ptr, align, self.mask])
+                return
+            fn = self.cg._decl(f"llvm.masked.store.v{self.lanes}{_suffix(mt)}.p0", ir.VoidType(),
+                               [vt, PTR, I32, self.vtype(I1)])
+
+            def blend():
+                old = self.b.load(ptr, typ=vt, align=_BYTES[buf.dtype])
+                self.b.store(self.b.select(self.mask, val, old), ptr, align=_BYTES[buf.dtype])
+
+            self._on_stack_or_masked(buf, base_v, blend, lambda: self.b.call(fn, [val, ptr, align, self.mask]))
             return
         ptrs = self._pointers(buf, flat)
         fn = self.cg._decl(f"llvm.masked.scatter.v{self.lanes}{_suffix(mt)}.v{self.lanes}p0", ir.VoidType(),
@@ -383,6 +423,9 @@ class VectorEmitter:
             if not self.varying(s.cond) and self.mask is None:
                 self._uniform_if(s)
                 return
+            if self.mask is None and s.else_case is None and self._monotone(s.cond):
+                self._split_on_endpoints(s)
+                return
             cond = self.vec(s.cond)
             saved = self.mask
             self.mask = self.and_mask(cond)
@@ -394,6 +437,44 @@ class VectorEmitter:
             self.mask = saved
         else:
             raise CodegenError(f"cannot vectorize statement {type(s).__name__}")
+
+    def _monotone(self, cond: Expr) -> bool:
+        """A conjunction of comparisons linear in the lane variable: true in all lanes iff true at both ends."""
+        if isinstance(cond, E.And):
+            return self._monotone(cond.a) and self._monotone(cond.b)
+        if not self.varying(cond):
+            return True
+        if isinstance(cond, (E.LT, E.LE, E.GT, E.GE)) and not (self.env and any(x in self.env for x in
+                                                                              E.free_vars(cond))):
+            for side in (cond.a, cond.b):
+                lin = linear(simplify(side))
+                for _, atom in lin.terms.values():
+                    if atom is not self.var and self.var in E.free_vars(atom):
+                        return False
+            return True
+        return False
+
+    def _split_on_endpoints(self, s: S.IfThenElse) -> None:
+        """Full vectors without masks when the guard holds in the first and the last lane (split tails)."""
+        cg = self.cg
+        first = E.substitute(s.cond, {self.var: IntImm(0)})
+        last = E.substitute(s.cond, {self.var: IntImm(self.lanes - 1)})
+        all_in = self.scalar(simplify(E.And(first, last)))
+        fn = cg.cur.fn
+        b_full = fn.append_basic_block(cg._name("vfull"))
+        b_part = fn.append_basic_block(cg._name("vpart"))
+        b_end = fn.append_basic_block(cg._name("vjoin"))
+        cg.b.cbranch(all_in, b_full, b_part)
+        cg.b.position_at_end(b_full)
+        self.stmt(s.then_case)
+        cg.b.branch(b_end)
+        cg.b.position_at_end(b_part)
+        saved = self.mask
+        self.mask = self.vec(s.cond)
+        self.stmt(s.then_case)
+        self.mask = saved
+        cg.b.branch(b_end)
+        cg.b.position_at_end(b_end)
 
     def _uniform_if(self, s: S.IfThenElse) -> None:
         cg = self.cg

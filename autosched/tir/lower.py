@@ -465,6 +465,10 @@ def _pos(stage: Stage, iv) -> int:
 
 
 def _conj(conds: list[Expr]) -> Expr:
+    uniq: dict = {}
+    for c in conds:
+        uniq.setdefault(skey(c), c)
+    conds = list(uniq.values())
     out = conds[0]
     for c in conds[1:]:
         out = E.And(out, c)
