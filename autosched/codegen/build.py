@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from collections import OrderedDict
 import subprocess
 import tempfile
 import threading
@@ -21,7 +23,9 @@ from autosched.runtime.module import METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module
 from autosched.te import expr as E
 from autosched.tir import stmt as S
 
-_lock = threading.Lock()
+_lock = threading.RLock()
+CACHE_SIZE = 64
+_cache: OrderedDict[str, LLVMModule] = OrderedDict()
 
 
 def dim_to_json(d: E.Expr, scalars: list[E.Var]) -> Any:
@@ -96,12 +100,11 @@ class LLVMModule(Module):
             self._engine = engine
             self._tm = tm
             funcs = {s["name"]: PackedFunc(s, engine.get_function_address(s["name"]), self) for s in sigs}
-            n = os.environ.get("AUTOSCHED_NUM_THREADS")
-            addr = engine.get_global_value_address(NUM_THREADS_SYMBOL) if "GOMP_parallel" in ir_text else 0
-            if n and addr:
-                import ctypes
-
-                ctypes.c_int32.from_address(addr).value = int(n)
+            self.num_threads_address = (engine.get_global_value_address(NUM_THREADS_SYMBOL)
+                                        if "GOMP_parallel" in ir_text else 0)
+            env = os.environ.get("AUTOSCHED_NUM_THREADS")
+            if env:
+                self.set_num_threads(int(env))
         self.compile_seconds = time.perf_counter() - t0
         super().__init__(funcs, entry)
 
@@ -163,10 +166,28 @@ def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", nam
         func = lower(sch, args, name=name)
     else:
         raise TypeError(f"build expects a te.Schedule or a PrimFunc, got {type(sch).__name__}")
-    cg = CodeGenLLVM(func.name)
+    cg = CodeGenLLVM(func.name, int(tgt.options.get("num-cores", 0)))
     cg.add_function(func)
     if cg.uses_parallel:
         _gomp_available()
     sig = signature(func)
     _add_metadata(cg.module, [sig], func.name)
-    return LLVMModule(str(cg.module), [sig], tgt, func.name)
+    ir_text = str(cg.module)
+    key = hashlib.sha256(f"{ir_text}\0{tgt.key}\0{tgt.mattr}".encode()).hexdigest()
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    mod = LLVMModule(ir_text, [sig], tgt, func.name)
+    with _lock:
+        _cache[key] = mod
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return mod
+
+
+def clear_cache() -> None:
+    """Forget compiled modules (they are reused when the same loop IR is built for the same target)."""
+    with _lock:
+        _cache.clear()

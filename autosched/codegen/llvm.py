@@ -90,11 +90,12 @@ class _Fn:
 class CodeGenLLVM:
     """Builds one LLVM module from PrimFuncs."""
 
-    def __init__(self, module_name: str = "autosched"):
+    def __init__(self, module_name: str = "autosched", num_threads: int = 0):
         self.module = ir.Module(name=module_name)
         self.module.triple = llvm.get_process_triple()
         self._decls: dict[str, ir.Function] = {}
         self._counter = 0
+        self.num_threads = num_threads  # 0: libgomp's default (OMP_NUM_THREADS or every core)
         self.uses_parallel = False
         # buffers on the stack: every loop index of their region lies inside them, so vector code may
         # read and write whole vectors there even in masked-off lanes (which keeps them promotable to registers)
@@ -522,7 +523,7 @@ class CodeGenLLVM:
         g = self.module.globals.get("__autosched_num_threads")
         if g is None:
             g = ir.GlobalVariable(self.module, I32, "__autosched_num_threads")
-            g.initializer = ir.Constant(I32, 0)
+            g.initializer = ir.Constant(I32, self.num_threads)
             g.linkage = "weak"
         return g
 

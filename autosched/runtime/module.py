@@ -131,6 +131,15 @@ class Module:
         self._functions = functions
         self.entry_name = entry or (next(iter(functions)) if functions else None)
 
+    num_threads_address: int = 0  # where the library keeps its parallel loops' thread count (0: none)
+
+    def set_num_threads(self, n: int) -> None:
+        """Threads for this module's parallel loops (0: libgomp's default); overrides AUTOSCHED_NUM_THREADS."""
+        if n < 0:
+            raise ValueError(f"set_num_threads: n must be >= 0, got {n}")
+        if self.num_threads_address:
+            ctypes.c_int32.from_address(self.num_threads_address).value = int(n)
+
     def get_function(self, name: str) -> PackedFunc:
         f = self._functions.get(name)
         if f is None:
@@ -199,7 +208,13 @@ class DSOModule(Module):
         except ValueError:
             raise ValueError(f"{self.path} is not an autosched library (no {METADATA_SYMBOL} symbol)") from None
         meta = json.loads(ctypes.string_at(ctypes.addressof(raw)).decode())
-        set_num_threads_in(self._lib)
+        try:
+            self.num_threads_address = ctypes.addressof(ctypes.c_int32.in_dll(self._lib, NUM_THREADS_SYMBOL))
+        except ValueError:
+            self.num_threads_address = 0
+        env = os.environ.get("AUTOSCHED_NUM_THREADS")
+        if env:
+            self.set_num_threads(int(env))
         funcs = {}
         for sig in meta["functions"]:
             addr = ctypes.cast(getattr(self._lib, sig["name"]), ctypes.c_void_p).value
@@ -210,17 +225,6 @@ class DSOModule(Module):
         import shutil
 
         shutil.copyfile(self.path, os.fspath(path))
-
-
-def set_num_threads_in(lib: ctypes.CDLL) -> None:
-    """Apply AUTOSCHED_NUM_THREADS to a loaded library's parallel loops."""
-    n = os.environ.get("AUTOSCHED_NUM_THREADS")
-    if not n:
-        return
-    try:
-        ctypes.c_int32.in_dll(lib, NUM_THREADS_SYMBOL).value = int(n)
-    except ValueError:
-        pass
 
 
 def load_module(path: str | os.PathLike) -> Module:
