@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections import OrderedDict
 import subprocess
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
