@@ -37,9 +37,12 @@ class WorkerProcess:
         self.ready = False
         self.pid: int | None = None
         self.restarts = -1
+        self.closed = False
         self.start()
 
     def start(self) -> None:
+        if self.closed:  # e.g. a build thread finding its worker killed by close(): do not start another
+            raise RuntimeError(f"{self.name} was closed")
         parent_sock, child_sock = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
@@ -82,6 +85,7 @@ class WorkerProcess:
         self.start()
 
     def close(self) -> None:
+        self.closed = True
         try:
             if self.alive():
                 self.conn.send(None)

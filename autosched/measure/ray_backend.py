@@ -24,7 +24,7 @@ import os
 import tempfile
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -477,13 +477,16 @@ class RayRunner(Runner):
             raise ValueError(f"RayRunner needs at least one actor, got n_parallel={n_parallel}")
         cpus = _actor_cpus(n_parallel, reserve=0.0)
         self._pool = _ActorPool([RunActor.options(num_cpus=cpus).remote() for _ in range(n_parallel)])
-        self._refs: dict[str, Any] = {}
+        self._refs: OrderedDict[str, Any] = OrderedDict()
         self._closed = False
 
     def _data_ref(self, data: Any) -> Any:
         ref = self._refs.get(data.key)
         if ref is None:
-            ref = self._refs[data.key] = ray.put(data)
+            ref = self._refs[data.key] = ray.put(data)  # once per task: actors fetch it on first use
+            while len(self._refs) > 8:  # the object store is small: keep the tasks in use
+                self._refs.popitem(last=False)
+        self._refs.move_to_end(data.key)
         return ref
 
     @property

@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,8 @@ from autosched.measure.data import TaskData, prepare_task_data
 from autosched.measure.result import BuildResult, MeasureInput, MeasureResult
 
 log = logging.getLogger("autosched.measure")
+
+MAX_TASKS = 32  # tasks whose inputs and reference a runner keeps (a model has a few dozen)
 
 #: ``limits(input) -> seconds or None``: the longest one run of this candidate may take
 LimitFn = Callable[[MeasureInput], "float | None"]
@@ -82,7 +85,7 @@ class Runner(abc.ABC):
     def __init__(self, config: RunConfig | None = None, seed: int = 0):
         self.config = config or RunConfig()
         self.seed = seed
-        self._task_data: dict[tuple, TaskData] = {}
+        self._task_data: OrderedDict[tuple, TaskData] = OrderedDict()
 
     @abc.abstractmethod
     def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult], *,
@@ -102,6 +105,9 @@ class Runner(abc.ABC):
             data = prepare_task_data(task, seed=self.seed, check=cfg.check, num_threads=cfg.num_threads,
                                      rtol=cfg.rtol, atol=cfg.atol, reference_timeout=ref_timeout)
             self._task_data[key] = data
+            while len(self._task_data) > MAX_TASKS:
+                self._task_data.popitem(last=False)
+        self._task_data.move_to_end(key)
         return data
 
     def limit_for(self, inp: MeasureInput, limits: LimitFn | None) -> float:
