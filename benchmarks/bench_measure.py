@@ -23,7 +23,6 @@ load average before it starts.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import random
@@ -111,10 +110,7 @@ def bench_throughput(backend: str, shape: str, n: int, batch: int, seed: int, co
 
 def _direct_seconds(path: str, arrays: list, number: int, repeat: int, threads: int) -> float:
     mod = autosched.runtime.load_module(path)
-    try:
-        ctypes.c_int32.in_dll(mod._lib, "__autosched_num_threads").value = threads
-    except ValueError:
-        pass
+    mod.set_num_threads(threads)
     f = mod.entry_func
     f(*arrays)  # checked once, then called through ctypes directly, as the runner does
     raw, ptrs = f._cfunc, [a.ctypes.data for a in arrays]

@@ -174,7 +174,7 @@ def compile_library(func: Any, target: Any, cache_dir: str) -> tuple[str, bool]:
     from autosched.codegen.llvm import CodeGenLLVM, _gomp_available, init_llvm
     from autosched.errors import CodegenError
 
-    cg = CodeGenLLVM(func.name)
+    cg = CodeGenLLVM(func.name, int(target.options.get("num-cores", 0)))  # as autosched.build does
     cg.add_function(func)
     if cg.uses_parallel:
         _gomp_available()
@@ -454,11 +454,7 @@ class RunWorker:
             lib_path = self._library_path(path, artifact)
             self._mod = load_module(lib_path)
             self._lib = getattr(self._mod, "_lib", None)
-            if self._lib is not None:
-                try:
-                    ctypes.c_int32.in_dll(self._lib, "__autosched_num_threads").value = int(data.num_threads)
-                except ValueError:  # no parallel loop in this kernel
-                    pass
+            self._mod.set_num_threads(int(data.num_threads))  # whatever OMP_NUM_THREADS says (Ray sets 1)
         except Exception as e:  # noqa: BLE001
             self.unload()
             return ErrorKind.COMPILE_ERROR, f"the built library does not load: {type(e).__name__}: {e}"
