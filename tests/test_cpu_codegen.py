@@ -1,0 +1,146 @@
+"""Expert CPU schedules, explicit SIMD paths, threads and targets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import autosched
+from autosched import te
+from autosched.codegen.target import Target
+from autosched.workloads.reference import get_reference
+
+SMALL = [
+    ("matmul", dict(M=64, N=96, K=40)),
+    ("matmul", dict(M=30, N=50, K=7)),
+    ("batch_matmul", dict(B=3, M=20, N=48, K=16)),
+    ("dense", dict(N=2, CI=40, CO=50, relu=True)),
+    ("dense", dict(N=1, CI=64, CO=37, bias=False)),
+    ("conv2d", dict(H=14, W=14, CI=8, CO=16)),
+    ("conv2d", dict(H=15, W=15, CI=4, CO=8, stride=2)),
+    ("conv2d", dict(H=14, W=14, CI=8, CO=32, layout="NHWC")),
+    ("depthwise_conv2d", dict(C=8, H=13, W=13)),
+    ("pool2d", dict(C=4, H=15, W=15)),
+    ("pool2d", dict(C=4, H=15, W=15, pool_type="avg")),
+    ("softmax", dict(M=7, N=50)),
+    ("elementwise", dict(C=3, H=9, W=11)),
+    ("elementwise", dict(C=2, H=5, W=7, op="sigmoid_mul")),
+]
+
+
+def _run(task: autosched.Task, sch, args, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    f = autosched.build(sch, args)
+    ins = [rng.standard_normal([int(d) for d in t.shape]).astype(t.dtype) for t in args[:-1]]
+    out = np.zeros([int(d) for d in args[-1].shape], args[-1].dtype)
+    f(*ins, out)
+    return out, get_reference(task.name)(ins, **task.args)
+
+
+@pytest.mark.parametrize("name,args", SMALL, ids=[f"{n}-{i}" for i, (n, _) in enumerate(SMALL)])
+def test_expert_schedule_matches_numpy(name, args):
+    task = autosched.Task(name, args)
+    sch, targs = task.default_schedule()
+    assert len(sch.trace) > 0, "every built-in workload has an expert CPU schedule"
+    out, ref = _run(task, sch, targs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_expert_schedule_is_a_replayable_trace():
+    task = autosched.Task("conv2d", dict(H=14, W=14, CI=8, CO=16))
+    sch, _ = task.default_schedule()
+    sch2, args2 = task.apply(sch.trace.to_json())
+    assert str(autosched.lower(sch2, args2)) == str(autosched.lower(sch, task.tensors()))
+
+
+def _vec_add(n, factor):
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute((n,), lambda i: A[i] * 2.0 + B[i], name="C")
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], factor=factor)
+    s[C].vectorize(xi)
+    return s, [A, B, C]
+
+
+@pytest.mark.parametrize("n,factor", [(50, 16), (64, 16), (7, 16), (1000, 100), (33, 33)])
+def test_vector_tails_are_masked_not_overrun(n, factor):
+    s, args = _vec_add(n, factor)
+    f = autosched.build(s, args)
+    # guard bands around the arrays: a write past the end would change them
+    a = np.arange(n + 32, dtype="float32")[:n]
+    b = np.ones(n, "float32")
+    backing = np.full(n + 32, -7.0, "float32")
+    c = backing[:n]
+    f(a, b, c)
+    np.testing.assert_allclose(c, a * 2 + b)
+    assert (backing[n:] == -7.0).all()
+
+
+def test_vectorized_gather_and_select():
+    """Strided reads (gathers) and padding (per-lane masks) in one vectorized loop."""
+    A = te.placeholder((40,), name="A")
+    C = te.compute((18,), lambda i: te.if_then_else(i >= 2, A[i * 2 - 4], 0.0) + A[39 - i], name="C")
+    s = te.create_schedule(C.op)
+    s[C].vectorize(C.op.axis[0])
+    f = autosched.build(s, [A, C])
+    a = np.random.default_rng(1).standard_normal(40).astype("float32")
+    c = np.zeros(18, "float32")
+    f(a, c)
+    ref = np.array([(a[i * 2 - 4] if i >= 2 else 0.0) + a[39 - i] for i in range(18)], "float32")
+    np.testing.assert_allclose(c, ref, rtol=1e-6)
+
+
+def test_nested_parallel_is_refused():
+    A = te.placeholder((8, 8), name="A")
+    C = te.compute((8, 8), lambda i, j: A[i, j] + 1.0, name="C")
+    s = te.create_schedule(C.op)
+    s[C].parallel(C.op.axis[0])
+    s[C].parallel(C.op.axis[1])
+    with pytest.raises(autosched.ScheduleError, match="nested parallel"):
+        autosched.build(s, [A, C])
+
+
+def test_target_strings():
+    t = Target("llvm -mcpu=skylake-avx512 -num-cores=2")
+    assert t.kind == "llvm" and t.mcpu == "skylake-avx512" and t.num_cores == 2
+    assert str(Target(str(t))) == str(t)
+    assert Target("llvm").key.startswith("llvm -mcpu=")
+    for bad in ("", "opencl", "llvm -num-cores=0", "llvm mcpu", "llvm -foo=1"):
+        with pytest.raises(ValueError):
+            Target(bad)
+
+
+def test_num_threads_env_and_target(tmp_path):
+    """A parallel kernel gives the same answer on 1 thread (env) and on the target's -num-cores."""
+    task = autosched.Task("matmul", dict(M=64, N=64, K=32))
+    sch, args = task.default_schedule()
+    mod = autosched.build(sch, args, target="llvm -num-cores=1")
+    mod.export_library(tmp_path / "mm.so")
+    code = (
+        "import numpy as np, autosched\n"
+        f"g = autosched.runtime.load_module({str(tmp_path / 'mm.so')!r})\n"
+        "a = np.ones((64, 32), 'float32'); b = np.ones((32, 64), 'float32'); c = np.zeros((64, 64), 'float32')\n"
+        "g(a, b, c); assert (c == 32).all(); print('threads ok')\n"
+    )
+    for env in ({"AUTOSCHED_NUM_THREADS": "1"}, {"AUTOSCHED_NUM_THREADS": "2"}, {}):
+        import os
+
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**os.environ, **env}, timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert "threads ok" in res.stdout
+    with pytest.raises(ValueError):
+        mod.set_num_threads(-1)
+
+
+def test_compile_cache_reuses_identical_kernels():
+    s, args = _vec_add(64, 16)
+    f = autosched.build(s, args)
+    s2, args2 = _vec_add(64, 16)
+    g = autosched.build(s2, args2)
+    assert f is g
+    assert f.compile_seconds > 0
