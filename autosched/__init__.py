@@ -32,7 +32,7 @@ def __getattr__(name: str):
 __version__ = "0.1.0"
 
 
-def lower(sch, args, name: str = "main", simple_mode: bool = False):
+def lower(sch, args, name: str = "main"):
     """Lower a schedule to the loop IR (a PrimFunc whose ``str()`` is readable)."""
     from autosched.tir.lower import lower as _lower
 

@@ -102,11 +102,10 @@ class PackedFunc:
         for arr, spec in zip(arrays, specs):
             want = [_eval_dim(dim, env) for dim in spec["shape"]]
             if list(arr.shape) != want:
-                expected = ", ".join(_dim_str(dim, names) for dim in spec["shape"])
-                raise ValueError(
-                    f"{self.name}: argument '{spec['name']}' has shape {arr.shape}, expected ({expected}) "
-                    f"= {tuple(want)}"
-                )
+                symbolic = ", ".join(_dim_str(dim, names) for dim in spec["shape"])
+                expected = str(tuple(want)) if all(isinstance(d, int) for d in spec["shape"]) else (
+                    f"({symbolic}) = {tuple(want)}")
+                raise ValueError(f"{self.name}: argument '{spec['name']}' has shape {arr.shape}, expected {expected}")
         for k in self._outputs:
             for j, other in enumerate(arrays):
                 if j != k and np.may_share_memory(arrays[k], other):
