@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -155,3 +158,27 @@ def test_closing_leaves_no_process_behind():
 
 def test_ctrl_c_leaves_no_orphans_local():
     ctrl_c_leaves_no_orphans("local", settle=3.0)
+
+
+SCRIPT = textwrap.dedent("""
+    import autosched
+    from autosched import te
+    from autosched.measure import MeasureInput, measure, RunConfig
+    from autosched.te import Trace
+
+    @autosched.register_workload("scale_in_main")
+    def scale_in_main(n: int = 64):
+        A = te.placeholder((n,), name="A")
+        return [A, te.compute((n,), lambda i: A[i] * 3.0, name="B")]
+
+    r = measure([MeasureInput(autosched.Task("scale_in_main"), Trace())], backend="local",
+                config=RunConfig(repeat=2, num_threads=1))[0]
+    print("RESULT", r.error_kind, r.ok)
+""")  # a plain script: no __main__ guard, a workload that exists only in __main__
+
+
+def test_a_script_without_main_guard_measures_its_own_workload(tmp_path):
+    path = tmp_path / "tune_me.py"
+    path.write_text(SCRIPT)
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+    assert "RESULT None True" in out.stdout, out.stderr[-3000:]

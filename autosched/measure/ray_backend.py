@@ -194,11 +194,12 @@ class _ActorPool:
         actor, deadline = self.reviving.pop(ref)
         try:
             ray.get(ref)
-        except _ACTOR_ERRORS:
+        except _ACTOR_ERRORS as e:
             if time.monotonic() > deadline:
                 raise RuntimeError(
-                    "a Ray measurement actor did not come back; is the cluster short of CPUs? "
-                    f"(cluster resources: {ray.cluster_resources()})") from None
+                    f"a Ray measurement actor did not come back within {ACTOR_START_TIMEOUT:.0f} s "
+                    f"(last error: {_error_line(e)}); can every node import autosched, and does the "
+                    f"cluster have CPUs free? (cluster resources: {ray.cluster_resources()})") from None
             time.sleep(0.05)
             self.reviving[actor.ping.remote()] = (actor, deadline)
             return
@@ -318,9 +319,11 @@ class _RayBuildJob(_RayJob):
             build_seconds=time.perf_counter() - self.t0)
 
     def died(self, e: BaseException) -> None:
+        bug = isinstance(e, ray.exceptions.RayTaskError)  # the worker code raised: not the candidate's doing
         self.results[self.index] = BuildResult(
-            error_kind=ErrorKind.COMPILE_ERROR,
-            error_msg=f"the compiler crashed its worker ({_error_line(e)})",
+            error_kind=ErrorKind.UNKNOWN if bug else ErrorKind.COMPILE_ERROR,
+            error_msg=f"builder error: {_error_line(e)}" if bug else
+            f"the compiler crashed its worker ({_error_line(e)})",
             build_seconds=time.perf_counter() - self.t0)
 
 
