@@ -32,6 +32,7 @@ import time
 
 import autosched
 from autosched.measure import LocalBuilder, LocalRunner, MeasureInput, Measurer, RunConfig, make_inputs
+from autosched.measure.worker import aligned_copy
 from autosched.te import Trace
 
 SHAPES = {
@@ -131,7 +132,7 @@ def bench_agreement(backends: list[str], rounds: int, threads: int) -> dict:
     with LocalBuilder(n_parallel=1) as b:
         built = b.build([MeasureInput(task, trace)])[0]
         assert built.ok, built.error_msg
-        arrays = [a.copy() for a in make_inputs(task)]
+        arrays = [aligned_copy(a) for a in make_inputs(task)]  # as the runner does
         t = _direct_seconds(built.artifact_path, arrays, 20, 3, threads)
         number = max(1, int(0.05 / t))  # ~50 ms per repeat
         cfg = RunConfig(number=number, repeat=5, min_repeat_ms=0, num_threads=threads)
