@@ -184,3 +184,13 @@ def test_run_worker_times_checks_and_flushes(build_worker):
     kind, msg = w.load(data.key, "/nonexistent/x.so")
     assert kind == ErrorKind.COMPILE_ERROR
     w.cleanup()
+
+
+def test_runner_buffers_are_aligned_copies():
+    from autosched.measure.worker import aligned_copy
+
+    for shape, dtype in (((3, 5), "float32"), ((7,), "int8"), ((2, 3, 4), "float64"), ((1,), "float32")):
+        a = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
+        b = aligned_copy(a)
+        assert b.ctypes.data % 64 == 0 and b.flags.c_contiguous and b.flags.writeable
+        assert np.array_equal(a, b) and not np.shares_memory(a, b)
