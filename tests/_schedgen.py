@@ -121,15 +121,22 @@ class Workload:
     def check(self, mod, rng=None, misalign: int = 0):
         """Run ``mod`` on random inputs (outputs pre-filled with NaN) and compare with numpy.
 
-        ``misalign`` > 0 places every array that many elements past the start of a
-        fresh buffer: still C-contiguous, but not aligned beyond the element size
-        (numpy promises no more than that).
+        Every array sits between sentinel guards (out-of-bounds writes fail);
+        ``misalign`` > 0 places it that many elements further into its buffer:
+        still C-contiguous, but not aligned beyond the element size (numpy
+        promises no more than that). Inputs must come back unmodified.
         """
         rng = rng or np.random.default_rng(0)
         for ins in self.make_inputs(rng):
             refs = self.reference(ins)
-            outs = [_placed(np.full(r.shape, np.nan, dtype="float32"), misalign) for r in refs]
-            mod(*[_placed(ins[nm], misalign) for nm in self.input_names], *outs)
+            gins = [Guarded(ins[nm], misalign) for nm in self.input_names]
+            gouts = [Guarded(np.full(r.shape, np.nan, dtype="float32"), misalign) for r in refs]
+            mod(*[g.view for g in gins], *[g.view for g in gouts])
+            for g, nm in zip(gins + gouts, self.input_names + self.output_names):
+                g.check(nm)
+            for g, nm in zip(gins, self.input_names):
+                np.testing.assert_array_equal(g.view, ins[nm], err_msg=f"input {nm} was modified")
+            outs = [g.view for g in gouts]
             for o, r, nm in zip(outs, refs, self.output_names):
                 np.testing.assert_allclose(
                     o,
@@ -140,15 +147,29 @@ class Workload:
                 )
 
 
-def _placed(arr: np.ndarray, offset: int) -> np.ndarray:
-    """A C-contiguous copy of ``arr`` starting ``offset`` elements into a larger buffer."""
-    if offset == 0:
-        return arr
-    buf = np.empty(arr.size + offset, dtype=arr.dtype)
-    view = buf[offset:].reshape(arr.shape)
-    view[...] = arr
-    assert view.flags.c_contiguous
-    return view
+GUARD = 16  # elements of sentinel before and after every array, to catch out-of-bounds writes
+SENTINEL = 12345.0
+
+
+class Guarded:
+    """A C-contiguous copy of ``arr`` placed ``offset`` elements into a buffer with sentinel guards.
+
+    ``offset`` > 0 makes the array misaligned beyond its element size (numpy promises no more).
+    ``check()`` fails if anything was written before or after the array.
+    """
+
+    def __init__(self, arr: np.ndarray, offset: int):
+        self.offset, self.size = GUARD + offset, arr.size
+        self.buf = np.full(self.size + self.offset + GUARD, SENTINEL, dtype=arr.dtype)
+        self.view = self.buf[self.offset : self.offset + self.size].reshape(arr.shape)
+        self.view[...] = arr
+        assert self.view.flags.c_contiguous
+
+    def check(self, name: str):
+        before, after = self.buf[: self.offset], self.buf[self.offset + self.size :]
+        assert (before == SENTINEL).all() and (after == SENTINEL).all(), (
+            f"out-of-bounds write around {name}: before={before.tolist()} after={after.tolist()}"
+        )
 
 
 def ins_sizes(ins: dict) -> dict:
@@ -229,9 +250,7 @@ def wl_conv2d(ch: Chooser) -> Workload:
     rx = te.reduce_axis((0, KW), name="rx")
     conv = te.compute(
         (N, CO, OH, OW),
-        lambda n, f, y, x: te.sum(
-            pad[n, rc, y * S + ry, x * S + rx] * weight[f, rc, ry, rx], axis=[rc, ry, rx]
-        ),
+        lambda n, f, y, x: te.sum(pad[n, rc, y * S + ry, x * S + rx] * weight[f, rc, ry, rx], axis=[rc, ry, rx]),
         name="conv",
     )
     wl.stage(conv, "conv", (N, CO, OH, OW), ["pad", "weight"], (CI, KH, KW), output=not epi)
@@ -405,6 +424,33 @@ def wl_vecadd(ch: Chooser) -> Workload:
     return wl
 
 
+def wl_matmul_symbolic(ch: Chooser) -> Workload:
+    """Matmul whose row count is a symbolic var: every split of it has a symbolic tail."""
+    N, K = ch.int(1, 24, "N"), ch.int(1, 24, "K")
+    sizes = (ch.int(1, 30, "m1"), ch.int(1, 30, "m2"))
+    epi = ch.chance(1, 2, "epilogue")
+    wl = Workload("matmul_symbolic", dict(N=N, K=K, run_sizes=sizes, epilogue=epi))
+    m = te.var("m")
+    A = wl.placeholder((m, K), "A")
+    B = wl.placeholder((K, N), "B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((m, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    wl.stage(C, "C", (None, N), ["A", "B"], (K,), output=not epi)
+    if epi:
+        D = te.compute((m, N), lambda i, j: C[i, j] * 2.0 - B[0, j], name="D")
+        wl.stage(D, "D", (None, N), ["C", "B"], output=True)
+
+    def make_inputs(rng):
+        return [{"A": _rand(rng, (mm, K)), "B": _rand(rng, (K, N))} for mm in sizes]
+
+    def reference(d):
+        c = d["A"].astype("float64") @ d["B"].astype("float64")
+        return [c * 2.0 - d["B"][0].astype("float64") if epi else c]
+
+    wl.make_inputs, wl.reference = make_inputs, reference
+    return wl
+
+
 WORKLOADS = {
     "matmul": wl_matmul,
     "conv2d": wl_conv2d,
@@ -413,6 +459,7 @@ WORKLOADS = {
     "softmax": wl_softmax,
     "broadcast": wl_broadcast,
     "vecadd": wl_vecadd,
+    "matmul_symbolic": wl_matmul_symbolic,
 }
 
 
@@ -463,9 +510,7 @@ class RandomSchedule:
         self.lines: list[str] = []
         self.models: dict[str, StageModel] = {}
         for si in wl.stages.values():
-            self.models[si.name] = StageModel(
-                si.name, si.tensor, si.shape, si.rext, list(si.reads), si.output
-            )
+            self.models[si.name] = StageModel(si.name, si.tensor, si.shape, si.rext, list(si.reads), si.output)
         self.placeholders = set(wl.input_names)
 
     # -- helpers ---------------------------------------------------------------
@@ -662,10 +707,7 @@ class RandomSchedule:
                 xf, yf = self._factor(x.ext, "x_factor"), self._factor(y.ext, "y_factor")
                 xo, yo, xi, yi = st_.tile(x.iv, y.iv, x_factor=xf, y_factor=yf)
                 names = [x.name + "o", y.name + "o", x.name + "i", y.name + "i"]
-                self.log(
-                    f"{', '.join(names)} = {self.ref(m)}.tile({x.name}, {y.name}, "
-                    f"x_factor={xf}, y_factor={yf})"
-                )
+                self.log(f"{', '.join(names)} = {self.ref(m)}.tile({x.name}, {y.name}, x_factor={xf}, y_factor={yf})")
                 ce = lambda e, f: _ceildiv(e, f) if e is not None else None
                 nxo, nxi = Leaf(xo, names[0], x.kind, ce(x.ext, xf)), Leaf(xi, names[2], x.kind, xf)
                 nyo, nyi = Leaf(yo, names[1], y.kind, ce(y.ext, yf)), Leaf(yi, names[3], y.kind, yf)

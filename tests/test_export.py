@@ -50,9 +50,7 @@ LOADER = textwrap.dedent(
 
 
 def run_without_llvmlite(*argv):
-    proc = subprocess.run(
-        [sys.executable, "-c", LOADER, *map(str, argv)], capture_output=True, text=True, timeout=120
-    )
+    proc = subprocess.run([sys.executable, "-c", LOADER, *map(str, argv)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     assert proc.stdout.strip().endswith("OK"), proc.stdout
 

@@ -5,8 +5,9 @@ random legal schedule for it (see ``_schedgen.py`` for what "legal" means
 here), builds it with ``autosched.build(..., target="llvm")``, runs it on
 random data with the outputs pre-filled with NaN (so an element that the
 kernel never writes fails too), in arrays that are sometimes misaligned
-(offset by 1-3 elements into a buffer: numpy promises no more alignment),
-and compares with a float64 numpy reference (rtol 1e-4, atol 1e-5).
+(offset by 1-3 elements into a buffer: numpy promises no more alignment) and
+guarded by sentinels on both sides (so an out-of-bounds write fails), and
+compares with a float64 numpy reference (rtol 1e-4, atol 1e-5).
 
 On a failure hypothesis prints the shrunk example's draws, the schedule as a
 Python script, and the lowered loop IR.
@@ -34,6 +35,7 @@ EXAMPLES = {
     "softmax": 80,
     "broadcast": 60,
     "vecadd": 60,
+    "matmul_symbolic": 40,
 }
 assert sum(EXAMPLES.values()) >= 200
 
@@ -76,6 +78,7 @@ test_random_schedule_maxpool = _make_test("maxpool")
 test_random_schedule_softmax = _make_test("softmax")
 test_random_schedule_broadcast = _make_test("broadcast")
 test_random_schedule_vecadd = _make_test("vecadd")
+test_random_schedule_matmul_symbolic = _make_test("matmul_symbolic")
 
 
 def test_example_counts_cover_every_workload():

@@ -175,12 +175,8 @@ def test_comparisons_and_select():
         te.compute((n,), lambda i: te.if_then_else(A[i] > B[i], A[i], B[i]), name="gt"),
         te.compute((n,), lambda i: te.if_then_else(A[i] <= B[i], one, zero), name="le"),
         te.compute((n,), lambda i: te.if_then_else(te.all(A[i] > 0, B[i] > 0), one, zero), name="both"),
-        te.compute(
-            (n,), lambda i: te.if_then_else(te.any(A[i] < -0.5, B[i] >= 0.5), one, zero), name="either"
-        ),
-        te.compute(
-            (n,), lambda i: te.if_then_else(te.all(A[i] > -1, A[i] < 1, B[i] > -1), A[i], zero), name="all3"
-        ),
+        te.compute((n,), lambda i: te.if_then_else(te.any(A[i] < -0.5, B[i] >= 0.5), one, zero), name="either"),
+        te.compute((n,), lambda i: te.if_then_else(te.all(A[i] > -1, A[i] < 1, B[i] > -1), A[i], zero), name="all3"),
     ]
     f = build(outs, [A, B])
     a = RNG.uniform(-2, 2, n).astype("float32")
@@ -345,9 +341,7 @@ def test_version():
 
 
 def test_cli_version_via_module():
-    proc = subprocess.run(
-        [sys.executable, "-m", "autosched", "--version"], capture_output=True, text=True, timeout=60
-    )
+    proc = subprocess.run([sys.executable, "-m", "autosched", "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert autosched.__version__ in proc.stdout + proc.stderr
 
