@@ -1,0 +1,212 @@
+"""Features of a candidate, read from its lowered loop IR (not from knob values).
+
+Because they describe loops and memory accesses rather than a template's
+knobs, one cost model serves every workload and both kinds of space. A
+candidate's vector is fixed-length (``FEATURE_NAMES``):
+
+- totals over the whole kernel: float operations, bytes stored, number of
+  stores, the largest parallel extent and the number of parallel loops, the product of
+  vector widths used, the largest allocation (log2 scale where counts grow
+  multiplicatively);
+- for the two stores that do the most work (executions x operations), one
+  block each (``s0_*``, ``s1_*``):
+
+  ========================= ==========================================================
+  ``exec``                  log2 executions of the store (product of enclosing extents)
+  ``flop_add/mul/div``      float +,- / * / divisions per execution
+  ``flop_minmax/call``      min/max and math calls per execution
+  ``int_ops``               integer index arithmetic per execution
+  ``select``                conditional values per execution
+  ``guards``                enclosing if-statements (split tails, padding)
+  ``depth``                 enclosing loops
+  ``vec_len``               lanes of the innermost vectorized loop (0 if none)
+  ``vec_inner``             1 if the innermost loop is the vectorized one
+  ``unroll``                log2 product of enclosing unrolled extents
+  ``par``                   log2 product of enclosing parallel extents
+  ``inner_extent``          log2 extent of the innermost loop
+  ``reduce``                1 if the store reads what it writes (an accumulation)
+  ``a{k}_bytes``            for its three largest accesses: log2 distinct bytes touched
+  ``a{k}_lines``            log2 distinct 64-byte lines touched by the innermost loop
+  ``a{k}_stride``           element stride along the innermost loop (clipped to 64)
+  ``a{k}_reuse``            log2 (executions / distinct elements)
+  ``a{k}_write``            1 for the store itself
+  ========================= ==========================================================
+
+Extraction walks the IR once per candidate (a few hundred microseconds);
+callers cache by trace.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autosched.te import expr as E
+from autosched.tir import stmt as S
+from autosched.tir.arith import linear, simplify
+
+N_ACCESS = 3
+N_STORES = 2
+_STORE_FIELDS = ["exec", "flop_add", "flop_mul", "flop_div", "flop_minmax", "flop_call", "int_ops", "select",
+                 "guards", "depth", "vec_len", "vec_inner", "unroll", "par", "inner_extent", "reduce"]
+_ACCESS_FIELDS = ["bytes", "lines", "stride", "reuse", "write"]
+_TOTALS = ["total_flop", "total_store_bytes", "n_stores", "par_extent", "n_parallel", "vector_lanes",
+           "max_alloc_bytes"]
+
+
+def _store_names(k: int) -> list[str]:
+    names = [f"s{k}_{f}" for f in _STORE_FIELDS]
+    for a in range(N_ACCESS):
+        names += [f"s{k}_a{a}_{f}" for f in _ACCESS_FIELDS]
+    return names
+
+
+FEATURE_NAMES: list[str] = _TOTALS + [n for k in range(N_STORES) for n in _store_names(k)]
+N_FEATURES = len(FEATURE_NAMES)
+_BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
+          "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
+
+
+def _log2(x: float) -> float:
+    return math.log2(x + 1.0)
+
+
+def _const(e: E.Expr, default: int = 16) -> int:
+    return e.value if isinstance(e, E.IntImm) else default
+
+
+class _Loop:
+    __slots__ = ("var", "extent", "kind")
+
+    def __init__(self, var, extent: int, kind: str):
+        self.var, self.extent, self.kind = var, extent, kind
+
+
+def _flat(buf: S.Buffer, indices) -> E.Expr:
+    if not indices:
+        return E.IntImm(0)
+    flat = indices[0]
+    for d in range(1, len(indices)):
+        flat = flat * buf.shape[d] + indices[d]
+    return simplify(flat)
+
+
+def _access(buf: S.Buffer, indices, loops: list[_Loop], execs: float, write: bool) -> list[float]:
+    """Bytes, lines, stride, reuse of one access inside ``loops``."""
+    flat = _flat(buf, indices)
+    used = E.free_vars(flat)
+    lin = linear(flat)
+    coef = {id(atom): c for c, atom in lin.terms.values() if isinstance(atom, E.Var)}
+    distinct = 1.0
+    for lp in loops:
+        if lp.var in used:
+            distinct *= lp.extent
+    size = buf.const_size()
+    if size is not None:
+        distinct = min(distinct, size)
+    esize = _BYTES.get(buf.dtype, 4)
+    inner = loops[-1] if loops else None
+    stride = abs(coef.get(id(inner.var), 0)) if inner is not None and inner.var in used else 0
+    if inner is not None and inner.var in used and id(inner.var) not in coef:
+        stride = 64  # non-linear in the innermost loop: treat as scattered
+    lines = 1.0 if inner is None else max(1.0, min(inner.extent, inner.extent * stride * esize / 64.0))
+    return [_log2(distinct * esize), _log2(lines), float(min(stride, 64)), _log2(execs / max(distinct, 1.0)),
+            1.0 if write else 0.0]
+
+
+def _count_ops(e: E.Expr) -> dict[str, float]:
+    c = {"flop_add": 0.0, "flop_mul": 0.0, "flop_div": 0.0, "flop_minmax": 0.0, "flop_call": 0.0, "int_ops": 0.0,
+         "select": 0.0}
+    for x in E.walk(e):
+        if isinstance(x, (E.Add, E.Sub)):
+            c["flop_add" if E.is_float(x.dtype) else "int_ops"] += 1
+        elif isinstance(x, E.Mul):
+            c["flop_mul" if E.is_float(x.dtype) else "int_ops"] += 1
+        elif isinstance(x, (E.Div, E.FloorDiv, E.FloorMod)):
+            c["flop_div" if E.is_float(x.dtype) else "int_ops"] += 1
+        elif isinstance(x, (E.Min, E.Max)):
+            c["flop_minmax" if E.is_float(x.dtype) else "int_ops"] += 1
+        elif isinstance(x, E.Call):
+            c["flop_call"] += 1
+        elif isinstance(x, E.Select):
+            c["select"] += 1
+    return c
+
+
+def extract(func: S.PrimFunc) -> np.ndarray:
+    """The feature vector (``FEATURE_NAMES``) of one lowered kernel."""
+    stores: list[tuple[float, list[float]]] = []
+    totals = dict.fromkeys(_TOTALS, 0.0)
+    par_extent, n_par, lanes, max_alloc = 1.0, 0, 1.0, 0.0
+
+    def visit(s: S.Stmt, loops: list[_Loop], guards: int) -> None:
+        nonlocal par_extent, n_par, lanes, max_alloc
+        if isinstance(s, S.SeqStmt):
+            for x in s.seq:
+                visit(x, loops, guards)
+        elif isinstance(s, S.For):
+            ext = _const(s.extent)
+            if s.kind == "parallel":
+                par_extent = max(par_extent, ext)
+                n_par += 1
+            elif s.kind == "vectorized":
+                lanes = max(lanes, ext)
+            visit(s.body, loops + [_Loop(s.var, ext, s.kind)], guards)
+        elif isinstance(s, S.IfThenElse):
+            visit(s.then_case, loops, guards + 1)
+            if s.else_case is not None:
+                visit(s.else_case, loops, guards + 1)
+        elif isinstance(s, (S.Allocate, S.LetStmt)):
+            if isinstance(s, S.Allocate):
+                n = s.buffer.const_size() or 0
+                max_alloc = max(max_alloc, float(n * _BYTES.get(s.buffer.dtype, 4)))
+            visit(s.body, loops, guards)
+        elif isinstance(s, S.BufferStore):
+            execs = 1.0
+            for lp in loops:
+                execs *= lp.extent
+            ops = _count_ops(s.value)
+            for ix in s.indices:
+                ops["int_ops"] += _count_ops(ix)["int_ops"]
+            flops = sum(v for k, v in ops.items() if k.startswith("flop"))
+            vec = [lp for lp in loops if lp.kind == "vectorized"]
+            unroll = 1.0
+            par = 1.0
+            for lp in loops:
+                if lp.kind == "unrolled":
+                    unroll *= lp.extent
+                elif lp.kind == "parallel":
+                    par *= lp.extent
+            loads = [x for x in E.walk(s.value) if isinstance(x, S.BufferLoad)]
+            reduce = any(x.buffer is s.buffer for x in loads)
+            accesses = [_access(s.buffer, s.indices, loops, execs, True)]
+            accesses += [_access(x.buffer, x.indices, loops, execs, False) for x in loads]
+            accesses.sort(key=lambda a: -a[0])
+            accesses = (accesses + [[0.0] * len(_ACCESS_FIELDS)] * N_ACCESS)[:N_ACCESS]
+            row = [_log2(execs), ops["flop_add"], ops["flop_mul"], ops["flop_div"], ops["flop_minmax"],
+                   ops["flop_call"], ops["int_ops"], ops["select"], float(guards), float(len(loops)),
+                   float(vec[-1].extent) if vec else 0.0, 1.0 if loops and loops[-1].kind == "vectorized" else 0.0,
+                   _log2(unroll), _log2(par), _log2(loops[-1].extent if loops else 1), 1.0 if reduce else 0.0]
+            for a in accesses:
+                row += a
+            stores.append((execs * max(flops, 1.0), row))
+            totals["total_flop"] += execs * flops
+            totals["total_store_bytes"] += execs * _BYTES.get(s.buffer.dtype, 4)
+            totals["n_stores"] += 1
+
+    visit(func.body, [], 0)
+    stores.sort(key=lambda t: -t[0])
+    out = [_log2(totals["total_flop"]), _log2(totals["total_store_bytes"]), totals["n_stores"], _log2(par_extent),
+           float(n_par), float(lanes), _log2(max_alloc)]
+    width = len(_store_names(0))
+    for k in range(N_STORES):
+        out += stores[k][1] if k < len(stores) else [0.0] * width
+    return np.asarray(out, dtype=np.float32)
+
+
+def extract_batch(funcs: list[S.PrimFunc]) -> np.ndarray:
+    """Features of many kernels as one ``(n, N_FEATURES)`` array."""
+    if not funcs:
+        return np.zeros((0, N_FEATURES), dtype=np.float32)
+    return np.stack([extract(f) for f in funcs])

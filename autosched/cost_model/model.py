@@ -1,0 +1,169 @@
+"""Cost models: score candidates so the search measures the promising ones first.
+
+``CostModel`` is the whole interface (MetaSchedule style): ``update`` with
+measured inputs and results, ``predict`` scores for a batch of candidates
+(higher is better; only the order matters), ``save``/``load``. XGBoost is
+imported only here, behind :class:`XGBCostModel`.
+"""
+
+from __future__ import annotations
+
+import pickle
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+from autosched.cost_model.features import N_FEATURES, extract
+from autosched.measure.result import MeasureInput, MeasureResult
+
+
+class CostModel(ABC):
+    """Predicts relative speed of candidates from their lowered loop IR."""
+
+    @abstractmethod
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        """Learn from measured candidates (failed ones count as the slowest)."""
+
+    @abstractmethod
+    def predict(self, candidates: Sequence[MeasureInput]) -> np.ndarray:
+        """One score per candidate; higher means expected faster."""
+
+    def save(self, path: str) -> None:
+        with open(path, "wb") as f:
+            pickle.dump(self, f)
+
+    @staticmethod
+    def load(path: str) -> CostModel:
+        with open(path, "rb") as f:
+            model = pickle.load(f)
+        if not isinstance(model, CostModel):
+            raise TypeError(f"{path} does not hold an autosched cost model")
+        return model
+
+
+class FeatureCache:
+    """Features per (workload key, trace text): a candidate is lowered and read once."""
+
+    def __init__(self, capacity: int = 100_000):
+        self.capacity = capacity
+        self._data: dict[tuple[str, str], np.ndarray] = {}
+
+    def features(self, inputs: Sequence[MeasureInput]) -> np.ndarray:
+        import autosched
+
+        out = np.zeros((len(inputs), N_FEATURES), dtype=np.float32)
+        for i, inp in enumerate(inputs):
+            key = (inp.task.workload_key, inp.trace.dumps())
+            vec = self._data.get(key)
+            if vec is None:
+                try:
+                    sch, args = inp.task.apply(inp.trace)
+                    vec = extract(autosched.lower(sch, args))
+                except Exception:  # noqa: BLE001 - an illegal candidate scores as the zero vector
+                    vec = np.zeros(N_FEATURES, dtype=np.float32)
+                if len(self._data) >= self.capacity:
+                    self._data.pop(next(iter(self._data)))
+                self._data[key] = vec
+            out[i] = vec
+        return out
+
+
+class RandomCostModel(CostModel):
+    """Uniform random scores: random search expressed as a cost model."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+
+    def update(self, inputs, results) -> None:
+        return None
+
+    def predict(self, candidates) -> np.ndarray:
+        return self.rng.random(len(candidates))
+
+
+def normalised_throughput(inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> np.ndarray:
+    """Per task, best cost / cost (1 for the best candidate, 0 for failures)."""
+    return _throughput([i.task.workload_key for i in inputs], [r.cost for r in results])
+
+
+def _throughput(keys: Sequence[str], costs: Sequence[float]) -> np.ndarray:
+    best: dict[str, float] = {}
+    for k, c in zip(keys, costs):
+        best[k] = min(best.get(k, float("inf")), c)
+    return np.array([best[k] / c if np.isfinite(c) and c > 0 else 0.0 for k, c in zip(keys, costs)])
+
+
+class XGBCostModel(CostModel):
+    """Gradient-boosted trees with a pairwise ranking objective on normalised throughput, one group per task."""
+
+    def __init__(self, seed: int = 0, num_rounds: int = 80, max_depth: int = 6, learning_rate: float = 0.2):
+        self.seed = seed
+        self.num_rounds = num_rounds
+        self.params = {
+            "objective": "rank:pairwise",
+            "max_depth": max_depth,
+            "eta": learning_rate,
+            "min_child_weight": 1,
+            "subsample": 1.0,
+            "seed": seed,
+            "nthread": 1,
+            "verbosity": 0,
+        }
+        self.cache = FeatureCache()
+        self._x = np.zeros((0, N_FEATURES), dtype=np.float32)
+        self._keys: list[str] = []  # workload key of each training row
+        self._costs: list[float] = []  # seconds, inf for a failed candidate
+        self._booster = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["cache"] = FeatureCache()
+        state["_booster"] = None if self._booster is None else bytes(self._booster.save_raw("ubj"))
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        raw = state.pop("_booster")
+        self.__dict__.update(state)
+        self._booster = None
+        if raw is not None:
+            import xgboost as xgb
+
+            self._booster = xgb.Booster()
+            self._booster.load_model(bytearray(raw))
+
+    @property
+    def trained(self) -> bool:
+        return self._booster is not None
+
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        """Add the measured candidates and retrain on everything seen so far (trees are cheap at this size)."""
+        if not inputs:
+            return
+        self._x = np.concatenate([self._x, self.cache.features(inputs)])
+        self._keys += [inp.task.workload_key for inp in inputs]
+        self._costs += [res.cost for res in results]
+        self._fit(self._x, _throughput(self._keys, self._costs), self._keys)
+
+    def _fit(self, x: np.ndarray, y: np.ndarray, groups: list[str]) -> None:
+        import xgboost as xgb
+
+        if len(y) < 2 or float(np.max(y)) <= 0.0:
+            return
+        order = np.argsort(np.asarray(groups), kind="stable")
+        xs, ys = x[order], y[order]
+        gs = np.asarray(groups)[order]
+        _, sizes = np.unique(gs, return_counts=True)
+        dtrain = xgb.DMatrix(xs, label=ys)
+        dtrain.set_group(sizes)
+        self._booster = xgb.train(self.params, dtrain, num_boost_round=self.num_rounds)
+
+    def predict(self, candidates: Sequence[MeasureInput]) -> np.ndarray:
+        if not candidates:
+            return np.zeros(0)
+        x = self.cache.features(candidates)
+        if self._booster is None:
+            return np.random.default_rng(self.seed).random(len(candidates))
+        import xgboost as xgb
+
+        return self._booster.predict(xgb.DMatrix(x))
