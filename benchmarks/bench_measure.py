@@ -193,12 +193,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['run_wall_s'] * per:6.0f}ms ({r['run_wall_s'] / w:4.0%}) "
                   f"{r['overhead_s'] * per:5.0f}ms "
                   f"{r['startup_s']:7.1f}s {r['best_gflops']:11.1f}  {r['results']}")
+            build_over = (r["build_wall_s"] - r["build_inside_s"] / r["builders"]) * per
             print(f"{'':16} inside workers per candidate: compile {r['build_inside_s'] * per:.0f} ms "
                   f"on {r['builders']} builder(s) ({r['cached_builds']} cached), "
                   f"load+check+time {r['run_inside_s'] * per:.0f} ms; "
-                  f"builder overhead "
-                  f"{(r['build_wall_s'] - r['build_inside_s'] / r['builders']) * per:.0f} ms, "
-                  f"runner overhead {(r['run_wall_s'] - r['run_inside_s']) * per:.0f} ms")
+                  + (f"builder overhead {build_over:.0f} ms, " if build_over >= 0 else
+                     f"{-build_over:.0f} ms of compiling hidden behind runs, ")
+                  + f"runner overhead {(r['run_wall_s'] - r['run_inside_s']) * per:.0f} ms")
     ag = bench_agreement(backends, args.rounds, threads)
     out["agreement"] = ag
     print(f"\nrunner vs direct timing loop (same library, number={ag['number']}, repeat=5, "
