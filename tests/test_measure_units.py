@@ -194,3 +194,26 @@ def test_runner_buffers_are_aligned_copies():
         b = aligned_copy(a)
         assert b.ctypes.data % 64 == 0 and b.flags.c_contiguous and b.flags.writeable
         assert np.array_equal(a, b) and not np.shares_memory(a, b)
+
+
+def test_libraries_link_with_ld_or_with_the_compiler_driver(tmp_path, monkeypatch):
+    import subprocess
+
+    from autosched.measure import worker
+
+    task = small_matmul(32)
+    built = []
+    for cc in (None, "gcc"):  # ld directly (the fast path), then $CC as export_library links
+        monkeypatch.setattr(worker, "_LD", {})
+        if cc:
+            monkeypatch.setenv("CC", cc)
+        w = BuildWorker(str(tmp_path / (cc or "ld")))
+        r = _build(w, MeasureInput(task, tiled_matmul_trace(task)))
+        assert r.ok, r.error_msg
+        built.append(r)
+        mod = autosched.runtime.load_module(r.artifact_path)
+        arrays = make_inputs(task)
+        mod(*arrays)
+        np.testing.assert_array_equal(arrays[-1], reference_outputs(task, arrays[:-1]))
+    needed = subprocess.run(["readelf", "-d", built[0].artifact_path], capture_output=True, text=True).stdout
+    assert "libm.so" in needed  # standalone: its libraries are recorded
