@@ -149,12 +149,15 @@ def bench_agreement(backends: list[str], rounds: int, threads: int) -> dict:
         try:
             for r in runners.values():  # warm each once
                 r.run(inp, [built])
-            for _ in range(rounds):
-                samples["direct"].append(_direct_seconds(built.artifact_path, arrays, number, 5, threads))
-                for be, r in runners.items():
-                    res = r.run(inp, [built])[0]
-                    assert res.ok, res.error_msg
-                    samples[be].append(res.cost)
+            order = ["direct", *runners]
+            for k in range(rounds):  # interleaved, the order reversed every other round: the machine drifts
+                for who in (order if k % 2 == 0 else order[::-1]):
+                    if who == "direct":
+                        samples["direct"].append(_direct_seconds(built.artifact_path, arrays, number, 5, threads))
+                    else:
+                        res = runners[who].run(inp, [built])[0]
+                        assert res.ok, res.error_msg
+                        samples[who].append(res.cost)
         finally:
             for r in runners.values():
                 r.close()
