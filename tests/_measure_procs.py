@@ -55,14 +55,14 @@ DRIVER = textwrap.dedent("""
     from autosched.te import Trace
     import _measure_workloads
     m = Measurer(backend={backend!r}, config=RunConfig(timeout=120, num_threads=1))
-    print("MEASURING", flush=True)
+    print("MEASURING", m.builder.cache_dir, flush=True)
     m.measure([MeasureInput(autosched.Task("measure_hang"), Trace())])
     print("NOT REACHED", flush=True)
 """)  # no __main__ guard on purpose: workers are not multiprocessing children
 
 
 def ctrl_c_leaves_no_orphans(backend: str, settle: float) -> None:
-    """Start a run that hangs in a kernel, press Ctrl-C, and check every process it started is gone."""
+    """Start a run that hangs in a kernel, press Ctrl-C, and check every process and file it made is gone."""
     tests = os.path.dirname(os.path.abspath(__file__))
     code = DRIVER.format(tests=tests, backend=backend)
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -70,6 +70,8 @@ def ctrl_c_leaves_no_orphans(backend: str, settle: float) -> None:
     try:
         line = p.stdout.readline()
         assert "MEASURING" in line, p.stderr.read()
+        cache_dir = line.split()[1]
+        assert os.path.isdir(cache_dir)
         time.sleep(settle)  # the hanging kernel is running now
         procs = descendants(p.pid)
         assert procs, "the run started no worker process"
@@ -84,3 +86,4 @@ def ctrl_c_leaves_no_orphans(backend: str, settle: float) -> None:
     while time.time() < deadline and any(alive(x) for x in procs):
         time.sleep(0.2)
     assert not [x for x in procs if alive(x)]
+    assert not os.path.exists(cache_dir)  # nor any file it built

@@ -147,6 +147,14 @@ class _BuildJob(_Job):
             build_seconds=time.perf_counter() - self.t0)
 
 
+def _close_builder(procs: list[WorkerProcess], cache_dir: str | None) -> None:
+    close_all(procs)
+    if cache_dir:
+        import shutil
+
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+
 class LocalBuilder(Builder):
     """Builds candidates in ``n_parallel`` worker processes (default: cores - 1).
 
@@ -165,7 +173,9 @@ class LocalBuilder(Builder):
         init = {"cache_dir": self.cache_dir}
         self._procs = [WorkerProcess("build", init, f"autosched-builder-{i}")
                        for i in range(self.parallelism)]
-        self._finalizer = weakref.finalize(self, close_all, self._procs)
+        # also at interpreter exit (Ctrl-C, a forgotten close): stop the workers, remove our libraries
+        self._finalizer = weakref.finalize(self, _close_builder, self._procs,
+                                           self.cache_dir if self._own_dir else None)
 
     @property
     def worker_pids(self) -> list[int]:
@@ -192,10 +202,6 @@ class LocalBuilder(Builder):
     def close(self) -> None:
         if self._finalizer.alive:
             self._finalizer()
-        if self._own_dir:
-            import shutil
-
-            shutil.rmtree(self.cache_dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------

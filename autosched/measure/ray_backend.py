@@ -21,9 +21,11 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any
@@ -353,6 +355,8 @@ class RayBuilder(Builder):
                   for _ in range(self.parallelism)]
         self._pool = _ActorPool(actors)
         self._closed = False
+        # our libraries go at interpreter exit too (Ctrl-C, a forgotten close)
+        self._rmdir = weakref.finalize(self, shutil.rmtree, self.cache_dir, True) if self._own_dir else None
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
         if self._closed:
@@ -387,10 +391,8 @@ class RayBuilder(Builder):
             except Exception:  # noqa: BLE001 - best effort; the directory is a temporary one
                 pass
             self._pool.kill()
-        if self._own_dir:
-            import shutil
-
-            shutil.rmtree(self.cache_dir, ignore_errors=True)
+        if self._rmdir is not None:
+            self._rmdir()
 
 
 # ---------------------------------------------------------------------------
