@@ -26,6 +26,10 @@ def __getattr__(name: str):
         import autosched.database as database
 
         return database
+    if name == "space":  # schedule spaces (templates and generated sketches)
+        import autosched.space as space
+
+        return space
     raise AttributeError(f"module 'autosched' has no attribute {name!r}")
 
 

@@ -90,6 +90,19 @@ class Task:
         trace.replay(sch)
         return sch, args
 
+    def space(self, kind: str = "generated", **options: Any) -> Any:
+        """The schedule space of this task: ``"generated"`` (Ansor-style sketches, for any computation) or
+        ``"template"`` (the workload's AutoTVM-style template for this target kind). See
+        :mod:`autosched.space`; the same space object is returned while no options are given."""
+        from autosched.space import make_space
+
+        if options:
+            return make_space(self, kind, **options)
+        spaces = self.__dict__.setdefault("_spaces", {})
+        if kind not in spaces:
+            spaces[kind] = make_space(self, kind)
+        return spaces[kind]
+
     def default_schedule(self) -> tuple[Schedule, list[Tensor]]:
         """The workload's expert schedule for this target kind, or the untransformed one if it has none."""
         sch, args = self.schedule()

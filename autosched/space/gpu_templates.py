@@ -1,0 +1,99 @@
+"""GPU templates (target kind ``cuda``): blocks and threads with ``bind``, a register tile per thread.
+
+They follow TVM's classic CUDA schedules: the output split into (block,
+thread, inner) tiles bound to ``blockIdx``/``threadIdx``, a ``local``
+accumulator computed at the thread loop, the reduction split, and (matmul)
+``shared`` copies of the operands fetched cooperatively by the block's
+threads. They lower with :func:`autosched.lower`; compiling bound loops is the
+GPU code generator's job (building them for ``llvm`` is refused with a clear
+error).
+"""
+
+from __future__ import annotations
+
+from autosched.space.template import register_template
+
+
+def _cooperative_fetch(sch, cache, nthreads_x: int) -> None:
+    """All axes of a shared copy fused, then split over threadIdx.x."""
+    fused = sch[cache].fuse(*sch[cache].op.axis)
+    _, tx = sch[cache].split(fused, factor=nthreads_x)
+    sch[cache].bind(tx, "threadIdx.x")
+
+
+@register_template("matmul", "cuda")
+def matmul_cuda(cfg, sch, tensors, M, N, K, dtype, **_):
+    A, B, C = tensors
+    cfg.define_split("tile_i", M, num_outputs=3, max_factor=32)
+    cfg.define_split("tile_j", N, num_outputs=3, max_factor=32)
+    cfg.define_split("tile_k", K, num_outputs=2, max_factor=32)
+    cfg.define_knob("shared", [True, False])
+    cfg.define_knob("unroll_k", [True, False])
+    CL = sch.cache_write(C, "local")
+    shared = cfg["shared"].val
+    AS = sch.cache_read(A, "shared", [CL]) if shared else None
+    BS = sch.cache_read(B, "shared", [CL]) if shared else None
+    i, j = sch[C].op.axis
+    by, ty, ii = cfg["tile_i"].apply(sch, C, i)
+    bx, tx, ji = cfg["tile_j"].apply(sch, C, j)
+    sch[C].reorder(by, bx, ty, tx, ii, ji)
+    sch[C].bind(by, "blockIdx.y")
+    sch[C].bind(bx, "blockIdx.x")
+    sch[C].bind(ty, "threadIdx.y")
+    sch[C].bind(tx, "threadIdx.x")
+    sch[CL].compute_at(sch[C], tx)
+    ci, cj = sch[CL].op.axis
+    (k,) = sch[CL].op.reduce_axis
+    ko, ki = cfg["tile_k"].apply(sch, CL, k)
+    sch[CL].reorder(ko, ki, ci, cj)
+    if cfg["unroll_k"].val:
+        sch[CL].unroll(ki)
+    if shared:
+        for cache in (AS, BS):
+            sch[cache].compute_at(sch[CL], ko)
+            _cooperative_fetch(sch, cache, cfg["tile_j"].size[1])
+
+
+@register_template("conv2d", "cuda")
+def conv2d_cuda(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layout, dtype, **_):
+    data, weight, out = tensors
+    OH = (H + 2 * padding - KH) // stride + 1
+    OW = (W + 2 * padding - KW) // stride + 1
+    nchw = layout == "NCHW"
+    cfg.define_split("tile_f", CO, num_outputs=3, max_factor=32)
+    cfg.define_split("tile_y", OH, num_outputs=3, max_factor=16)
+    cfg.define_split("tile_x", OW, num_outputs=3, max_factor=16)
+    cfg.define_split("tile_rc", CI, num_outputs=2, max_factor=32)
+    cfg.define_knob("shared_weight", [True, False])
+    pad = next((t for t in out.op.input_tensors if "pad" in t.op.name), None)
+    if pad is not None:
+        sch[pad].compute_inline()
+    OL = sch.cache_write(out, "local")
+    WS = sch.cache_read(weight, "shared", [OL]) if cfg["shared_weight"].val else None
+    if nchw:
+        n, f, y, x = sch[out].op.axis
+    else:
+        n, y, x, f = sch[out].op.axis
+    bf, tf, fi = cfg["tile_f"].apply(sch, out, f)
+    by, ty, yi = cfg["tile_y"].apply(sch, out, y)
+    bx, tx, xi = cfg["tile_x"].apply(sch, out, x)
+    sch[out].reorder(n, bf, by, bx, tf, ty, tx, fi, yi, xi)
+    bz = sch[out].fuse(n, bf)
+    sch[out].bind(bz, "blockIdx.z")
+    sch[out].bind(by, "blockIdx.y")
+    sch[out].bind(bx, "blockIdx.x")
+    sch[out].bind(tf, "threadIdx.z")
+    sch[out].bind(ty, "threadIdx.y")
+    sch[out].bind(tx, "threadIdx.x")
+    sch[OL].compute_at(sch[out], tx)
+    if nchw:
+        _, cf, cy, cx = sch[OL].op.axis
+        rc, rh, rw = sch[OL].op.reduce_axis
+    else:
+        _, cy, cx, cf = sch[OL].op.axis
+        rh, rw, rc = sch[OL].op.reduce_axis
+    rco, rci = cfg["tile_rc"].apply(sch, OL, rc)
+    sch[OL].reorder(rco, rh, rw, rci, cf, cy, cx)
+    if WS is not None:
+        sch[WS].compute_at(sch[OL], rco)
+        _cooperative_fetch(sch, WS, cfg["tile_x"].size[1])

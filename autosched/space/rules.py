@@ -1,0 +1,324 @@
+"""The built-in CPU sketch rules (Ansor's, adapted to autosched's primitives).
+
+prepare:
+  ``inline``              inline elementwise non-output stages (or leave them for ``default`` to place)
+  ``multi_level_tiling``  plan SSRSRS tiling of reductions with data reuse: fuse an elementwise consumer,
+                          else maybe add a ``cache_write`` stage and fuse into the copy
+schedule (consumers first; first match wins):
+  ``fuse_consumer``       the consumer of a tiled stage follows its tiles; parallel outer loops, vector inner,
+                          the tiled stage computed at level 1 or 2
+  ``tile``                the tiled stage itself: S0 S1 R0 S2 R1 S3 (the levels it still owns), vectorized
+                          innermost, unrolled inner loops
+  ``default``             everything else: root (fused parallel outer loops, vectorized innermost split,
+                          reductions outside the vector loop, unrolled) or at a consumer's loop
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from autosched.space.analysis import const_int, consumes, leaf_extents, within
+from autosched.space.base import split_hint
+from autosched.space.config import divisors, factorizations
+from autosched.space.sketch import SketchContext, SketchRule
+from autosched.te.schedule import Stage
+from autosched.te.trace import Split
+
+MAX_INNERMOST = 64  # Ansor's max_innermost_split_factor
+UNROLL_STEPS = (0, 16, 64, 512)  # Ansor's auto_unroll_max_step candidates on CPU
+SSRSRS = ("S0", "S1", "R0", "S2", "R1", "S3")
+MAX_LOCATIONS = 16
+
+
+# ------------------------------------------------------------------ helpers
+@lru_cache(maxsize=2048)
+def tile_candidates(n: int, levels: int, vector: bool, lanes: int) -> tuple[tuple, tuple]:
+    """Perfect tilings of ``n`` into ``levels`` (innermost <= 64) and sampling weights.
+
+    The innermost level of the vectorized axis prefers a full vector (``lanes``)
+    or half of one; elsewhere small innermost tiles (register blocks) are preferred.
+    """
+    cands = tuple(c for c in factorizations(n, levels) if c[-1] <= MAX_INNERMOST)
+    weights = []
+    for c in cands:
+        t = c[-1]
+        if vector:
+            w = 8.0 if t == lanes else 6.0 if t == lanes // 2 else 2.0 if 1 < t <= lanes else 1.0
+        else:
+            w = 2.0 if t <= 8 else 1.0
+        weights.append(w)
+    return cands, tuple(weights)
+
+
+@lru_cache(maxsize=2048)
+def vector_candidates(n: int, lanes: int) -> tuple[tuple, tuple]:
+    """Vector lengths for a loop of extent ``n``: its divisors up to 64, a full vector preferred."""
+    cands = tuple(d for d in divisors(n) if d <= MAX_INNERMOST)
+    best = max((d for d in cands if d <= lanes), default=1)
+    weights = tuple(8.0 if d == best else 3.0 if 1 < d <= lanes else 0.5 if d == 1 else 1.0 for d in cands)
+    return cands, weights
+
+
+def static_extents(axes) -> list[int] | None:
+    out = []
+    for ax in axes:
+        n = const_int(ax.dom.extent) if ax.dom is not None else None
+        if n is None:
+            return None
+        out.append(n)
+    return out
+
+
+def split_levels(stage: Stage, axis, sizes, first: int):
+    """Split ``axis`` into the loops of levels ``first..len(sizes)-1`` (sizes outermost first)."""
+    loops, rest = [], axis
+    for lv in range(first, len(sizes) - 1):
+        outer, rest = stage.split(rest, factor=math.prod(sizes[lv + 1:]))
+        loops.append(outer)
+    loops.append(rest)
+    return loops
+
+
+def fuse_parallel(ctx: SketchContext, stage: Stage, outer: list, name: str):
+    """Fuse the first k of ``outer`` (k decided: the parallel granularity) and mark the loop parallel."""
+    if not outer:
+        return None, 0
+    k = ctx.decide(name, tuple(range(1, len(outer) + 1)), kind="parallel")
+    loop = stage.fuse(*outer[:k]) if k > 1 else outer[0]
+    stage.parallel(loop)
+    return loop, k
+
+
+def unroll_inner(ctx: SketchContext, stage: Stage, extents: dict, name: str, only=None) -> None:
+    """Unroll the innermost loops while their extents multiply to at most the decided step (Ansor's
+    auto_unroll_max_step; a vector loop counts as its number of native vectors, and is not unrolled);
+    ``only`` restricts which loops may be unrolled."""
+    step = ctx.decide(name, UNROLL_STEPS, kind="unroll")
+    if step == 0:
+        return
+    prod = 1
+    lanes = ctx.vector_lanes(stage.op.dtype)
+    for iv in reversed(stage.leaf_iter_vars):
+        ann = stage.iter_attrs.get(iv)
+        n = extents.get(iv)
+        if ann == "vectorize":  # counts as its number of native vectors
+            prod *= -(-n // lanes) if n is not None else 1
+            continue
+        if ann is not None or n is None:
+            break
+        prod *= n
+        if prod > step:
+            break
+        if n > 1 and (only is None or iv in only):
+            stage.unroll(iv)
+
+
+# -------------------------------------------------------------------- prepare
+class InlineElementwise(SketchRule):
+    """Inline an elementwise, non-output stage into its readers (padding, bias, exp), or keep it
+    (the ``default`` rule then computes it at the root or at a consumer's loop)."""
+
+    name = "inline"
+    phase = "prepare"
+
+    def condition(self, ctx, st):
+        return not st.is_output and not st.is_reduction and st.attach_type == "root" and bool(
+            ctx.sch.readers(st)) and not ctx.info(st)
+
+    def apply(self, ctx, st):
+        if ctx.decide(f"inline/{ctx.key(st)}", (True, False), kind="location", weights=(3.0, 1.0)):
+            st.compute_inline()
+
+
+class MultiLevelTilingPlan(SketchRule):
+    """Plan SSRSRS tiling of a reduction with data reuse; fuse its elementwise consumer, else maybe
+    add a local ``cache_write`` stage (Ansor's "add cache write stage") and fuse into the copy."""
+
+    name = "multi_level_tiling"
+    phase = "prepare"
+
+    def condition(self, ctx, st):
+        info = ctx.info(st)
+        return (st.is_reduction and "tile" not in info and "follow" not in info
+                and static_extents(list(st.op.axis) + list(st.op.reduce_axis)) is not None
+                and ctx.flow.has_reuse(st))
+
+    def apply(self, ctx, st):
+        flow = ctx.flow
+        readers = flow.readers(st)
+        if len(readers) == 1:
+            c = readers[0]
+            cinfo = ctx.info(c)
+            if "follow" not in cinfo and "tile" not in cinfo and flow.identity_reader(st, c):
+                ctx.info(st)["tile"] = {"consumer": c}
+                cinfo["follow"] = st
+                return
+        if ctx.decide(f"cache_write/{ctx.key(st)}", (True, False), kind="structure", weights=(4.0, 1.0)):
+            cache = ctx.cache_write(st, "local")
+            ctx.info(cache)["tile"] = {"consumer": st}
+            ctx.info(st)["follow"] = cache
+        else:
+            ctx.info(st)["tile"] = {"consumer": None}
+
+
+# ------------------------------------------------------------------- schedule
+def spatial_tile(ctx: SketchContext, p: Stage, i: int) -> tuple:
+    """The four tile sizes of spatial axis ``i`` of the tiled stage ``p`` (decided once per run)."""
+    n = static_extents(p.op.axis)[i]
+    cands, w = tile_candidates(n, 4, i == len(p.op.axis) - 1, ctx.vector_lanes(p.op.dtype))
+    return ctx.decide(f"tile/{ctx.origin(p)}/s{i}", cands, kind="tile", weights=w, hint=split_hint(0))
+
+
+def _factor_hint(upcoming, cands):
+    if upcoming and isinstance(upcoming[0], Split) and upcoming[0].factor in cands:
+        return cands.index(upcoming[0].factor)
+    return None
+
+
+class FuseConsumer(SketchRule):
+    """The consumer of a tiled stage splits its axes by the producer's four tile levels, runs its
+    outer loops in parallel, vectorizes the innermost, and computes the producer at level 1 or 2."""
+
+    name = "fuse_consumer"
+
+    def condition(self, ctx, st):
+        return "follow" in ctx.info(st)
+
+    def apply(self, ctx, st):
+        p = ctx.info(st)["follow"]
+        levels: list[list] = [[], [], [], []]
+        tiles = []
+        for i, ax in enumerate(st.op.axis):
+            tiles.append(spatial_tile(ctx, p, i))
+            for lv, loop in enumerate(split_levels(st, ax, tiles[-1], 0)):
+                levels[lv].append(loop)
+        st.reorder(*[a for lv in levels for a in lv])
+        n = len(levels[0])
+        par, k = fuse_parallel(ctx, st, levels[0], f"parallel/{ctx.key(st)}")
+        if tiles[-1][3] > 1:
+            st.vectorize(levels[3][-1])
+        level = ctx.decide(f"fuse_level/{ctx.origin(p)}", (1, 2), kind="location")
+        at = par if (level == 1 and k == n) else levels[level - 1][-1]
+        p.compute_at(st, at)
+        ctx.info(p)["level"] = level
+
+
+class MultiLevelTiling(SketchRule):
+    """SSRSRS on a planned stage: each spatial axis in 4 levels, each reduction axis in 2, ordered
+    S0 S1 R0 S2 R1 S3 (a stage computed inside its consumer at level L keeps the levels from L on)."""
+
+    name = "tile"
+
+    def condition(self, ctx, st):
+        return "tile" in ctx.info(st)
+
+    def apply(self, ctx, st):
+        info = ctx.info(st)
+        first = info.get("level", 0)
+        org = ctx.origin(st)
+        ext: dict = {}
+        levels: dict[str, list] = {tok: [] for tok in SSRSRS}
+        tiles = []
+        for i, ax in enumerate(st.op.axis):
+            tiles.append(spatial_tile(ctx, st, i))
+            for lv, loop in zip(range(first, 4), split_levels(st, ax, tiles[-1], first)):
+                levels[f"S{lv}"].append(loop)
+                ext[loop] = tiles[-1][lv]
+        for j, (ax, n) in enumerate(zip(st.op.reduce_axis, static_extents(st.op.reduce_axis))):
+            cands, _ = tile_candidates(n, 2, False, 16)
+            t = ctx.decide(f"tile/{org}/r{j}", cands, kind="tile", hint=split_hint(0))
+            r0, r1 = st.split(ax, factor=t[1])
+            levels["R0"].append(r0)
+            levels["R1"].append(r1)
+            ext[r0], ext[r1] = t
+        st.reorder(*[a for tok in SSRSRS for a in levels[tok]])
+        if first == 0:
+            fuse_parallel(ctx, st, levels["S0"], f"parallel/{ctx.key(st)}")
+        if tiles[-1][3] > 1:
+            st.vectorize(levels["S3"][-1])
+        unroll_inner(ctx, st, ext, f"unroll/{org}")
+
+
+class DefaultLoops(SketchRule):
+    """Any other stage: at the root with fused parallel outer loops and a vectorized innermost split
+    (reduction loops moved outside it), or computed at a consumer's loop; small reductions unrolled."""
+
+    name = "default"
+
+    def apply(self, ctx, st):
+        key = ctx.key(st)
+        loc = "root"
+        if not st.is_output and "follow" not in ctx.info(st):
+            loc = ctx.decide(f"loc/{key}", location_candidates(ctx, st), kind="location")
+        if loc != "root":
+            _, tkey, pos = loc.split(":")
+            target = ctx.stage(tkey)
+            st.compute_at(target, target.leaf_iter_vars[int(pos)])
+            self.attached(ctx, st)
+        else:
+            self.root(ctx, st)
+
+    def root(self, ctx, st):
+        key = ctx.key(st)
+        sp, rd = list(st.op.axis), list(st.op.reduce_axis)
+        if not sp:
+            unroll_inner(ctx, st, leaf_extents(st), f"unroll/{key}")
+            return
+        n_last = const_int(sp[-1].dom.extent)
+        outer, vec = sp, None
+        if n_last is not None:
+            cands, w = vector_candidates(n_last, ctx.vector_lanes(st.op.dtype))
+            v = ctx.decide(f"vec/{key}", cands, kind="vectorize", weights=w, hint=_factor_hint)
+            if v > 1:
+                lo, vec = st.split(sp[-1], factor=v)
+                outer = sp[:-1] + [lo]
+                if rd:
+                    st.reorder(*outer, *rd, vec)
+        fuse_parallel(ctx, st, outer, f"parallel/{key}")
+        if vec is not None:
+            st.vectorize(vec)
+        if rd:
+            ext = leaf_extents(st)
+            unroll_inner(ctx, st, ext, f"unroll/{key}", only=set(st.leaf_iter_vars) - set(outer))
+
+    def attached(self, ctx, st):
+        key = ctx.key(st)
+        sp, rd = list(st.op.axis), list(st.op.reduce_axis)
+        if sp and ctx.decide(f"vec_at/{key}", (True, False), kind="vectorize", weights=(3.0, 1.0)):
+            if rd:
+                st.reorder(*sp[:-1], *rd, sp[-1])
+            st.vectorize(sp[-1])
+        if rd:
+            ext = {iv: const_int(iv.dom.extent) for iv in rd}
+            unroll_inner(ctx, st, ext, f"unroll/{key}", only=set(rd))
+
+
+def location_candidates(ctx: SketchContext, st: Stage) -> tuple[str, ...]:
+    """``root`` and every loop of an already scheduled stage inside which all readers of ``st`` run:
+    spatial loops before the first reduction loop, outside any vectorized loop (Ansor's compute-at
+    candidates)."""
+    readers = ctx.flow.readers(st)
+    out = ["root"]
+    if not readers:
+        return tuple(out)
+    for t in ctx.scheduled:
+        if t is st or t.attach_type == "inline" or not consumes(ctx.sch, t, st):
+            continue
+        for pos, iv in enumerate(t.leaf_iter_vars):
+            if iv.kind != "spatial" or t.iter_attrs.get(iv) == "vectorize":
+                break
+            if all(within(r, t, pos) for r in readers):
+                out.append(f"at:{ctx.key(t)}:{pos}")
+            if len(out) > MAX_LOCATIONS:
+                return tuple(out)
+    return tuple(out)
+
+
+BUILTIN_RULES: list[SketchRule] = [
+    InlineElementwise(),
+    MultiLevelTilingPlan(),
+    FuseConsumer(),
+    MultiLevelTiling(),
+    DefaultLoops(),
+]
