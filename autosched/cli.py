@@ -20,6 +20,9 @@ def make_parser() -> argparse.ArgumentParser:
     from autosched.database import cli as db_cli  # argparse only; SQLAlchemy is imported when it runs
 
     db_cli.add_parser(sub)
+    from autosched.space import cli as workloads_cli
+
+    workloads_cli.add_parser(sub)
     return p
 
 
@@ -51,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         from autosched.database import cli as db_cli
 
         return db_cli.run(args)
+    if args.command == "workloads":
+        from autosched.space import cli as workloads_cli
+
+        return workloads_cli.run(args)
     parser.print_help()
     return 0
 
