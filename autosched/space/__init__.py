@@ -19,7 +19,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from autosched.space.base import Decision, DecisionRun, Point, Space, SpaceError, point_from_json, point_to_json
+from autosched.space.base import (
+    CANDIDATE_ERRORS,
+    CandidateError,
+    Decision,
+    DecisionRun,
+    Point,
+    Space,
+    SpaceError,
+    point_from_json,
+    point_to_json,
+)
 from autosched.space.config import ConfigSpace, factorizations
 from autosched.space.sketch import (
     GeneratedSpace,
@@ -44,8 +54,8 @@ def make_space(task: Any, kind: str = "generated", **options: Any) -> Space:
 
 
 __all__ = [
-    "ConfigSpace", "Decision", "DecisionRun", "GeneratedSpace", "KINDS", "Point", "SketchContext", "SketchRule",
-    "Space", "SpaceError", "TemplateSpace", "factorizations", "get_template", "list_templates", "make_space",
-    "point_from_json", "point_to_json", "register_sketch_rule", "register_template", "sketch_rules",
-    "unregister_sketch_rule",
+    "CANDIDATE_ERRORS", "CandidateError", "ConfigSpace", "Decision", "DecisionRun", "GeneratedSpace", "KINDS",
+    "Point", "SketchContext", "SketchRule", "Space", "SpaceError", "TemplateSpace", "factorizations",
+    "get_template", "list_templates", "make_space", "point_from_json", "point_to_json",
+    "register_sketch_rule", "register_template", "sketch_rules", "unregister_sketch_rule",
 ]
