@@ -125,21 +125,7 @@ class LLVMModule(Module):
         with _lock:
             mod = llvm.parse_assembly(self.opt_ir)
             obj = target_machine(self.target, for_object=True).emit_object(mod)
-        cc = os.environ.get("CC", "gcc")
-        with tempfile.TemporaryDirectory() as tmp:
-            objpath = os.path.join(tmp, "kernels.o")
-            with open(objpath, "wb") as f:
-                f.write(obj)
-            libs = ["-lm"]
-            if "GOMP_parallel" in self.opt_ir:
-                libs.insert(0, "-lgomp")
-            cmd = [cc, "-shared", "-o", path, objpath, *libs]
-            try:
-                res = subprocess.run(cmd, capture_output=True, text=True)
-            except FileNotFoundError:
-                raise CodegenError(f"export_library needs a C compiler to link: {cc!r} was not found") from None
-            if res.returncode != 0:
-                raise CodegenError(f"linking {path} failed ({' '.join(cmd)}):\n{res.stderr}")
+        link_shared(obj, path, parallel="GOMP_parallel" in self.opt_ir)
 
 
 def _add_metadata(module: ir.Module, sigs: list[dict], entry: str) -> None:
@@ -148,6 +134,47 @@ def _add_metadata(module: ir.Module, sigs: list[dict], entry: str) -> None:
     g = ir.GlobalVariable(module, ty, METADATA_SYMBOL)
     g.initializer = ir.Constant(ty, bytearray(data))
     g.global_constant = True
+
+
+def generate_ir(func: S.PrimFunc, target: Target) -> tuple[str, dict]:
+    """LLVM IR text of one PrimFunc (with its embedded signature) and the signature itself."""
+    cg = CodeGenLLVM(func.name, int(target.options.get("num-cores", 0)))
+    cg.add_function(func)
+    if cg.uses_parallel:
+        _gomp_available()
+    sig = signature(func)
+    _add_metadata(cg.module, [sig], func.name)
+    return str(cg.module), sig
+
+
+def compile_object(ir_text: str, target: Target) -> bytes:
+    """Optimise IR at -O3 for ``target`` and emit position-independent object code (no JIT engine)."""
+    with _lock:
+        init_llvm()
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+        tm = target_machine(target, for_object=True)
+        mod.triple = llvm.get_process_triple()
+        mod.data_layout = str(tm.target_data)
+        optimize(mod, tm)
+        return tm.emit_object(mod)
+
+
+def link_shared(obj: bytes, path: str, parallel: bool) -> None:
+    """Link object code into a shared library with the system C compiler (``$CC``, default gcc)."""
+    cc = os.environ.get("CC", "gcc")
+    with tempfile.TemporaryDirectory() as tmp:
+        objpath = os.path.join(tmp, "kernels.o")
+        with open(objpath, "wb") as f:
+            f.write(obj)
+        libs = ["-lgomp", "-lm"] if parallel else ["-lm"]
+        cmd = [cc, "-shared", "-o", path, objpath, *libs]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True)
+        except FileNotFoundError:
+            raise CodegenError(f"export_library needs a C compiler to link: {cc!r} was not found") from None
+        if res.returncode != 0:
+            raise CodegenError(f"linking {path} failed ({' '.join(cmd)}):\n{res.stderr}")
 
 
 def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", name: str = "main") -> Module:
@@ -166,13 +193,7 @@ def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", nam
         func = lower(sch, args, name=name)
     else:
         raise TypeError(f"build expects a te.Schedule or a PrimFunc, got {type(sch).__name__}")
-    cg = CodeGenLLVM(func.name, int(tgt.options.get("num-cores", 0)))
-    cg.add_function(func)
-    if cg.uses_parallel:
-        _gomp_available()
-    sig = signature(func)
-    _add_metadata(cg.module, [sig], func.name)
-    ir_text = str(cg.module)
+    ir_text, sig = generate_ir(func, tgt)
     key = hashlib.sha256(f"{ir_text}\0{tgt.key}\0{tgt.mattr}".encode()).hexdigest()
     with _lock:
         hit = _cache.get(key)

@@ -168,31 +168,14 @@ def compile_library(func: Any, target: Any, cache_dir: str) -> tuple[str, bool]:
     The same steps as ``autosched.build(...).export_library(...)`` without the JIT
     engine that a measurement never uses (a third of the build time).
     """
-    import llvmlite.binding as llvm
+    from autosched.codegen.build import compile_object, generate_ir
 
-    from autosched.codegen import build as cb
-    from autosched.codegen.llvm import CodeGenLLVM, _gomp_available, init_llvm
-
-    cg = CodeGenLLVM(func.name, int(target.options.get("num-cores", 0)))  # as autosched.build does
-    cg.add_function(func)
-    if cg.uses_parallel:
-        _gomp_available()
-    sig = cb.signature(func)
-    cb._add_metadata(cg.module, [sig], func.name)
-    ir_text = str(cg.module)
+    ir_text, _ = generate_ir(func, target)  # as autosched.build does
     digest = hashlib.sha256(f"{_compiler_id(target)}\n{ir_text}".encode()).hexdigest()[:40]
     path = os.path.join(cache_dir, f"{digest}.so")
     if os.path.exists(path):
         return path, True
-    with cb._lock:
-        init_llvm()
-        mod = llvm.parse_assembly(ir_text)
-        mod.verify()
-        tm = cb.target_machine(target, for_object=True)
-        mod.triple = llvm.get_process_triple()
-        mod.data_layout = str(tm.target_data)
-        cb.optimize(mod, tm)
-        obj = tm.emit_object(mod)
+    obj = compile_object(ir_text, target)
     os.makedirs(cache_dir, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="link-", dir=cache_dir)
     try:
