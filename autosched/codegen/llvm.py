@@ -27,7 +27,7 @@ PTR = ir.PointerType()
 VOID = ir.VoidType()
 STACK_LIMIT_BYTES = 64 * 1024
 NATIVE_VECTOR_BYTES = 64  # AVX-512; wider LLVM vectors are legalised into awkward pieces
-UNROLL_LIMIT = 64
+UNROLL_LIMIT = 256  # statements one nest of unrolled loops may expand into
 
 _TYPES = {
     "float32": ir.FloatType(),
@@ -95,6 +95,7 @@ class CodeGenLLVM:
         self.module.triple = llvm.get_process_triple()
         self._decls: dict[str, ir.Function] = {}
         self._counter = 0
+        self._unrolled = 1  # product of the unrolled loops being expanded
         self.num_threads = num_threads  # 0: libgomp's default (OMP_NUM_THREADS or every core)
         self.uses_parallel = False
         # buffers on the stack: every loop index of their region lies inside them, so vector code may
@@ -419,10 +420,15 @@ class CodeGenLLVM:
             if _gomp_available():
                 self._parallel_for(s)
                 return
-        if s.kind == "unrolled" and isinstance(s.extent, IntImm) and s.extent.value <= UNROLL_LIMIT:
+        if (s.kind == "unrolled" and isinstance(s.extent, IntImm)
+                and self._unrolled * s.extent.value <= UNROLL_LIMIT):
+            # nested unrolled loops multiply: past the budget the loop stays a loop (LLVM may still unroll it),
+            # which keeps IR size, and so compile time, bounded
+            self._unrolled *= s.extent.value
             for i in range(s.extent.value):
                 self.cur.vars[s.var] = ir.Constant(I64, i)
                 self.stmt(s.body)
+            self._unrolled //= s.extent.value
             return
         if s.kind == "vectorized" and can_vectorize(s.body, s.var):
             self._vector_for(s)

@@ -182,4 +182,4 @@ def leaf_pos(stage: Stage, iv: IterVar) -> int:
 
 
 def consumes(sch: Schedule, consumer: Stage, producer: Stage) -> bool:
-    return sch._consumes(consumer, producer)
+    return sch.consumes(consumer, producer)

@@ -381,7 +381,7 @@ class Schedule:
                 f"compute_at of stage '{stage.name}' at axis '{iv.name}' of '{target.name}': "
                 f"'{target.name}' is inlined and has no loops"
             )
-        if not self._consumes(target, stage):
+        if not self.consumes(target, stage):
             raise ScheduleError(
                 f"compute_at of stage '{stage.name}' at axis '{iv.name}' of stage '{target.name}': "
                 f"'{target.name}' does not read '{stage.name}', so this is outside the consumer's loop nest "
@@ -489,7 +489,7 @@ class Schedule:
                 out.append(s)
         return out
 
-    def _consumes(self, consumer: Stage, producer: Stage) -> bool:
+    def consumes(self, consumer: Stage, producer: Stage) -> bool:
         """Whether ``consumer`` reads ``producer``, directly or through intermediate stages."""
         seen = set()
         todo = [producer]
