@@ -30,6 +30,14 @@ def __getattr__(name: str):
         import autosched.space as space
 
         return space
+    if name == "search":  # search policies and the tuning loop
+        import autosched.search as search
+
+        return search
+    if name == "tune":
+        from autosched.search import tune
+
+        return tune
     raise AttributeError(f"module 'autosched' has no attribute {name!r}")
 
 
@@ -59,6 +67,8 @@ __all__ = [
     "apply_history_best",
     "database",
     "register_workload",
+    "search",
+    "tune",
     "__version__",
     "build",
     "lower",

@@ -1,0 +1,69 @@
+"""``annealing``: AutoTVM's model-based tuner. Simulated annealing walks a set of points through the space,
+scored by the cost model; the best-scored unmeasured traces it met are measured next.
+
+Each ``propose``: ``points`` (kept from the last call, so the walk goes on) are mutated ``n_iter`` times; a
+move is taken with probability ``exp((new - old) / (t * scale))`` where ``t`` cools linearly from
+``temperature[0]`` to ``temperature[1]`` and ``scale`` is the spread of the scores (the ranking model's
+scores have no fixed unit). A fraction ``eps`` of each batch is random samples (exploration), and so is the
+whole batch until the model has learned from a first one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autosched.search.policy import SearchPolicy, register_policy
+from autosched.space.base import SpaceError
+from autosched.te.trace import Trace
+
+
+@register_policy("annealing")
+class AnnealingPolicy(SearchPolicy):
+    uses_model = True
+
+    def __init__(self, context, parallel_size: int = 32, n_iter: int = 8,
+                 temperature: tuple[float, float] = (1.0, 0.0), eps: float = 0.05):
+        super().__init__(context)
+        self.parallel_size, self.n_iter, self.temperature, self.eps = parallel_size, n_iter, temperature, eps
+        self.points: list[Trace] = []
+
+    def _mutate(self, trace: Trace) -> Trace:
+        try:
+            return self.context.space.mutate(trace, self.context.rng)
+        except SpaceError:  # no legal neighbour: stay
+            return trace
+
+    def propose(self, n: int) -> list[Trace]:
+        ctx = self.context
+        if not ctx.model_ready:
+            return ctx.sample_new(n)
+        # continue the walk from the last points, topped up with the best measured and fresh samples
+        points = (self.points or ctx.best(self.parallel_size // 4))[: self.parallel_size]
+        if len(points) < self.parallel_size:
+            points = points + ctx.space.sample(self.parallel_size - len(points), ctx.rng)
+        scores = ctx.predict(points)
+        found: dict[str, tuple[float, Trace]] = {}  # unmeasured traces met, by text: (score, trace)
+
+        def note(traces: list[Trace], sc: np.ndarray) -> None:
+            for t, s in zip(traces, sc):
+                if ctx.is_new(t):
+                    found[t.dumps()] = (float(s), t)
+
+        note(points, scores)
+        t0, t1 = self.temperature
+        for k in range(self.n_iter):
+            t = t0 - (t0 - t1) * k / max(1, self.n_iter)
+            new = [self._mutate(p) for p in points]
+            new_scores = ctx.predict(new)
+            note(new, new_scores)
+            scale = float(np.std(np.concatenate([scores, new_scores]))) or 1.0
+            with np.errstate(over="ignore"):
+                prob = np.exp(np.minimum((new_scores - scores) / (t * scale + 1e-9), 0.0))
+            take = ctx.rng.random(len(points)) < prob
+            points = [b if m else a for a, b, m in zip(points, new, take)]
+            scores = np.where(take, new_scores, scores)
+        self.points = points
+        n_rand = int(round(self.eps * n))
+        ranked = sorted(found.values(), key=lambda st: -st[0])
+        out = [t for _, t in ranked[: n - n_rand]]
+        return ctx.new_only(out + ctx.sample_new(n - len(out)))[:n]

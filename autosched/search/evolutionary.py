@@ -1,0 +1,67 @@
+"""``evolutionary``: Ansor's evolutionary search. Each batch is bred in the cost model's imagination and only
+its best are measured.
+
+The population starts from the best measured traces (a ``seed_fraction`` of it) and fresh samples of the
+space. For ``generations`` rounds, parents are drawn by rank of model score; a child is a crossover of two
+parents (probability ``crossover_prob``) or a mutation of one, and the best ``population`` of parents and
+children survive. The batch is the best-scored unmeasured traces met on the way, except an ``eps`` fraction
+of random samples (epsilon-greedy exploration); until the model has learned anything it is all random.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autosched.search.policy import SearchPolicy, register_policy
+from autosched.space.base import SpaceError
+from autosched.te.trace import Trace
+
+
+@register_policy("evolutionary")
+class EvolutionaryPolicy(SearchPolicy):
+    uses_model = True
+
+    def __init__(self, context, population: int = 64, generations: int = 4, crossover_prob: float = 0.15,
+                 seed_fraction: float = 0.25, eps: float = 0.05):
+        super().__init__(context)
+        self.population, self.generations, self.eps = population, generations, eps
+        self.crossover_prob, self.seed_fraction = crossover_prob, seed_fraction
+
+    def _child(self, parents: list[Trace], weights: np.ndarray) -> Trace:
+        space, rng = self.context.space, self.context.rng
+        i, j = rng.choice(len(parents), size=2, p=weights)
+        try:
+            if rng.random() < self.crossover_prob and i != j:
+                return space.crossover(parents[i], parents[j], rng)
+            return space.mutate(parents[i], rng)
+        except SpaceError:  # no legal child of these parents
+            return parents[i]
+
+    def propose(self, n: int) -> list[Trace]:
+        ctx = self.context
+        if not ctx.model_ready:
+            return ctx.sample_new(n)
+        pop = ctx.best(int(self.population * self.seed_fraction))
+        pop = pop + ctx.space.sample(self.population - len(pop), ctx.rng)
+        scores = ctx.predict(pop)
+        found = {t.dumps(): (float(s), t) for t, s in zip(pop, scores) if ctx.is_new(t)}
+        for _ in range(self.generations):
+            rank = np.empty(len(pop))
+            rank[np.argsort(-scores)] = np.arange(len(pop))
+            weights = 1.0 / (rank + 1.0)  # the best parents are drawn most often
+            children = [self._child(pop, weights / weights.sum()) for _ in range(self.population)]
+            child_scores = ctx.predict(children)
+            found.update((t.dumps(), (float(s), t)) for t, s in zip(children, child_scores) if ctx.is_new(t))
+            both, both_scores = pop + children, np.concatenate([scores, child_scores])
+            keep, texts = [], set()
+            for i in np.argsort(-both_scores, kind="stable"):  # survivors: the best distinct traces
+                if both[i].dumps() not in texts:
+                    texts.add(both[i].dumps())
+                    keep.append(i)
+                if len(keep) == self.population:
+                    break
+            pop, scores = [both[i] for i in keep], both_scores[keep]
+        n_rand = int(round(self.eps * n))
+        ranked = sorted(found.values(), key=lambda st: -st[0])
+        out = [t for _, t in ranked[: n - n_rand]]
+        return ctx.new_only(out + ctx.sample_new(n - len(out)))[:n]

@@ -1,0 +1,195 @@
+"""The search-policy interface, the tuning context it sees, and the registry of policies by name.
+
+A policy is the smallest thing that can steer a tuning run (AutoTVM's ``Tuner`` protocol)::
+
+    @autosched.search.register_policy("mine")
+    class Mine(autosched.search.SearchPolicy):
+        def propose(self, n):                      # up to n traces to measure next
+            return self.context.space.sample(n, self.context.rng)
+
+        def update(self, inputs, results):         # optional: learn from what was measured
+            ...
+
+``self.context`` (a :class:`TuneContext`) holds the task, its space, the cost
+model (or None), the database, a seeded ``numpy`` generator, and what has been
+measured. The tuning loop (:func:`autosched.tune`) owns everything else: it
+never measures a trace twice (proposals already measured are dropped), commits
+every result, trains the cost model, and stops early. Policies installed by
+other packages are found through the entry-point group
+``autosched.search_policies`` (``name = "package.module:PolicyClass"``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import importlib.metadata
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autosched.te.trace import Trace
+
+log = logging.getLogger("autosched.search")
+
+ENTRY_POINT_GROUP = "autosched.search_policies"
+
+
+@dataclass
+class TuneContext:
+    """What a policy may read: the tuning run's task, space, cost model, database and generator.
+
+    ``measured`` holds the canonical texts (``trace.dumps()``) of every trace measured for this task,
+    including those found in the database when the run started; :meth:`best` gives the fastest ones.
+    """
+
+    task: Any
+    space: Any
+    cost_model: Any = None
+    database: Any = None
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    measured: set[str] = field(default_factory=set)
+    _best: list[tuple[float, int, Trace]] = field(default_factory=list, init=False, repr=False)  # a heap
+    _n: int = field(default=0, init=False, repr=False)
+
+    def is_new(self, trace: Trace) -> bool:
+        """True when ``trace`` was never measured for this task."""
+        return trace.dumps() not in self.measured
+
+    def new_only(self, traces: Sequence[Trace]) -> list[Trace]:
+        """``traces`` without the measured ones and without repeats, in order."""
+        seen: set[str] = set()
+        out = []
+        for t in traces:
+            text = t.dumps()
+            if text not in self.measured and text not in seen:
+                seen.add(text)
+                out.append(t)
+        return out
+
+    def record(self, trace: Trace, cost: float) -> None:
+        """Note a measured trace (the tuning loop calls this; ``cost`` is inf for a failure)."""
+        self.measured.add(trace.dumps())
+        if np.isfinite(cost):
+            self._n += 1
+            heapq.heappush(self._best, (cost, self._n, trace))
+
+    def best(self, k: int = 1) -> list[Trace]:
+        """The ``k`` fastest measured traces, fastest first."""
+        return [t for _, _, t in heapq.nsmallest(k, self._best)]
+
+    @property
+    def model_ready(self) -> bool:
+        """True when a cost model is there and has learned something (its scores mean more than chance)."""
+        return self.cost_model is not None and bool(getattr(self.cost_model, "trained", True))
+
+    def sample_new(self, n: int, tries: int = 4) -> list[Trace]:
+        """Up to ``n`` distinct random traces of the space that were never measured."""
+        out: list[Trace] = []
+        for _ in range(tries):
+            out = self.new_only(out + self.space.sample(2 * n, self.rng))
+            if len(out) >= n:
+                break
+        return out[:n]
+
+    def predict(self, traces: Sequence[Trace]) -> np.ndarray:
+        """Cost-model scores for ``traces`` (higher is faster); zeros without a model."""
+        if self.cost_model is None or not traces:
+            return np.zeros(len(traces))
+        from autosched.measure.result import MeasureInput
+
+        return np.asarray(self.cost_model.predict([MeasureInput(self.task, t) for t in traces]), dtype=float)
+
+
+class SearchPolicy:
+    """Proposes traces to measure and learns from their results. Subclass it and register it.
+
+    ``uses_model``: the tuning loop gives an XGBoost model by default when True (else none, unless asked).
+    ``space_kind``: the space the policy searches by default (``"generated"`` or ``"template"``).
+    Keyword options given to :func:`autosched.tune` as ``policy_options`` go to ``__init__``.
+    """
+
+    name = "policy"
+    uses_model = False
+    space_kind = "generated"
+
+    def __init__(self, context: TuneContext):
+        self.context = context
+
+    def propose(self, n: int) -> list[Trace]:
+        """Up to ``n`` traces to measure next; an empty list says the policy has nothing new."""
+        raise NotImplementedError
+
+    def update(self, inputs: Sequence[Any], results: Sequence[Any]) -> None:
+        """Learn from measured ``MeasureInput``s and their ``MeasureResult``s (``error_kind`` None on success)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.context.task})"
+
+
+_POLICIES: dict[str, type[SearchPolicy]] = {}
+
+
+def register_policy(name: str, *, replace: bool = False):
+    """Class decorator: ``@register_policy("mine")`` makes ``tune(task, policy="mine")`` use it."""
+
+    def do(cls: type[SearchPolicy]) -> type[SearchPolicy]:
+        if not (isinstance(cls, type) and issubclass(cls, SearchPolicy)):
+            raise TypeError(f"register_policy({name!r}) expects a SearchPolicy subclass, got {cls!r}")
+        if name in _POLICIES and _POLICIES[name] is not cls and not replace:
+            raise ValueError(f"a search policy named {name!r} is already registered ({_POLICIES[name].__name__}); "
+                             "pass replace=True to override it")
+        if "name" not in vars(cls):  # a class registered under a second name keeps its first
+            cls.name = name
+        _POLICIES[name] = cls
+        return cls
+
+    return do
+
+
+def unregister_policy(name: str) -> None:
+    _POLICIES.pop(name, None)
+
+
+def _load_builtins() -> None:
+    from autosched.search import annealing, evolutionary, grid, random_search  # noqa: F401 (they register)
+
+
+def _load_entry_points() -> None:
+    """Register the policies that installed packages declare in the ``autosched.search_policies`` group."""
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in _POLICIES:
+            continue
+        try:
+            obj = ep.load()
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not break autosched
+            log.warning("search policy %r from entry point %r could not be loaded: %s", ep.name, ep.value, e)
+            continue
+        if isinstance(obj, type) and issubclass(obj, SearchPolicy):
+            register_policy(ep.name)(obj)
+        elif ep.name not in _POLICIES:  # a module that registers its policies when imported is fine too
+            log.warning("entry point %r (%s) gave %r, not a SearchPolicy subclass", ep.name, ep.value, obj)
+
+
+def list_policies() -> list[str]:
+    """Names of every policy: built-in, registered in this process, and from installed packages."""
+    _load_builtins()
+    _load_entry_points()
+    return sorted(_POLICIES)
+
+
+def get_policy(name: str) -> type[SearchPolicy]:
+    """The policy class registered as ``name`` (looked up in installed packages' entry points too)."""
+    _load_builtins()
+    if name not in _POLICIES:
+        _load_entry_points()
+    if name not in _POLICIES:
+        raise ValueError(f"unknown search policy {name!r}; available: {', '.join(sorted(_POLICIES))}")
+    return _POLICIES[name]
+
+
+__all__ = ["ENTRY_POINT_GROUP", "SearchPolicy", "TuneContext", "get_policy", "list_policies", "register_policy",
+           "unregister_policy"]

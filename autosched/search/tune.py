@@ -1,0 +1,205 @@
+"""The tuning loop: ask the policy, measure what is new, commit it, teach the model, repeat.
+
+:func:`tune` owns what every policy needs and none should re-implement:
+
+* **no trace is measured twice**: proposals already measured (in this run or any earlier one in the
+  database) are dropped before measuring;
+* **resume**: records of the task already in the database warm the cost model and the policy
+  (``update``) and fill ``context.measured`` and ``context.best()``;
+* **every result is committed** (failures too, so they are not retried), batch by batch, under a tuning
+  run (``db.runs()``) that ends as done, interrupted or failed;
+* **stopping**: after ``trials`` new measurements, after ``early_stopping`` trials without a better
+  candidate, when the policy proposes nothing new ``stale_rounds`` times in a row, when the measurer gives
+  up on a run of failures (:class:`~autosched.measure.TooManyFailures`), or when a callback sets
+  ``state.stop_reason``; each says why in the log (``autosched.search``) and in ``state.stop_reason``;
+* the best few of the run are re-measured (longer) before the best record is returned.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autosched.errors import AutoschedError
+from autosched.measure.measurer import Measurer, TooManyFailures
+from autosched.measure.result import MeasureInput
+from autosched.search.policy import SearchPolicy, TuneContext, get_policy, log
+
+Callback = Callable[["TuneState", Sequence[Any], Sequence[Any]], None]
+
+
+class TuningFailed(AutoschedError):
+    """The run ended without a single successful measurement; the message says what went wrong."""
+
+
+@dataclass
+class TuneState:
+    """The progress of a :func:`tune` run, given to callbacks after each batch (``callback(state, inputs,
+    results)``). A callback stops the run by setting ``stop_reason``."""
+
+    task: Any
+    trials: int
+    policy: SearchPolicy
+    context: TuneContext
+    trials_done: int = 0  # measured in this run
+    resumed: int = 0  # records found in the database at the start
+    failures: int = 0  # failed measurements in this run
+    best_cost: float = math.inf  # seconds, over this run and the resumed records
+    best_trial: int = 0  # trials_done when best_cost was reached (0: a resumed record)
+    started: float = 0.0
+    stop_reason: str | None = None
+
+    @property
+    def best_gflops(self) -> float:
+        return self.task.flop / self.best_cost / 1e9 if math.isfinite(self.best_cost) else 0.0
+
+    @property
+    def elapsed(self) -> float:
+        return time.time() - self.started
+
+
+def _make_space(task: Any, space: Any, policy_cls: type[SearchPolicy]) -> Any:
+    if space is None:
+        return task.space(policy_cls.space_kind)
+    if isinstance(space, str):
+        return task.space(space)
+    return space
+
+
+def _make_model(cost_model: Any, policy_cls: type[SearchPolicy], seed: int) -> Any:
+    from autosched.cost_model import RandomCostModel, XGBCostModel
+
+    if cost_model is None:
+        return XGBCostModel(seed=seed) if policy_cls.uses_model else None
+    if cost_model == "xgb":
+        return XGBCostModel(seed=seed)
+    if cost_model == "random":
+        return RandomCostModel(seed=seed)
+    if isinstance(cost_model, str):
+        raise ValueError(f"unknown cost model {cost_model!r}; use 'xgb', 'random' or a CostModel instance")
+    return cost_model
+
+
+def _resume(state: TuneState, db: Any) -> None:
+    """Warm the context, the model and the policy from the task's records in the database."""
+    ctx, inputs, results = state.context, [], []
+    for rec in db.records(state.task):
+        try:
+            inp = MeasureInput(state.task, rec.trace)
+        except Exception as e:  # noqa: BLE001 - a record this version cannot read is skipped, not fatal
+            log.warning("skipping a stored record of %s that does not load: %s", state.task, e)
+            continue
+        res = rec.result
+        inputs.append(inp)
+        results.append(res)
+        ctx.record(inp.trace, res.cost)
+        state.best_cost = min(state.best_cost, res.cost)
+    state.resumed = len(inputs)
+    if inputs:
+        log.info("resuming %s: %d records in the database (best %.3g GFLOPS) warm the model and are skipped",
+                 state.task, len(inputs), state.best_gflops)
+        if ctx.cost_model is not None:
+            ctx.cost_model.update(inputs, results)
+        state.policy.update(inputs, results)
+
+
+def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutionary", space: Any = None,
+         cost_model: Any = None, database: Any = None, measurer: Any = None, builder: Any = None,
+         runner: Any = None, backend: str | None = None, run_config: Any = None, batch_size: int = 16,
+         seed: int = 0, early_stopping: int | None = None, callbacks: Sequence[Callback] = (),
+         policy_options: dict | None = None, remeasure: int = 3, stale_rounds: int = 3) -> Any:
+    """Tune ``task`` with ``trials`` new measurements; returns the best record (a
+    :class:`~autosched.database.TuningRecord`) in the database for the task, or None if there is none.
+
+    ``policy``: a registered name (:func:`~autosched.search.list_policies`) or a SearchPolicy subclass,
+    built with ``policy_options``. ``space``: ``"generated"``, ``"template"`` or a Space (default: the
+    policy's ``space_kind``). ``cost_model``: ``"xgb"``, ``"random"`` or a CostModel (default: XGBoost for
+    policies that use one). ``database``: a Database, URL or path (default: the user's database).
+    Measurement: a ``measurer`` (anything with ``measure(inputs)``), or a ``builder`` and ``runner``, or a
+    ``backend`` (``"ray"``, ``"local"``) with ``run_config``. ``early_stopping``: stop after that many trials
+    without improvement. ``callbacks``: ``callback(state, inputs, results)`` after each batch. Raises
+    :class:`TuningFailed` when the measurer gives up and nothing was ever measured successfully.
+    """
+    from autosched.database.database import open_database  # SQLAlchemy: imported when tuning starts
+
+    if trials < 0 or batch_size < 1:
+        raise ValueError(f"need trials >= 0 and batch_size >= 1, got trials={trials}, batch_size={batch_size}")
+    policy_cls = get_policy(policy) if isinstance(policy, str) else policy
+    policy_name = policy if isinstance(policy, str) else policy_cls.name
+    db, own_db = open_database(database)
+    own_measurer = measurer is None
+    try:
+        ctx = TuneContext(task, _make_space(task, space, policy_cls), _make_model(cost_model, policy_cls, seed),
+                          db, np.random.default_rng(seed))
+        state = TuneState(task, trials, policy_cls(ctx, **(policy_options or {})), ctx, started=time.time())
+        _resume(state, db)
+        if own_measurer:
+            measurer = (Measurer(builder, runner, config=run_config) if builder is not None or runner is not None
+                        else Measurer(backend=backend, config=run_config, seed=seed))
+        config = {"batch_size": batch_size, "space": getattr(ctx.space, "kind", type(ctx.space).__name__),
+                  "cost_model": type(ctx.cost_model).__name__ if ctx.cost_model is not None else None,
+                  "policy_options": policy_options or {}, "resumed": state.resumed}
+        with db.tuning_run(policy_name, seed=seed, trials=trials, target=task.target, config=config) as run:
+            _loop(state, measurer, db, run, batch_size, early_stopping, callbacks, stale_rounds)
+            if remeasure > 0 and state.trials_done > state.failures and hasattr(measurer, "remeasure_top"):
+                again = measurer.remeasure_top(remeasure)
+                if again:
+                    db.commit_many(again, run=run)
+        best = db.best(task, k=1)
+        if best:
+            log.info("%s: best %.3g GFLOPS after %d trials (%s)", task, best[0].gflops(task.flop),
+                     state.trials_done, state.stop_reason or "done")
+        return best[0] if best else None
+    finally:
+        if own_measurer and measurer is not None:
+            measurer.close()
+        if own_db:
+            db.close()
+
+
+def _loop(state: TuneState, measurer: Any, db: Any, run: Any, batch_size: int, early_stopping: int | None,
+          callbacks: Sequence[Callback], stale_rounds: int) -> None:
+    ctx, task, stale = state.context, state.task, 0
+    while state.trials_done < state.trials and state.stop_reason is None:
+        want = min(batch_size, state.trials - state.trials_done)
+        traces = ctx.new_only(state.policy.propose(want))[:want]
+        if not traces:
+            stale += 1
+            if stale >= stale_rounds:
+                state.stop_reason = (f"the {state.policy.name} policy proposed nothing new {stale} times in a row "
+                                     f"(space exhausted? {len(ctx.measured)} traces measured for this task)")
+            continue
+        stale = 0
+        inputs = [MeasureInput(task, t) for t in traces]
+        gave_up = None
+        try:
+            results = measurer.measure(inputs)
+        except TooManyFailures as e:
+            results, gave_up = e.results, e
+        db.commit_many(zip(inputs, results), run=run)
+        for inp, res in zip(inputs, results):
+            ctx.record(inp.trace, res.cost)
+            state.trials_done += 1
+            state.failures += not res.ok
+            if res.cost < state.best_cost:
+                state.best_cost, state.best_trial = res.cost, state.trials_done
+        if ctx.cost_model is not None:
+            ctx.cost_model.update(inputs, results)
+        state.policy.update(inputs, results)
+        log.info("%s: %d/%d trials, best %.3g GFLOPS", task, state.trials_done, state.trials, state.best_gflops)
+        for cb in callbacks:
+            cb(state, inputs, results)
+        if gave_up is not None:
+            if not math.isfinite(state.best_cost):
+                raise TuningFailed(f"tuning {task} stopped: every candidate failed. {gave_up}") from gave_up
+            state.stop_reason = str(gave_up)
+        elif early_stopping is not None and state.trials_done - state.best_trial >= early_stopping:
+            state.stop_reason = f"early stopping: no better candidate in the last {early_stopping} trials"
+    if state.stop_reason:
+        log.warning("%s: stopped after %d of %d trials: %s", task, state.trials_done, state.trials,
+                    state.stop_reason)

@@ -1,0 +1,222 @@
+"""Search policies and the tuning loop (autosched.search, autosched.tune).
+
+Most tests measure with ``FakeMeasurer`` (a deterministic cost per trace, no compiling) so that they test
+the loop and the policies, fast; one test tunes for real with the process-pool backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+import autosched
+from autosched.database import Database
+from autosched.measure import MeasureResult, TooManyFailures
+from autosched.search import SearchPolicy, TuningFailed, list_policies, register_policy, tune, unregister_policy
+
+TASK = autosched.Task("matmul", dict(M=64, N=64, K=64))
+SMALL = {"annealing": dict(parallel_size=16, n_iter=3), "evolutionary": dict(population=24, generations=2)}
+
+
+def fake_cost(text: str) -> float:
+    return 1e-4 * (1 + int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 2**32)
+
+
+class FakeMeasurer:
+    """Costs from a hash of the trace; remembers every trace it was asked to measure."""
+
+    def __init__(self, fail_after: int | None = None):
+        self.seen: list[str] = []
+        self.fail_after = fail_after
+
+    def measure(self, inputs):
+        self.seen += [i.trace.dumps() for i in inputs]
+        if self.fail_after is None:
+            return [MeasureResult(costs=[fake_cost(i.trace.dumps())]) for i in inputs]
+        results = [MeasureResult(error_kind="compile_error", error_msg="boom") for _ in inputs]
+        if len(self.seen) >= self.fail_after:
+            raise TooManyFailures("measurement stopped: the last candidates all failed", "boom", results)
+        return results
+
+    def close(self):
+        raise AssertionError("tune must not close a measurer it was given")
+
+
+@pytest.fixture
+def db(tmp_path):
+    with Database(tmp_path / "tuning.db") as d:
+        yield d
+
+
+class FirstSamples(SearchPolicy):
+    """A researcher's policy: a few samples at a time, and it counts what it is told."""
+
+    def __init__(self, context, per_batch: int = 5):
+        super().__init__(context)
+        self.per_batch, self.updates = per_batch, 0
+        FirstSamples.last = self
+
+    def propose(self, n):
+        return self.context.sample_new(min(n, self.per_batch))
+
+    def update(self, inputs, results):
+        assert all(r.error_kind is None and r.costs for r in results)
+        self.updates += len(inputs)
+
+
+@pytest.fixture
+def first_samples():
+    register_policy("test_first_samples")(FirstSamples)
+    yield "test_first_samples"
+    unregister_policy("test_first_samples")
+
+
+def test_registered_policy_through_tune(db, first_samples):
+    assert first_samples in list_policies()
+    m = FakeMeasurer()
+    best = tune(TASK, 12, policy=first_samples, database=db, measurer=m, policy_options={"per_batch": 4})
+    assert len(m.seen) == len(set(m.seen)) == 12 and FirstSamples.last.updates == 12
+    assert db.count(TASK) == 12
+    assert best.ok and best.cost == min(fake_cost(t) for t in m.seen)
+    run = db.runs()[0]
+    assert (run.policy, run.status, run.trials_done) == (first_samples, "done", 12)
+
+
+def test_register_policy_errors(first_samples):
+    with pytest.raises(ValueError, match="already registered"):
+        register_policy(first_samples)(type("Other", (SearchPolicy,), {}))
+    with pytest.raises(TypeError, match="SearchPolicy subclass"):
+        register_policy("not_a_policy")(object)
+    with pytest.raises(ValueError, match="unknown search policy 'nope'.*evolutionary"):
+        autosched.search.get_policy("nope")
+
+
+def test_policy_from_entry_point(monkeypatch, db):
+    class FromPlugin(FirstSamples):
+        pass
+
+    ep = SimpleNamespace(name="test_plugin_policy", value="theirs.policies:FromPlugin", load=lambda: FromPlugin)
+    monkeypatch.setattr("importlib.metadata.entry_points",
+                        lambda group: [ep] if group == autosched.search.ENTRY_POINT_GROUP else [])
+    try:
+        assert "test_plugin_policy" in list_policies()
+        m = FakeMeasurer()
+        tune(TASK, 6, policy="test_plugin_policy", database=db, measurer=m)
+        assert len(m.seen) == 6
+    finally:
+        unregister_policy("test_plugin_policy")
+
+
+class Interrupt(Exception):
+    pass
+
+
+@pytest.mark.parametrize("policy", ["random", "evolutionary"])
+def test_resume_after_interruption_measures_nothing_twice(db, policy):
+    first = FakeMeasurer()
+
+    def stop_after_two_batches(state, inputs, results):
+        if state.trials_done >= 16:
+            raise KeyboardInterrupt  # as Ctrl-C would, after the second batch was committed
+
+    with pytest.raises(KeyboardInterrupt):
+        tune(TASK, 40, policy=policy, database=db, measurer=first, batch_size=8,
+             callbacks=[stop_after_two_batches], policy_options=SMALL.get(policy))
+    assert db.count(TASK) == 16 and db.runs()[0].status == "interrupted"
+
+    second, states = FakeMeasurer(), []
+    best = tune(TASK, 24, policy=policy, database=db, measurer=second, batch_size=8,
+                callbacks=[lambda s, i, r: states.append(s)], policy_options=SMALL.get(policy))
+    assert states[-1].resumed == 16 and states[-1].trials_done == 24
+    assert len(second.seen) == len(set(second.seen)) == 24
+    assert not set(first.seen) & set(second.seen)  # the first run's traces were never measured again
+    assert db.count(TASK) == 40
+    assert best.cost == min(fake_cost(t) for t in first.seen + second.seen)
+
+
+def _run(policy: str, db, seed: int, trials: int = 32) -> list[str]:
+    m = FakeMeasurer()
+    best = tune(TASK, trials, policy=policy, database=db, measurer=m, batch_size=8, seed=seed,
+                policy_options=SMALL.get(policy))
+    assert best is not None and best.ok
+    return m.seen
+
+
+@pytest.mark.parametrize("policy", ["random", "grid", "annealing", "evolutionary"])
+def test_builtin_policy_is_seeded(tmp_path, policy):
+    with Database(tmp_path / "a.db") as a, Database(tmp_path / "b.db") as b:
+        one = _run(policy, a, seed=3)
+        assert len(one) == len(set(one)) == 32 and a.count(TASK) == 32
+        assert _run(policy, b, seed=3) == one  # the same seed proposes the same traces, in order
+    if policy in ("random", "annealing"):
+        with Database(tmp_path / "c.db") as c:
+            assert _run(policy, c, seed=4) != one
+
+
+def test_model_guided_policies_use_the_model(db):
+    """After the first (random) batch, annealing and evolutionary measure what the model scores best."""
+    from autosched.cost_model import CostModel
+
+    class LongestTrace(CostModel):  # a model with an opinion: longer traces are faster
+        trained = True
+
+        def update(self, inputs, results):
+            pass
+
+        def predict(self, candidates):
+            return [len(c.trace.dumps()) for c in candidates]
+
+    for policy in ("annealing", "evolutionary"):
+        m = FakeMeasurer()
+        tune(TASK, 16, policy=policy, database=":memory:", measurer=m, batch_size=8, cost_model=LongestTrace(),
+             policy_options=dict(SMALL[policy], eps=0.0))
+        rand = FakeMeasurer()
+        tune(TASK, 16, policy="random", database=":memory:", measurer=rand, batch_size=8, seed=1)
+        assert sum(map(len, m.seen)) > sum(map(len, rand.seen)), policy
+
+
+def test_grid_stops_when_the_space_is_exhausted(db, caplog):
+    task = autosched.Task("matmul", dict(M=4, N=4, K=4))
+    size = task.space("template").size()
+    m, states = FakeMeasurer(), []
+    best = tune(task, size + 50, policy="grid", database=db, measurer=m, callbacks=[lambda s, i, r: states.append(s)])
+    assert best is not None and len(m.seen) == len(set(m.seen)) <= size
+    assert "proposed nothing new" in states[-1].stop_reason and "proposed nothing new" in caplog.text
+    with pytest.raises(ValueError, match="template space"):
+        tune(task, 4, policy="grid", space="generated", database=db, measurer=m)
+
+
+def test_everything_fails_ends_with_a_clear_error(db):
+    m = FakeMeasurer(fail_after=16)
+    with pytest.raises(TuningFailed, match="every candidate failed"):
+        tune(TASK, 100, policy="random", database=db, measurer=m, batch_size=8)
+    assert db.count(TASK) == 16 and db.count(TASK, ok=False) == 16  # failures are committed too
+    assert db.runs()[0].status == "failed"
+
+
+def test_early_stopping(db):
+    m, states = FakeMeasurer(), []
+    tune(TASK, 200, policy="random", database=db, measurer=m, batch_size=4, early_stopping=12,
+         callbacks=[lambda s, i, r: states.append(s)])
+    s = states[-1]
+    assert s.trials_done < 200 and s.trials_done - s.best_trial >= 12 and "early stopping" in s.stop_reason
+
+
+def test_tune_for_real_with_the_process_pool(db):
+    best = tune(TASK, 12, policy="evolutionary", database=db, backend="local", batch_size=6,
+                policy_options=SMALL["evolutionary"])
+    assert best.ok and best.gflops(TASK.flop) > 0
+    assert db.count(TASK) == 12
+    sch, args = TASK.apply(best.trace)
+    autosched.build(sch, args)
+
+
+def test_import_autosched_stays_light():
+    code = ("import sys, autosched; autosched.search; f = autosched.tune; "
+            "print(sorted(m for m in ('ray', 'xgboost', 'sqlalchemy', 'llvmlite') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
