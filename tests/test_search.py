@@ -220,3 +220,28 @@ def test_import_autosched_stays_light():
             "print(sorted(m for m in ('ray', 'xgboost', 'sqlalchemy', 'llvmlite') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_resume_warms_the_model_with_at_most_warm_start_records(db):
+    from autosched.cost_model import CostModel
+
+    class Counting(CostModel):
+        trained = True
+
+        def __init__(self):
+            self.updates = []
+
+        def update(self, inputs, results):
+            self.updates.append(sorted(r.cost for r in results))
+
+        def predict(self, candidates):
+            return [0.0] * len(candidates)
+
+    m = FakeMeasurer()
+    tune(TASK, 24, policy="random", database=db, measurer=m, batch_size=8)
+    model = Counting()
+    tune(TASK, 8, policy="annealing", database=db, measurer=FakeMeasurer(), cost_model=model, warm_start=10,
+         policy_options=SMALL["annealing"])
+    costs = sorted(fake_cost(t) for t in m.seen)
+    assert len(model.updates[0]) == 10 and model.updates[0][:5] == costs[:5]  # the fastest half, then recent
+    assert len(model.updates) == 2 and len(model.updates[1]) == 8

@@ -6,6 +6,10 @@ space. For ``generations`` rounds, parents are drawn by rank of model score; a c
 parents (probability ``crossover_prob``) or a mutation of one, and the best ``population`` of parents and
 children survive. The batch is the best-scored unmeasured traces met on the way, except an ``eps`` fraction
 of random samples (epsilon-greedy exploration); until the model has learned anything it is all random.
+
+Cost: a batch scores about ``population * (generations + 1)`` candidates, each lowered once for its
+features (~10-20 ms in Python for a small kernel), so the defaults keep the search to a fraction of the
+time the batch takes to measure; raise them when measuring is slow (big kernels, GPUs).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from autosched.te.trace import Trace
 class EvolutionaryPolicy(SearchPolicy):
     uses_model = True
 
-    def __init__(self, context, population: int = 64, generations: int = 4, crossover_prob: float = 0.15,
+    def __init__(self, context, population: int = 32, generations: int = 3, crossover_prob: float = 0.15,
                  seed_fraction: float = 0.25, eps: float = 0.05):
         super().__init__(context)
         self.population, self.generations, self.eps = population, generations, eps

@@ -85,7 +85,19 @@ def _make_model(cost_model: Any, policy_cls: type[SearchPolicy], seed: int) -> A
     return cost_model
 
 
-def _resume(state: TuneState, db: Any) -> None:
+def _warm_subset(inputs: list, results: list, limit: int) -> tuple[list, list]:
+    """At most ``limit`` records to train on: the fastest half and the most recent of the others (the model
+    lowers every candidate it learns from, ~10 ms each, so thousands of stored records would be slow)."""
+    if len(inputs) <= limit:
+        return inputs, results
+    by_cost = sorted(range(len(inputs)), key=lambda i: results[i].cost)
+    fast = set(by_cost[: limit // 2])
+    recent = [i for i in range(len(inputs)) if i not in fast][-(limit - len(fast)):]
+    keep = sorted(fast | set(recent))
+    return [inputs[i] for i in keep], [results[i] for i in keep]
+
+
+def _resume(state: TuneState, db: Any, warm_start: int) -> None:
     """Warm the context, the model and the policy from the task's records in the database."""
     ctx, inputs, results = state.context, [], []
     for rec in db.records(state.task):
@@ -103,8 +115,8 @@ def _resume(state: TuneState, db: Any) -> None:
     if inputs:
         log.info("resuming %s: %d records in the database (best %.3g GFLOPS) warm the model and are skipped",
                  state.task, len(inputs), state.best_gflops)
-        if ctx.cost_model is not None:
-            ctx.cost_model.update(inputs, results)
+        if ctx.cost_model is not None and warm_start > 0:
+            ctx.cost_model.update(*_warm_subset(inputs, results, warm_start))
         state.policy.update(inputs, results)
 
 
@@ -112,7 +124,8 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
          cost_model: Any = None, database: Any = None, measurer: Any = None, builder: Any = None,
          runner: Any = None, backend: str | None = None, run_config: Any = None, batch_size: int = 16,
          seed: int = 0, early_stopping: int | None = None, callbacks: Sequence[Callback] = (),
-         policy_options: dict | None = None, remeasure: int = 3, stale_rounds: int = 3) -> Any:
+         policy_options: dict | None = None, remeasure: int = 3, stale_rounds: int = 3,
+         warm_start: int = 1024) -> Any:
     """Tune ``task`` with ``trials`` new measurements; returns the best record (a
     :class:`~autosched.database.TuningRecord`) in the database for the task, or None if there is none.
 
@@ -122,7 +135,9 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
     policies that use one). ``database``: a Database, URL or path (default: the user's database).
     Measurement: a ``measurer`` (anything with ``measure(inputs)``), or a ``builder`` and ``runner``, or a
     ``backend`` (``"ray"``, ``"local"``) with ``run_config``. ``early_stopping``: stop after that many trials
-    without improvement. ``callbacks``: ``callback(state, inputs, results)`` after each batch. Raises
+    without improvement. ``callbacks``: ``callback(state, inputs, results)`` after each batch. ``warm_start``:
+    how many stored records (at most) the cost model learns from when the run starts; all of them are
+    skipped whatever it is. Raises
     :class:`TuningFailed` when the measurer gives up and nothing was ever measured successfully.
     """
     from autosched.database.database import open_database  # SQLAlchemy: imported when tuning starts
@@ -137,7 +152,7 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
         ctx = TuneContext(task, _make_space(task, space, policy_cls), _make_model(cost_model, policy_cls, seed),
                           db, np.random.default_rng(seed))
         state = TuneState(task, trials, policy_cls(ctx, **(policy_options or {})), ctx, started=time.time())
-        _resume(state, db)
+        _resume(state, db, warm_start)
         if own_measurer:
             measurer = (Measurer(builder, runner, config=run_config) if builder is not None or runner is not None
                         else Measurer(backend=backend, config=run_config, seed=seed))
