@@ -162,7 +162,8 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
         with db.tuning_run(policy_name, seed=seed, trials=trials, target=task.target, config=config) as run:
             _loop(state, measurer, db, run, batch_size, early_stopping, callbacks, stale_rounds)
             if remeasure > 0 and state.trials_done > state.failures and hasattr(measurer, "remeasure_top"):
-                again = measurer.remeasure_top(remeasure)
+                again = [(inp, res) for inp, res in measurer.remeasure_top(remeasure)  # a shared measurer
+                         if inp.task == task and inp.trace.dumps() in ctx.measured]  # knows other tasks
                 if again:
                     db.commit_many(again, run=run)
         best = db.best(task, k=1)
