@@ -14,6 +14,7 @@ from typing import Any
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
+from autosched.codegen import ops
 from autosched.codegen.vectorize import VectorEmitter, can_vectorize
 from autosched.errors import CodegenError, ScheduleError
 from autosched.te import expr as E
@@ -69,10 +70,6 @@ def ltype(dtype: str, in_memory: bool = False) -> ir.Type:
         return _TYPES[dtype]
     except KeyError:
         raise CodegenError(f"dtype {dtype} is not supported by the LLVM backend") from None
-
-
-def _unsigned(dtype: str) -> bool:
-    return dtype.startswith("uint")
 
 
 class _Fn:
@@ -170,55 +167,31 @@ class CodeGenLLVM:
         a, b = self.expr(e.a), self.expr(e.b)
         return a, b, is_float(e.a.dtype)
 
-    def _fast(self, instr):
-        instr.flags.append("contract")
-        return instr
+    def _arith(self, e, op: str):
+        a, b, _ = self._binop(e)
+        if op == "/" and not is_float(e.a.dtype):
+            raise CodegenError(f"integer '/' in {e}; use // (floor division)")
+        return ops.arith(self.b, op, a, b, e.a.dtype)
 
     def _e_Add(self, e):
-        a, b, f = self._binop(e)
-        return self._fast(self.b.fadd(a, b)) if f else self.b.add(a, b, flags=["nsw"])
+        return self._arith(e, "+")
 
     def _e_Sub(self, e):
-        a, b, f = self._binop(e)
-        return self._fast(self.b.fsub(a, b)) if f else self.b.sub(a, b, flags=["nsw"])
+        return self._arith(e, "-")
 
     def _e_Mul(self, e):
-        a, b, f = self._binop(e)
-        return self._fast(self.b.fmul(a, b)) if f else self.b.mul(a, b, flags=["nsw"])
+        return self._arith(e, "*")
 
     def _e_Div(self, e):
-        a, b, f = self._binop(e)
-        if not f:
-            raise CodegenError(f"integer '/' in {e}; use // (floor division)")
-        return self._fast(self.b.fdiv(a, b))
+        return self._arith(e, "/")
 
     def _e_FloorDiv(self, e):
         a, b, _ = self._binop(e)
-        bld = self.b
-        if _unsigned(e.dtype):
-            return bld.udiv(a, b)
-        c = e.b.value if isinstance(e.b, IntImm) else None
-        if c is not None and c > 0 and c & (c - 1) == 0:
-            return bld.ashr(a, ir.Constant(a.type, c.bit_length() - 1))
-        q = bld.sdiv(a, b)
-        r = bld.srem(a, b)
-        zero = ir.Constant(a.type, 0)
-        # floor adjustment when the remainder is non-zero and has the opposite sign of the divisor
-        adj = bld.and_(bld.icmp_signed("!=", r, zero), bld.icmp_signed("<", bld.xor(r, b), zero))
-        return bld.sub(q, bld.zext(adj, a.type))
+        return ops.floordiv(self.b, a, b, e.dtype, e.b.value if isinstance(e.b, IntImm) else None)
 
     def _e_FloorMod(self, e):
         a, b, _ = self._binop(e)
-        bld = self.b
-        if _unsigned(e.dtype):
-            return bld.urem(a, b)
-        c = e.b.value if isinstance(e.b, IntImm) else None
-        if c is not None and c > 0 and c & (c - 1) == 0:
-            return bld.and_(a, ir.Constant(a.type, c - 1))
-        r = bld.srem(a, b)
-        zero = ir.Constant(a.type, 0)
-        adj = bld.and_(bld.icmp_signed("!=", r, zero), bld.icmp_signed("<", bld.xor(r, b), zero))
-        return bld.select(adj, bld.add(r, b), r)
+        return ops.floormod(self.b, a, b, e.dtype, e.b.value if isinstance(e.b, IntImm) else None)
 
     def _minmax(self, e, is_min: bool):
         """llvm.minimum/maximum for floats (NaN propagates as in numpy; an fcmp+select chain sent LLVM's
@@ -233,12 +206,8 @@ class CodeGenLLVM:
         return self._minmax(e, False)
 
     def _cmp(self, e, op: str):
-        a, b, f = self._binop(e)
-        if f:
-            return self.b.fcmp_ordered(op, a, b) if op != "!=" else self.b.fcmp_unordered(op, a, b)
-        if _unsigned(e.a.dtype) or e.a.dtype == "bool":
-            return self.b.icmp_unsigned(op, a, b)
-        return self.b.icmp_signed(op, a, b)
+        a, b, _ = self._binop(e)
+        return ops.compare(self.b, op, a, b, e.a.dtype)
 
     def _e_EQ(self, e):
         return self._cmp(e, "==")
@@ -271,47 +240,11 @@ class CodeGenLLVM:
         cond = self.expr(e.cond)
         if not _has_load(e.t) and not _has_load(e.f):
             return self.b.select(cond, self.expr(e.t), self.expr(e.f))
-        bld = self.b
-        fn = self.cur.fn
-        bt, bf, bj = (fn.append_basic_block(self._name(n)) for n in ("sel_t", "sel_f", "sel_join"))
-        bld.cbranch(cond, bt, bf)
-        bld.position_at_end(bt)
-        vt = self.expr(e.t)
-        end_t = bld.block
-        bld.branch(bj)
-        bld.position_at_end(bf)
-        vf = self.expr(e.f)
-        end_f = bld.block
-        bld.branch(bj)
-        bld.position_at_end(bj)
-        phi = bld.phi(vt.type)
-        phi.add_incoming(vt, end_t)
-        phi.add_incoming(vf, end_f)
-        return phi
+        # the branch not taken may read out of bounds (padding): evaluate only the chosen one
+        return ops.branch(self, cond, lambda: self.expr(e.t), lambda: self.expr(e.f), "sel")
 
     def _e_Cast(self, e: E.Cast):
-        v = self.expr(e.value)
-        src, dst = e.value.dtype, e.dtype
-        bld = self.b
-        dt = ltype(dst)
-        if src == dst:
-            return v
-        if dst == "bool":
-            if is_float(src):
-                return bld.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
-            return bld.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
-        if is_float(src) and is_float(dst):
-            return bld.fpext(v, dt) if _BYTES[dst] > _BYTES[src] else bld.fptrunc(v, dt)
-        if is_float(src):
-            return bld.fptoui(v, dt) if _unsigned(dst) else bld.fptosi(v, dt)
-        if is_float(dst):
-            return bld.uitofp(v, dt) if _unsigned(src) or src == "bool" else bld.sitofp(v, dt)
-        sb, db = v.type.width, dt.width
-        if db == sb:
-            return v
-        if db < sb:
-            return bld.trunc(v, dt)
-        return bld.zext(v, dt) if _unsigned(src) or src == "bool" else bld.sext(v, dt)
+        return ops.cast(self.b, self.expr(e.value), e.value.dtype, e.dtype, ltype(e.dtype))
 
     def _e_Call(self, e: E.Call):
         args = [self.expr(a) for a in e.args]
@@ -319,7 +252,9 @@ class CodeGenLLVM:
         if e.name in _LLVM_INTRIN:
             suffix = "f32" if e.dtype == "float32" else "f64" if e.dtype == "float64" else "f16"
             fn = self._decl(f"llvm.{e.name}.{suffix}", ty, [ty] * len(args))
-            return self._fast(self.b.call(fn, args))
+            ins = self.b.call(fn, args)
+            ins.flags.append("contract")
+            return ins
         if e.name in _LIBM:
             single, double = _LIBM[e.name]
             name = single if e.dtype == "float32" else double
@@ -365,20 +300,8 @@ class CodeGenLLVM:
         self.b.store(v, self._addr(s.buffer, s.indices), align=_BYTES[s.buffer.dtype])
 
     def _s_IfThenElse(self, s: S.IfThenElse):
-        cond = self.expr(s.cond)
-        fn = self.cur.fn
-        bt = fn.append_basic_block(self._name("if_then"))
-        bj = fn.append_basic_block(self._name("if_end"))
-        be = fn.append_basic_block(self._name("if_else")) if s.else_case is not None else bj
-        self.b.cbranch(cond, bt, be)
-        self.b.position_at_end(bt)
-        self.stmt(s.then_case)
-        self.b.branch(bj)
-        if s.else_case is not None:
-            self.b.position_at_end(be)
-            self.stmt(s.else_case)
-            self.b.branch(bj)
-        self.b.position_at_end(bj)
+        else_fn = (lambda: self.stmt(s.else_case)) if s.else_case is not None else None
+        ops.branch(self, self.expr(s.cond), lambda: self.stmt(s.then_case), else_fn, "if")
 
     def _s_LetStmt(self, s: S.LetStmt):
         self.cur.vars[s.var] = self.expr(s.value)

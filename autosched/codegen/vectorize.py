@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from autosched.codegen import ops
 from autosched.errors import CodegenError
 from autosched.te import expr as E
-from autosched.te.expr import Expr, IntImm, Var, is_float
+from autosched.te.expr import Expr, IntImm, Var
 from autosched.tir import stmt as S
 from autosched.tir.arith import linear, simplify
 
@@ -122,47 +123,29 @@ class VectorEmitter:
         a, b = self.vec(e.a), self.vec(e.b)
         return a, b
 
-    def _arith(self, e, int_op: str, float_op: str):
+    def _arith(self, e, op: str):
         a, b = self._binary(e)
-        if is_float(e.a.dtype):
-            ins = getattr(self.b, float_op)(a, b)
-            ins.flags.append("contract")
-            return ins, True
-        return getattr(self.b, int_op)(a, b), True
+        return ops.arith(self.b, op, a, b, e.a.dtype), True
 
     def _e_Add(self, e):
-        return self._arith(e, "add", "fadd")
+        return self._arith(e, "+")
 
     def _e_Sub(self, e):
-        return self._arith(e, "sub", "fsub")
+        return self._arith(e, "-")
 
     def _e_Mul(self, e):
-        return self._arith(e, "mul", "fmul")
+        return self._arith(e, "*")
 
     def _e_Div(self, e):
-        return self._arith(e, "sdiv", "fdiv")
+        return self._arith(e, "/")
 
     def _e_FloorDiv(self, e):
         a, b = self._binary(e)
-        c = e.b.value if isinstance(e.b, IntImm) else None
-        t = a.type.element
-        if c is not None and c > 0 and c & (c - 1) == 0:
-            return self.b.ashr(a, self.const_vec(t, c.bit_length() - 1)), True
-        q, r = self.b.sdiv(a, b), self.b.srem(a, b)
-        zero = self.const_vec(t, 0)
-        adj = self.b.and_(self.b.icmp_signed("!=", r, zero), self.b.icmp_signed("<", self.b.xor(r, b), zero))
-        return self.b.sub(q, self.b.zext(adj, a.type)), True
+        return ops.floordiv(self.b, a, b, e.dtype, e.b.value if isinstance(e.b, IntImm) else None), True
 
     def _e_FloorMod(self, e):
         a, b = self._binary(e)
-        c = e.b.value if isinstance(e.b, IntImm) else None
-        t = a.type.element
-        if c is not None and c > 0 and c & (c - 1) == 0:
-            return self.b.and_(a, self.const_vec(t, c - 1)), True
-        r = self.b.srem(a, b)
-        zero = self.const_vec(t, 0)
-        adj = self.b.and_(self.b.icmp_signed("!=", r, zero), self.b.icmp_signed("<", self.b.xor(r, b), zero))
-        return self.b.select(adj, self.b.add(r, b), r), True
+        return ops.floormod(self.b, a, b, e.dtype, e.b.value if isinstance(e.b, IntImm) else None), True
 
     def _minmax(self, e, is_min: bool):
         from autosched.codegen.llvm import minmax_intrinsic
@@ -179,11 +162,7 @@ class VectorEmitter:
 
     def _cmp(self, e, op):
         a, b = self._binary(e)
-        if is_float(e.a.dtype):
-            return (self.b.fcmp_ordered(op, a, b) if op != "!=" else self.b.fcmp_unordered(op, a, b)), True
-        if e.a.dtype == "bool" or e.a.dtype.startswith("uint"):
-            return self.b.icmp_unsigned(op, a, b), True
-        return self.b.icmp_signed(op, a, b), True
+        return ops.compare(self.b, op, a, b, e.a.dtype), True
 
     def _e_EQ(self, e):
         return self._cmp(e, "==")
@@ -228,30 +207,7 @@ class VectorEmitter:
     def _e_Cast(self, e: E.Cast):
         from autosched.codegen.llvm import ltype
 
-        v = self.vec(e.value)
-        src, dst = e.value.dtype, e.dtype
-        vt = self.vtype(ltype(dst))
-        b = self.b
-        if dst == "bool":
-            if is_float(src):
-                return b.fcmp_unordered("!=", v, self.const_vec(v.type.element, 0.0)), True
-            return b.icmp_unsigned("!=", v, self.const_vec(v.type.element, 0)), True
-        if is_float(src) and is_float(dst):
-            from autosched.codegen.llvm import _BYTES
-
-            return (b.fpext(v, vt) if _BYTES[dst] > _BYTES[src] else b.fptrunc(v, vt)), True
-        if is_float(src):
-            return (b.fptoui(v, vt) if dst.startswith("uint") else b.fptosi(v, vt)), True
-        if is_float(dst):
-            uns = src.startswith("uint") or src == "bool"
-            return (b.uitofp(v, vt) if uns else b.sitofp(v, vt)), True
-        sw, dw = v.type.element.width, vt.element.width
-        if sw == dw:
-            return v, True
-        if dw < sw:
-            return b.trunc(v, vt), True
-        uns = src.startswith("uint") or src == "bool"
-        return (b.zext(v, vt) if uns else b.sext(v, vt)), True
+        return ops.cast(self.b, self.vec(e.value), e.value.dtype, e.dtype, ltype(e.dtype)), True
 
     def _e_Call(self, e: E.Call):
         from autosched.codegen.llvm import _LIBM, _LLVM_INTRIN, ltype
@@ -326,24 +282,7 @@ class VectorEmitter:
         b = self.b
         inside = b.and_(b.icmp_signed(">=", base, ir.Constant(I64, 0)),
                         b.icmp_signed("<=", base, ir.Constant(I64, size - self.lanes)))
-        fn = self.cg.cur.fn
-        bp, bm, bj = (fn.append_basic_block(self.cg._name(n)) for n in ("vstack", "vmasked", "vdone"))
-        b.cbranch(inside, bp, bm)
-        b.position_at_end(bp)
-        v1 = plain()
-        end1 = b.block
-        b.branch(bj)
-        b.position_at_end(bm)
-        v2 = masked()
-        end2 = b.block
-        b.branch(bj)
-        b.position_at_end(bj)
-        if v1 is None or isinstance(v1.type, ir.VoidType):
-            return None
-        phi = b.phi(v1.type)
-        phi.add_incoming(v1, end1)
-        phi.add_incoming(v2, end2)
-        return phi
+        return ops.branch(self.cg, inside, plain, masked, "vstack")
 
     def load(self, e: S.BufferLoad) -> ir.Value:
         from autosched.codegen.llvm import _BYTES, ltype
@@ -456,42 +395,21 @@ class VectorEmitter:
 
     def _split_on_endpoints(self, s: S.IfThenElse) -> None:
         """Full vectors without masks when the guard holds in the first and the last lane (split tails)."""
-        cg = self.cg
         first = E.substitute(s.cond, {self.var: IntImm(0)})
         last = E.substitute(s.cond, {self.var: IntImm(self.lanes - 1)})
         all_in = self.scalar(simplify(E.And(first, last)))
-        fn = cg.cur.fn
-        b_full = fn.append_basic_block(cg._name("vfull"))
-        b_part = fn.append_basic_block(cg._name("vpart"))
-        b_end = fn.append_basic_block(cg._name("vjoin"))
-        cg.b.cbranch(all_in, b_full, b_part)
-        cg.b.position_at_end(b_full)
-        self.stmt(s.then_case)
-        cg.b.branch(b_end)
-        cg.b.position_at_end(b_part)
-        saved = self.mask
-        self.mask = self.vec(s.cond)
-        self.stmt(s.then_case)
-        self.mask = saved
-        cg.b.branch(b_end)
-        cg.b.position_at_end(b_end)
+
+        def partial():
+            saved = self.mask
+            self.mask = self.vec(s.cond)
+            self.stmt(s.then_case)
+            self.mask = saved
+
+        ops.branch(self.cg, all_in, lambda: self.stmt(s.then_case), partial, "vfull")
 
     def _uniform_if(self, s: S.IfThenElse) -> None:
-        cg = self.cg
-        cond = self.scalar(s.cond)
-        fn = cg.cur.fn
-        bt = fn.append_basic_block(cg._name("vif_then"))
-        bj = fn.append_basic_block(cg._name("vif_end"))
-        be = fn.append_basic_block(cg._name("vif_else")) if s.else_case is not None else bj
-        cg.b.cbranch(cond, bt, be)
-        cg.b.position_at_end(bt)
-        self.stmt(s.then_case)
-        cg.b.branch(bj)
-        if s.else_case is not None:
-            cg.b.position_at_end(be)
-            self.stmt(s.else_case)
-            cg.b.branch(bj)
-        cg.b.position_at_end(bj)
+        else_fn = (lambda: self.stmt(s.else_case)) if s.else_case is not None else None
+        ops.branch(self.cg, self.scalar(s.cond), lambda: self.stmt(s.then_case), else_fn, "vif")
 
 
 def _suffix(t: ir.Type) -> str:

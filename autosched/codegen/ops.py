@@ -1,0 +1,129 @@
+"""LLVM instruction sequences shared by the scalar and the vector code generators.
+
+Each works on scalars and on vectors alike: constants take the shape of the
+operands they meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import llvmlite.ir as ir
+
+from autosched.te.expr import is_float
+
+I1 = ir.IntType(1)
+_BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
+          "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
+
+
+def const(ty: ir.Type, v) -> ir.Constant:
+    """``v`` as a constant of ``ty``, splatted over the lanes when ``ty`` is a vector."""
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [v] * ty.count)
+    return ir.Constant(ty, v)
+
+
+def shaped(like: ir.Type, elem: ir.Type) -> ir.Type:
+    """``elem``, or a vector of it with as many lanes as ``like``."""
+    return ir.VectorType(elem, like.count) if isinstance(like, ir.VectorType) else elem
+
+
+def unsigned(dtype: str) -> bool:
+    return dtype.startswith("uint") or dtype == "bool"
+
+
+def arith(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, dtype: str) -> ir.Value:
+    """``+ - * /``: floats allow FMA contraction, integers are index arithmetic without overflow (nsw)."""
+    if is_float(dtype):
+        ins = {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv}[op](x, y)
+        ins.flags.append("contract")
+        return ins
+    if op == "/":
+        raise ValueError("integer '/' has no meaning here; use // (floor division)")
+    return {"+": b.add, "-": b.sub, "*": b.mul}[op](x, y, flags=["nsw"])
+
+
+def _floor_adjust(b: ir.IRBuilder, r: ir.Value, y: ir.Value) -> ir.Value:
+    """True where a truncating remainder is non-zero with the opposite sign of the divisor."""
+    zero = const(r.type, 0)
+    return b.and_(b.icmp_signed("!=", r, zero), b.icmp_signed("<", b.xor(r, y), zero))
+
+
+def floordiv(b: ir.IRBuilder, x: ir.Value, y: ir.Value, dtype: str, divisor: int | None) -> ir.Value:
+    """Floor division (Python's ``//``); a shift for positive powers of two."""
+    if unsigned(dtype):
+        return b.udiv(x, y)
+    if divisor is not None and divisor > 0 and divisor & (divisor - 1) == 0:
+        return b.ashr(x, const(x.type, divisor.bit_length() - 1))
+    q = b.sdiv(x, y)
+    return b.sub(q, b.zext(_floor_adjust(b, b.srem(x, y), y), x.type))
+
+
+def floormod(b: ir.IRBuilder, x: ir.Value, y: ir.Value, dtype: str, divisor: int | None) -> ir.Value:
+    """Floor modulo (Python's ``%``, the sign of the divisor); a mask for positive powers of two."""
+    if unsigned(dtype):
+        return b.urem(x, y)
+    if divisor is not None and divisor > 0 and divisor & (divisor - 1) == 0:
+        return b.and_(x, const(x.type, divisor - 1))
+    r = b.srem(x, y)
+    return b.select(_floor_adjust(b, r, y), b.add(r, y), r)
+
+
+def compare(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, dtype: str) -> ir.Value:
+    if is_float(dtype):
+        return b.fcmp_ordered(op, x, y) if op != "!=" else b.fcmp_unordered(op, x, y)
+    if unsigned(dtype):
+        return b.icmp_unsigned(op, x, y)
+    return b.icmp_signed(op, x, y)
+
+
+def cast(b: ir.IRBuilder, v: ir.Value, src: str, dst: str, dst_type: ir.Type) -> ir.Value:
+    """Convert ``v`` from dtype ``src`` to ``dst`` (``dst_type`` is its LLVM element type)."""
+    if src == dst:
+        return v
+    dt = shaped(v.type, dst_type)
+    if dst == "bool":
+        if is_float(src):
+            return b.fcmp_unordered("!=", v, const(v.type, 0.0))
+        return b.icmp_unsigned("!=", v, const(v.type, 0))
+    if is_float(src) and is_float(dst):
+        return b.fpext(v, dt) if _BYTES[dst] > _BYTES[src] else b.fptrunc(v, dt)
+    if is_float(src):
+        return b.fptoui(v, dt) if unsigned(dst) else b.fptosi(v, dt)
+    if is_float(dst):
+        return b.uitofp(v, dt) if unsigned(src) else b.sitofp(v, dt)
+    sw = (v.type.element if isinstance(v.type, ir.VectorType) else v.type).width
+    if dst_type.width == sw:
+        return v
+    if dst_type.width < sw:
+        return b.trunc(v, dt)
+    return b.zext(v, dt) if unsigned(src) else b.sext(v, dt)
+
+
+def branch(cg, cond: ir.Value, then_fn: Callable[[], ir.Value | None],
+           else_fn: Callable[[], ir.Value | None] | None = None, name: str = "if") -> ir.Value | None:
+    """``if cond then_fn() else else_fn()`` as basic blocks; a phi of their values when both return one."""
+    b = cg.b
+    fn = cg.cur.fn
+    bt = fn.append_basic_block(cg._name(f"{name}_then"))
+    bj = fn.append_basic_block(cg._name(f"{name}_end"))
+    be = fn.append_basic_block(cg._name(f"{name}_else")) if else_fn is not None else bj
+    b.cbranch(cond, bt, be)
+    b.position_at_end(bt)
+    vt = then_fn()
+    end_t = b.block
+    b.branch(bj)
+    vf = end_f = None
+    if else_fn is not None:
+        b.position_at_end(be)
+        vf = else_fn()
+        end_f = b.block
+        b.branch(bj)
+    b.position_at_end(bj)
+    if isinstance(vt, ir.Value) and isinstance(vf, ir.Value) and not isinstance(vt.type, ir.VoidType):
+        phi = b.phi(vt.type)
+        phi.add_incoming(vt, end_t)
+        phi.add_incoming(vf, end_f)
+        return phi
+    return None
