@@ -136,9 +136,8 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
     Measurement: a ``measurer`` (anything with ``measure(inputs)``), or a ``builder`` and ``runner``, or a
     ``backend`` (``"ray"``, ``"local"``) with ``run_config``. ``early_stopping``: stop after that many trials
     without improvement. ``callbacks``: ``callback(state, inputs, results)`` after each batch. ``warm_start``:
-    how many stored records (at most) the cost model learns from when the run starts; all of them are
-    skipped whatever it is. Raises
-    :class:`TuningFailed` when the measurer gives up and nothing was ever measured successfully.
+    how many stored records (at most) the cost model learns from when the run starts (all of them are
+    skipped). Raises :class:`TuningFailed` when the measurer gives up and nothing ever succeeded.
     """
     from autosched.database.database import open_database  # SQLAlchemy: imported when tuning starts
 
