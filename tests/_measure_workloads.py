@@ -84,13 +84,25 @@ def split_trace(task: autosched.Task, factor: int) -> Trace:
     return sch.trace
 
 
+@autosched.register_workload("measure_unroll_chain", override=True)
+def measure_unroll_chain(stages: int = 96, n: int = 256):
+    """A chain of elementwise stages, each a loop the schedule unrolls in full."""
+    A = te.placeholder((n,), name="A")
+    t = A
+    for s in range(stages):
+        prev = t
+        t = te.compute((n,), lambda i, prev=prev: prev[i] * 1.5 + 1.0, name=f"s{s}")
+    return [A, t]
+
+
 def unroll_bomb() -> MeasureInput:
-    """64**3 unrolled statements: minutes of code generation, i.e. a build that must be stopped."""
-    task = autosched.Task("elementwise", args={"C": 64, "H": 64, "W": 64, "op": "add"})
+    """96 x 256 unrolled statements (each nest within codegen's unroll budget): tens of seconds of code
+    generation, i.e. a build that must be stopped."""
+    task = autosched.Task("measure_unroll_chain")
     sch, args = task.schedule()
-    out = args[-1]
-    for ax in out.op.axis[1:]:
-        sch[out].unroll(ax)
+    for st in sch.stages:
+        if not st.is_placeholder:
+            st.unroll(st.op.axis[0])
     return MeasureInput(task, sch.trace)
 
 

@@ -281,7 +281,9 @@ def compute(
     if params and params[0].kind == inspect.Parameter.VAR_POSITIONAL:
         names = [f"i{d}" for d in range(len(shape))]
     else:
-        names = [p.name for p in params]
+        # parameters with defaults are the closure-capture idiom (lambda i, t=t: ...), not axes
+        names = [p.name for p in params if p.default is inspect.Parameter.empty
+                 and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
         if len(names) != len(shape):
             raise ValueError(
                 f"compute {name}: fcompute takes {len(names)} arguments but the shape has {len(shape)} dimensions"
