@@ -51,9 +51,9 @@ def _root_elementwise(sch, t, lanes: int) -> None:
 
 @register_schedule("matmul")
 def matmul_cpu(sch, tensors, M, N, K, dtype, **_):
-    """A (4 x 2 vectors) accumulator block in registers; B packed per column panel so the k loop streams it."""
+    """An (8 x 2 vectors) accumulator block in registers; B packed per column panel so the k loop streams it."""
     A, B, C = tensors
-    mr, nr = _divisor(M, 4), _divisor(N, 2 * _lanes(dtype))
+    mr, nr = _divisor(M, 8), _divisor(N, 2 * _lanes(dtype))
     CL = sch.cache_write(C, "local")
     BP = sch.cache_read(B, "global", [CL])
     i, j = sch[C].op.axis
@@ -138,8 +138,9 @@ def conv2d_cpu(sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layout, d
         OW = (W + 2 * padding - KW) // stride + 1
         fo, fi = sch[out].split(f, factor=_divisor(CO, 16))
         xo, xi = sch[out].split(x, factor=_divisor(OW, lanes))
-        sch[out].reorder(n, fo, y, xo, fi, xi)
-        par = sch[out].fuse(n, fo, y)
+        # rows outermost: each thread then reads its own band of the padded input (half the cache traffic)
+        sch[out].reorder(n, y, fo, xo, fi, xi)
+        par = sch[out].fuse(n, y, fo)
         sch[out].parallel(par)
         sch[out].vectorize(xi)
         sch[OL].compute_at(sch[out], xo)
