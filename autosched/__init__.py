@@ -38,6 +38,10 @@ def __getattr__(name: str):
         from autosched.search import tune
 
         return tune
+    if name == "tune_tasks":
+        from autosched.search import tune_tasks
+
+        return tune_tasks
     raise AttributeError(f"module 'autosched' has no attribute {name!r}")
 
 
@@ -69,6 +73,7 @@ __all__ = [
     "register_workload",
     "search",
     "tune",
+    "tune_tasks",
     "__version__",
     "build",
     "lower",

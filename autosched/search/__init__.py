@@ -16,7 +16,8 @@ from autosched.search.policy import (
     register_policy,
     unregister_policy,
 )
+from autosched.search.scheduler import TaskProgress, tune_tasks
 from autosched.search.tune import TuneState, TuningFailed, tune
 
 __all__ = ["ENTRY_POINT_GROUP", "SearchPolicy", "TuneContext", "TuneState", "TuningFailed", "get_policy",
-           "list_policies", "register_policy", "tune", "unregister_policy"]
+           "list_policies", "register_policy", "TaskProgress", "tune", "tune_tasks", "unregister_policy"]
