@@ -25,11 +25,10 @@ from typing import Any
 from autosched.measure.builder import Builder
 from autosched.measure.process import WorkerProcess, close_all
 from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
-from autosched.measure.runner import LimitFn, ResultCallback, RunConfig, Runner
+from autosched.measure.runner import LOAD_TIMEOUT, LimitFn, ResultCallback, RunConfig, RunJobOutcome, Runner
 from autosched.measure.worker import task_state, workload_shipment
 
 STARTUP_TIMEOUT = 120.0  # seconds a fresh worker may take to import numpy/llvmlite and say it is ready
-LOAD_TIMEOUT = 60.0  # seconds to receive a task's data and load a library
 
 
 def default_builders() -> int:
@@ -209,7 +208,7 @@ class LocalBuilder(Builder):
 # ---------------------------------------------------------------------------
 
 
-class _RunJob(_Job):
+class _RunJob(RunJobOutcome, _Job):
     def __init__(self, index: int, inp: MeasureInput, br: BuildResult, runner: LocalRunner, limit: float,
                  results: list, on_result: ResultCallback | None):
         self.index, self.br, self.limit, self.results, self.on_result = index, br, limit, results, on_result
@@ -225,18 +224,6 @@ class _RunJob(_Job):
         return ("run", {"key": self.data.key, "path": self.br.artifact_path, "artifact": self.br.artifact,
                         "config": self.cfg, "limit": self.limit})
 
-    def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "",
-               inside: float | None = None) -> None:
-        elapsed = time.perf_counter() - self.t0
-        res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
-                            build_seconds=self.br.build_seconds,
-                            run_seconds=elapsed if inside is None else inside)
-        self.results[self.index] = res
-        if self.on_result is not None:
-            self.on_result(self.index, res)
-
-    def warm_deadline(self) -> float:
-        return 1.0 + 1.5 * self.limit * (self.cfg.warmup + 1)
 
     def handle(self, tag: str, value: Any, proc: WorkerProcess) -> float | None:
         if tag == "need_data":
@@ -264,15 +251,6 @@ class _RunJob(_Job):
         self.finish(kind=ErrorKind.UNKNOWN, msg=f"runner worker error: {value}")
         return None
 
-    def timed_out(self) -> None:
-        if self.phase == "loading":
-            self.finish(kind=ErrorKind.UNKNOWN, msg=f"loading the library took more than {LOAD_TIMEOUT:g} s")
-        elif self.phase == "warming up":
-            self.finish(kind=ErrorKind.RUN_TIMEOUT,
-                        msg=f"one run took more than {self.limit:.3g} s; its worker was stopped")
-        else:
-            self.finish(kind=ErrorKind.RUN_TIMEOUT,
-                        msg="the timing loop overran its deadline; its worker was stopped")
 
     def died(self, how: str) -> None:
         self.finish(kind=ErrorKind.RUNTIME_CRASH,

@@ -35,7 +35,7 @@ import ray.exceptions
 
 from autosched.measure.builder import Builder
 from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
-from autosched.measure.runner import LimitFn, ResultCallback, RunConfig, Runner
+from autosched.measure.runner import LOAD_TIMEOUT, LimitFn, ResultCallback, RunConfig, RunJobOutcome, Runner
 from autosched.measure.worker import BuildWorker, RunWorker, task_state, workload_shipment
 
 log = logging.getLogger("autosched.measure")
@@ -44,7 +44,6 @@ ADDRESS_ENV = "AUTOSCHED_RAY_ADDRESS"
 OBJECT_STORE_ENV = "AUTOSCHED_RAY_OBJECT_STORE_MB"
 DEFAULT_OBJECT_STORE_MB = 200
 ACTOR_START_TIMEOUT = 120.0  # seconds for an actor to start (or restart) and answer a ping
-LOAD_TIMEOUT = 60.0
 
 _init_lock = threading.Lock()
 _started_here = False
@@ -400,7 +399,7 @@ class RayBuilder(Builder):
 # ---------------------------------------------------------------------------
 
 
-class _RayRunJob(_RayJob):
+class _RayRunJob(RunJobOutcome, _RayJob):
     def __init__(self, index: int, inp: MeasureInput, br: BuildResult, runner: RayRunner,
                  limits: LimitFn | None, results: list, on_result: ResultCallback | None):
         self.index, self.inp, self.br, self.runner = index, inp, br, runner
@@ -418,15 +417,6 @@ class _RayRunJob(_RayJob):
         ref = self.runner._data_ref(self.data)
         return actor.load.remote(self.data.key, [ref], self.br.artifact_path, self.br.artifact)
 
-    def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "",
-               inside: float | None = None) -> None:
-        elapsed = time.perf_counter() - self.t0
-        res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
-                            build_seconds=self.br.build_seconds,
-                            run_seconds=elapsed if inside is None else inside)
-        self.results[self.index] = res
-        if self.on_result is not None:
-            self.on_result(self.index, res)
 
     def handle(self, value: Any, actor: Any) -> tuple[Any, float] | None:
         cfg = self.cfg
@@ -436,7 +426,7 @@ class _RayRunJob(_RayJob):
                 return None
             self.phase = "warming up"
             return (actor.warmup.remote(cfg.warmup, self.limit, cfg.check),
-                    1.0 + 1.5 * self.limit * (cfg.warmup + 1))
+                    self.warm_deadline())
         if self.phase == "warming up":
             if isinstance(value, tuple):
                 self.finish(kind=value[0], msg=value[1])
@@ -451,15 +441,6 @@ class _RayRunJob(_RayJob):
             self.finish(kind=ErrorKind.UNKNOWN, msg="the runner returned no timings")
         return None
 
-    def timed_out(self) -> None:
-        if self.phase == "loading":
-            self.finish(kind=ErrorKind.UNKNOWN, msg=f"loading the library took more than {LOAD_TIMEOUT:g} s")
-        elif self.phase == "warming up":
-            self.finish(kind=ErrorKind.RUN_TIMEOUT,
-                        msg=f"one run took more than {self.limit:.3g} s; its worker was stopped")
-        else:
-            self.finish(kind=ErrorKind.RUN_TIMEOUT,
-                        msg="the timing loop overran its deadline; its worker was stopped")
 
     def died(self, e: BaseException) -> None:
         if isinstance(e, ray.exceptions.RayTaskError):

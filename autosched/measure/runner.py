@@ -79,6 +79,54 @@ class RunConfig:
         return 5.0 + 4.0 * self.repeat * per_repeat + (0.5 * self.repeat if self.flush_cache else 0.0)
 
 
+LOAD_TIMEOUT = 60.0  # seconds to receive a task's data and load a library
+
+
+class RunJobOutcome:
+    """How one candidate's timing ends, shared by the process-pool and Ray runners.
+
+    A job sets ``index``, ``br`` (its BuildResult), ``results``, ``on_result``, ``cfg`` (RunConfig),
+    ``limit`` (seconds one run may take), ``phase`` ("loading", "warming up", "timing") and ``t0``.
+    """
+
+    index: int
+    br: BuildResult
+    results: list
+    on_result: Callable[[int, MeasureResult], None] | None
+    cfg: RunConfig
+    limit: float
+    phase: str
+    t0: float
+
+    def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "",
+               inside: float | None = None) -> None:
+        import time
+
+        elapsed = time.perf_counter() - self.t0
+        res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
+                            build_seconds=self.br.build_seconds,
+                            run_seconds=elapsed if inside is None else inside)
+        self.results[self.index] = res
+        if self.on_result is not None:
+            self.on_result(self.index, res)
+
+    def warm_deadline(self) -> float:
+        """Seconds allowed for the warm-up runs (the first one checked), with slack for loading."""
+        return 1.0 + 1.5 * self.limit * (self.cfg.warmup + 1)
+
+    def timed_out(self) -> None:
+        from autosched.measure.result import ErrorKind
+
+        if self.phase == "loading":
+            self.finish(kind=ErrorKind.UNKNOWN, msg=f"loading the library took more than {LOAD_TIMEOUT:g} s")
+        elif self.phase == "warming up":
+            self.finish(kind=ErrorKind.RUN_TIMEOUT,
+                        msg=f"one run took more than {self.limit:.3g} s; its worker was stopped")
+        else:
+            self.finish(kind=ErrorKind.RUN_TIMEOUT,
+                        msg="the timing loop overran its deadline; its worker was stopped")
+
+
 class Runner(abc.ABC):
     """Times built candidates and checks their outputs. Use as a context manager, or call :meth:`close`."""
 
