@@ -1,0 +1,258 @@
+"""``relay.build``: optimise a graph, fuse it into kernels, schedule each kernel (its best tuning record under
+``apply_history_best``, else its default schedule), compile them all into one library, and describe the graph
+for the executor. Also ``extract_tasks`` (the tunable kernels of a model) and ``evaluate`` (for FoldConstant).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from autosched.relay import op as _op
+from autosched.relay import transform as T
+from autosched.relay.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    IRModule,
+    RelayError,
+    TensorType,
+    Tuple,
+    TupleGetItem,
+    Var,
+    post_order,
+)
+from autosched.relay.fused import describe, kernel_name
+
+logger = logging.getLogger("autosched.relay")
+
+
+def _as_module(mod: IRModule | Function | Expr) -> IRModule:
+    if isinstance(mod, IRModule):
+        return mod
+    if isinstance(mod, Expr):
+        return IRModule.from_expr(mod)
+    raise TypeError(f"relay.build expects an IRModule or a relay Function, got {type(mod).__name__}")
+
+
+def optimize(mod: IRModule | Function, params: dict[str, Any] | None = None) -> IRModule:
+    """Bind the parameters, then InferType, SimplifyInference, FoldConstant, EliminateCommonSubexpr,
+    DeadCodeElimination and FuseOps under the current PassContext; returns the fused module."""
+    mod = _as_module(mod)
+    main = T.bind_params(mod["main"], params or {})
+    seq = T.Sequential([T.InferType(), T.SimplifyInference(), T.FoldConstant(), T.EliminateCommonSubexpr(),
+                        T.DeadCodeElimination(), T.FoldConstant(), T.InferType(), T.FuseOps()])
+    return seq(IRModule({"main": main}))
+
+
+def _tasks_of(main: Function, target: Any) -> list[tuple[Call, str, Any]]:
+    """``(call, description, Task)`` of every kernel call of a fused main function, in execution order."""
+    from autosched.task import Task
+
+    out = []
+    seen: dict[str, Any] = {}
+    for node in post_order(main.body):
+        if isinstance(node, Call) and isinstance(node.op, Function):
+            desc = describe(node.op)
+            task = seen.get(desc)
+            if task is None:
+                task = seen[desc] = Task("relay.fused", {"graph": desc}, target)
+            out.append((node, desc, task))
+    return out
+
+
+def _is_tunable(desc: str) -> bool:
+    return any(_op.get(n[0]).pattern > _op.INJECTIVE for n in json.loads(desc)["nodes"])
+
+
+def extract_tasks(mod: IRModule | Function, params: dict[str, Any] | None = None, target: Any = "llvm",
+                  include_simple: bool = False) -> list[Any]:
+    """The tuning tasks of a model: one Task per distinct fused kernel that has an anchor op (conv2d, dense,
+    matmul, batch_matmul, pooling, softmax; ``include_simple=True`` adds injective kernels), each with
+    ``task.weight`` = how many times the model runs that kernel. Tune them with
+    ``autosched.tune_tasks(tasks, [t.weight for t in tasks])``."""
+    with T.PassContext.current():
+        fused = optimize(mod, params)
+    counts: dict[Any, int] = {}
+    order: list[Any] = []
+    for _, desc, task in _tasks_of(fused["main"], target):
+        if not include_simple and not _is_tunable(desc):
+            continue
+        if task not in counts:
+            counts[task] = 0
+            order.append(task)
+        counts[task] += 1
+    for t in order:
+        t.weight = counts[t]
+    return order
+
+
+def _schedule(task: Any, use_records: bool) -> tuple[Any, list, Any]:
+    """``(schedule, args, record or None)``: the best record of the active apply_history_best contexts that
+    replays and lowers, else the default schedule."""
+    from autosched import lower
+
+    if use_records and "autosched.database.apply" in sys.modules:
+        from autosched.database.apply import current_contexts
+
+        for ctx in reversed(current_contexts()):
+            for rec in ctx.candidates(task):
+                try:
+                    sch, args = task.apply(rec.trace)
+                    lower(sch, args, name="check")
+                except Exception as e:  # a record that no longer replays: try the next one
+                    logger.warning("record %s of kernel %s (key %s) does not apply (%s: %s); trying the next",
+                                   getattr(rec, "id", "?"), task.name, task.workload_key[:16], type(e).__name__, e)
+                    continue
+                return sch, args, rec
+    sch, args = task.default_schedule()
+    return sch, args, None
+
+
+class _GraphBuilder:
+    """Turns a fused main function into the executor's graph JSON, the kernels and the parameters."""
+
+    def __init__(self, main: Function, target: Any, use_records: bool):
+        self.main = main
+        self.target = target
+        self.use_records = use_records
+        self.nodes: list[dict] = []
+        self.shapes: list[list[int]] = []
+        self.dtypes: list[str] = []
+        self.row_ptr: list[int] = [0]
+        self.arg_nodes: list[int] = []
+        self.params: dict[str, np.ndarray] = {}
+        self.entry: dict[int, list] = {}  # expr id -> [entry refs] ([node, index, 0] each)
+        self.kernels: dict[str, tuple[str, Any, Any]] = {}  # desc -> (func name, task, record)
+        self.prims: list[Any] = []
+
+    def _add_node(self, node: dict, types: Sequence[TensorType]) -> list:
+        nid = len(self.nodes)
+        self.nodes.append(node)
+        for t in types:
+            self.shapes.append(list(t.shape))
+            self.dtypes.append(t.dtype)
+        self.row_ptr.append(self.row_ptr[-1] + len(types))
+        return [[nid, k, 0] for k in range(len(types))]
+
+    def _input(self, name: str, t: Any) -> list:
+        if not isinstance(t, TensorType):
+            raise RelayError(f"graph input {name!r} has type {t!r}; inputs must be tensors")
+        refs = self._add_node({"op": "null", "name": name, "inputs": []}, [t])
+        self.arg_nodes.append(refs[0][0])
+        return refs
+
+    def _kernel(self, fn: Function, desc: str) -> tuple[str, Any, Any]:
+        got = self.kernels.get(desc)
+        if got is not None:
+            return got
+        from autosched import lower
+        from autosched.task import Task
+
+        task = Task("relay.fused", {"graph": desc}, self.target)
+        sch, args, rec = _schedule(task, self.use_records)
+        name = f"{kernel_name(fn)}_{len(self.kernels)}"
+        self.prims.append(lower(sch, args, name=name))
+        self.kernels[desc] = (name, task, rec)
+        return self.kernels[desc]
+
+    def run(self) -> str:
+        for p in self.main.params:
+            self.entry[id(p)] = self._input(p.name_hint, p.checked_type)
+        for node in post_order(self.main.body):
+            if id(node) in self.entry:
+                continue
+            if isinstance(node, Var):
+                raise RelayError(f"variable {node.name_hint} is not an input of the main function")
+            if isinstance(node, Constant):
+                name = f"p{len(self.params)}"
+                arr = np.ascontiguousarray(node.data)
+                self.params[name] = arr
+                self.entry[id(node)] = self._input(name, TensorType(arr.shape, str(arr.dtype)))
+            elif isinstance(node, Tuple):
+                self.entry[id(node)] = [r for f in node.fields for r in self.entry[id(f)]]
+            elif isinstance(node, TupleGetItem):
+                refs = self.entry[id(node.tuple_value)]
+                self.entry[id(node)] = [refs[node.index]]
+            elif isinstance(node, Call) and isinstance(node.op, Function):
+                desc = describe(node.op)
+                name, task, rec = self._kernel(node.op, desc)
+                inputs = [r for a in node.args for r in self.entry[id(a)]]
+                attrs = {"func_name": name, "num_inputs": str(len(inputs)), "num_outputs": "1",
+                         "flatten_data": "0", "workload_key": task.workload_key,
+                         "tuned": "1" if rec is not None else "0"}
+                self.entry[id(node)] = self._add_node(
+                    {"op": "tvm_op", "name": name, "attrs": attrs, "inputs": inputs}, [node.checked_type])
+            elif isinstance(node, Function):
+                continue
+            else:
+                raise RelayError(f"relay.build: unexpected node {node!r} after FuseOps")
+        heads = self.entry[id(self.main.body)]
+        graph = {
+            "nodes": self.nodes,
+            "arg_nodes": self.arg_nodes,
+            "heads": heads,
+            "node_row_ptr": self.row_ptr,
+            "attrs": {"shape": ["list_shape", self.shapes], "dltype": ["list_str", self.dtypes],
+                      "storage_id": ["list_int", list(range(len(self.shapes)))]},
+        }
+        return json.dumps(graph)
+
+
+class BuildResult(tuple):
+    """``(graph_json, lib, params)``, also with ``.kernels``: per kernel, its name, task and whether a tuning
+    record was applied."""
+
+    kernels: list[dict]
+
+
+def _build_fused(fused: IRModule, target: Any, use_records: bool) -> tuple[str, Any, dict, _GraphBuilder]:
+    from autosched.codegen.build import build_many
+
+    gb = _GraphBuilder(fused["main"], target, use_records)
+    graph_json = gb.run()
+    if not gb.prims:
+        raise RelayError("relay.build: the model computes nothing (its outputs are its inputs)")
+    lib = build_many(gb.prims, target)
+    return graph_json, lib, gb.params, gb
+
+
+def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any] | None = None) -> BuildResult:
+    """Compile a model: returns ``(graph_json, lib, params)`` for ``graph_executor.GraphModule``. Under
+    ``autosched.apply_history_best(db)`` each kernel uses its best record when one matches, else its default
+    schedule; the log (logger ``autosched.relay``, INFO) says how many kernels were tuned."""
+    fused = optimize(mod, params)
+    graph_json, lib, out_params, gb = _build_fused(fused, target, use_records=True)
+    kernels = [{"name": n, "workload_key": t.workload_key, "task": t, "tuned": r is not None,
+                "record_id": getattr(r, "id", None)} for n, t, r in gb.kernels.values()]
+    tuned = sum(k["tuned"] for k in kernels)
+    for k in kernels:
+        logger.info("relay.build: kernel %s %s", k["name"],
+                    f"uses tuning record {k['record_id']}" if k["tuned"] else "uses its default schedule")
+    logger.info("relay.build: %d kernels, %d tuned (from records), %d with default schedules",
+                len(kernels), tuned, len(kernels) - tuned)
+    res = BuildResult((graph_json, lib, out_params))
+    res.kernels = kernels
+    return res
+
+
+def evaluate(exprs: Sequence[Expr], target: Any = "llvm") -> list[np.ndarray]:
+    """Values of closed expressions (no free variables): compiled with default schedules and run once."""
+    from autosched.runtime.graph_executor import GraphModule
+
+    func = Function([], Tuple(list(exprs)))
+    with T.PassContext(opt_level=1):
+        fused = T.Sequential([T.InferType(), T.FuseOps()])(IRModule({"main": func}))
+    graph_json, lib, params, _ = _build_fused(fused, target, use_records=False)
+    m = GraphModule(graph_json, lib, params)
+    m.run()
+    return [m.get_output(k) for k in range(len(exprs))]
+
+
+__all__ = ["BuildResult", "build", "evaluate", "extract_tasks", "optimize"]

@@ -1,0 +1,145 @@
+"""Fused kernels as tuning tasks: the workload ``relay.fused`` rebuilds a primitive function's te computation
+from a JSON description (ops, attributes, input shapes), so a kernel's Task pickles and hashes like any other.
+
+The description: ``{"inputs": [[shape, dtype], ...], "nodes": [[op, attrs, [ref, ...]], ...]}``, the last
+node being the output; a ref is ``["i", k]`` (input k), ``["n", k]`` (node k), ``["s", value, dtype]`` (a
+scalar constant, embedded in the code) or ``["t", [ref, ...]]`` (a tuple, e.g. concatenate's input).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from autosched import te
+from autosched.relay import op as _op
+from autosched.relay import schedules
+from autosched.relay.expr import Call, Constant, Expr, Function, RelayError, TensorType, Tuple, post_order
+from autosched.workloads import register_schedule, register_workload
+
+_DEFAULT = json.dumps({"inputs": [[[1, 64], "float32"]], "nodes": [["nn.relu", {}, [["i", 0]]]]})
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return v
+
+
+def describe(fn: Function) -> str:
+    """The canonical JSON description of a primitive function (the ``graph`` argument of its task)."""
+    refs: dict[int, list] = {}
+    inputs = []
+    for k, p in enumerate(fn.params):
+        t = p.type_annotation
+        if not isinstance(t, TensorType):
+            raise RelayError(f"fused kernel input {p.name_hint} has type {t!r}; kernels take tensors")
+        inputs.append([list(t.shape), t.dtype])
+        refs[id(p)] = ["i", k]
+    nodes = []
+
+    def ref(e: Expr) -> list:
+        if id(e) in refs:
+            return refs[id(e)]
+        if isinstance(e, Constant) and e.data.ndim == 0:
+            return ["s", e.data.item(), str(e.data.dtype)]
+        if isinstance(e, Tuple):
+            return ["t", [ref(f) for f in e.fields]]
+        raise RelayError(f"fused kernel reads {e!r}, which is neither an input nor a node of the kernel")
+
+    for node in post_order(fn.body):
+        if isinstance(node, Call):
+            attrs = {k: _jsonable(v) for k, v in sorted(node.attrs.items())}
+            nodes.append([node.op.name, attrs, [ref(a) for a in node.args]])
+            refs[id(node)] = ["n", len(nodes) - 1]
+    if not nodes or refs.get(id(fn.body)) != ["n", len(nodes) - 1]:
+        raise RelayError("a fused kernel's output must be its last op call")
+    return json.dumps({"inputs": inputs, "nodes": nodes}, sort_keys=True, separators=(",", ":"))
+
+
+def _type_of(x: Any) -> TensorType:
+    if isinstance(x, te.Tensor):
+        return TensorType(tuple(int(d) for d in x.shape), x.dtype)
+    return TensorType((), x.dtype)
+
+
+def build_tensors(graph: str) -> tuple[list[te.Tensor], te.Tensor, dict]:
+    """The te tensors of a description: ``(inputs + [output], anchor tensor or None, anchor attrs)``."""
+    desc = json.loads(graph)
+    ins = [te.placeholder(tuple(s), dt, name=f"p{k}") for k, (s, dt) in enumerate(desc["inputs"])]
+    vals: list[Any] = []
+    anchor, anchor_attrs, anchor_pattern = None, {}, -1
+
+    def get(r: list) -> Any:
+        kind = r[0]
+        if kind == "i":
+            return [ins[r[1]]]
+        if kind == "n":
+            return [vals[r[1]]]
+        if kind == "s":
+            return [te.const(r[1], r[2])]
+        if kind == "t":
+            return [x for sub in r[1] for x in get(sub)]
+        raise RelayError(f"bad reference {r!r} in a fused kernel description")
+
+    for name, attrs, args in desc["nodes"]:
+        opdef = _op.get(name)
+        inputs = [x for r in args for x in get(r)]
+        arg_types: list = []
+        for r in args:
+            if r[0] == "t":
+                from autosched.relay.expr import TupleType
+
+                arg_types.append(TupleType([_type_of(x) for x in get(r)]))
+            else:
+                arg_types.append(_type_of(get(r)[0]))
+        full = dict(opdef.attrs)
+        full.update(attrs)
+        out_type = opdef.type_rel(arg_types, full)
+        t = opdef.compute(inputs, full, out_type)
+        vals.append(t)
+        if opdef.pattern > _op.INJECTIVE and opdef.pattern >= anchor_pattern:
+            anchor, anchor_attrs, anchor_pattern = t, {"op": name, **full}, opdef.pattern
+    return ins + [vals[-1]], anchor, anchor_attrs
+
+
+@register_workload("relay.fused")
+def relay_fused(graph: str = _DEFAULT):
+    """A fused kernel of a relay graph (ops, attributes and input shapes as JSON): inputs first, output last."""
+    return build_tensors(graph)[0]
+
+
+@register_schedule("relay.fused")
+def relay_fused_cpu(sch: Any, tensors: list, graph: str, **_: Any) -> None:
+    """The anchor op's default schedule with the epilogue in its loops, or a parallel vectorized nest."""
+    out = tensors[-1]
+    _, anchor_fresh, attrs = build_tensors(graph)
+    if anchor_fresh is None:
+        return schedules.injective(sch, out)
+    # the schedule's tensors are another build of the same description: find the anchor stage by name
+    # and position among the stages (stages are in a deterministic order)
+    anchor = _match_anchor(out, anchor_fresh, tensors_fresh_out=None)
+    opdef = _op.get(attrs["op"])
+    fn = opdef.schedule or schedules.reduction
+    fn(sch, out, anchor, attrs)
+
+
+def _match_anchor(out: te.Tensor, anchor_fresh: te.Tensor, tensors_fresh_out: Any) -> te.Tensor:
+    cands = [t for t in schedules.compute_stages(out) if t.op.name == anchor_fresh.op.name
+             and t.op.tag == anchor_fresh.op.tag and tuple(map(int, t.shape)) == tuple(map(int, anchor_fresh.shape))]
+    if not cands:
+        raise RelayError(f"fused kernel: anchor stage {anchor_fresh.op.name} not found")
+    return cands[0]
+
+
+def kernel_name(fn: Function) -> str:
+    return str(fn.attrs.get("name", "fused"))
+
+
+__all__ = ["build_tensors", "describe", "kernel_name", "relay_fused"]

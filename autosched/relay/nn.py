@@ -1,0 +1,114 @@
+"""``relay.nn``: neural-network ops (TVM's names and arguments)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from autosched.relay.expr import Call, Expr, TupleGetItem
+from autosched.relay.op import make_call
+
+
+def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0), dilation: Any = (1, 1),
+           groups: int = 1, channels: int | None = None, kernel_size: Any = None, data_layout: str = "NCHW",
+           kernel_layout: str = "OIHW", out_layout: str = "", out_dtype: str = "") -> Call:
+    """2-D convolution (NCHW/OIHW); padding of 1, 2 or 4 ints (top, left, bottom, right)."""
+    return make_call("nn.conv2d", [data, weight], strides=tuple(strides) if not isinstance(strides, int) else strides,
+                     padding=padding if isinstance(padding, int) else tuple(padding),
+                     dilation=dilation if isinstance(dilation, int) else tuple(dilation), groups=int(groups),
+                     channels=channels, kernel_size=kernel_size, data_layout=data_layout, kernel_layout=kernel_layout)
+
+
+def dense(data: Expr, weight: Expr, units: int | None = None, out_dtype: str = "") -> Call:
+    """``data @ weight.T`` with weight [units, in]."""
+    return make_call("nn.dense", [data, weight], units=units)
+
+
+def matmul(a: Expr, b: Expr, units: int | None = None, transpose_a: bool = False, transpose_b: bool = False,
+           out_dtype: str = "") -> Call:
+    """``a @ b`` (2-D), optionally transposed."""
+    return make_call("nn.matmul", [a, b], transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+
+
+def batch_matmul(x: Expr, y: Expr, out_dtype: str = "", transpose_a: bool = False, transpose_b: bool = True) -> Call:
+    """Batched matmul; as in TVM, ``y`` is [batch, N, K] (transposed) by default."""
+    return make_call("nn.batch_matmul", [x, y], transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+
+
+def bias_add(data: Expr, bias: Expr, axis: int = 1) -> Call:
+    return make_call("nn.bias_add", [data, bias], axis=int(axis))
+
+
+def relu(data: Expr) -> Call:
+    return make_call("nn.relu", [data])
+
+
+def _pool(name: str, data: Expr, pool_size: Any, strides: Any, dilation: Any, padding: Any, layout: str,
+          ceil_mode: bool, **extra: Any) -> Call:
+    def norm(v: Any) -> Any:
+        return v if isinstance(v, int) else tuple(v)
+
+    return make_call(name, [data], pool_size=norm(pool_size), strides=norm(strides), dilation=norm(dilation),
+                     padding=norm(padding), layout=layout, ceil_mode=bool(ceil_mode), **extra)
+
+
+def max_pool2d(data: Expr, pool_size: Any = (1, 1), strides: Any = (1, 1), dilation: Any = (1, 1),
+               padding: Any = (0, 0), layout: str = "NCHW", out_layout: str = "", ceil_mode: bool = False) -> Call:
+    return _pool("nn.max_pool2d", data, pool_size, strides, dilation, padding, layout, ceil_mode)
+
+
+def avg_pool2d(data: Expr, pool_size: Any = (1, 1), strides: Any = (1, 1), dilation: Any = (1, 1),
+               padding: Any = (0, 0), layout: str = "NCHW", out_layout: str = "", ceil_mode: bool = False,
+               count_include_pad: bool = False) -> Call:
+    return _pool("nn.avg_pool2d", data, pool_size, strides, dilation, padding, layout, ceil_mode,
+                 count_include_pad=bool(count_include_pad))
+
+
+def global_avg_pool2d(data: Expr, layout: str = "NCHW", out_layout: str = "") -> Call:
+    return make_call("nn.global_avg_pool2d", [data], layout=layout)
+
+
+class _BatchNormResult(TupleGetItem):
+    """What ``nn.batch_norm`` returns: usable as ``result[0]`` (TVM's TupleWrapper) and as the tuple itself."""
+
+    def __init__(self, call: Call):
+        self.tuple_value = call
+        self.index = 0
+        self.astuple_call = call
+
+    def astuple(self) -> Call:
+        return self.astuple_call
+
+    def __getitem__(self, index: int) -> TupleGetItem:  # type: ignore[override]
+        return TupleGetItem(self.astuple_call, index)
+
+    def __len__(self) -> int:
+        return 3
+
+
+def batch_norm(data: Expr, gamma: Expr, beta: Expr, moving_mean: Expr, moving_var: Expr, axis: int = 1,
+               epsilon: float = 1e-5, center: bool = True, scale: bool = True) -> _BatchNormResult:
+    """Inference batch norm; ``[0]`` is the output (as in TVM)."""
+    call = make_call("nn.batch_norm", [data, gamma, beta, moving_mean, moving_var], axis=int(axis),
+                     epsilon=float(epsilon), center=bool(center), scale=bool(scale))
+    return _BatchNormResult(call)
+
+
+def softmax(data: Expr, axis: int = -1) -> Call:
+    return make_call("nn.softmax", [data], axis=int(axis))
+
+
+def batch_flatten(data: Expr) -> Call:
+    return make_call("nn.batch_flatten", [data])
+
+
+def pad(data: Expr, pad_width: Sequence[Sequence[int]], pad_value: float = 0.0, pad_mode: str = "constant") -> Call:
+    """Constant padding: ``pad_width`` is ((before, after), ...) per axis."""
+    if hasattr(pad_value, "data"):  # a relay constant, as TVM accepts
+        pad_value = float(pad_value.data)
+    return make_call("nn.pad", [data], pad_width=tuple(tuple(int(v) for v in p) for p in pad_width),
+                     pad_value=float(pad_value), pad_mode=pad_mode)
+
+
+__all__ = ["avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv2d", "dense",
+           "global_avg_pool2d", "matmul", "max_pool2d", "pad", "relu", "softmax"]

@@ -1,0 +1,732 @@
+"""The built-in relay ops: attributes, type relations and te computes (registered on import)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from autosched import te
+from autosched.relay import schedules
+from autosched.relay.expr import RelayError, TensorType, TupleType, Type
+from autosched.relay.op import (
+    BROADCAST,
+    ELEMWISE,
+    INJECTIVE,
+    OPAQUE,
+    OUT_ELEMWISE_FUSABLE,
+    OpDef,
+    register_op,
+)
+
+
+# ---------------------------------------------------------------- helpers
+def _tensor(types: Sequence[Type], k: int, op: str, what: str = "") -> TensorType:
+    t = types[k]
+    if not isinstance(t, TensorType):
+        raise RelayError(f"{op}: argument {k}{' (' + what + ')' if what else ''} must be a tensor, got {t!r}")
+    return t
+
+
+def _nargs(types: Sequence[Type], n: int, op: str) -> None:
+    if len(types) != n:
+        raise RelayError(f"{op} takes {n} arguments, got {len(types)}")
+
+
+def _same_dtype(op: str, *ts: TensorType) -> str:
+    dts = {t.dtype for t in ts}
+    if len(dts) != 1:
+        raise RelayError(f"{op}: operand dtypes differ: {', '.join(f'{t.shape} {t.dtype}' for t in ts)}")
+    return ts[0].dtype
+
+
+def _pair(v: Any, op: str, what: str) -> tuple[int, int]:
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(int(x) for x in v)
+    if len(v) == 1:
+        return (v[0], v[0])
+    if len(v) != 2:
+        raise RelayError(f"{op}: {what} must be 1 or 2 ints, got {v}")
+    return v  # type: ignore[return-value]
+
+
+def pad4(v: Any, op: str) -> tuple[int, int, int, int]:
+    """TVM's 2-D padding: 1 int (all sides), 2 (top/bottom, left/right) or 4 (top, left, bottom, right)."""
+    if isinstance(v, int):
+        return (v, v, v, v)
+    v = tuple(int(x) for x in v)
+    if len(v) == 1:
+        return (v[0],) * 4  # type: ignore[return-value]
+    if len(v) == 2:
+        return (v[0], v[1], v[0], v[1])
+    if len(v) == 4:
+        return v  # type: ignore[return-value]
+    raise RelayError(f"{op}: padding must be 1, 2 or 4 ints, got {v}")
+
+
+def broadcast_shape(a: Sequence[int], b: Sequence[int], op: str) -> tuple[int, ...]:
+    """numpy broadcasting of two shapes, or an error naming the op and both shapes."""
+    n = max(len(a), len(b))
+    pa = (1,) * (n - len(a)) + tuple(a)
+    pb = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(pa, pb):
+        if x != y and x != 1 and y != 1:
+            raise RelayError(f"{op}: shapes {tuple(a)} and {tuple(b)} do not broadcast")
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def _bload(x: Any, idx: Sequence[Any]) -> Any:
+    """Read tensor ``x`` at output index ``idx`` under numpy broadcasting (a te scalar is used as is)."""
+    if not isinstance(x, te.Tensor):
+        return x
+    nd = len(x.shape)
+    sub = idx[len(idx) - nd:] if nd else []
+    return x[tuple(0 if int(d) == 1 else i for d, i in zip(x.shape, sub))] if nd else x[()]
+
+
+def _ishape(t: te.Tensor) -> tuple[int, ...]:
+    return tuple(int(d) for d in t.shape)
+
+
+def _c(v: float, dtype: str) -> Any:
+    return te.const(v, dtype)
+
+
+# ----------------------------------------------------------- elementwise
+def _binary_rel(name: str):
+    def rel(types, attrs):
+        _nargs(types, 2, name)
+        a, b = _tensor(types, 0, name, "lhs"), _tensor(types, 1, name, "rhs")
+        return TensorType(broadcast_shape(a.shape, b.shape, name), _same_dtype(name, a, b))
+
+    return rel
+
+
+_BINARY = {
+    "add": lambda a, b: a + b,
+    "subtract": lambda a, b: a - b,
+    "multiply": lambda a, b: a * b,
+    "divide": lambda a, b: a / b,
+    "maximum": lambda a, b: te.maximum(a, b),
+    "minimum": lambda a, b: te.minimum(a, b),
+}
+
+
+def _binary_compute(name: str):
+    fn = _BINARY[name]
+
+    def compute(inputs, attrs, out_type):
+        a, b = inputs
+        return te.compute(out_type.shape, lambda *i: fn(_bload(a, i), _bload(b, i)), name=name.replace("nn.", ""))
+
+    return compute
+
+
+for _name in _BINARY:
+    register_op(OpDef(_name, _binary_rel(_name), _binary_compute(_name), BROADCAST, num_inputs=2,
+                      doc=f"{_name} with numpy broadcasting"))
+
+
+def _unary_rel(name: str):
+    def rel(types, attrs):
+        _nargs(types, 1, name)
+        return _tensor(types, 0, name)
+
+    return rel
+
+
+_UNARY = {
+    "nn.relu": lambda x, a: te.maximum(x, _c(0, x.dtype)),
+    "sigmoid": lambda x, a: te.sigmoid(x),
+    "tanh": lambda x, a: te.tanh(x),
+    "exp": lambda x, a: te.exp(x),
+    "sqrt": lambda x, a: te.sqrt(x),
+    "negative": lambda x, a: _c(0, x.dtype) - x,
+    "clip": lambda x, a: te.minimum(te.maximum(x, _c(a["a_min"], x.dtype)), _c(a["a_max"], x.dtype)),
+}
+_UNARY_ATTRS = {"clip": {"a_min": None, "a_max": None}}
+
+
+def _unary_compute(name: str):
+    fn = _UNARY[name]
+
+    def compute(inputs, attrs, out_type):
+        (x,) = inputs
+        return te.compute(out_type.shape, lambda *i: fn(x[i], attrs), name=name.replace("nn.", ""))
+
+    return compute
+
+
+def _clip_rel(types, attrs):
+    if attrs.get("a_min") is None or attrs.get("a_max") is None:
+        raise RelayError("clip needs a_min and a_max")
+    return _unary_rel("clip")(types, attrs)
+
+
+for _name in _UNARY:
+    register_op(OpDef(_name, _clip_rel if _name == "clip" else _unary_rel(_name), _unary_compute(_name), ELEMWISE,
+                      attrs=_UNARY_ATTRS.get(_name, {}), num_inputs=1, doc=f"elementwise {_name}"))
+
+
+def _bias_add_rel(types, attrs):
+    _nargs(types, 2, "nn.bias_add")
+    x, b = _tensor(types, 0, "nn.bias_add", "data"), _tensor(types, 1, "nn.bias_add", "bias")
+    axis = attrs["axis"] % len(x.shape) if x.shape else 0
+    if len(b.shape) != 1 or not x.shape or b.shape[0] != x.shape[axis]:
+        raise RelayError(f"nn.bias_add: bias shape {b.shape} must be ({x.shape[axis] if x.shape else '?'},) "
+                         f"to match axis {attrs['axis']} of data shape {x.shape}")
+    _same_dtype("nn.bias_add", x, b)
+    return x
+
+
+def _bias_add_compute(inputs, attrs, out_type):
+    x, b = inputs
+    axis = attrs["axis"] % len(out_type.shape)
+    return te.compute(out_type.shape, lambda *i: x[i] + b[i[axis]], name="bias_add")
+
+
+register_op(OpDef("nn.bias_add", _bias_add_rel, _bias_add_compute, BROADCAST, attrs={"axis": 1}, num_inputs=2))
+
+
+# ------------------------------------------------------------------ conv2d
+def _conv2d_geometry(dshape, wshape, attrs):
+    sh, sw = _pair(attrs["strides"], "nn.conv2d", "strides")
+    dh, dw = _pair(attrs["dilation"], "nn.conv2d", "dilation")
+    pt, pl, pb, pr = pad4(attrs["padding"], "nn.conv2d")
+    N, C, H, W = dshape
+    O, I, KH, KW = wshape
+    OH = (H + pt + pb - ((KH - 1) * dh + 1)) // sh + 1
+    OW = (W + pl + pr - ((KW - 1) * dw + 1)) // sw + 1
+    return N, C, H, W, O, I, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW
+
+
+def _conv2d_rel(types, attrs):
+    op = "nn.conv2d"
+    _nargs(types, 2, op)
+    d, w = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    if attrs["data_layout"] != "NCHW" or attrs["kernel_layout"] != "OIHW":
+        raise RelayError(f"{op}: only data_layout NCHW with kernel_layout OIHW is supported, got "
+                         f"{attrs['data_layout']}/{attrs['kernel_layout']}")
+    if len(d.shape) != 4 or len(w.shape) != 4:
+        raise RelayError(f"{op}: data {d.shape} and weight {w.shape} must both be 4-D (NCHW, OIHW)")
+    g = int(attrs["groups"])
+    N, C, H, W, O, I, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _conv2d_geometry(d.shape, w.shape, attrs)
+    if g < 1 or C != I * g or O % g:
+        raise RelayError(f"{op}: data shape {d.shape} has {C} channels but weight shape {w.shape} expects "
+                         f"{I} x groups={g} = {I * g} (and {O} output channels must divide by groups)")
+    if attrs.get("channels") is not None and int(attrs["channels"]) != O:
+        raise RelayError(f"{op}: channels={attrs['channels']} but weight shape {w.shape} has {O} output channels")
+    if attrs.get("kernel_size") is not None and tuple(_pair(attrs["kernel_size"], op, "kernel_size")) != (KH, KW):
+        raise RelayError(f"{op}: kernel_size={attrs['kernel_size']} but weight shape {w.shape} is {KH}x{KW}")
+    if OH <= 0 or OW <= 0 or min(sh, sw, dh, dw) <= 0:
+        raise RelayError(f"{op}: data shape {d.shape} with weight {w.shape}, strides {(sh, sw)}, padding "
+                         f"{(pt, pl, pb, pr)}, dilation {(dh, dw)} gives an empty output {OH}x{OW}")
+    return TensorType((N, O, OH, OW), _same_dtype(op, d, w))
+
+
+def pad_nchw(data: te.Tensor, pt: int, pl: int, pb: int, pr: int, value: Any = 0.0, name: str = "pad") -> te.Tensor:
+    """Pad the last two axes of a 4-D tensor (a stage schedules usually keep at root or inline)."""
+    if pt == pl == pb == pr == 0:
+        return data
+    N, C, H, W = _ishape(data)
+
+    def f(n, c, y, x):
+        inside = te.all(y >= pt, y < H + pt, x >= pl, x < W + pl)
+        return te.if_then_else(inside, data[n, c, y - pt, x - pl], te.const(value, data.dtype))
+
+    return te.compute((N, C, H + pt + pb, W + pl + pr), f, name=name)
+
+
+def _conv2d_compute(inputs, attrs, out_type):
+    data, weight = inputs
+    N, C, H, W, O, I, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _conv2d_geometry(
+        _ishape(data), _ishape(weight), attrs)
+    g = int(attrs["groups"])
+    pad = pad_nchw(data, pt, pl, pb, pr)
+    rc = te.reduce_axis((0, I), name="rc")
+    rh = te.reduce_axis((0, KH), name="rh")
+    rw = te.reduce_axis((0, KW), name="rw")
+    og = O // g
+    if g == 1:
+        def f(n, o, y, x):
+            return te.sum(pad[n, rc, y * sh + rh * dh, x * sw + rw * dw] * weight[o, rc, rh, rw], axis=[rc, rh, rw])
+    else:
+        def f(n, o, y, x):
+            return te.sum(pad[n, (o // og) * I + rc, y * sh + rh * dh, x * sw + rw * dw] * weight[o, rc, rh, rw],
+                          axis=[rc, rh, rw])
+    return te.compute((N, O, OH, OW), f, name="conv2d", tag="conv2d")
+
+
+register_op(OpDef(
+    "nn.conv2d", _conv2d_rel, _conv2d_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
+    attrs={"strides": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1, "channels": None,
+           "kernel_size": None, "data_layout": "NCHW", "kernel_layout": "OIHW"},
+    schedule=schedules.conv2d_nchw, doc="2-D convolution, NCHW data and OIHW weights"))
+
+
+# ------------------------------------------------------------ dense/matmul
+def _dense_rel(types, attrs):
+    op = "nn.dense"
+    _nargs(types, 2, op)
+    d, w = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    if len(d.shape) < 1 or len(w.shape) != 2 or d.shape[-1] != w.shape[1]:
+        raise RelayError(f"{op}: data shape {d.shape} and weight shape {w.shape} (units, in) do not match: "
+                         f"{d.shape[-1] if d.shape else '?'} != {w.shape[1] if len(w.shape) == 2 else '?'}")
+    if attrs.get("units") is not None and int(attrs["units"]) != w.shape[0]:
+        raise RelayError(f"{op}: units={attrs['units']} but weight shape {w.shape} has {w.shape[0]} rows")
+    return TensorType(d.shape[:-1] + (w.shape[0],), _same_dtype(op, d, w))
+
+
+def _dense_compute(inputs, attrs, out_type):
+    data, weight = inputs
+    k = te.reduce_axis((0, int(weight.shape[1])), name="k")
+    return te.compute(out_type.shape, lambda *i: te.sum(data[i[:-1] + (k,)] * weight[i[-1], k], axis=k),
+                      name="dense", tag="dense")
+
+
+register_op(OpDef("nn.dense", _dense_rel, _dense_compute, OUT_ELEMWISE_FUSABLE, attrs={"units": None},
+                  num_inputs=2, schedule=schedules.dense, doc="data @ weight.T (weight is [units, in])"))
+
+
+def _matmul_rel(types, attrs):
+    op = "nn.matmul"
+    _nargs(types, 2, op)
+    a, b = _tensor(types, 0, op, "a"), _tensor(types, 1, op, "b")
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise RelayError(f"{op}: operands must be 2-D, got {a.shape} and {b.shape}")
+    M, K = a.shape[::-1] if attrs["transpose_a"] else a.shape
+    K2, N = b.shape[::-1] if attrs["transpose_b"] else b.shape
+    if K != K2:
+        raise RelayError(f"{op}: inner dimensions differ: {a.shape}{'^T' if attrs['transpose_a'] else ''} @ "
+                         f"{b.shape}{'^T' if attrs['transpose_b'] else ''}")
+    return TensorType((M, N), _same_dtype(op, a, b))
+
+
+def _matmul_compute(inputs, attrs, out_type):
+    a, b = inputs
+    ta, tb = attrs["transpose_a"], attrs["transpose_b"]
+    K = int(a.shape[0 if ta else 1])
+    k = te.reduce_axis((0, K), name="k")
+
+    def f(i, j):
+        av = a[k, i] if ta else a[i, k]
+        bv = b[j, k] if tb else b[k, j]
+        return te.sum(av * bv, axis=k)
+
+    return te.compute(out_type.shape, f, name="matmul", tag="matmul")
+
+
+register_op(OpDef("nn.matmul", _matmul_rel, _matmul_compute, OUT_ELEMWISE_FUSABLE,
+                  attrs={"transpose_a": False, "transpose_b": False}, num_inputs=2, schedule=schedules.matmul,
+                  doc="a @ b with optional transposes"))
+
+
+def _batch_matmul_rel(types, attrs):
+    op = "nn.batch_matmul"
+    _nargs(types, 2, op)
+    x, y = _tensor(types, 0, op, "x"), _tensor(types, 1, op, "y")
+    if len(x.shape) != 3 or len(y.shape) != 3:
+        raise RelayError(f"{op}: operands must be 3-D, got {x.shape} and {y.shape}")
+    B1, M, K = (x.shape[0], x.shape[2], x.shape[1]) if attrs["transpose_a"] else x.shape
+    B2, K2, N = (y.shape[0], y.shape[2], y.shape[1]) if attrs["transpose_b"] else y.shape
+    if K != K2 or (B1 != B2 and 1 not in (B1, B2)):
+        raise RelayError(f"{op}: shapes {x.shape} and {y.shape} (transpose_a={attrs['transpose_a']}, "
+                         f"transpose_b={attrs['transpose_b']}) do not multiply")
+    return TensorType((max(B1, B2), M, N), _same_dtype(op, x, y))
+
+
+def _batch_matmul_compute(inputs, attrs, out_type):
+    x, y = inputs
+    ta, tb = attrs["transpose_a"], attrs["transpose_b"]
+    K = int(x.shape[1 if ta else 2])
+    k = te.reduce_axis((0, K), name="k")
+    bx, by = int(x.shape[0]) == 1, int(y.shape[0]) == 1
+
+    def f(bb, i, j):
+        b1 = 0 if bx else bb
+        b2 = 0 if by else bb
+        xv = x[b1, k, i] if ta else x[b1, i, k]
+        yv = y[b2, j, k] if tb else y[b2, k, j]
+        return te.sum(xv * yv, axis=k)
+
+    return te.compute(out_type.shape, f, name="batch_matmul", tag="batch_matmul")
+
+
+register_op(OpDef("nn.batch_matmul", _batch_matmul_rel, _batch_matmul_compute, OUT_ELEMWISE_FUSABLE,
+                  attrs={"transpose_a": False, "transpose_b": True}, num_inputs=2, schedule=schedules.reduction,
+                  doc="batched matmul (y transposed by default, as in TVM)"))
+
+
+# ------------------------------------------------------------------ pooling
+def _pool_geometry(shape, attrs, op):
+    N, C, H, W = shape
+    KH, KW = _pair(attrs["pool_size"], op, "pool_size")
+    sh, sw = _pair(attrs["strides"], op, "strides")
+    dh, dw = _pair(attrs.get("dilation", (1, 1)), op, "dilation")
+    pt, pl, pb, pr = pad4(attrs["padding"], op)
+    ekh, ekw = (KH - 1) * dh + 1, (KW - 1) * dw + 1
+    if attrs["ceil_mode"]:
+        OH = -(-(H + pt + pb - ekh) // sh) + 1
+        OW = -(-(W + pl + pr - ekw) // sw) + 1
+        if (OH - 1) * sh >= H + pt:  # the last window must start inside the input or the leading pad
+            OH -= 1
+        if (OW - 1) * sw >= W + pl:
+            OW -= 1
+    else:
+        OH = (H + pt + pb - ekh) // sh + 1
+        OW = (W + pl + pr - ekw) // sw + 1
+    return N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW
+
+
+def _pool_rel(op):
+    def rel(types, attrs):
+        _nargs(types, 1, op)
+        x = _tensor(types, 0, op, "data")
+        if attrs["layout"] != "NCHW":
+            raise RelayError(f"{op}: only layout NCHW is supported, got {attrs['layout']}")
+        if len(x.shape) != 4:
+            raise RelayError(f"{op}: data must be 4-D NCHW, got shape {x.shape}")
+        N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(x.shape, attrs, op)
+        if OH <= 0 or OW <= 0:
+            raise RelayError(f"{op}: data shape {x.shape} with pool_size {(KH, KW)}, strides {(sh, sw)}, "
+                             f"padding {(pt, pl, pb, pr)} gives an empty output {OH}x{OW}")
+        return TensorType((N, C, OH, OW), x.dtype)
+
+    return rel
+
+
+def _max_pool_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(_ishape(x), attrs, "nn.max_pool2d")
+    rh = te.reduce_axis((0, KH), name="rh")
+    rw = te.reduce_axis((0, KW), name="rw")
+
+    def f(n, c, y, xx):
+        h = y * sh + rh * dh - pt
+        w = xx * sw + rw * dw - pl
+        inside = te.all(h >= 0, h < H, w >= 0, w < W)
+        return te.max(te.if_then_else(inside, x[n, c, h, w], te.min_value(x.dtype)), axis=[rh, rw])
+
+    return te.compute(out_type.shape, f, name="max_pool2d", tag="max_pool2d")
+
+
+def _avg_pool_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(_ishape(x), attrs, "nn.avg_pool2d")
+    rh = te.reduce_axis((0, KH), name="rh")
+    rw = te.reduce_axis((0, KW), name="rw")
+
+    def f(n, c, y, xx):
+        h = y * sh + rh * dh - pt
+        w = xx * sw + rw * dw - pl
+        inside = te.all(h >= 0, h < H, w >= 0, w < W)
+        return te.sum(te.if_then_else(inside, x[n, c, h, w], te.const(0.0, x.dtype)), axis=[rh, rw])
+
+    s = te.compute(out_type.shape, f, name="pool_sum", tag="avg_pool2d")
+    if dh == 1 and dw == 1:
+        lo_h, hi_h = (-pt, H + pb) if attrs["count_include_pad"] else (0, H)
+        lo_w, hi_w = (-pl, W + pr) if attrs["count_include_pad"] else (0, W)
+
+        def count(y, xx):
+            h0 = te.maximum(y * sh - pt, lo_h)
+            h1 = te.minimum(y * sh - pt + KH, hi_h)
+            w0 = te.maximum(xx * sw - pl, lo_w)
+            w1 = te.minimum(xx * sw - pl + KW, hi_w)
+            return te.maximum((h1 - h0) * (w1 - w0), 1).astype(x.dtype)
+
+        return te.compute(out_type.shape, lambda n, c, y, xx: s[n, c, y, xx] / count(y, xx), name="avg_pool2d")
+    raise RelayError("nn.avg_pool2d: dilation other than 1 is not supported")
+
+
+_POOL_ATTRS = {"pool_size": (1, 1), "strides": (1, 1), "dilation": (1, 1), "padding": (0, 0), "layout": "NCHW",
+               "ceil_mode": False}
+register_op(OpDef("nn.max_pool2d", _pool_rel("nn.max_pool2d"), _max_pool_compute, OPAQUE, attrs=dict(_POOL_ATTRS),
+                  num_inputs=1, schedule=schedules.reduction, doc="2-D max pooling (NCHW)"))
+register_op(OpDef("nn.avg_pool2d", _pool_rel("nn.avg_pool2d"), _avg_pool_compute, OPAQUE,
+                  attrs={**_POOL_ATTRS, "count_include_pad": False}, num_inputs=1, schedule=schedules.reduction,
+                  doc="2-D average pooling (NCHW)"))
+
+
+def _gap_rel(types, attrs):
+    _nargs(types, 1, "nn.global_avg_pool2d")
+    x = _tensor(types, 0, "nn.global_avg_pool2d", "data")
+    if len(x.shape) != 4:
+        raise RelayError(f"nn.global_avg_pool2d: data must be 4-D NCHW, got shape {x.shape}")
+    return TensorType(x.shape[:2] + (1, 1), x.dtype)
+
+
+def _gap_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    N, C, H, W = _ishape(x)
+    rh = te.reduce_axis((0, H), name="rh")
+    rw = te.reduce_axis((0, W), name="rw")
+    s = te.compute((N, C, 1, 1), lambda n, c, y, xx: te.sum(x[n, c, rh, rw], axis=[rh, rw]), name="pool_sum",
+                   tag="global_avg_pool2d")
+    return te.compute((N, C, 1, 1), lambda n, c, y, xx: s[n, c, y, xx] / te.const(float(H * W), x.dtype),
+                      name="global_avg_pool2d")
+
+
+register_op(OpDef("nn.global_avg_pool2d", _gap_rel, _gap_compute, OPAQUE, attrs={"layout": "NCHW"}, num_inputs=1,
+                  schedule=schedules.reduction, doc="mean over H and W (NCHW)"))
+
+
+# --------------------------------------------------------------- batch_norm
+def _batch_norm_rel(types, attrs):
+    op = "nn.batch_norm"
+    _nargs(types, 5, op)
+    x = _tensor(types, 0, op, "data")
+    axis = attrs["axis"] % len(x.shape)
+    for k, what in enumerate(("gamma", "beta", "moving_mean", "moving_var"), 1):
+        t = _tensor(types, k, op, what)
+        if t.shape != (x.shape[axis],):
+            raise RelayError(f"{op}: {what} shape {t.shape} must be ({x.shape[axis]},) for data shape {x.shape} "
+                             f"on axis {attrs['axis']}")
+    vec = TensorType((x.shape[axis],), x.dtype)
+    return TupleType([x, vec, vec])
+
+
+def _batch_norm_compute(inputs, attrs, out_type):
+    x, gamma, beta, mean, var = inputs
+    axis = attrs["axis"] % len(x.shape)
+    eps = te.const(float(attrs["epsilon"]), x.dtype)
+
+    def f(*i):
+        c = i[axis]
+        v = (x[i] - mean[c]) / te.sqrt(var[c] + eps)
+        if attrs["scale"]:
+            v = v * gamma[c]
+        return v + beta[c] if attrs["center"] else v
+
+    return te.compute(out_type.fields[0].shape, f, name="batch_norm")
+
+
+register_op(OpDef("nn.batch_norm", _batch_norm_rel, _batch_norm_compute, OPAQUE, num_inputs=5,
+                  attrs={"axis": 1, "epsilon": 1e-5, "center": True, "scale": True},
+                  doc="inference batch norm; returns (out, mean, var) like TVM; SimplifyInference rewrites it"))
+
+
+# ------------------------------------------------------------------ softmax
+def _softmax_rel(types, attrs):
+    _nargs(types, 1, "nn.softmax")
+    x = _tensor(types, 0, "nn.softmax", "data")
+    if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
+        raise RelayError(f"nn.softmax: axis {attrs['axis']} is out of range for shape {x.shape}")
+    return x
+
+
+def _softmax_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    shape = _ishape(x)
+    axis = attrs["axis"] % len(shape)
+    red_shape = shape[:axis] + shape[axis + 1:]
+    k1 = te.reduce_axis((0, shape[axis]), name="k1")
+    k2 = te.reduce_axis((0, shape[axis]), name="k2")
+
+    def at(i, k):
+        return tuple(i[:axis]) + (k,) + tuple(i[axis:])
+
+    def red(i):
+        return tuple(i[:axis]) + tuple(i[axis + 1:])
+
+    mx = te.compute(red_shape, lambda *i: te.max(x[at(i, k1)], axis=k1), name="softmax_max", tag="softmax")
+    ex = te.compute(shape, lambda *i: te.exp(x[i] - mx[red(i)]), name="softmax_exp")
+    sm = te.compute(red_shape, lambda *i: te.sum(ex[at(i, k2)], axis=k2), name="softmax_sum")
+    return te.compute(shape, lambda *i: ex[i] / sm[red(i)], name="softmax")
+
+
+register_op(OpDef("nn.softmax", _softmax_rel, _softmax_compute, OPAQUE, attrs={"axis": -1}, num_inputs=1,
+                  schedule=schedules.reduction, doc="softmax along one axis"))
+
+
+# ---------------------------------------------------------------- injective
+def _ravel(idx: Sequence[Any], shape: Sequence[int]) -> Any:
+    lin: Any = 0
+    for i, d in zip(idx, shape):
+        lin = lin * d + i
+    return lin
+
+
+def _unravel(lin: Any, shape: Sequence[int]) -> tuple:
+    out = []
+    stride = 1
+    strides = []
+    for d in reversed(shape):
+        strides.append(stride)
+        stride *= d
+    for d, s in zip(shape, reversed(strides)):
+        out.append((lin // s) % d if s > 1 else lin % d)
+    return tuple(out)
+
+
+def reshape_shape(ishape: Sequence[int], newshape: Sequence[int], op: str = "reshape") -> tuple[int, ...]:
+    """Resolve 0 (copy the input dimension) and -1 (infer) in ``newshape``, as ONNX and TVM do."""
+    out: list[int] = []
+    infer = -1
+    for k, d in enumerate(newshape):
+        d = int(d)
+        if d == 0:
+            if k >= len(ishape):
+                raise RelayError(f"{op}: newshape {tuple(newshape)} copies dimension {k} of shape {tuple(ishape)}, "
+                                 "which it does not have")
+            out.append(ishape[k])
+        elif d == -1:
+            if infer >= 0:
+                raise RelayError(f"{op}: newshape {tuple(newshape)} has more than one -1")
+            infer = k
+            out.append(1)
+        elif d < 0:
+            raise RelayError(f"{op}: newshape {tuple(newshape)}: only 0 and -1 are special values")
+        else:
+            out.append(d)
+    size = math.prod(ishape)
+    if infer >= 0:
+        rest = math.prod(out)
+        if rest == 0 or size % rest:
+            raise RelayError(f"{op}: cannot reshape {tuple(ishape)} ({size} elements) to {tuple(newshape)}")
+        out[infer] = size // rest
+    if math.prod(out) != size:
+        raise RelayError(f"{op}: cannot reshape {tuple(ishape)} ({size} elements) to {tuple(newshape)} "
+                         f"({math.prod(out)} elements)")
+    return tuple(out)
+
+
+def _reshape_rel(types, attrs):
+    _nargs(types, 1, "reshape")
+    x = _tensor(types, 0, "reshape", "data")
+    return TensorType(reshape_shape(x.shape, attrs["newshape"]), x.dtype)
+
+
+def _reshape_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    ishape = _ishape(x)
+    oshape = out_type.shape
+    return te.compute(oshape, lambda *i: x[_unravel(_ravel(i, oshape), ishape)], name="reshape")
+
+
+register_op(OpDef("reshape", _reshape_rel, _reshape_compute, INJECTIVE, attrs={"newshape": None}, num_inputs=1,
+                  doc="reshape (0 copies a dimension, -1 is inferred)"))
+
+
+def _batch_flatten_rel(types, attrs):
+    _nargs(types, 1, "nn.batch_flatten")
+    x = _tensor(types, 0, "nn.batch_flatten", "data")
+    if not x.shape:
+        raise RelayError("nn.batch_flatten: data must have at least one dimension")
+    return TensorType((x.shape[0], math.prod(x.shape[1:])), x.dtype)
+
+
+register_op(OpDef("nn.batch_flatten", _batch_flatten_rel, _reshape_compute, INJECTIVE, num_inputs=1,
+                  doc="flatten all but the first axis"))
+
+
+def _transpose_axes(ndim: int, axes: Any, op: str = "transpose") -> tuple[int, ...]:
+    if axes is None:
+        return tuple(range(ndim - 1, -1, -1))
+    ax = tuple(int(a) % ndim for a in axes) if ndim else ()
+    if sorted(ax) != list(range(ndim)):
+        raise RelayError(f"{op}: axes {tuple(axes)} are not a permutation of {ndim} dimensions")
+    return ax
+
+
+def _transpose_rel(types, attrs):
+    _nargs(types, 1, "transpose")
+    x = _tensor(types, 0, "transpose", "data")
+    ax = _transpose_axes(len(x.shape), attrs["axes"])
+    return TensorType(tuple(x.shape[a] for a in ax), x.dtype)
+
+
+def _transpose_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    ax = _transpose_axes(len(x.shape), attrs["axes"])
+
+    def f(*i):
+        src = [None] * len(ax)
+        for k, a in enumerate(ax):
+            src[a] = i[k]
+        return x[tuple(src)]
+
+    return te.compute(out_type.shape, f, name="transpose")
+
+
+register_op(OpDef("transpose", _transpose_rel, _transpose_compute, INJECTIVE, attrs={"axes": None}, num_inputs=1,
+                  doc="permute axes (reverse them by default)"))
+
+
+def _concat_rel(types, attrs):
+    op = "concatenate"
+    if len(types) == 1 and isinstance(types[0], TupleType):
+        types = list(types[0].fields)
+    if not types:
+        raise RelayError(f"{op}: needs at least one tensor")
+    ts = [_tensor(types, k, op) for k in range(len(types))]
+    nd = len(ts[0].shape)
+    if nd == 0:
+        raise RelayError(f"{op}: cannot concatenate 0-d tensors")
+    axis = attrs["axis"] % nd
+    for t in ts:
+        if len(t.shape) != nd or any(a != b for k, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if k != axis):
+            raise RelayError(f"{op}: shapes {', '.join(str(t.shape) for t in ts)} differ outside axis {attrs['axis']}")
+    _same_dtype(op, *ts)
+    shape = list(ts[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in ts)
+    return TensorType(shape, ts[0].dtype)
+
+
+def _concat_compute(inputs, attrs, out_type):
+    axis = attrs["axis"] % len(out_type.shape)
+    offsets = []
+    off = 0
+    for t in inputs:
+        offsets.append(off)
+        off += int(t.shape[axis])
+
+    def g(*i):  # first input whose range holds the index, tested from the last one down
+        val = inputs[0][i]
+        for t, o in zip(inputs[1:], offsets[1:]):
+            idx = tuple(i[:axis]) + (i[axis] - o,) + tuple(i[axis + 1:])
+            val = te.if_then_else(i[axis] >= o, t[idx], val)
+        return val
+
+    return te.compute(out_type.shape, g, name="concatenate")
+
+
+register_op(OpDef("concatenate", _concat_rel, _concat_compute, INJECTIVE, attrs={"axis": 0},
+                  doc="join a tuple of tensors along an axis"))
+
+
+def _pad_rel(types, attrs):
+    _nargs(types, 1, "nn.pad")
+    x = _tensor(types, 0, "nn.pad", "data")
+    pw = attrs["pad_width"]
+    if pw is None or len(pw) != len(x.shape) or any(len(p) != 2 or min(p) < 0 for p in pw):
+        raise RelayError(f"nn.pad: pad_width {pw} must give (before, after) >= 0 for each of the "
+                         f"{len(x.shape)} dimensions of shape {x.shape}")
+    if attrs["pad_mode"] != "constant":
+        raise RelayError(f"nn.pad: only pad_mode 'constant' is supported, got {attrs['pad_mode']!r}")
+    return TensorType(tuple(d + int(p[0]) + int(p[1]) for d, p in zip(x.shape, pw)), x.dtype)
+
+
+def _pad_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    pw = [(int(a), int(b)) for a, b in attrs["pad_width"]]
+    shape = _ishape(x)
+
+    def f(*i):
+        conds = []
+        for k, (d, (a, _)) in enumerate(zip(shape, pw)):
+            if a or pw[k][1]:
+                conds += [i[k] >= a, i[k] < d + a]
+        src = tuple(ik - a for ik, (a, _) in zip(i, pw))
+        if not conds:
+            return x[src]
+        return te.if_then_else(te.all(*conds), x[src], te.const(float(attrs["pad_value"]), x.dtype))
+
+    return te.compute(out_type.shape, f, name="pad")
+
+
+register_op(OpDef("nn.pad", _pad_rel, _pad_compute, INJECTIVE,
+                  attrs={"pad_width": None, "pad_value": 0.0, "pad_mode": "constant"}, num_inputs=1,
+                  doc="constant padding of every axis"))

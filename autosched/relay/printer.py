@@ -1,0 +1,62 @@
+"""A readable text form of relay expressions (SSA lines, types as comments, constants summarised)."""
+
+from __future__ import annotations
+
+from autosched.relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var, post_order
+
+
+def _attrs(attrs: dict) -> str:
+    return "".join(f", {k}={list(v) if isinstance(v, tuple) else v}" for k, v in attrs.items() if v is not None)
+
+
+def _ty(e: Expr) -> str:
+    t = e._checked_type
+    return f" /* ty={t!r} */" if t is not None else ""
+
+
+def astext(expr: Expr, indent: str = "") -> str:
+    """``fn (%x: Tensor[...]) { %0 = op(...); ... }`` for a Function, the same body form for other exprs."""
+    names: dict[int, str] = {}
+    lines: list[str] = []
+    counter = 0
+    consts = 0
+    body = expr.body if isinstance(expr, Function) else expr
+    params = expr.params if isinstance(expr, Function) else ()
+    for p in params:
+        names[id(p)] = f"%{p.name_hint}"
+    for node in post_order(body):
+        if id(node) in names:
+            continue
+        if isinstance(node, Var):
+            names[id(node)] = f"%{node.name_hint}"
+        elif isinstance(node, Constant):
+            if node.data.ndim == 0:
+                names[id(node)] = f"{node.data.item()!r}{'f' if node.data.dtype.kind == 'f' else ''}"
+            else:
+                names[id(node)] = f"meta[Constant][{consts}]"
+                consts += 1
+        elif isinstance(node, Function):
+            continue
+        else:
+            if isinstance(node, Call):
+                if isinstance(node.op, Function):
+                    sub = astext(node.op, indent + "  ").replace("\n", "\n" + indent + "  ")
+                    lines.append(f"{indent}  %{counter} = {sub};")
+                    callee = f"%{counter}"
+                    counter += 1
+                else:
+                    callee = node.op.name
+                rhs = f"{callee}({', '.join(names[id(a)] for a in node.args)}{_attrs(node.attrs)})"
+            elif isinstance(node, Tuple):
+                rhs = f"({', '.join(names[id(a)] for a in node.fields)})"
+            elif isinstance(node, TupleGetItem):
+                rhs = f"{names[id(node.tuple_value)]}.{node.index}"
+            else:
+                rhs = repr(node)
+            lines.append(f"{indent}  %{counter} = {rhs};{_ty(node)}")
+            names[id(node)] = f"%{counter}"
+            counter += 1
+    head = ", ".join(f"%{p.name_hint}: {p.type_annotation!r}" for p in params)
+    prim = " /* primitive */" if isinstance(expr, Function) and expr.attrs.get("Primitive") else ""
+    out = names.get(id(body), "?")
+    return f"fn ({head}){prim} {{\n" + "\n".join(lines) + ("\n" if lines else "") + f"{indent}  {out}\n{indent}}}"

@@ -1,0 +1,156 @@
+"""Run a built relay model: the graph JSON from ``relay.build``, its kernels library and its parameters.
+
+Needs only numpy and ctypes (the library may be an exported ``.so`` loaded with ``load_module``), so a
+deployed model runs where llvmlite is not installed:
+
+    m = GraphModule(graph_json, lib, params)     # or graph_executor.load("out/")
+    m.set_input("data", x); m.run(); y = m.get_output(0)
+
+The graph JSON follows TVM's layout: ``nodes`` (``"null"`` for inputs and parameters, ``"tvm_op"`` for
+kernel calls with ``attrs.func_name``), ``arg_nodes``, ``heads``, ``node_row_ptr`` and ``attrs`` with
+``shape`` and ``dltype`` per entry. A deployable folder holds ``deploy_graph.json``, ``deploy_lib.so`` and
+``deploy_params.npz`` (``numpy.savez`` of name -> array).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from autosched.runtime.module import Module, load_module
+
+GRAPH_FILE = "deploy_graph.json"
+LIB_FILE = "deploy_lib.so"
+PARAMS_FILE = "deploy_params.npz"
+
+
+class GraphModule:
+    """An executor of one graph: inputs by name, ``run()``, outputs by index."""
+
+    def __init__(self, graph_json: str | dict, lib: Module, params: dict[str, Any] | None = None):
+        self.graph = json.loads(graph_json) if isinstance(graph_json, str) else graph_json
+        self.lib = lib
+        g = self.graph
+        self._nodes = g["nodes"]
+        self._row = g["node_row_ptr"]
+        shapes = g["attrs"]["shape"][1]
+        dtypes = g["attrs"]["dltype"][1]
+        self._entries = [np.zeros(tuple(s), dtype=d) for s, d in zip(shapes, dtypes)]
+        self._input_index = {self._nodes[n]["name"]: n for n in g["arg_nodes"]}
+        self._ops = []
+        for nid, node in enumerate(self._nodes):
+            if node["op"] != "tvm_op":
+                continue
+            f = lib.get_function(node["attrs"]["func_name"])
+            args = [self._entries[self._row[e[0]] + e[1]] for e in node["inputs"]]
+            outs = [self._entries[self._row[nid] + k] for k in range(int(node["attrs"].get("num_outputs", 1)))]
+            self._ops.append((f, args + outs))
+        self._heads = [self._row[h[0]] + h[1] for h in g["heads"]]
+        if params:
+            for k, v in params.items():
+                self.set_input(k, v)
+
+    def set_input(self, key: str | int | None = None, value: Any = None, **inputs: Any) -> None:
+        """Copy an input (or a parameter) into the graph: ``set_input("data", x)`` or ``set_input(data=x)``."""
+        if key is not None:
+            inputs = {key: value, **inputs}
+        for name, val in inputs.items():
+            if isinstance(name, int):
+                name = self._nodes[self.graph["arg_nodes"][name]]["name"]
+            nid = self._input_index.get(name)
+            if nid is None:
+                raise KeyError(f"the graph has no input {name!r} (its inputs: "
+                               f"{', '.join(n for n in self._input_index if not n.startswith('p'))} and "
+                               f"{sum(1 for n in self._input_index if n.startswith('p'))} parameters)")
+            dst = self._entries[self._row[nid]]
+            arr = np.asarray(val.numpy() if hasattr(val, "numpy") else val)
+            if arr.shape != dst.shape:
+                raise ValueError(f"input {name!r} has shape {arr.shape}, the graph expects {dst.shape}")
+            if arr.dtype != dst.dtype:
+                raise TypeError(f"input {name!r} has dtype {arr.dtype}, the graph expects {dst.dtype}")
+            np.copyto(dst, arr)
+
+    def get_input(self, name: str) -> np.ndarray:
+        return self._entries[self._row[self._input_index[name]]].copy()
+
+    def run(self, **inputs: Any) -> None:
+        """Run every kernel once, in order (inputs given here are set first)."""
+        if inputs:
+            self.set_input(**inputs)
+        for f, arrays in self._ops:
+            f(*arrays)
+
+    def get_num_outputs(self) -> int:
+        return len(self._heads)
+
+    def get_num_inputs(self) -> int:
+        return len(self._input_index)
+
+    def get_output(self, index: int) -> np.ndarray:
+        """Output ``index`` of the last run, as a new numpy array."""
+        if not 0 <= index < len(self._heads):
+            raise IndexError(f"output {index} out of range: the graph has {len(self._heads)} outputs")
+        return self._entries[self._heads[index]].copy()
+
+    def benchmark(self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0.0) -> dict[str, float]:
+        """Seconds per run of the whole graph: ``{"mean", "median", "min", "max", "std"}`` over ``repeat``
+        repeats of ``number`` runs (after one warm-up run)."""
+        self.run()
+        results = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            n = 0
+            while True:
+                for _ in range(number):
+                    self.run()
+                n += number
+                if (time.perf_counter() - t0) * 1e3 >= min_repeat_ms:
+                    break
+            results.append((time.perf_counter() - t0) / n)
+        arr = np.array(results)
+        return {"mean": float(arr.mean()), "median": float(np.median(arr)), "min": float(arr.min()),
+                "max": float(arr.max()), "std": float(arr.std()), "results": results}
+
+
+def create(graph_json: str | dict, lib: Module, params: dict[str, Any] | None = None) -> GraphModule:
+    """TVM's spelling of ``GraphModule(graph_json, lib, params)``."""
+    return GraphModule(graph_json, lib, params)
+
+
+def save_params(params: dict[str, Any], path: str | os.PathLike) -> None:
+    """Write parameters as a ``.npz`` (numpy only)."""
+    np.savez(os.fspath(path), **{k: np.asarray(v) for k, v in params.items()})
+
+
+def load_params(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    with np.load(os.fspath(path), allow_pickle=False) as f:
+        return {k: f[k] for k in f.files}
+
+
+def export(folder: str | os.PathLike, graph_json: str, lib: Module, params: dict[str, Any]) -> dict[str, str]:
+    """Write a deployable folder (graph JSON, shared library, parameters); returns the three paths."""
+    folder = os.fspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    paths = {"graph": os.path.join(folder, GRAPH_FILE), "lib": os.path.join(folder, LIB_FILE),
+             "params": os.path.join(folder, PARAMS_FILE)}
+    with open(paths["graph"], "w") as f:
+        f.write(graph_json)
+    lib.export_library(paths["lib"])
+    save_params(params, paths["params"])
+    return paths
+
+
+def load(folder: str | os.PathLike) -> GraphModule:
+    """A GraphModule from a folder written by :func:`export` (or ``autosched build -o``)."""
+    folder = os.fspath(folder)
+    with open(os.path.join(folder, GRAPH_FILE)) as f:
+        graph = f.read()
+    lib = load_module(os.path.join(folder, LIB_FILE))
+    return GraphModule(graph, lib, load_params(os.path.join(folder, PARAMS_FILE)))
+
+
+__all__ = ["GraphModule", "create", "export", "load", "load_params", "save_params"]
