@@ -177,6 +177,29 @@ def link_shared(obj: bytes, path: str, parallel: bool) -> None:
             raise CodegenError(f"linking {path} failed ({' '.join(cmd)}):\n{res.stderr}")
 
 
+def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | None = None) -> LLVMModule:
+    """Compile several PrimFuncs into one module (one LLVM module; one shared library on export), e.g. the
+    kernels of a model. Function names must differ."""
+    tgt = Target(target)
+    if tgt.kind != "llvm":
+        raise CodegenError(f"target {tgt} is not supported by build yet (only llvm)")
+    if not funcs:
+        raise ValueError("build_many needs at least one function")
+    names = [f.name for f in funcs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"build_many: function names must be unique, got {names}")
+    cg = CodeGenLLVM(names[0], int(tgt.options.get("num-cores", 0)))
+    sigs = []
+    for f in funcs:
+        cg.add_function(f)
+        sigs.append(signature(f))
+    if cg.uses_parallel:
+        _gomp_available()
+    entry = entry or names[0]
+    _add_metadata(cg.module, sigs, entry)
+    return LLVMModule(str(cg.module), sigs, tgt, entry)
+
+
 def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", name: str = "main") -> Module:
     """Compile a schedule (with its argument tensors) or a PrimFunc into a callable module."""
     from autosched.te.schedule import Schedule

@@ -1,5 +1,6 @@
 """Run compiled kernels: modules, functions, and the global function registry. No llvmlite needed."""
 
+from autosched.runtime import graph_executor
 from autosched.runtime.module import DSOModule, Module, PackedFunc, load_module
 from autosched.runtime.registry import (
     get_global_func,
@@ -13,6 +14,7 @@ __all__ = [
     "Module",
     "PackedFunc",
     "get_global_func",
+    "graph_executor",
     "list_global_func_names",
     "load_module",
     "register_func",

@@ -136,6 +136,10 @@ def register_schedule(name: str, target: str = "llvm"):
 def get_workload(name: str) -> Workload:
     _load_builtins()
     wl = _WORKLOADS.get(name)
+    if wl is None and name.startswith("relay."):  # fused kernels of relay graphs register on first use
+        import autosched.relay.fused  # noqa: F401
+
+        wl = _WORKLOADS.get(name)
     if wl is None:
         raise KeyError(f"unknown workload {name!r}; registered workloads: {', '.join(sorted(_WORKLOADS))}")
     return wl
