@@ -1,0 +1,327 @@
+"""relay: graph IR, type inference, passes, fusion, build and the graph executor, against numpy."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from autosched import relay
+from autosched.relay import transform
+from autosched.runtime import graph_executor
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype("float32")
+
+
+# ------------------------------------------------------------ numpy references
+def np_pad2d(x: np.ndarray, pt: int, pl: int, pb: int, pr: int, value: float = 0.0) -> np.ndarray:
+    return np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=value)
+
+
+def np_conv2d(x, w, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+    xp = np_pad2d(x, *padding)
+    N, C, H, W = xp.shape
+    O, Ig, KH, KW = w.shape
+    sh, sw = strides
+    dh, dw = dilation
+    OH = (H - (KH - 1) * dh - 1) // sh + 1
+    OW = (W - (KW - 1) * dw - 1) // sw + 1
+    out = np.zeros((N, O, OH, OW), dtype=np.float64)
+    og = O // groups
+    for o in range(O):
+        g = o // og
+        for kh in range(KH):
+            for kw in range(KW):
+                patch = xp[:, g * Ig:(g + 1) * Ig, kh * dh: kh * dh + sh * (OH - 1) + 1: sh,
+                           kw * dw: kw * dw + sw * (OW - 1) + 1: sw]
+                out[:, o] += np.einsum("nchw,c->nhw", patch, w[o, :, kh, kw])
+    return out.astype("float32")
+
+
+def np_pool(x, k, s, pad, mode, count_include_pad=False, ceil_mode=False):
+    N, C, H, W = x.shape
+    pt, pl, pb, pr = pad
+    OH = (H + pt + pb - k[0]) // s[0] + 1
+    OW = (W + pl + pr - k[1]) // s[1] + 1
+    if ceil_mode:
+        OH = -(-(H + pt + pb - k[0]) // s[0]) + 1
+        OW = -(-(W + pl + pr - k[1]) // s[1]) + 1
+        OH -= (OH - 1) * s[0] >= H + pt
+        OW -= (OW - 1) * s[1] >= W + pl
+    out = np.zeros((N, C, OH, OW), "float32")
+    for y in range(OH):
+        for xx in range(OW):
+            h0, w0 = y * s[0] - pt, xx * s[1] - pl
+            hs, ws = slice(max(h0, 0), min(h0 + k[0], H)), slice(max(w0, 0), min(w0 + k[1], W))
+            win = x[:, :, hs, ws]
+            if mode == "max":
+                out[:, :, y, xx] = win.max(axis=(2, 3))
+            else:
+                if count_include_pad:
+                    cnt = (min(h0 + k[0], H + pb) - max(h0, -pt)) * (min(w0 + k[1], W + pr) - max(w0, -pl))
+                else:
+                    cnt = win.shape[2] * win.shape[3]
+                out[:, :, y, xx] = win.sum(axis=(2, 3)) / cnt
+    return out
+
+
+def np_softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def run(mod_or_func, inputs: dict, params: dict | None = None, opt_level: int = 2) -> list[np.ndarray]:
+    with transform.PassContext(opt_level=opt_level):
+        graph_json, lib, out_params = relay.build(mod_or_func, "llvm", params=params)
+    m = graph_executor.GraphModule(graph_json, lib, out_params)
+    for k, v in inputs.items():
+        m.set_input(k, v)
+    m.run()
+    return [m.get_output(i) for i in range(m.get_num_outputs())]
+
+
+def kernels_of(graph_json: str) -> list[dict]:
+    return [n for n in json.loads(graph_json)["nodes"] if n["op"] == "tvm_op"]
+
+
+# ---------------------------------------------------------------- the tests
+def test_conv_bias_relu_is_one_kernel_and_matches_numpy():
+    x = relay.var("data", shape=(1, 3, 12, 12))
+    w, b = rand(8, 3, 3, 3), rand(8)
+    y = relay.nn.relu(relay.nn.bias_add(relay.nn.conv2d(x, relay.const(w), padding=(1, 1)), relay.const(b)))
+    mod = relay.IRModule.from_expr(relay.Function([x], y))
+    mod = relay.transform.InferType()(mod)
+    assert mod["main"].checked_type.ret_type.shape == (1, 8, 12, 12)
+    assert y.checked_type.dtype == "float32"
+    assert "nn.conv2d" in str(mod) and "Tensor[(1, 8, 12, 12), float32]" in str(mod)
+    graph_json, lib, params = relay.build(mod, "llvm")
+    ks = kernels_of(graph_json)
+    assert len(ks) == 1 and ks[0]["name"].startswith("fused_conv2d_bias_add_relu")
+    xd = rand(1, 3, 12, 12)
+    m = graph_executor.GraphModule(graph_json, lib, params)
+    m.set_input("data", xd)
+    m.run()
+    ref = np.maximum(np_conv2d(xd, w, padding=(1, 1, 1, 1)) + b[None, :, None, None], 0)
+    np.testing.assert_allclose(m.get_output(0), ref, rtol=1e-4, atol=1e-4)
+    bench = m.benchmark(number=2, repeat=2)
+    assert bench["mean"] > 0 and len(bench["results"]) == 2
+
+
+def test_conv2d_groups_strides_dilation_asymmetric_padding():
+    x = relay.var("x", shape=(2, 4, 11, 10))
+    w1, w2 = rand(6, 2, 3, 3), rand(4, 6, 2, 3)
+    y = relay.nn.conv2d(x, relay.const(w1), strides=(2, 1), padding=(1, 0, 2, 1), groups=2)
+    z = relay.nn.conv2d(y, relay.const(w2), dilation=(2, 1), padding=1)
+    xd = rand(2, 4, 11, 10)
+    (out,) = run(relay.Function([x], z), {"x": xd})
+    ref = np_conv2d(np_conv2d(xd, w1, (2, 1), (1, 0, 2, 1), groups=2), w2, dilation=(2, 1), padding=(1, 1, 1, 1))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_dense_matmul_batch_matmul_and_broadcasting_ops():
+    a = relay.var("a", shape=(4, 16))
+    b = relay.var("b", shape=(3, 5, 7))
+    wd, wm = rand(10, 16), rand(10, 6)
+    bias = rand(10)
+    d = relay.nn.bias_add(relay.nn.dense(a, relay.const(wd), units=10), relay.const(bias), axis=-1)
+    mm = relay.nn.matmul(d, relay.const(wm))                      # (4, 6)
+    mt = relay.nn.matmul(relay.const(wm), d, transpose_a=True, transpose_b=True)  # (6, 4)
+    yb = rand(3, 2, 7)
+    bm = relay.nn.batch_matmul(b, relay.const(yb))               # (3, 5, 2), y transposed
+    bm2 = relay.nn.batch_matmul(b, relay.const(rand(1, 7, 2)), transpose_b=False)
+    s = relay.sigmoid(mm) * relay.const(np.float32(2.0)) - relay.tanh(relay.const(rand(6)))
+    q = relay.clip(relay.divide(mt, relay.const(rand(6, 1) + 3.0)), -0.5, 0.5)
+    f = relay.Function([a, b], relay.Tuple([s, q, bm + bm2]))
+    ad, bd = rand(4, 16), rand(3, 5, 7)
+    outs = run(f, {"a": ad, "b": bd})
+    dd = ad @ wd.T + bias
+    ref_s = 1 / (1 + np.exp(-(dd @ wm))) * 2.0
+    tanh_c = np.tanh(s.args[1].args[0].data)
+    np.testing.assert_allclose(outs[0], ref_s - tanh_c, rtol=1e-4, atol=1e-4)
+    ref_q = np.clip((wm.T @ dd.T) / q.args[0].args[1].data, -0.5, 0.5)
+    np.testing.assert_allclose(outs[1], ref_q, rtol=1e-4, atol=1e-4)
+    ref_b = bd @ yb.transpose(0, 2, 1) + bd @ bm2.args[1].data[0]
+    np.testing.assert_allclose(outs[2], ref_b, rtol=1e-4, atol=1e-4)
+
+
+def test_pools_softmax_and_injective_ops():
+    x = relay.var("x", shape=(1, 3, 9, 9))
+    mp = relay.nn.max_pool2d(x, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))
+    mpc = relay.nn.max_pool2d(x, pool_size=(2, 2), strides=(2, 2), ceil_mode=True)
+    ap = relay.nn.avg_pool2d(x, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))
+    api = relay.nn.avg_pool2d(x, pool_size=(3, 3), strides=(2, 2), padding=(1, 1), count_include_pad=True)
+    gp = relay.nn.global_avg_pool2d(x)
+    fl = relay.nn.batch_flatten(gp)                                # (1, 3)
+    sm = relay.nn.softmax(relay.reshape(x, (0, -1, 9)), axis=1)    # (1, 27, 9) softmax over 27
+    tr = relay.transpose(x, (0, 2, 3, 1))
+    cat = relay.concatenate([mp, ap, api], axis=1)                 # (1, 9, 5, 5)
+    pd = relay.nn.pad(x, ((0, 0), (1, 0), (0, 2), (1, 1)), pad_value=-1.0)
+    f = relay.Function([x], relay.Tuple([cat, mpc, fl, sm, tr, pd]))
+    xd = rand(1, 3, 9, 9)
+    outs = run(f, {"x": xd})
+    p = (1, 1, 1, 1)
+    ref_cat = np.concatenate([np_pool(xd, (3, 3), (2, 2), p, "max"), np_pool(xd, (3, 3), (2, 2), p, "avg"),
+                              np_pool(xd, (3, 3), (2, 2), p, "avg", count_include_pad=True)], axis=1)
+    np.testing.assert_allclose(outs[0], ref_cat, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[1], np_pool(xd, (2, 2), (2, 2), (0, 0, 0, 0), "max", ceil_mode=True))
+    assert outs[1].shape == (1, 3, 5, 5)
+    np.testing.assert_allclose(outs[2], xd.mean(axis=(2, 3)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[3], np_softmax(xd.reshape(1, 27, 9), axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(outs[4], xd.transpose(0, 2, 3, 1))
+    np.testing.assert_array_equal(outs[5], np.pad(xd, ((0, 0), (1, 0), (0, 2), (1, 1)), constant_values=-1.0))
+
+
+def test_batch_norm_is_folded_into_conv_weights():
+    x = relay.var("data", shape=(1, 3, 8, 8))
+    w = relay.var("w", shape=(4, 3, 3, 3))
+    gamma, beta, mean, var = (relay.var(n, shape=(4,)) for n in ("gamma", "beta", "mean", "var"))
+    conv = relay.nn.conv2d(x, w, padding=(1, 1), channels=4, kernel_size=(3, 3))
+    bn = relay.nn.batch_norm(conv, gamma, beta, mean, var, epsilon=1e-3)
+    f = relay.Function([x, w, gamma, beta, mean, var], relay.nn.relu(bn[0]))
+    params = {"w": rand(4, 3, 3, 3), "gamma": rand(4), "beta": rand(4), "mean": rand(4),
+              "var": np.abs(rand(4)) + 0.5}
+    fused = relay.optimize(relay.IRModule.from_expr(f), params)
+    text = str(fused)
+    assert "nn.batch_norm" not in text and "multiply" not in text  # the scale lives in the weights now
+    assert "fused_conv2d_add_relu" in str([n.op.attrs.get("name") for n in [fused["main"].body]])
+    xd = rand(1, 3, 8, 8)
+    (out,) = run(f, {"data": xd}, params)
+    conv_ref = np_conv2d(xd, params["w"], padding=(1, 1, 1, 1))
+    sc = params["gamma"] / np.sqrt(params["var"] + 1e-3)
+    ref = np.maximum((conv_ref - params["mean"][None, :, None, None]) * sc[None, :, None, None]
+                     + params["beta"][None, :, None, None], 0)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    # without SimplifyInference's constants (inputs as variables) batch_norm still computes the same
+    (out2,) = run(f, {"data": xd, **params})
+    np.testing.assert_allclose(out2, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_type_inference_errors_name_the_op_and_shapes():
+    x = relay.var("x", shape=(1, 3, 8, 8))
+    bad = relay.nn.conv2d(x, relay.var("w", shape=(8, 4, 3, 3)))
+    with pytest.raises(relay.RelayError, match=r"nn\.conv2d.*\(1, 3, 8, 8\).*\(8, 4, 3, 3\)"):
+        relay.transform.InferType()(relay.IRModule.from_expr(bad))
+    add = relay.add(relay.var("a", shape=(2, 3)), relay.var("b", shape=(4, 3)))
+    with pytest.raises(relay.RelayError, match=r"add: shapes \(2, 3\) and \(4, 3\) do not broadcast"):
+        relay.transform.InferType()(relay.IRModule.from_expr(add))
+    with pytest.raises(relay.RelayError, match=r"reshape: cannot reshape \(1, 3, 8, 8\)"):
+        relay.transform.InferType()(relay.IRModule.from_expr(relay.reshape(x, (5, -1))))
+    with pytest.raises(relay.RelayError, match="unknown attribute"):
+        relay.op.make_call("nn.conv2d", [x, x], stride=2)
+
+
+def test_passes_fold_constants_cse_dce_and_opt_level():
+    x = relay.var("x", shape=(4,))
+    c = relay.add(relay.const(np.arange(4, dtype="float32")), relay.const(np.ones(4, "float32")))
+    a1 = relay.multiply(x, c)
+    a2 = relay.multiply(x, c)
+    body = relay.TupleGetItem(relay.Tuple([relay.add(a1, a2), relay.sigmoid(x)]), 0)
+    mod = relay.IRModule.from_expr(relay.Function([x], body))
+    seq = transform.Sequential([transform.InferType(), transform.FoldConstant(), transform.EliminateCommonSubexpr(),
+                                transform.DeadCodeElimination()])
+    with transform.PassContext(opt_level=3):
+        out = seq(mod)
+    text = str(out)
+    assert text.count("multiply") == 1 and "sigmoid" not in text and "add(meta" not in text
+    folded = [n for n in relay.expr.post_order(out["main"].body) if isinstance(n, relay.Constant)]
+    np.testing.assert_array_equal(folded[0].data, np.arange(4) + 1.0)
+    with transform.PassContext(opt_level=1):  # FoldConstant (2) and CSE (3) do not run
+        out1 = seq(mod)
+    assert str(out1).count("multiply") == 2
+    xd = rand(4)
+    (res,) = run(mod, {"x": xd})
+    np.testing.assert_allclose(res, 2 * xd * (np.arange(4) + 1.0), rtol=1e-6)
+    # opt_level 0: every op is its own kernel
+    with transform.PassContext(opt_level=0):
+        g0 = relay.build(relay.Function([x], relay.nn.relu(relay.sigmoid(x))), "llvm")[0]
+    assert len(kernels_of(g0)) == 2
+    g2 = relay.build(relay.Function([x], relay.nn.relu(relay.sigmoid(x))), "llvm")[0]
+    assert len(kernels_of(g2)) == 1
+
+
+def _two_conv_model():
+    x = relay.var("data", shape=(1, 4, 10, 10))
+    w1, w2, w3 = (relay.var(n, shape=(4, 4, 3, 3)) for n in ("w1", "w2", "w3"))
+    h = relay.nn.relu(relay.nn.conv2d(x, w1, padding=(1, 1)))
+    h = relay.nn.relu(relay.nn.conv2d(h, w2, padding=(1, 1)))
+    h = relay.add(relay.nn.conv2d(h, w3, strides=(2, 2)), relay.const(np.float32(1.0)))
+    y = relay.nn.dense(relay.nn.batch_flatten(h), relay.var("fc", shape=(3, 64)))
+    params = {"w1": rand(4, 4, 3, 3), "w2": rand(4, 4, 3, 3), "w3": rand(4, 4, 3, 3), "fc": rand(3, 64)}
+    return relay.IRModule.from_expr(relay.Function(relay.expr.free_vars(y), y)), params
+
+
+def test_extract_tasks_weights():
+    mod, params = _two_conv_model()
+    tasks = relay.extract_tasks(mod, params, "llvm")
+    assert [t.weight for t in tasks] == [2, 1, 1]  # the two identical conv+relu layers share a task
+    assert all(t.name == "relay.fused" for t in tasks)
+    import pickle
+
+    again = pickle.loads(pickle.dumps(tasks[0]))
+    assert again.workload_key == tasks[0].workload_key
+
+
+def test_export_folder_runs_without_llvmlite(tmp_path):
+    mod, params = _two_conv_model()
+    graph_json, lib, out_params = relay.build(mod, "llvm", params=params)
+    xd = rand(1, 4, 10, 10)
+    m = graph_executor.GraphModule(graph_json, lib, out_params)
+    m.set_input("data", xd)
+    m.run()
+    expected = m.get_output(0)
+    graph_executor.export(tmp_path, graph_json, lib, out_params)
+    np.save(tmp_path / "x.npy", xd)
+    np.save(tmp_path / "expected.npy", expected)
+    code = (
+        "import sys; sys.modules['llvmlite'] = None\n"
+        "import numpy as np\n"
+        "from autosched.runtime import graph_executor\n"
+        f"d = {str(tmp_path)!r}\n"
+        "m = graph_executor.load(d)\n"
+        "m.set_input('data', np.load(d + '/x.npy')); m.run()\n"
+        "np.testing.assert_allclose(m.get_output(0), np.load(d + '/expected.npy'), rtol=1e-5, atol=1e-5)\n"
+        "assert 'llvmlite.binding' not in sys.modules\n"
+        "print('ok')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "AUTOSCHED_NUM_THREADS": "1"})
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr
+
+
+def test_tuned_record_is_used_by_build(tmp_path, caplog):
+    import autosched
+
+    mod, params = _two_conv_model()
+    xd = rand(1, 4, 10, 10)
+    g0, lib0, p0 = relay.build(mod, "llvm", params=params)
+    assert all(k["attrs"]["tuned"] == "0" for k in kernels_of(g0))
+    m0 = graph_executor.GraphModule(g0, lib0, p0)
+    m0.set_input("data", xd)
+    m0.run()
+    untuned = m0.get_output(0)
+    tasks = relay.extract_tasks(mod, params, "llvm")
+    conv_task = next(t for t in tasks if "nn.conv2d" in t.args["graph"] and '"strides":[2,2]' in t.args["graph"])
+    db = f"sqlite:///{tmp_path / 'tune.db'}"
+    best = autosched.tune(conv_task, trials=8, backend="local", database=db, seed=0)
+    assert best is not None
+    with caplog.at_level(logging.INFO, logger="autosched.relay"):
+        with autosched.apply_history_best(db):
+            result = relay.build(mod, "llvm", params=params)
+    g1, lib1, p1 = result
+    tuned = [k for k in kernels_of(g1) if k["attrs"]["tuned"] == "1"]
+    assert len(tuned) == 1 and tuned[0]["attrs"]["workload_key"] == conv_task.workload_key
+    assert "4 kernels, 1 tuned" in caplog.text
+    assert [k["tuned"] for k in result.kernels].count(True) == 1
+    m1 = graph_executor.GraphModule(g1, lib1, p1)
+    m1.set_input("data", xd)
+    m1.run()
+    np.testing.assert_allclose(m1.get_output(0), untuned, rtol=1e-4, atol=1e-4)
