@@ -23,7 +23,42 @@ def make_parser() -> argparse.ArgumentParser:
     from autosched.space import cli as workloads_cli
 
     workloads_cli.add_parser(sub)
+    from autosched.search import cli as tune_cli
+
+    tune_cli.add_parser(sub)
+    from autosched.database import report
+
+    report.add_parser(sub)
+    _add_peak_parser(sub)
     return p
+
+
+def _add_peak_parser(sub: argparse._SubParsersAction) -> None:
+    pk = sub.add_parser("peak", help="measure (once) and print this machine's fp32 peak GFLOPS",
+                        description="Measure this machine's fp32 peak with a loop of vector FMAs compiled by "
+                                    "llvmlite; the figure is cached per CPU and thread count.")
+    pk.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
+    pk.add_argument("--refresh", action="store_true", help="measure again instead of reading the cache")
+    pk.add_argument("--json", action="store_true", help="print the figure as JSON")
+
+
+def _peak(args: argparse.Namespace) -> int:
+    import json
+
+    from autosched.measure.peak import cached_peak, get_peak
+
+    if args.threads is not None and args.threads < 1:
+        print(f"autosched peak: error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
+        return 2
+    cached = None if args.refresh else cached_peak(args.threads)
+    peak = cached or get_peak(args.threads, refresh=True)
+    if args.json:
+        print(json.dumps(peak.to_json()))
+    else:
+        how = "cached" if cached else "measured now"
+        print(f"fp32 peak: {peak.gflops:.1f} GFLOPS on {peak.threads} thread(s) of {peak.cpu} "
+              f"({peak.lanes}-lane FMAs; {how})")
+    return 0
 
 
 def _lower_example(factor: int) -> int:
@@ -58,6 +93,16 @@ def main(argv: list[str] | None = None) -> int:
         from autosched.space import cli as workloads_cli
 
         return workloads_cli.run(args)
+    if args.command == "tune":
+        from autosched.search import cli as tune_cli
+
+        return tune_cli.run(args)
+    if args.command == "report":
+        from autosched.database import report
+
+        return report.run(args)
+    if args.command == "peak":
+        return _peak(args)
     parser.print_help()
     return 0
 

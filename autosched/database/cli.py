@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
     def filters(q: argparse.ArgumentParser, workload_required: bool = False) -> None:
         q.add_argument("--workload", required=workload_required, help="workload name, e.g. matmul")
-        q.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+        q.add_argument("--param", "--arg", dest="arg", action="append", default=[], metavar="NAME=VALUE",
                        help="a workload parameter (repeatable); with --workload, selects one task")
         q.add_argument("--target", default=None,
                        help="target, e.g. 'llvm -mcpu=sapphirerapids' (default for best: this host)")
@@ -67,6 +67,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     im.add_argument("--replace", action="store_true",
                     help="a candidate already stored takes the log's measurement "
                          "(default: keep the stored one)")
+    st = cmds.add_parser("stats", help="per workload and target: records, failures by kind, best GFLOPS")
+    st.add_argument("--json", action="store_true", help="print one JSON object per workload and target")
+    gc = cmds.add_parser("gc", help="remove what the database no longer needs, then compact it")
+    gc.add_argument("--failed", action="store_true",
+                    help="also remove failed records (their candidates may then be measured again)")
+    gc.add_argument("--keep", type=int, default=None, metavar="K",
+                    help="keep only the K fastest successful records per workload and target")
+    gc.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
     return p
 
 
@@ -99,17 +107,21 @@ def _fmt_record(rec: Any, flop: int | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``autosched db ...``; returns the exit code."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from autosched.database import Database, DatabaseError, LogFormatError
 
     action = getattr(args, "db_command", None)
     if action is None:
-        print("autosched db: give an action: info, best, list, export or import (see autosched db --help)",
+        print("autosched db: give an action: info, stats, best, list, export, import or gc "
+              "(see autosched db --help)",
               file=sys.stderr)
         return EXIT_ERROR
     try:
         with Database(args.db, create=action in ("import",)) as db:
             return _ACTIONS[action](db, args)
-    except (DatabaseError, FileNotFoundError, KeyError, ValueError, TypeError, LogFormatError, OSError) as e:
+    except (DatabaseError, FileNotFoundError, KeyError, ValueError, TypeError, LogFormatError, OSError,
+            SQLAlchemyError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"autosched db: error: {msg}", file=sys.stderr)
         return EXIT_ERROR
@@ -179,4 +191,41 @@ def _import(db: Any, args: argparse.Namespace) -> int:
     return code
 
 
-_ACTIONS = {"info": _info, "best": _best, "list": _list, "export": _export, "import": _import}
+def _stats(db: Any, args: argparse.Namespace) -> int:
+    rows = db.stats()
+    if args.json:
+        for r in rows:
+            print(json.dumps(r, sort_keys=True))
+        return EXIT_OK
+    if not rows:
+        print(f"{db}: no records")
+        return EXIT_OK
+    print(f"{'workload':<44} {'target':<30} {'records':>8} {'ok':>7} {'best GFLOPS':>12}  failures")
+    for r in rows:
+        wargs = ",".join(f"{k}={v}" for k, v in r["args"].items() if k != "dtype")
+        name = f"{r['name']}({wargs})"
+        best = "-"
+        if r["best_cost"]:
+            try:
+                from autosched.task import Task
+
+                best = f"{Task(r['name'], r['args']).flop / r['best_cost'] / 1e9:.1f}"
+            except Exception:  # noqa: BLE001 - a workload not registered here has no FLOP count
+                best = f"{r['best_cost'] * 1e6:.1f} us"
+        errors = ", ".join(f"{k} {n}" for k, n in sorted(r["errors"].items(), key=lambda kv: -kv[1])) or "-"
+        print(f"{name[:44]:<44} {r['target'][:30]:<30} {r['records']:>8} {r['ok']:>7} {best:>12}  {errors}")
+    total = sum(r["records"] for r in rows)
+    print(f"{total} records, {len(rows)} workload/target pairs, {len(db.runs())} tuning runs")
+    return EXIT_OK
+
+
+def _gc(db: Any, args: argparse.Namespace) -> int:
+    removed = db.gc(failed=args.failed, keep=args.keep, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"{verb}: {removed['failed_records']} failed records, {removed['slow_records']} slower records, "
+          f"{removed['workloads']} empty workloads, {removed['runs']} empty runs; {db.count()} records remain")
+    return EXIT_OK
+
+
+_ACTIONS = {"stats": _stats, "gc": _gc, "info": _info, "best": _best, "list": _list, "export": _export,
+            "import": _import}

@@ -698,6 +698,79 @@ class Database:
         with self._read() as conn:
             return [WorkloadInfo(k, n, json.loads(a), h, int(c)) for k, n, a, h, c in conn.execute(stmt)]
 
+    def stats(self) -> list[dict[str, Any]]:
+        """Per workload and target: records, successful ones, the best cost, and failures by error kind."""
+        stmt = (select(_W.c.key, _W.c.name, _W.c.args, _R.c.target, _R.c.error_kind, func.count(),
+                       func.min(_R.c.cost), func.min(_R.c.timestamp), func.max(_R.c.timestamp))
+                .join(_W, _W.c.id == _R.c.workload_id)
+                .group_by(_W.c.key, _W.c.name, _W.c.args, _R.c.target, _R.c.error_kind))
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        with self._read() as conn:
+            for key, name, args, target, kind, n, best, first, last in conn.execute(stmt):
+                row = out.setdefault((key, target), {"key": key, "name": name, "args": json.loads(args),
+                                                     "target": target, "records": 0, "ok": 0, "best_cost": None,
+                                                     "errors": {}, "first": first, "last": last})
+                row["records"] += int(n)
+                row["first"], row["last"] = min(row["first"], first), max(row["last"], last)
+                if kind is None:
+                    row["ok"] += int(n)
+                    if best is not None:
+                        row["best_cost"] = best if row["best_cost"] is None else min(row["best_cost"], best)
+                else:
+                    row["errors"][kind] = int(n)
+        return sorted(out.values(), key=lambda r: (r["name"], r["key"], r["target"]))
+
+    def gc(self, *, failed: bool = False, keep: int | None = None, dry_run: bool = False) -> dict[str, int]:
+        """Remove what a database no longer needs; returns how many rows of each kind went (or would go).
+
+        Always: workloads without records, and ended runs without records. ``failed=True``: failed records
+        (a later run may then measure those candidates again). ``keep=K``: of the successful records, only
+        the K fastest per workload and target stay (resume then re-measures nothing it kept, but may
+        re-propose removed ones). SQLite files are compacted (VACUUM) afterwards.
+        """
+        if keep is not None and keep < 1:
+            raise ValueError(f"gc: keep must be >= 1, got {keep}")
+        removed = {"failed_records": 0, "slow_records": 0, "workloads": 0, "runs": 0}
+        with self._write() as conn:
+            if failed:
+                q = _R.c.cost.is_(None)
+                removed["failed_records"] = int(conn.execute(select(func.count()).select_from(_R).where(q))
+                                                .scalar_one())
+                if not dry_run:
+                    conn.execute(_R.delete().where(q))
+            if keep is not None:
+                rank = (func.row_number().over(partition_by=(_R.c.workload_id, _R.c.target),
+                                               order_by=(_R.c.cost, _R.c.id)).label("rank"))
+                ranked = select(_R.c.id, rank).where(_R.c.cost.isnot(None)).subquery()
+                ids = [r[0] for r in conn.execute(select(ranked.c.id).where(ranked.c.rank > keep))]
+                removed["slow_records"] = len(ids)
+                if not dry_run:
+                    for i in range(0, len(ids), _BATCH):
+                        conn.execute(_R.delete().where(_R.c.id.in_(ids[i:i + _BATCH])))
+            used_w = select(_R.c.workload_id).distinct()
+            used_r = select(_R.c.run_id).where(_R.c.run_id.isnot(None)).distinct()
+            empty_w = _W.c.id.not_in(used_w)
+            empty_r = (_RUN.c.id.not_in(used_r)) & (_RUN.c.status != "running")
+            if dry_run:
+                # what the deletions above would leave empty is not counted here: a dry run reports the
+                # workloads and runs that are empty now
+                removed["workloads"] = int(conn.execute(select(func.count()).select_from(_W).where(empty_w))
+                                           .scalar_one())
+                removed["runs"] = int(conn.execute(select(func.count()).select_from(_RUN).where(empty_r))
+                                      .scalar_one())
+            else:
+                removed["workloads"] = conn.execute(_W.delete().where(empty_w)).rowcount
+                removed["runs"] = conn.execute(_RUN.delete().where(empty_r)).rowcount
+                self._wl_ids.clear()
+                self._wl_args.clear()
+        if not dry_run and self.dialect == "sqlite" and not self.location.in_memory:
+            raw = self.engine.raw_connection()  # VACUUM cannot run inside the transaction SQLAlchemy begins
+            try:
+                raw.driver_connection.execute("VACUUM")
+            finally:
+                raw.close()
+        return removed
+
     # ------------------------------------------------------------------ tuning runs
     def start_run(self, policy: str, *, seed: int | None = None, trials: int | None = None,
                   target: Any = None, config: dict | None = None) -> TuningRun:

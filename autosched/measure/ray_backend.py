@@ -74,7 +74,10 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
             return False
         addr = ray_address(address)
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # never report usage from a tuner
-        common: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING,
+        # Ray's own warnings (token auth on a loopback-only cluster, ...) only when autosched logs at INFO
+        quiet = logging.getLogger("autosched").getEffectiveLevel() > logging.INFO
+        common: dict[str, Any] = dict(include_dashboard=False,
+                                      logging_level=logging.ERROR if quiet else logging.WARNING,
                                       log_to_driver=False, configure_logging=True)
         t0 = time.perf_counter()
         if addr is not None:

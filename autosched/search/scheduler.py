@@ -14,7 +14,7 @@ so that a task whose search has flattened yields to one that keeps improving or 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,13 +46,14 @@ class TaskProgress:
 
 
 def tune_tasks(tasks: Sequence[Any], weights: Sequence[float] | None = None, trials: int = 1000, *,
-               round_trials: int = 32, database: Any = None, measurer: Any = None, **tune_kwargs: Any
-               ) -> list[TaskProgress]:
+               round_trials: int = 32, database: Any = None, measurer: Any = None,
+               should_stop: Callable[[], bool] | None = None, **tune_kwargs: Any) -> list[TaskProgress]:
     """Tune ``tasks`` with ``trials`` measurements in all, round by round; returns each task's progress.
 
     ``weights`` (default 1 each) say how many times each task's kernel runs per use of the model.
     Every round is a :func:`~autosched.tune` call of ``round_trials`` on one task; they share one
     ``database`` (so every round resumes the task's records) and one ``measurer`` (so workers start once).
+    ``should_stop()`` is asked after each round (the command line's Ctrl-C handling ends the run there).
     Other keyword arguments go to :func:`~autosched.tune` (``policy``, ``seed``, ...).
     """
     if weights is None:
@@ -73,7 +74,7 @@ def tune_tasks(tasks: Sequence[Any], weights: Sequence[float] | None = None, tri
             measurer = Measurer(backend=tune_kwargs.pop("backend", None), config=tune_kwargs.pop("run_config", None))
         spent = 0
         queue = list(range(len(progress)))  # warm-up: one round each, in order
-        while spent < trials:
+        while spent < trials and not (should_stop is not None and should_stop()):
             if queue:
                 i = queue.pop(0)
             else:

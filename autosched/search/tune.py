@@ -40,7 +40,8 @@ class TuningFailed(AutoschedError):
 @dataclass
 class TuneState:
     """The progress of a :func:`tune` run, given to callbacks after each batch (``callback(state, inputs,
-    results)``). A callback stops the run by setting ``stop_reason``."""
+    results)``). A callback stops the run by setting ``stop_reason``; a callback object may also have
+    ``on_start(state)`` (after the database's records are read) and ``on_end(state)`` methods."""
 
     task: Any
     trials: int
@@ -53,6 +54,8 @@ class TuneState:
     best_trial: int = 0  # trials_done when best_cost was reached (0: a resumed record)
     started: float = 0.0
     stop_reason: str | None = None
+    run: Any = None  # the database's TuningRun of this call
+    interrupted: bool = False  # a callback stopped the run for the user (Ctrl-C): recorded as interrupted
 
     @property
     def best_gflops(self) -> float:
@@ -159,12 +162,20 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
                   "cost_model": type(ctx.cost_model).__name__ if ctx.cost_model is not None else None,
                   "policy_options": policy_options or {}, "resumed": state.resumed}
         with db.tuning_run(policy_name, seed=seed, trials=trials, target=task.target, config=config) as run:
-            _loop(state, measurer, db, run, batch_size, early_stopping, callbacks, stale_rounds)
-            if remeasure > 0 and state.trials_done > state.failures and hasattr(measurer, "remeasure_top"):
+            state.run = run
+            _hook(callbacks, "on_start", state)
+            try:
+                _loop(state, measurer, db, run, batch_size, early_stopping, callbacks, stale_rounds)
+            finally:
+                _hook(callbacks, "on_end", state)
+            if (remeasure > 0 and not state.interrupted and state.trials_done > state.failures
+                    and hasattr(measurer, "remeasure_top")):
                 again = [(inp, res) for inp, res in measurer.remeasure_top(remeasure)  # a shared measurer
                          if inp.task == task and inp.trace.dumps() in ctx.measured]  # knows other tasks
                 if again:
                     db.commit_many(again, run=run)
+        if state.interrupted:
+            db.end_run(run, status="interrupted")
         best = db.best(task, k=1)
         if best:
             log.info("%s: best %.3g GFLOPS after %d trials (%s)", task, best[0].gflops(task.flop),
@@ -175,6 +186,14 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
             measurer.close()
         if own_db:
             db.close()
+
+
+def _hook(callbacks: Sequence[Callback], name: str, state: TuneState) -> None:
+    """Call the optional ``on_start`` / ``on_end`` method of the callbacks that have one."""
+    for cb in callbacks:
+        fn = getattr(cb, name, None)
+        if fn is not None:
+            fn(state)
 
 
 def _loop(state: TuneState, measurer: Any, db: Any, run: Any, batch_size: int, early_stopping: int | None,

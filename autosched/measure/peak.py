@@ -1,0 +1,184 @@
+"""The machine's fp32 peak, measured: a loop of independent vector FMAs, compiled by llvmlite for this CPU.
+
+The tuner reports each kernel's GFLOPS as a share of this peak (``autosched tune``, ``autosched report``),
+so it is measured the way our kernels run: the same code generator and target machine, the widest vector
+the CPU has, enough independent accumulator chains to cover the FMA latency on every FMA port, one call
+per thread in plain Python threads (ctypes releases the GIL). A result is cached per CPU and thread
+count in the user cache directory (``$AUTOSCHED_CACHE_DIR`` overrides it); ``refresh=True`` measures again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+#: independent FMA chains: latency (4 cycles) x FMA ports (2) plus slack
+_CHAINS = 12
+
+
+@dataclass(frozen=True)
+class Peak:
+    """Measured fp32 peak of ``threads`` threads on ``cpu``: ``gflops`` (best of the repeats)."""
+
+    cpu: str
+    threads: int
+    lanes: int
+    gflops: float
+    measured_at: float
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def cache_dir() -> Path:
+    """Where autosched keeps machine facts: ``$AUTOSCHED_CACHE_DIR``, else the user cache directory."""
+    env = os.environ.get("AUTOSCHED_CACHE_DIR")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("autosched", appauthor=False))
+
+
+def _vector_lanes(mattr: str) -> int:
+    feats = set(mattr.split(","))
+    if "+avx512f" in feats:
+        return 16
+    if "+avx" in feats or "+avx2" in feats:
+        return 8
+    return 4
+
+
+def _compile_kernel(lanes: int):
+    """JIT ``float peak(int64 iters)``: ``_CHAINS`` accumulators, each ``acc = fma(acc, x, y)`` per
+    iteration, summed at the end so nothing is optimised away. Returns (engine, ctypes function)."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    from autosched.codegen.build import target_machine
+    from autosched.codegen.llvm import init_llvm
+    from autosched.codegen.target import Target
+
+    init_llvm()
+    f32 = ir.FloatType()
+    vec = ir.VectorType(f32, lanes)
+    i64 = ir.IntType(64)
+    mod = ir.Module(name="autosched_peak")
+    mod.triple = llvm.get_process_triple()
+    fn = ir.Function(mod, ir.FunctionType(f32, [i64]), name="peak")
+    fma = ir.Function(mod, ir.FunctionType(vec, [vec, vec, vec]), name=f"llvm.fma.v{lanes}f32")
+    entry, loop, done = fn.append_basic_block("entry"), fn.append_basic_block("loop"), fn.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    # x and y are not constants LLVM can fold through: they depend on the argument
+    seed = b.sitofp(fn.args[0], f32)
+    x = b.fadd(ir.Constant(vec, [1.0] * lanes), b.insert_element(ir.Constant(vec, [0.0] * lanes), seed,
+                                                                    ir.Constant(ir.IntType(32), 0)))
+    y = ir.Constant(vec, [1e-7] * lanes)
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(i64)
+    accs = [b.phi(vec) for _ in range(_CHAINS)]
+    new = [b.call(fma, [a, x, y]) for a in accs]
+    nxt = b.add(i, ir.Constant(i64, 1))
+    i.add_incoming(ir.Constant(i64, 0), entry)
+    i.add_incoming(nxt, loop)
+    for k, (a, n) in enumerate(zip(accs, new)):
+        a.add_incoming(ir.Constant(vec, [float(k)] * lanes), entry)
+        a.add_incoming(n, loop)
+    b.cbranch(b.icmp_signed("<", nxt, fn.args[0]), loop, done)
+    b.position_at_end(done)
+    total = new[0]
+    for v in new[1:]:
+        total = b.fadd(total, v)
+    b.ret(b.extract_element(total, ir.Constant(ir.IntType(32), 0)))
+
+    tm = target_machine(Target("llvm"))
+    ref = llvm.parse_assembly(str(mod))
+    ref.verify()
+    engine = llvm.create_mcjit_compiler(ref, tm)
+    engine.finalize_object()
+    cfn = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(engine.get_function_address("peak"))
+    return engine, cfn
+
+
+def measure_peak(threads: int | None = None, *, seconds: float = 0.3, repeat: int = 5) -> Peak:
+    """Measure the fp32 peak of ``threads`` threads (default: all cores), best of ``repeat`` runs of about
+    ``seconds`` each."""
+    from autosched.codegen.target import Target
+
+    target = Target("llvm")
+    threads = int(threads or target.num_cores)
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    lanes = _vector_lanes(target.mattr)
+    engine, fn = _compile_kernel(lanes)
+    flop_per_iter = _CHAINS * lanes * 2
+    # size the loop so one call lasts about `seconds`
+    iters = 1 << 16
+    while True:
+        t0 = time.perf_counter()
+        fn(iters)
+        dt = time.perf_counter() - t0
+        if dt > seconds / 4 or iters > 1 << 40:
+            break
+        iters *= 4
+    iters = max(1, int(iters * seconds / max(dt, 1e-9)))
+    best = 0.0
+    for _ in range(repeat):
+        start = threading.Barrier(threads + 1)
+        workers = [threading.Thread(target=lambda: (start.wait(), fn(iters))) for _ in range(threads)]
+        for w in workers:
+            w.start()
+        start.wait()
+        t0 = time.perf_counter()
+        for w in workers:
+            w.join()
+        dt = time.perf_counter() - t0
+        best = max(best, threads * iters * flop_per_iter / dt / 1e9)
+    del engine
+    return Peak(cpu=target.mcpu, threads=threads, lanes=lanes, gflops=best, measured_at=time.time())
+
+
+def _cache_file() -> Path:
+    return cache_dir() / "peak.json"
+
+
+def cached_peak(threads: int | None = None) -> Peak | None:
+    """The cached peak of ``threads`` threads on this CPU, or None if it was never measured."""
+    from autosched.codegen.target import Target
+
+    target = Target("llvm")
+    threads = int(threads or target.num_cores)
+    try:
+        data = json.loads(_cache_file().read_text())
+        return Peak(**data[f"{target.mcpu}/{threads}"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def get_peak(threads: int | None = None, *, refresh: bool = False) -> Peak:
+    """The fp32 peak of ``threads`` threads on this CPU: from the cache, else measured (and cached)."""
+    if not refresh:
+        got = cached_peak(threads)
+        if got is not None:
+            return got
+    peak = measure_peak(threads)
+    path = _cache_file()
+    try:
+        data = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        data = {}
+    data[f"{peak.cpu}/{peak.threads}"] = peak.to_json()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home still gets the measured figure, just not cached
+    return peak

@@ -1,0 +1,360 @@
+"""``autosched tune``: tune one workload (or every task of a model) from the command line.
+
+    autosched tune --workload conv2d --trials 1000
+    autosched tune --workload matmul --param M=512 --param N=512 --param K=512 --trials 200 --policy random
+    autosched tune --model resnet18.onnx --shape data=1,3,224,224 --trials 2000
+
+Defaults: the embedded SQLite database (``$AUTOSCHED_DB``, else the user data directory), a local Ray,
+the evolutionary policy with the XGBoost cost model. Running the same command again resumes: the records
+already stored warm the model and are never measured again.
+
+Exit codes: 0 done, 1 the run failed, 2 bad usage (unknown workload, policy or parameter, a malformed
+``--param``, a database, Ray cluster or log file that cannot be used), 130 interrupted (Ctrl-C or
+SIGTERM: the batch in flight is finished and committed first; a second Ctrl-C stops at once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+log = logging.getLogger("autosched.cli")
+
+
+class UsageError(Exception):
+    """The command as given cannot run; the message is the one line the user sees (exit 2)."""
+
+
+def add_verbosity(p: argparse.ArgumentParser) -> None:
+    """``-q`` / ``-v`` (repeatable), shared by the commands that log."""
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="more detail: -v logs each step and shows tracebacks, -vv debug logging")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display; errors and the summary only")
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    level = logging.WARNING
+    if getattr(args, "verbose", 0) >= 2:
+        level = logging.DEBUG
+    elif getattr(args, "verbose", 0) == 1:
+        level = logging.INFO
+    elif getattr(args, "quiet", False):
+        level = logging.ERROR
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s: %(message)s", datefmt="%H:%M:%S",
+                        stream=sys.stderr)
+    logging.getLogger("autosched").setLevel(level)
+
+
+def parse_params(items: list[str], flag: str = "--param") -> dict[str, Any]:
+    """``["M=512", "layout=NHWC"]`` -> ``{"M": 512, "layout": "NHWC"}`` (values are JSON when they parse)."""
+    params: dict[str, Any] = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            raise UsageError(f"{flag} takes NAME=VALUE, got {item!r}")
+        try:
+            params[name.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            params[name.strip()] = value
+    return params
+
+
+def make_task(workload: str, params: dict[str, Any], target: str) -> Any:
+    """The task, or a UsageError naming the valid workloads or parameters."""
+    from autosched.codegen.target import Target
+    from autosched.task import Task
+
+    try:
+        Target(target)
+    except Exception as e:  # noqa: BLE001 - any parse failure of a target string is a usage error
+        raise UsageError(f"bad --target {target!r}: {e}") from None
+    try:
+        task = Task(workload, params, target)
+        _ = task.workload_key  # builds the computation: bad parameter values fail here, not mid-run
+    except KeyError as e:
+        raise UsageError(str(e.args[0]) if e.args else str(e)) from None
+    except TypeError as e:
+        raise UsageError(str(e)) from None
+    except ValueError as e:
+        raise UsageError(f"workload {workload}: {e}") from None
+    return task
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser("tune", help="tune a workload or every task of a model, with live progress",
+                       description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n", 1)[1],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--workload", help="a registered workload (see `autosched workloads`)")
+    what.add_argument("--model", metavar="FILE.onnx", help="tune every task of an ONNX model")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="a workload parameter (repeatable), e.g. --param CI=128")
+    p.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...",
+                   help="with --model: an input's shape (repeatable)")
+    p.add_argument("--trials", type=int, default=200, help="new candidates to measure in this run (default 200)")
+    p.add_argument("--policy", default="evolutionary",
+                   help="search policy: random, grid, annealing, evolutionary or an installed one "
+                        "(default evolutionary)")
+    p.add_argument("--cost-model", choices=["xgb", "random"], default=None,
+                   help="cost model for the policies that use one (default xgb)")
+    p.add_argument("--db", default=None, metavar="URL_OR_PATH",
+                   help="tuning database: sqlite path, postgresql:// URL or .jsonl log "
+                        "(default: $AUTOSCHED_DB, else the user data directory)")
+    p.add_argument("--log", default=None, metavar="FILE.jsonl", help="also append every record to this JSON-lines log")
+    p.add_argument("--target", default="llvm", help="target, e.g. 'llvm -mcpu=sapphirerapids' (default: this host)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the search (default 0)")
+    p.add_argument("--backend", choices=["ray", "local"], default=None,
+                   help="where candidates are built and timed: ray (default) or local processes")
+    p.add_argument("--workers", type=int, default=None, help="parallel builders (default: the cores)")
+    p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                   help="join this Ray cluster instead of starting a local one")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds one run of a candidate may take (default 10)")
+    p.add_argument("--build-timeout", type=float, default=30.0, help="seconds one build may take (default 30)")
+    p.add_argument("--batch-size", type=int, default=16, help="candidates per measured batch (default 16)")
+    p.add_argument("--early-stopping", type=int, default=None, metavar="N",
+                   help="stop after N trials without a better candidate")
+    p.add_argument("--threads", type=int, default=None, help="threads the kernels use (default: all cores)")
+    add_verbosity(p)
+    return p
+
+
+# ------------------------------------------------------------------------------- checks before tuning
+def _check_ray_address(address: str, timeout: float = 5.0) -> None:
+    """Fail fast with a clear line when a Ray cluster's address does not answer (ray.init would wait long)."""
+    if address == "auto":
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"--ray-address takes HOST:PORT (or ray://HOST:PORT, or auto), got {address!r}")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        raise UsageError(f"cannot reach the Ray cluster at {address}: {e.strerror or e}") from None
+
+
+def _open_log(path: str) -> Any:
+    try:
+        return open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for the run, closed in run()
+    except OSError as e:
+        raise UsageError(f"cannot write the log {path}: {e.strerror or e}") from None
+
+
+def _open_db(url: str | None) -> Any:
+    from autosched.database import Database, DatabaseError
+
+    try:
+        return Database(url)
+    except (DatabaseError, OSError, ValueError) as e:
+        raise UsageError(f"cannot open the tuning database: {first_line(e)}") from None
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an error's message (drivers append hints and links on later lines)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _policy(name: str) -> Any:
+    from autosched.search.policy import get_policy
+
+    try:
+        return get_policy(name)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+# ------------------------------------------------------------------------------- signals
+class StopOnSignal:
+    """First SIGINT/SIGTERM: finish the batch in flight, commit it, stop. Second: stop now (KeyboardInterrupt).
+    Also a tune callback that ends the run once a signal came."""
+
+    def __init__(self, out: Any) -> None:
+        self.signal: str | None = None
+        self.out = out
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> StopOnSignal:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.signal is not None:
+            raise KeyboardInterrupt(f"second {name}")
+        self.signal = name
+        print(f"\n{name}: stopping after the batch in flight (its results are kept); "
+              f"press Ctrl-C again to stop now", file=self.out, flush=True)
+
+    def __call__(self, state: Any, inputs: Any, results: Any) -> None:
+        if self.signal is not None:
+            state.stop_reason = f"interrupted by {self.signal}"
+            state.interrupted = True
+
+
+class AppendLog:
+    """A tune callback that appends each batch's records to a JSON-lines log (one write per batch)."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh = fh
+
+    def __call__(self, state: Any, inputs: Any, results: Any) -> None:
+        from autosched.database.record import TuningRecord
+
+        lines = [TuningRecord.from_measurement(inp.task, inp.trace, res).dumps() + "\n"
+                 for inp, res in zip(inputs, results)]
+        self.fh.write("".join(lines))
+        self.fh.flush()
+
+
+# ------------------------------------------------------------------------------- the command
+def run(args: argparse.Namespace) -> int:
+    """Run ``autosched tune``; returns the exit code."""
+    setup_logging(args)
+    try:
+        return _run(args)
+    except UsageError as e:
+        print(f"autosched tune: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("autosched tune: stopped at once; what was measured before this batch is in the database. "
+              "Run the same command again to resume.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # noqa: BLE001 - one clear line, the traceback only with -v
+        if args.verbose:
+            raise
+        print(f"autosched tune: error: {type(e).__name__}: {e} (run with -v for the traceback)", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.trials < 0 or args.batch_size < 1:
+        raise UsageError(f"--trials must be >= 0 and --batch-size >= 1 (got {args.trials}, {args.batch_size})")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be > 0, got {args.timeout}")
+    if args.model:
+        tasks, weights = _model_tasks(args)
+    else:
+        tasks, weights = [make_task(args.workload, parse_params(args.param), args.target)], [1.0]
+    policy_cls = _policy(args.policy)
+    if args.ray_address:
+        _check_ray_address(args.ray_address)
+    log_fh = _open_log(args.log) if args.log else None
+    db = _open_db(args.db)
+    out = sys.stderr
+    try:
+        return _tune(args, tasks, weights, policy_cls, db, log_fh, out)
+    finally:
+        db.close()
+        if log_fh is not None:
+            log_fh.close()
+
+
+def _model_tasks(args: argparse.Namespace) -> tuple[list, list[float]]:
+    try:
+        from autosched.relay.cli import load_model_tasks
+    except ImportError as e:
+        raise UsageError(f"--model needs the graph level (autosched.relay): {e}") from None
+    shapes = {}
+    for item in args.shape:
+        name, eq, dims = item.partition("=")
+        try:
+            shapes[name] = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            raise UsageError(f"--shape takes INPUT=D0,D1,..., got {item!r}") from None
+        if not eq:
+            raise UsageError(f"--shape takes INPUT=D0,D1,..., got {item!r}")
+    return load_model_tasks(args.model, shapes, args.target)
+
+
+def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cls: Any, db: Any, log_fh: Any,
+          out: Any) -> int:
+    from autosched.measure.measurer import Measurer
+    from autosched.measure.peak import get_peak
+    from autosched.measure.runner import RunConfig
+    from autosched.search.progress import TuneProgress
+    from autosched.search.scheduler import tune_tasks
+    from autosched.search.tune import TuningFailed, tune
+
+    threads = args.threads or tasks[0].target.num_cores
+    peak = None
+    if not args.quiet:
+        if _peak_missing(threads):
+            print(f"measuring this machine's fp32 peak ({threads} threads) once; later runs read it from the "
+                  f"cache (`autosched peak`)", file=out, flush=True)
+        peak = get_peak(threads).gflops
+    where = "Ray at " + args.ray_address if args.ray_address else (args.backend or "ray") + " (this machine)"
+    print(f"database: {db}   workers: {where}   policy: {policy_cls.name}", file=out, flush=True)
+    t0 = time.time()
+    with StopOnSignal(out) as stopper:
+        try:
+            measurer = Measurer(backend=args.backend, config=RunConfig(timeout=args.timeout, num_threads=args.threads),
+                                n_builders=args.workers, build_timeout=args.build_timeout, seed=args.seed,
+                                address=args.ray_address)
+        except ImportError as e:
+            raise UsageError(str(e)) from None
+        try:
+            callbacks: list[Any] = [stopper]
+            if not args.quiet:
+                callbacks.insert(0, TuneProgress(peak, stream=out))
+            if log_fh is not None:
+                callbacks.append(AppendLog(log_fh))
+            common = dict(policy=policy_cls, cost_model=args.cost_model, database=db, measurer=measurer,
+                          batch_size=args.batch_size, seed=args.seed, early_stopping=args.early_stopping,
+                          callbacks=callbacks)
+            try:
+                if len(tasks) == 1:
+                    tune(tasks[0], args.trials, **common)
+                else:
+                    tune_tasks(tasks, weights, args.trials, should_stop=lambda: stopper.signal is not None,
+                               **common)
+            except TuningFailed as e:
+                print(f"autosched tune: error: {e}", file=sys.stderr)
+                return EXIT_FAILED
+        finally:
+            measurer.close()
+    _summary(tasks, db, peak, time.time() - t0, stopper.signal, out)
+    if stopper.signal is not None:
+        print("interrupted: the measured records are committed. Run the same command again to resume.",
+              file=out, flush=True)
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _peak_missing(threads: int) -> bool:
+    from autosched.measure.peak import cached_peak
+
+    return cached_peak(threads) is None
+
+
+def _summary(tasks: list, db: Any, peak: float | None, elapsed: float, interrupted: str | None, out: Any) -> None:
+    """The closing lines: per task, the best kernel and what the database holds for it."""
+    print(f"{'interrupted' if interrupted else 'done'} in {elapsed:,.1f} s", file=out)
+    for task in tasks:
+        best = db.best(task, k=1)
+        n, ok = db.count(task), db.count(task, ok=True)
+        if best:
+            g = best[0].gflops(task.flop)
+            share = f" = {g / peak:.0%} of the {peak:.0f} GFLOPS peak" if peak and math.isfinite(g) else ""
+            print(f"{task}: best {best[0].cost * 1e6:,.1f} us, {g:.1f} GFLOPS{share} "
+                  f"(record #{best[0].id}; {ok} of {n} records ok)", file=out)
+        else:
+            print(f"{task}: no successful record ({n} records)", file=out)
+    print(f"records are in {db}; `autosched db best --workload NAME` shows them", file=out, flush=True)
