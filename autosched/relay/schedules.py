@@ -26,6 +26,10 @@ def divisor(n: int, limit: int) -> int:
     return 1
 
 
+def shape_of(t: te.Tensor) -> tuple[int, ...]:
+    return tuple(int(d) for d in t.shape)
+
+
 def compute_stages(out: te.Tensor) -> list[te.Tensor]:
     """Every compute stage reachable from ``out`` (placeholders excluded), consumers first."""
     seen: dict[int, te.Tensor] = {}
@@ -100,13 +104,15 @@ def _block_stage(sch: Any, out: te.Tensor, anchor: te.Tensor) -> Any:
     (it is then computed at the epilogue's loops), else a cache_write of it."""
     if out is anchor or out.op is anchor.op:
         return sch.cache_write(out, "local")
-    return anchor
+    local = sch.cache_write(anchor, "local")  # a block in registers / on the stack, read by the epilogue
+    sch[anchor].compute_inline()
+    return local
 
 
 def conv2d_nchw(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """conv2d NCHW: 16 output channels x one vector of output columns per register block, output rows in
     parallel; the padded input at root (parallel, vectorized); the epilogue in the output's loops."""
-    if int(attrs.get("groups", 1)) != 1 or len(out.shape) != 4 or tuple(out.shape) != tuple(anchor.shape):
+    if int(attrs.get("groups", 1)) != 1 or len(out.shape) != 4 or shape_of(out) != shape_of(anchor):
         return reduction(sch, out)
     pad = next((t for t in anchor.op.input_tensors if t.op.name == "pad" and isinstance(t.op, te.ComputeOp)), None)
     keep = (anchor,) + ((pad,) if pad is not None else ())
@@ -141,7 +147,7 @@ def conv2d_nchw(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> Non
 def dense(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """dense / matmul (2-D): output columns in vector lanes, rows x column blocks in parallel, the reduction
     split by 4 and unrolled, the epilogue in the output's loops."""
-    if len(out.shape) != 2 or tuple(out.shape) != tuple(anchor.shape):
+    if len(out.shape) != 2 or shape_of(out) != shape_of(anchor):
         return reduction(sch, out)
     inline_injective(sch, out, (anchor,))
     DL = _block_stage(sch, out, anchor)
