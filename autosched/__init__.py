@@ -38,6 +38,14 @@ def __getattr__(name: str):
         from autosched.search import tune
 
         return tune
+    if name == "relay":  # the graph level (ops, passes, relay.build)
+        import autosched.relay as relay
+
+        return relay
+    if name == "extract_tasks":  # the tuning tasks of a relay model, each with .weight
+        from autosched.relay import extract_tasks
+
+        return extract_tasks
     if name == "tune_tasks":
         from autosched.search import tune_tasks
 
@@ -70,7 +78,9 @@ __all__ = [
     "Task",
     "apply_history_best",
     "database",
+    "extract_tasks",
     "register_workload",
+    "relay",
     "search",
     "tune",
     "tune_tasks",
