@@ -104,8 +104,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--policy", default="evolutionary",
                    help="search policy: random, grid, annealing, evolutionary or an installed one "
                         "(default evolutionary)")
-    p.add_argument("--cost-model", choices=["xgb", "random"], default=None,
-                   help="cost model for the policies that use one (default xgb)")
+    p.add_argument("--cost-model", choices=["xgb", "pretrained", "random"], default=None,
+                   help="cost model for the policies that use one (default xgb; pretrained: XGBoost first "
+                        "trained on the database's records of other tasks)")
     p.add_argument("--db", default=None, metavar="URL_OR_PATH",
                    help="tuning database: sqlite path, postgresql:// URL or .jsonl log "
                         "(default: $AUTOSCHED_DB, else the user data directory)")

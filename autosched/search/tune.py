@@ -74,17 +74,22 @@ def _make_space(task: Any, space: Any, policy_cls: type[SearchPolicy]) -> Any:
     return space
 
 
-def _make_model(cost_model: Any, policy_cls: type[SearchPolicy], seed: int) -> Any:
+def _make_model(cost_model: Any, policy_cls: type[SearchPolicy], seed: int, task: Any, db: Any) -> Any:
     from autosched.cost_model import RandomCostModel, XGBCostModel
 
     if cost_model is None:
         return XGBCostModel(seed=seed) if policy_cls.uses_model else None
     if cost_model == "xgb":
         return XGBCostModel(seed=seed)
+    if cost_model == "pretrained":  # XGBoost, first trained on the other tasks' records in the database
+        from autosched.cost_model.pretrain import pretrain
+
+        return pretrain(db, exclude=task, seed=seed)
     if cost_model == "random":
         return RandomCostModel(seed=seed)
     if isinstance(cost_model, str):
-        raise ValueError(f"unknown cost model {cost_model!r}; use 'xgb', 'random' or a CostModel instance")
+        raise ValueError(f"unknown cost model {cost_model!r}; use 'xgb', 'pretrained', 'random' or a CostModel "
+                         "instance")
     return cost_model
 
 
@@ -134,8 +139,9 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
 
     ``policy``: a registered name (:func:`~autosched.search.list_policies`) or a SearchPolicy subclass,
     built with ``policy_options``. ``space``: ``"generated"``, ``"template"`` or a Space (default: the
-    policy's ``space_kind``). ``cost_model``: ``"xgb"``, ``"random"`` or a CostModel (default: XGBoost for
-    policies that use one). ``database``: a Database, URL or path (default: the user's database).
+    policy's ``space_kind``). ``cost_model``: ``"xgb"``, ``"pretrained"`` (XGBoost trained first on the
+    database's records of other tasks), ``"random"`` or a CostModel (default: XGBoost for policies that
+    use one). ``database``: a Database, URL or path (default: the user's database).
     Measurement: a ``measurer`` (anything with ``measure(inputs)``), or a ``builder`` and ``runner``, or a
     ``backend`` (``"ray"``, ``"local"``) with ``run_config``. ``early_stopping``: stop after that many trials
     without improvement. ``callbacks``: ``callback(state, inputs, results)`` after each batch. ``warm_start``:
@@ -151,8 +157,8 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
     db, own_db = open_database(database)
     own_measurer = measurer is None
     try:
-        ctx = TuneContext(task, _make_space(task, space, policy_cls), _make_model(cost_model, policy_cls, seed),
-                          db, np.random.default_rng(seed))
+        model = _make_model(cost_model, policy_cls, seed, task, db)
+        ctx = TuneContext(task, _make_space(task, space, policy_cls), model, db, np.random.default_rng(seed))
         state = TuneState(task, trials, policy_cls(ctx, **(policy_options or {})), ctx, started=time.time())
         _resume(state, db, warm_start)
         if own_measurer:
