@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+_CACHE_SLOTS = frozenset(("_fv", "_sk", "_lin", "_simp", "_fix"))
 _FLOAT = ("float16", "float32", "float64")
 _INT = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 DTYPES = _FLOAT + _INT + ("bool",)
@@ -34,9 +35,26 @@ def check_dtype(dtype: str) -> str:
 
 
 class Expr:
-    """Base of every scalar expression. ``dtype`` is a numpy-style name."""
+    """Base of every scalar expression. ``dtype`` is a numpy-style name.
 
-    __slots__ = ("dtype",)
+    Nodes are immutable, so derived facts are cached on them (private slots, never pickled or copied):
+    ``_fv`` the free variables, ``_sk`` the structural key, ``_lin`` the linear form, ``_simp`` the
+    result of simplifying without ranges and ``_fix`` the ranges under which the node is a simplifier's
+    result (see ``autosched.tir.arith``). Lowering asks for these many
+    times on shared subtrees; caching them keeps it linear in the size of the IR.
+    """
+
+    __slots__ = ("dtype", "_fv", "_sk", "_lin", "_simp", "_fix")
+
+    def __getstate__(self):
+        state = {}
+        for cls in type(self).__mro__:
+            slots = getattr(cls, "__slots__", ())
+            for k in (slots,) if isinstance(slots, str) else slots:
+                if k not in _CACHE_SLOTS and hasattr(self, k):
+                    state[k] = getattr(self, k)
+        extra = getattr(self, "__dict__", None)
+        return (extra or None, state)
 
     # arithmetic
     def __add__(self, o):
@@ -656,7 +674,7 @@ def min(a: Any, b: Any = None, axis: Any = None, where: Any = None) -> Expr:  # 
 # traversal
 
 
-def children(e: Expr) -> tuple:
+def _children_slow(e: Expr) -> tuple:
     if isinstance(e, BinaryOp):
         return (e.a, e.b)
     if isinstance(e, (Not,)):
@@ -679,6 +697,28 @@ def children(e: Expr) -> tuple:
     return ()
 
 
+def _leaf(e: Expr) -> tuple:
+    return ()
+
+
+def _binary(e: BinaryOp) -> tuple:
+    return (e.a, e.b)
+
+
+_CHILDREN: dict[type, Callable[[Expr], tuple]] = {Var: _leaf, IntImm: _leaf, FloatImm: _leaf}
+
+
+def children(e: Expr) -> tuple:
+    """The sub-expressions of ``e`` in a fixed order (:func:`rebuild` takes them back in it)."""
+    fn = _CHILDREN.get(type(e))
+    if fn is None:  # first node of this type: binary ops take the fast path, the rest the general one
+        t = type(e)
+        fn = _binary if issubclass(t, BinaryOp) else _leaf if issubclass(t, (Var, IntImm, FloatImm)) else \
+            _children_slow
+        _CHILDREN[t] = fn
+    return fn(e)
+
+
 def walk(e: Expr):
     """Pre-order iteration over an expression tree."""
     stack = [e]
@@ -688,8 +728,35 @@ def walk(e: Expr):
         stack.extend(reversed(children(x)))
 
 
+_NO_VARS: frozenset = frozenset()
+
+
+def free_var_set(e: Expr) -> frozenset:
+    """The variables in ``e`` as a frozenset, cached on the node (shared with a child's where equal)."""
+    fv = getattr(e, "_fv", None)
+    if fv is not None:
+        return fv
+    if isinstance(e, Var):
+        fv = frozenset((e,))
+    else:
+        fv = _NO_VARS
+        for c in children(e):
+            f = getattr(c, "_fv", None)
+            if f is None:
+                f = free_var_set(c)
+            if f is fv or not f:
+                continue
+            if not fv or fv <= f:
+                fv = f
+            elif not f <= fv:
+                fv = fv | f
+    e._fv = fv
+    return fv
+
+
 def free_vars(e: Expr) -> set:
-    return {x for x in walk(e) if isinstance(x, Var)}
+    """The variables in ``e`` (a new set the caller may change)."""
+    return set(free_var_set(e))
 
 
 def rebuild(e: Expr, new_children: Sequence[Expr]) -> Expr:
@@ -749,13 +816,33 @@ def builtins_any(it) -> bool:
 
 
 def substitute(e: Expr, vmap: dict) -> Expr:
-    """Replace variables by expressions (keys are Var objects)."""
+    """Replace variables by expressions (keys are Var objects); subtrees without those variables are kept."""
     if not vmap:
         return e
+    keys = frozenset(vmap)
+    if free_var_set(e).isdisjoint(keys):
+        return e
+    memo: dict[int, Expr] = {}
 
-    def fn(x: Expr):
-        if isinstance(x, Var):
-            return vmap.get(x)
-        return None
+    def go(x: Expr) -> Expr:
+        key = id(x)
+        out = memo.get(key)
+        if out is not None:
+            return out
+        fv = getattr(x, "_fv", None)
+        if fv is None:
+            fv = free_var_set(x)
+        if fv.isdisjoint(keys):
+            out = x
+        elif isinstance(x, Var):
+            out = vmap.get(x)
+            if out is None:
+                out = x
+        else:
+            kids = children(x)
+            new = [go(c) for c in kids]
+            out = rebuild(x, new) if builtins_any(n is not o for n, o in zip(new, kids)) else x
+        memo[key] = out
+        return out
 
-    return transform(e, fn)
+    return go(e)

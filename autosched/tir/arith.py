@@ -16,27 +16,36 @@ Ranges = dict  # Var -> (lo: Expr, hi: Expr)
 
 
 def skey(e: Expr):
-    """A structural key: equal for structurally equal expressions (variables by identity)."""
-    from autosched.tir.stmt import BufferLoad
-
+    """A structural key: equal for structurally equal expressions (variables by identity); cached on the node."""
+    k = getattr(e, "_sk", None)
+    if k is not None:
+        return k
     if isinstance(e, E.Var):
-        return ("v", id(e))
-    if isinstance(e, (E.IntImm, E.FloatImm)):
-        return ("c", e.value, e.dtype)
-    extra = ()
-    if isinstance(e, E.Call):
-        extra = (e.name,)
-    elif isinstance(e, E.Cast):
-        extra = (e.dtype,)
-    elif isinstance(e, BufferLoad):
-        extra = (id(e.buffer),)
-    elif isinstance(e, E.TensorLoad):
-        extra = (id(e.tensor),)
-    return (type(e).__name__, extra) + tuple(skey(c) for c in E.children(e))
+        k = ("v", id(e))
+    elif isinstance(e, (E.IntImm, E.FloatImm)):
+        k = ("c", e.value, e.dtype)
+    else:
+        from autosched.tir.stmt import BufferLoad
+
+        extra = ()
+        if isinstance(e, E.Call):
+            extra = (e.name,)
+        elif isinstance(e, E.Cast):
+            extra = (e.dtype,)
+        elif isinstance(e, BufferLoad):
+            extra = (id(e.buffer),)
+        elif isinstance(e, E.TensorLoad):
+            extra = (id(e.tensor),)
+        k = (type(e).__name__, extra) + tuple(skey(c) for c in E.children(e))
+    e._sk = k
+    return k
 
 
 class Lin:
-    """``const + sum(coef * atom)`` with integer coefficients; atoms keyed structurally."""
+    """``const + sum(coef * atom)`` with integer coefficients; atoms keyed structurally.
+
+    Treated as immutable once built: :func:`linear` caches it on the expression it describes.
+    """
 
     __slots__ = ("terms", "const", "dtype")
 
@@ -65,6 +74,8 @@ class Lin:
         return Lin(terms, self.const + sign * other.const, self.dtype)
 
     def to_expr(self) -> Expr:
+        """The canonical expression (positive terms, negative terms, constant); its linear form is cached on it,
+        so re-reading the result (as the simplifier does at every enclosing sum) costs no new walk."""
         dt = self.dtype
         pos = [(c, a) for c, a in self.terms.values() if c > 0]
         neg = [(-c, a) for c, a in self.terms.values() if c < 0]
@@ -82,7 +93,7 @@ class Lin:
                 out = IntImm(self.const, dt)
                 for c, a in neg:
                     out = E.Sub(out, term(c, a), dt)
-                return out
+                return self._remember(out, pos, neg)
             c, a = neg[0]
             out = E.Mul(a, IntImm(-c, dt), dt)
             neg = neg[1:]
@@ -92,6 +103,25 @@ class Lin:
             out = E.Add(out, IntImm(self.const, dt), dt)
         elif self.const < 0:
             out = E.Sub(out, IntImm(-self.const, dt), dt)
+        return self._remember(out, pos, neg)
+
+    def normal(self) -> Lin:
+        """The linear form of ``self.to_expr()``: the same sum with its positive terms first."""
+        terms = self.terms
+        seen_neg = False
+        for c, _ in terms.values():
+            if c < 0:
+                seen_neg = True
+            elif seen_neg:
+                pos = {k: v for k, v in terms.items() if v[0] > 0}
+                pos.update((k, v) for k, v in terms.items() if v[0] < 0)
+                return Lin(pos, self.const, self.dtype)
+        return self
+
+    def _remember(self, out: Expr, pos: list, neg: list) -> Expr:
+        """Cache on ``out`` the linear form :func:`linear` would read from it."""
+        if getattr(out, "_lin", None) is None:
+            out._lin = self.normal()
         return out
 
 
@@ -100,20 +130,28 @@ def _atom(e: Expr) -> Lin:
 
 
 def linear(e: Expr) -> Lin:
-    """The linear form of an (already simplified) integer expression."""
+    """The linear form of an (already simplified) integer expression; cached on ``e`` (do not change it)."""
+    lin = getattr(e, "_lin", None)
+    if lin is not None:
+        return lin
     if isinstance(e, IntImm):
-        return Lin({}, e.value, e.dtype)
-    if isinstance(e, E.Add):
-        return linear(e.a).plus(linear(e.b))
-    if isinstance(e, E.Sub):
-        return linear(e.a).plus(linear(e.b), -1)
-    if isinstance(e, E.Mul):
-        la, lb = linear(e.a), linear(e.b)
-        if lb.is_const():
-            return la.scaled(lb.const)
-        if la.is_const():
-            return lb.scaled(la.const)
-    return _atom(e)
+        lin = Lin({}, e.value, e.dtype)
+    elif isinstance(e, E.Add):
+        lin = linear(e.a).plus(linear(e.b))
+    elif isinstance(e, E.Sub):
+        lin = linear(e.a).plus(linear(e.b), -1)
+    else:
+        lin = None
+        if isinstance(e, E.Mul):
+            la, lb = linear(e.a), linear(e.b)
+            if lb.is_const():
+                lin = la.scaled(lb.const)
+            elif la.is_const():
+                lin = lb.scaled(la.const)
+        if lin is None:
+            lin = _atom(e)
+    e._lin = lin
+    return lin
 
 
 def _fold_int(op: type, a: int, b: int) -> int | None:
@@ -146,21 +184,146 @@ _CMP = {
 
 def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
     """Fold constants, canonicalise integer sums, and drop div/mod/min/max/compares decidable over ``ranges``."""
-    return _Simplifier(ranges or {}).run(e)
+    t = type(e)
+    if t is E.Var or t is IntImm:
+        return e
+    if not ranges:
+        r = getattr(e, "_simp", None)
+        return r if r is not None else Simplifier({}).run(e)
+    return Simplifier(ranges).run(e)
 
 
-class _Simplifier:
+def _is_sum(e: Expr) -> bool:
+    """An integer +, - or *: simplified as a whole linear form (exact types, as the rules match them)."""
+    t = type(e)
+    return (t is E.Add or t is E.Sub or t is E.Mul) and is_int(e.dtype)
+
+
+class Simplifier:
+    """Bottom-up simplification under fixed ``ranges`` (what :func:`simplify` does), reusable.
+
+    Results are memoised per node: without ranges on the node itself (``_simp``: the result depends on the
+    node alone), with ranges in this object (keeping the node alive, so its id stays its own). A subtree
+    that uses no variable of ``ranges`` simplifies as without ranges, so it shares the node cache. One
+    object may serve many expressions under the same ranges (``simplify_stmt`` does so per loop scope).
+
+    Simplification is idempotent (checked on every call made while lowering sampled candidates of all
+    built-in workloads), so a result is marked as its own simplification (``_fix``: under the ranges that
+    produced it; ``_simp`` when no range applies) and is not walked again by a later simplifier whose ranges
+    agree on its variables: lowering simplifies the same index expressions in several passes.
+
+    A nest of integer +, -, * is combined as linear forms and only its outermost result is built as an
+    expression: the same result as simplifying every inner sum to a canonical expression and reading it
+    back, without building those inner expressions.
+    """
+
     def __init__(self, ranges: Ranges):
-        self.ranges = ranges
-        self.memo: dict[int, Expr] = {}
+        self.ranges = dict(ranges)  # a snapshot: results keep a reference to it in ``_fix``
+        self.keys = frozenset(ranges)
+        self.memo: dict[int, tuple[Expr, Expr]] = {}
+        self.lmemo: dict[int, tuple[Expr, Lin]] = {}
+        self.iv_memo: dict[int, tuple[Expr, tuple | None]] = {}
+        self._free: Simplifier | None = self if not self.keys else None
+
+    def _no_ranges(self) -> Simplifier:
+        if self._free is None:
+            self._free = Simplifier({})
+        return self._free
+
+    def _fixed(self, e: Expr, fv: frozenset) -> bool:
+        """True when ``e`` is a simplifier's result under ranges that agree with ours on its variables."""
+        fx = getattr(e, "_fix", None)
+        if fx is None:
+            return False
+        if fx is self.ranges:
+            return True
+        mine = self.ranges
+        for v in fv:
+            a, b = fx.get(v), mine.get(v)
+            if a is b:
+                continue
+            if a is None or b is None or skey(a[0]) != skey(b[0]) or skey(a[1]) != skey(b[1]):
+                return False
+        return True
+
+    def _done(self, r: Expr, fv: frozenset | None) -> None:
+        """Mark ``r`` as a fixed point under our ranges (``fv``: its variables, None when ranges are empty)."""
+        if fv is None or fv.isdisjoint(self.keys):
+            if getattr(r, "_simp", None) is None:
+                r._simp = r
+        elif getattr(r, "_fix", None) is None:
+            r._fix = self.ranges
 
     def run(self, e: Expr) -> Expr:
-        k = id(e)
-        r = self.memo.get(k)
-        if r is None:
-            r = self._visit(e)
-            self.memo[k] = r
+        """The simplified ``e``."""
+        t = type(e)
+        if t is E.Var or t is IntImm:
+            return e
+        if not self.keys:
+            r = getattr(e, "_simp", None)
+            if r is None:
+                r = self._sum(e).to_expr() if _is_sum(e) else self._visit(e)
+                e._simp = r
+                if r is not e:
+                    self._done(r, None)
+            return r
+        hit = self.memo.get(id(e))
+        if hit is not None:
+            return hit[1]
+        fv = getattr(e, "_fv", None)
+        if fv is None:
+            fv = E.free_var_set(e)
+        if fv.isdisjoint(self.keys):
+            r = getattr(e, "_simp", None)
+            if r is None:
+                r = self._no_ranges().run(e)
+        elif self._fixed(e, fv):
+            r = e
+        else:
+            r = self._sum(e).to_expr() if _is_sum(e) else self._visit(e)
+            self._done(r, E.free_var_set(r))
+        self.memo[id(e)] = (e, r)
         return r
+
+    def _lin_of(self, x: Expr) -> Lin:
+        """``linear(self.run(x))``, without building ``run(x)`` when ``x`` is a sum."""
+        if not _is_sum(x):
+            return linear(self.run(x))
+        r = getattr(x, "_simp", None)
+        if r is not None:
+            return linear(r)
+        hit = self.lmemo.get(id(x))
+        if hit is not None:
+            return hit[1]
+        if self.keys:
+            r = self.memo.get(id(x))
+            if r is not None:
+                return linear(r[1])
+            fv = getattr(x, "_fv", None)
+            if fv is None:
+                fv = E.free_var_set(x)
+            if fv.isdisjoint(self.keys):
+                return linear(self._no_ranges().run(x))
+            if self._fixed(x, fv):
+                return linear(x)
+        lin = self._sum(x).normal()
+        self.lmemo[id(x)] = (x, lin)
+        return lin
+
+    def _sum(self, e: Expr) -> Lin:
+        """The linear form (as simplify_lin gives it) of the simplified integer sum ``e``."""
+        la, lb = self._lin_of(e.a), self._lin_of(e.b)
+        t = type(e)
+        if t is E.Add:
+            return la.plus(lb)
+        if t is E.Sub:
+            return la.plus(lb, -1)
+        if lb.is_const():
+            return la.scaled(lb.const)
+        if la.is_const():
+            return lb.scaled(la.const)
+        a, b = self.run(e.a), self.run(e.b)  # a product of two non-constants: an atom
+        return linear(e if a is e.a and b is e.b else E.rebuild(e, [a, b]))
 
     def _visit(self, e: Expr) -> Expr:
         kids = E.children(e)
@@ -174,7 +337,33 @@ class _Simplifier:
     def _interval(self, e: Expr):
         return interval(e, self.ranges)
 
+    def _atom_interval(self, a: Expr):
+        hit = self.iv_memo.get(id(a))
+        if hit is not None:
+            return hit[1]
+        iv = interval(a, self.ranges)
+        self.iv_memo[id(a)] = (a, iv)
+        return iv
+
     def _const_interval(self, e: Expr):
+        """Constant bounds of a canonical sum (``Lin.to_expr`` output), or None.
+
+        Fast path: when every atom has constant bounds the sum's are ``const + sum(coef * bound)``, exactly
+        what :func:`interval` computes term by term; otherwise it asks :func:`interval` for the whole."""
+        lin = linear(e)
+        lo = hi = lin.const
+        for c, a in lin.terms.values():
+            iv = self._atom_interval(a)
+            if iv is None or not isinstance(iv[0], IntImm) or not isinstance(iv[1], IntImm):
+                break
+            if c >= 0:
+                lo += c * iv[0].value
+                hi += c * iv[1].value
+            else:
+                lo += c * iv[1].value
+                hi += c * iv[0].value
+        else:
+            return lo, hi
         iv = self._interval(e)
         if iv is None:
             return None
@@ -316,7 +505,9 @@ class _Simplifier:
 
 
 def simplify_lin(e: Expr) -> Expr:
+    """``e`` as a canonical linear sum (only +, - and * by constants are looked through)."""
     return linear(e).to_expr()
+
 
 
 # ------------------------------------------------------------------------------ intervals
@@ -333,7 +524,7 @@ def interval(e: Expr, ranges: Ranges) -> Interval | None:
     if isinstance(e, E.Var):
         r = ranges.get(e)
         return r if r is not None else (e, e)
-    if not any(isinstance(x, E.Var) and x in ranges for x in E.walk(e)):
+    if E.free_var_set(e).isdisjoint(ranges):
         return (e, e)
     t = type(e)
     dt = e.dtype

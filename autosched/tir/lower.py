@@ -26,7 +26,7 @@ from autosched.te.expr import Expr, IntImm, Var
 from autosched.te.schedule import Schedule, SplitRel, Stage
 from autosched.te.tensor import Tensor
 from autosched.tir import stmt as S
-from autosched.tir.arith import ceildiv, interval, simplify, skey
+from autosched.tir.arith import Simplifier, ceildiv, interval, simplify, skey
 from autosched.tir.transform import simplify_stmt
 
 _KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
@@ -281,9 +281,9 @@ class _Lowerer:
                     q = fv // stride if not (isinstance(stride, IntImm) and stride.value == 1) else fv
                     val[a] = q if k == 0 else q % ext[a]
                     stride = simplify(stride * ext[a])
-        ranges = {iv.var: self.loop_range[iv.var] for iv in st.leaf_iter_vars}
+        simp = Simplifier({iv.var: self.loop_range[iv.var] for iv in st.leaf_iter_vars})
         for ax, v in val.items():
-            info.value[ax] = simplify(v, ranges)
+            info.value[ax] = simp.run(v)
         self.infos[id(st)] = info
 
     def infer_region(self, st: Stage) -> list[tuple[Expr, Expr]]:
@@ -361,11 +361,11 @@ class _Lowerer:
         # guards
         guards: dict[int, list[Expr]] = {}
         top_guards: list[Expr] = []
-        leaf_ranges = {iv.var: self.loop_range[iv.var] for iv in leaves}
-        all_ranges = dict(self.loop_range)
+        leaf_ranges = Simplifier({iv.var: self.loop_range[iv.var] for iv in leaves})
+        all_ranges = Simplifier(dict(self.loop_range))
 
-        def add_guard(cond: Expr, ranges: dict) -> None:
-            c = simplify(cond, ranges)
+        def add_guard(cond: Expr, simp: Simplifier) -> None:
+            c = simp.run(cond)
             if isinstance(c, IntImm) and c.value == 1:
                 return
             vs = [pos_of[v] for v in E.free_vars(c) if v in pos_of]

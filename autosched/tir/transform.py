@@ -7,7 +7,7 @@ from collections.abc import Callable
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var
 from autosched.tir import stmt as S
-from autosched.tir.arith import simplify
+from autosched.tir.arith import Simplifier, simplify
 
 
 def map_exprs(s: S.Stmt, fn: Callable[[Expr], Expr]) -> S.Stmt:
@@ -46,33 +46,80 @@ def free_vars_stmt(s: S.Stmt) -> set:
 
 def simplify_stmt(s: S.Stmt, ranges: dict) -> S.Stmt:
     """Simplify every expression knowing each loop variable's range; drop proven guards and
-    single-iteration loops."""
-    if isinstance(s, S.For):
-        ext = simplify(s.extent, ranges)
-        if isinstance(ext, IntImm) and ext.value == 1 and s.kind != "thread_binding":
-            return simplify_stmt(substitute_stmt(s.body, {s.var: IntImm(0)}), ranges)
-        if isinstance(ext, IntImm) and ext.value <= 0:
-            return S.SeqStmt([])
-        inner = dict(ranges)
-        inner[s.var] = (IntImm(0), simplify(ext - 1, ranges))
-        return S.For(s.var, ext, s.kind, simplify_stmt(s.body, inner), s.thread_tag)
-    if isinstance(s, S.BufferStore):
-        return S.BufferStore(s.buffer, simplify(s.value, ranges), [simplify(i, ranges) for i in s.indices])
-    if isinstance(s, S.Allocate):
-        return S.Allocate(s.buffer, simplify_stmt(s.body, ranges))
-    if isinstance(s, S.IfThenElse):
-        c = simplify(s.cond, ranges)
-        if isinstance(c, IntImm):
-            if c.value:
-                return simplify_stmt(s.then_case, ranges)
-            return simplify_stmt(s.else_case, ranges) if s.else_case is not None else S.SeqStmt([])
-        return S.IfThenElse(c, simplify_stmt(s.then_case, ranges),
-                            simplify_stmt(s.else_case, ranges) if s.else_case is not None else None)
-    if isinstance(s, S.LetStmt):
-        return S.LetStmt(s.var, simplify(s.value, ranges), simplify_stmt(s.body, ranges))
-    if isinstance(s, S.SeqStmt):
-        return S.seq([simplify_stmt(x, ranges) for x in s.seq if not (isinstance(x, S.SeqStmt) and not x.seq)])
-    return s
+    single-iteration loops (their variable becomes 0)."""
+    return _StmtSimplifier().stmt(s, _Scope(ranges), _Zero({}))
+
+
+class _Scope:
+    """The ranges of one loop scope and one simplifier for all its expressions (they share subtrees),
+    made on first use: most scopes hold only the next loop, whose extent is usually a constant."""
+
+    __slots__ = ("ranges", "_simp")
+
+    def __init__(self, ranges: dict):
+        self.ranges = ranges
+        self._simp: Simplifier | None = None
+
+    def simp(self, e: Expr) -> Expr:
+        if type(e) is IntImm or type(e) is Var:
+            return e
+        if self._simp is None:
+            self._simp = Simplifier(self.ranges)
+        return self._simp.run(e)
+
+
+class _Zero:
+    """Variables of removed single-iteration loops, replaced by 0 lazily (one pass per expression, memoised)
+    instead of rewriting the whole loop body once per removed loop."""
+
+    __slots__ = ("vmap", "memo")
+
+    def __init__(self, vmap: dict):
+        self.vmap = vmap
+        self.memo: dict[int, tuple[Expr, Expr]] = {}
+
+    def __call__(self, e: Expr) -> Expr:
+        if not self.vmap:
+            return e
+        hit = self.memo.get(id(e))
+        if hit is None:
+            hit = (e, E.substitute(e, self.vmap))
+            self.memo[id(e)] = hit
+        return hit[1]
+
+
+class _StmtSimplifier:
+    def stmt(self, s: S.Stmt, sc: _Scope, zero: _Zero) -> S.Stmt:
+        simp = sc.simp
+        if isinstance(s, S.For):
+            ext = simp(zero(s.extent))
+            if isinstance(ext, IntImm) and ext.value == 1 and s.kind != "thread_binding":
+                return self.stmt(s.body, sc, _Zero({**zero.vmap, s.var: IntImm(0)}))
+            if isinstance(ext, IntImm) and ext.value <= 0:
+                return S.SeqStmt([])
+            inner = dict(sc.ranges)
+            if type(ext) is IntImm:  # what simplify(ext - 1) gives, without building it
+                inner[s.var] = (IntImm(0), IntImm(ext.value - 1, ext.dtype))
+            else:
+                inner[s.var] = (IntImm(0), simplify(ext - 1, sc.ranges))
+            return S.For(s.var, ext, s.kind, self.stmt(s.body, _Scope(inner), zero), s.thread_tag)
+        if isinstance(s, S.BufferStore):
+            return S.BufferStore(s.buffer, simp(zero(s.value)), [simp(zero(i)) for i in s.indices])
+        if isinstance(s, S.Allocate):
+            return S.Allocate(s.buffer, self.stmt(s.body, sc, zero))
+        if isinstance(s, S.IfThenElse):
+            c = simp(zero(s.cond))
+            if isinstance(c, IntImm):
+                if c.value:
+                    return self.stmt(s.then_case, sc, zero)
+                return self.stmt(s.else_case, sc, zero) if s.else_case is not None else S.SeqStmt([])
+            return S.IfThenElse(c, self.stmt(s.then_case, sc, zero),
+                                self.stmt(s.else_case, sc, zero) if s.else_case is not None else None)
+        if isinstance(s, S.LetStmt):
+            return S.LetStmt(s.var, simp(zero(s.value)), self.stmt(s.body, sc, zero))
+        if isinstance(s, S.SeqStmt):
+            return S.seq([self.stmt(x, sc, zero) for x in s.seq if not (isinstance(x, S.SeqStmt) and not x.seq)])
+        return s
 
 
 def loop_vars(s: S.Stmt) -> list[Var]:
