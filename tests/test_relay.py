@@ -325,3 +325,67 @@ def test_tuned_record_is_used_by_build(tmp_path, caplog):
     m1.set_input("data", xd)
     m1.run()
     np.testing.assert_allclose(m1.get_output(0), untuned, rtol=1e-4, atol=1e-4)
+
+
+def test_default_schedule_of_a_fused_conv_is_the_expert_nest_and_printer():
+    x = relay.var("data", shape=(1, 8, 14, 14))
+    y = relay.nn.relu(relay.add(relay.nn.conv2d(x, relay.const(rand(16, 8, 3, 3)), padding=1),
+                                relay.const(rand(16, 1, 1))))
+    (task,) = autosched_extract(relay.Function([x], y))
+    steps = task.default_trace().to_json()
+    kinds = [s[0] for s in (steps if isinstance(steps, list) else json.loads(steps))]
+    assert "cache_write" in kinds and "compute_at" in kinds and "parallel" in str(steps)
+    text = str(relay.transform.InferType()(relay.IRModule.from_expr(relay.Function([x], y))))
+    assert text.startswith("def @main (%data: Tensor[(1, 8, 14, 14), float32])")
+    assert "%0 = nn.conv2d(%data, meta[Constant][0]" in text and "ty=Tensor[(1, 16, 14, 14), float32]" in text
+
+
+def autosched_extract(func):
+    import autosched
+
+    return autosched.extract_tasks(relay.IRModule.from_expr(func), None, "llvm")
+
+
+def test_adding_an_op_as_documented():
+    from autosched import te
+    from autosched.relay import op as relay_op
+    from autosched.relay.expr import RelayError
+
+    def leaky_relu_rel(arg_types, attrs):
+        if len(arg_types) != 1:
+            raise RelayError(f"nn.leaky_relu takes 1 argument, got {len(arg_types)}")
+        return arg_types[0]
+
+    def leaky_relu_compute(inputs, attrs, out_type):
+        (x,) = inputs
+        alpha = te.const(attrs["alpha"], x.dtype)
+        return te.compute(out_type.shape, lambda *i: te.if_then_else(x[i] > 0, x[i], x[i] * alpha),
+                          name="leaky_relu")
+
+    relay_op.register_op(relay_op.OpDef(
+        "nn.leaky_relu", leaky_relu_rel, leaky_relu_compute, relay_op.ELEMWISE,
+        attrs={"alpha": 0.01}, num_inputs=1, doc="x if x > 0 else alpha * x"))
+
+    x = relay.var("data", shape=(1, 2, 6, 6))
+    w = rand(4, 2, 3, 3)
+    y = relay_op.make_call("nn.leaky_relu", [relay.nn.conv2d(x, relay.const(w))], alpha=0.2)
+    graph_json, lib, params = relay.build(relay.Function([x], y), "llvm")
+    assert [k["name"] for k in kernels_of(graph_json)] == ["fused_conv2d_leaky_relu_0"]
+    xd = rand(1, 2, 6, 6)
+    m = graph_executor.GraphModule(graph_json, lib, params)
+    m.set_input("data", xd)
+    m.run()
+    c = np_conv2d(xd, w)
+    np.testing.assert_allclose(m.get_output(0), np.where(c > 0, c, 0.2 * c), rtol=1e-4, atol=1e-5)
+
+
+def test_executor_and_build_errors():
+    x = relay.var("x", shape=(2, 3))
+    graph_json, lib, params = relay.build(relay.Function([x], relay.nn.relu(x)), "llvm")
+    m = graph_executor.GraphModule(graph_json, lib, params)
+    with pytest.raises(ValueError, match=r"input 'x' has shape \(3, 2\), the graph expects \(2, 3\)"):
+        m.set_input("x", np.zeros((3, 2), "float32"))
+    with pytest.raises(KeyError, match="no input 'y'"):
+        m.set_input("y", np.zeros((2, 3), "float32"))
+    with pytest.raises(relay.RelayError, match="params nope are not inputs"):
+        relay.build(relay.Function([x], relay.nn.relu(x)), "llvm", params={"nope": np.zeros(3)})
