@@ -345,6 +345,36 @@ def test_unsupported_ops_are_all_listed_in_one_error() -> None:
     assert isinstance(info.value, NotImplementedError)
 
 
+def test_ops_of_other_domains_are_listed_with_their_domain() -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MyOp", ["r"], ["y"], domain="com.example")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.example", 1)])
+    with pytest.raises(OpNotImplemented, match=r"com\.example\.MyOp \(x1\)"):
+        from_onnx(model)
+
+
+def test_unnamed_node_is_named_by_index_and_output() -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Pad", ["r", "p"], ["y"], mode="edge")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        initializer=[numpy_helper.from_array(np.zeros(4, np.int64), "p")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(OnnxImportError, match=r"node #1 \(output 'y'\) \(Pad\): mode 'edge' is not supported"):
+        from_onnx(model)
+
+
+def test_from_path_and_input_dtype(tmp_path) -> None:
+    """A path loads like a ModelProto; an untyped input takes ``dtype``."""
+    model = make_single_op("Relu", [("x", (2, 3))])
+    model.graph.input[0].type.tensor_type.elem_type = 0  # the model leaves the input's type to the caller
+    onnx.save(model, tmp_path / "m.onnx")
+    mod, params = from_onnx(str(tmp_path / "m.onnx"), shape={"x": (2, 3)}, dtype="float64")
+    assert params == {}
+    assert mod["main"].params[0].type_annotation.dtype == "float64"
+
+
 def test_non_constant_reshape_shape_names_the_node() -> None:
     b = GraphBuilder()
     b.node("Reshape", ["x", "target"], name="my_reshape")
