@@ -389,3 +389,17 @@ def test_executor_and_build_errors():
         m.set_input("y", np.zeros((2, 3), "float32"))
     with pytest.raises(relay.RelayError, match="params nope are not inputs"):
         relay.build(relay.Function([x], relay.nn.relu(x)), "llvm", params={"nope": np.zeros(3)})
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_conv_with_epilogue(stride):
+    x = relay.var("x", shape=(1, 6, 10, 9))
+    w, b = rand(6, 1, 3, 3), rand(6)
+    y = relay.clip(relay.nn.bias_add(relay.nn.conv2d(x, relay.const(w), strides=stride, padding=1, groups=6),
+                                     relay.const(b)), 0.0, 6.0)
+    (task,) = autosched_extract(relay.Function([x], y))
+    assert "compute_at" in str(task.default_trace().to_json())
+    xd = rand(1, 6, 10, 9)
+    (out,) = run(relay.Function([x], y), {"x": xd})
+    ref = np.clip(np_conv2d(xd, w, (stride, stride), (1, 1, 1, 1), groups=6) + b[None, :, None, None], 0, 6)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

@@ -112,7 +112,11 @@ def _block_stage(sch: Any, out: te.Tensor, anchor: te.Tensor) -> Any:
 def conv2d_nchw(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """conv2d NCHW: 16 output channels x one vector of output columns per register block, output rows in
     parallel; the padded input at root (parallel, vectorized); the epilogue in the output's loops."""
-    if int(attrs.get("groups", 1)) != 1 or len(out.shape) != 4 or shape_of(out) != shape_of(anchor):
+    if len(out.shape) != 4 or shape_of(out) != shape_of(anchor):
+        return reduction(sch, out)
+    groups = int(attrs.get("groups", 1))
+    depthwise = groups > 1 and groups == int(out.shape[1]) and int(anchor.op.reduce_axis[0].dom.extent.value) == 1
+    if groups != 1 and not depthwise:
         return reduction(sch, out)
     pad = next((t for t in anchor.op.input_tensors if t.op.name == "pad" and isinstance(t.op, te.ComputeOp)), None)
     keep = (anchor,) + ((pad,) if pad is not None else ())
@@ -127,6 +131,8 @@ def conv2d_nchw(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> Non
         else:
             sch[pad].vectorize(axes[-1])
     OL = _block_stage(sch, out, anchor)
+    if depthwise:
+        return _depthwise_nest(sch, out, OL)
     n, f, y, x = sch[out].op.axis
     CO, OW = int(out.shape[1]), int(out.shape[3])
     fo, fi = sch[out].split(f, factor=divisor(CO, 16))
@@ -141,6 +147,22 @@ def conv2d_nchw(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> Non
     if int(anchor.op.reduce_axis[2].dom.extent.value) <= 7:
         sch[OL].unroll(rw)
     sch[OL].unroll(cf)
+    sch[OL].vectorize(cx)
+
+
+def _depthwise_nest(sch: Any, out: te.Tensor, OL: Any) -> None:
+    """Depthwise conv2d: channels in parallel, 4 output rows accumulated with output columns in lanes."""
+    n, c, y, x = sch[out].op.axis
+    yo, yi = sch[out].split(y, factor=divisor(int(out.shape[2]), 4))
+    sch[out].reorder(n, c, yo, yi, x)
+    sch[out].parallel(sch[out].fuse(n, c))
+    sch[out].vectorize(x)
+    sch[OL].compute_at(sch[out], yo)
+    _, _, cy, cx = sch[OL].op.axis
+    rc, rh, rw = sch[OL].op.reduce_axis
+    sch[OL].reorder(rc, rh, rw, cy, cx)
+    sch[OL].unroll(rw)
+    sch[OL].unroll(cy)
     sch[OL].vectorize(cx)
 
 
