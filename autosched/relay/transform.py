@@ -103,7 +103,7 @@ def _map_functions(mod: IRModule, fn: Callable[[Function], Function]) -> IRModul
 def infer_type(expr: Expr) -> Type:
     """Type every node of ``expr`` (stored in ``checked_type``); errors name the op and the shapes."""
     for node in post_order(expr):
-        if node._checked_type is not None and not isinstance(node, (Function, Call)):
+        if node._checked_type is not None and not isinstance(node, Function):  # nodes are immutable
             continue
         if isinstance(node, Var):
             t = node.type_annotation
@@ -215,7 +215,7 @@ def _bn_scale_shift(args: Sequence[Expr], attrs: dict, ndim: int, axis: int) -> 
         scale = (g / np.sqrt(var.data + np.asarray(eps, var.data.dtype))).astype(var.data.dtype)
         shift = (b - mean.data * scale).astype(var.data.dtype)
         return Constant(scale.reshape(shape)), Constant(shift.reshape(shape))
-    dt = var.checked_type.dtype
+    dt = infer_type(var).dtype
     from autosched.relay.expr import const
 
     scale = _op.divide(gamma, _op.make_call("sqrt", [_op.add(var, const(eps, dt))])) if attrs["scale"] else (
@@ -248,7 +248,7 @@ def simplify_inference(func: Function) -> Function:
             if node.index != 0:
                 raise RelayError("SimplifyInference: only output 0 of nn.batch_norm is used at inference")
             x = call.args[0]
-            ndim = len(x.checked_type.shape)
+            ndim = len(infer_type(x).shape)
             axis = call.attrs["axis"] % ndim
             scale, shift = _bn_scale_shift(call.args, call.attrs, ndim, axis)
             return _op.add(_op.multiply(x, scale), shift)
@@ -298,7 +298,7 @@ def simplify_inference(func: Function) -> Function:
 
 
 def _channels(e: Expr) -> int:
-    t = e._checked_type
+    t = infer_type(e)
     return t.shape[1] if isinstance(t, TensorType) and len(t.shape) == 4 else -1
 
 
