@@ -403,3 +403,31 @@ def test_depthwise_conv_with_epilogue(stride):
     (out,) = run(relay.Function([x], y), {"x": xd})
     ref = np.clip(np_conv2d(xd, w, (stride, stride), (1, 1, 1, 1), groups=6) + b[None, :, None, None], 0, 6)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_residual_block_with_batch_norms_fuses_to_two_kernels():
+    def conv_bn(x, cin, name):
+        w = relay.var(name + "_w", shape=(cin, cin, 3, 3))
+        stats = [relay.var(f"{name}_{t}", shape=(cin,)) for t in "gbmv"]
+        return relay.nn.batch_norm(relay.nn.conv2d(x, w, padding=1), *stats)[0]
+
+    x = relay.var("data", shape=(1, 4, 7, 7))
+    h = relay.nn.relu(conv_bn(x, 4, "a"))
+    y = relay.nn.relu(relay.add(conv_bn(h, 4, "b"), x))
+    params = {}
+    for n in "ab":
+        params[n + "_w"] = rand(4, 4, 3, 3) * 0.3
+        params.update({f"{n}_g": rand(4), f"{n}_b": rand(4), f"{n}_m": rand(4), f"{n}_v": np.abs(rand(4)) + 0.5})
+    func = relay.Function(relay.expr.free_vars(y), y)
+    graph_json = relay.build(func, "llvm", params=params)[0]
+    assert [k["name"][:-2] for k in kernels_of(graph_json)] == ["fused_conv2d_add_relu", "fused_conv2d_add_add_relu"]
+    xd = rand(1, 4, 7, 7)
+    (out,) = run(func, {"data": xd}, params)
+
+    def ref_conv_bn(v, n):
+        c = np_conv2d(v, params[n + "_w"], padding=(1, 1, 1, 1))
+        sc = params[n + "_g"] / np.sqrt(params[n + "_v"] + 1e-5)
+        return (c - params[n + "_m"][:, None, None]) * sc[:, None, None] + params[n + "_b"][:, None, None]
+
+    ref = np.maximum(ref_conv_bn(np.maximum(ref_conv_bn(xd, "a"), 0), "b") + xd, 0)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
