@@ -408,32 +408,35 @@ def test_non_constant_pad_mode_is_refused() -> None:
 
 # ------------------------------------------------------------------------------------------- whole models
 @pytest.mark.slow
-def test_resnet18_matches_onnxruntime() -> None:
-    model = make_resnet18(image=56)
+@pytest.mark.parametrize("batch,image,width", [(1, 56, 64), (2, 32, 16)])
+def test_resnet18_matches_onnxruntime(batch: int, image: int, width: int) -> None:
+    model = make_resnet18(batch=batch, image=image, width=width)
     t0 = time.perf_counter()
     err = check_against_onnxruntime(model, atol=1e-3, rtol=0)
-    print(f"resnet18 1x3x56x56: max abs error vs onnxruntime {err:.2e}, "
+    print(f"resnet18 {batch}x3x{image}x{image} width {width}: max abs error vs onnxruntime {err:.2e}, "
           f"import+build+run {time.perf_counter() - t0:.1f} s")
 
 
 @pytest.mark.slow
-def test_mobilenet_v2_matches_onnxruntime() -> None:
-    model = make_mobilenet_v2(image=64)
+@pytest.mark.parametrize("batch_norm", [False, True], ids=["folded_bn", "bn_nodes"])
+def test_mobilenet_v2_matches_onnxruntime(batch_norm: bool) -> None:
+    model = make_mobilenet_v2(image=64, batch_norm=batch_norm)
     assert sum(n.op_type == "Conv" and any(a.name == "group" and a.i > 1 for a in n.attribute)
                for n in model.graph.node) == 17  # a depthwise conv in every inverted-residual block
     t0 = time.perf_counter()
     err = check_against_onnxruntime(model, atol=1e-3, rtol=0)
-    print(f"mobilenet_v2 1x3x64x64: max abs error vs onnxruntime {err:.2e}, "
-          f"import+build+run {time.perf_counter() - t0:.1f} s")
+    print(f"mobilenet_v2 1x3x64x64 ({'BN nodes' if batch_norm else 'BN folded'}): max abs error vs onnxruntime "
+          f"{err:.2e}, import+build+run {time.perf_counter() - t0:.1f} s")
 
 
 def test_resnet18_import_signature() -> None:
-    """The main function takes the input then every weight (ResNet-18: 62 tensors incl. BN statistics + fc)."""
+    """The main function takes the input then every weight in the model's order (ResNet-18: 20 conv weights,
+    4 tensors per BN of 20, the fc weight and bias: 102)."""
     model = make_resnet18(image=32, width=8, num_classes=10)
     mod, params = from_onnx(model, shape={"data": (1, 3, 32, 32)})
     names = [p.name_hint for p in mod["main"].params]
     assert names[0] == "data"
-    assert names[1:] == [t.name for t in model.graph.initializer]
+    assert names[1:] == [t.name for t in model.graph.initializer] and len(names) == 1 + 102
     assert set(params) == set(names[1:])
     mod = relay.transform.InferType()(mod)
     assert tuple(mod["main"].body.checked_type.shape) == (1, 10)
