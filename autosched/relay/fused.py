@@ -122,15 +122,15 @@ def relay_fused_cpu(sch: Any, tensors: list, graph: str, **_: Any) -> None:
     _, anchor_fresh, attrs = build_tensors(graph)
     if anchor_fresh is None:
         return schedules.injective(sch, out)
-    # the schedule's tensors are another build of the same description: find the anchor stage by name
-    # and position among the stages (stages are in a deterministic order)
-    anchor = _match_anchor(out, anchor_fresh, tensors_fresh_out=None)
+    # the schedule's tensors are another build of the same description: find the anchor stage in them
+    anchor = _match_anchor(out, anchor_fresh)
     opdef = _op.get(attrs["op"])
     fn = opdef.schedule or schedules.reduction
     fn(sch, out, anchor, attrs)
 
 
-def _match_anchor(out: te.Tensor, anchor_fresh: te.Tensor, tensors_fresh_out: Any) -> te.Tensor:
+def _match_anchor(out: te.Tensor, anchor_fresh: te.Tensor) -> te.Tensor:
+    """The stage of ``out``'s computation that corresponds to ``anchor_fresh`` (same name, tag and shape)."""
     cands = [t for t in schedules.compute_stages(out) if t.op.name == anchor_fresh.op.name
              and t.op.tag == anchor_fresh.op.tag and tuple(map(int, t.shape)) == tuple(map(int, anchor_fresh.shape))]
     if not cands:

@@ -40,7 +40,7 @@ def astext(expr: Expr, indent: str = "") -> str:
         else:
             if isinstance(node, Call):
                 if isinstance(node.op, Function):
-                    sub = astext(node.op, indent + "  ").replace("\n", "\n" + indent + "  ")
+                    sub = astext(node.op, indent + "  ")
                     lines.append(f"{indent}  %{counter} = {sub};")
                     callee = f"%{counter}"
                     counter += 1

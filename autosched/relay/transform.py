@@ -239,8 +239,6 @@ def simplify_inference(func: Function) -> Function:
     """batch_norm -> x * scale + shift (per channel), then a constant per-channel scale after a conv2d with
     constant weights is folded into those weights (inference only: the statistics are constants)."""
     infer_type(func)
-    bn_out: dict[int, Expr] = {}
-
     def bn(node: Expr) -> Expr | None:
         if isinstance(node, TupleGetItem) and isinstance(node.tuple_value, Call) and \
                 getattr(node.tuple_value.op, "name", "") == "nn.batch_norm":
@@ -255,7 +253,6 @@ def simplify_inference(func: Function) -> Function:
         return None
 
     body = rewrite(func.body, bn)
-    del bn_out
     func = Function(func.params, body, func.ret_type, func.attrs)
     infer_type(func)
     uses: dict[int, int] = {}
