@@ -96,9 +96,12 @@ class GraphModule:
             raise IndexError(f"output {index} out of range: the graph has {len(self._heads)} outputs")
         return self._entries[self._heads[index]].copy()
 
-    def benchmark(self, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0.0) -> dict[str, float]:
-        """Seconds per run of the whole graph: ``{"mean", "median", "min", "max", "std"}`` over ``repeat``
-        repeats of ``number`` runs (after one warm-up run)."""
+    def benchmark(self, device: Any = None, number: int = 10, repeat: int = 3,
+                  min_repeat_ms: float = 0.0) -> BenchmarkResult:
+        """Seconds per run of the whole graph over ``repeat`` repeats of ``number`` runs (after one warm-up
+        run; a repeat runs at least ``min_repeat_ms``). ``device`` is accepted for TVM's spelling (CPU only)."""
+        if number < 1 or repeat < 1:
+            raise ValueError(f"benchmark: number and repeat must be >= 1, got {number} and {repeat}")
         self.run()
         results = []
         for _ in range(repeat):
@@ -111,9 +114,28 @@ class GraphModule:
                 if (time.perf_counter() - t0) * 1e3 >= min_repeat_ms:
                     break
             results.append((time.perf_counter() - t0) / n)
-        arr = np.array(results)
-        return {"mean": float(arr.mean()), "median": float(np.median(arr)), "min": float(arr.min()),
-                "max": float(arr.max()), "std": float(arr.std()), "results": results}
+        return BenchmarkResult(results)
+
+
+class BenchmarkResult:
+    """Per-repeat seconds per run, with ``mean``, ``median``, ``min``, ``max``, ``std`` (also as ``r["mean"]``)."""
+
+    def __init__(self, results: list[float]):
+        arr = np.array(results, dtype=float)
+        self.results = list(results)
+        self.mean = float(arr.mean())
+        self.median = float(np.median(arr))
+        self.min = float(arr.min())
+        self.max = float(arr.max())
+        self.std = float(arr.std())
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def __repr__(self) -> str:
+        return (f"BenchmarkResult(mean={self.mean * 1e3:.4f} ms, median={self.median * 1e3:.4f} ms, "
+                f"min={self.min * 1e3:.4f} ms, max={self.max * 1e3:.4f} ms, std={self.std * 1e3:.4f} ms, "
+                f"{len(self.results)} repeats)")
 
 
 def create(graph_json: str | dict, lib: Module, params: dict[str, Any] | None = None) -> GraphModule:
@@ -153,4 +175,4 @@ def load(folder: str | os.PathLike) -> GraphModule:
     return GraphModule(graph, lib, load_params(os.path.join(folder, PARAMS_FILE)))
 
 
-__all__ = ["GraphModule", "create", "export", "load", "load_params", "save_params"]
+__all__ = ["BenchmarkResult", "GraphModule", "create", "export", "load", "load_params", "save_params"]
