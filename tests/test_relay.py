@@ -431,3 +431,14 @@ def test_residual_block_with_batch_norms_fuses_to_two_kernels():
 
     ref = np.maximum(ref_conv_bn(np.maximum(ref_conv_bn(xd, "a"), 0), "b") + xd, 0)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_task_key_does_not_depend_on_attribute_spelling():
+    def key(**kw):
+        x = relay.var("x", shape=(1, 4, 8, 8))
+        y = relay.nn.conv2d(x, relay.var("w", shape=(4, 4, 3, 3)), **kw)
+        (task,) = relay.extract_tasks(relay.Function([x, relay.expr.free_vars(y)[1]], y), None)
+        return task.workload_key
+
+    assert key(padding=1) == key(padding=(1, 1, 1, 1), channels=4, kernel_size=(3, 3)) == key(padding=(1, 1))
+    assert key(padding=1) != key(padding=(1, 0))

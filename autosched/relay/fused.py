@@ -55,7 +55,8 @@ def describe(fn: Function) -> str:
 
     for node in post_order(fn.body):
         if isinstance(node, Call):
-            attrs = {k: _jsonable(v) for k, v in sorted(node.attrs.items())}
+            attrs = node.op.canonical_attrs(dict(node.attrs)) if node.op.canonical_attrs else node.attrs
+            attrs = {k: _jsonable(v) for k, v in sorted(attrs.items())}
             nodes.append([node.op.name, attrs, [ref(a) for a in node.args]])
             refs[id(node)] = ["n", len(nodes) - 1]
     if not nodes or refs.get(id(fn.body)) != ["n", len(nodes) - 1]:

@@ -32,7 +32,8 @@ class OpDef:
     ``type_rel(arg_types, attrs) -> Type`` checks the arguments (raising RelayError naming the op and the
     shapes) and gives the output type; ``compute(inputs, attrs, out_type) -> te.Tensor`` builds the te
     computation from te tensors (a Tuple argument arrives as its fields, flattened); ``schedule`` is the
-    default schedule of a fused kernel anchored on this op (``fn(sch, out, anchor, attrs)``, None: generic).
+    default schedule of a fused kernel anchored on this op (``fn(sch, out, anchor, attrs)``, None: generic);
+    ``canonical_attrs`` spells equivalent attributes one way (padding 1 == (1, 1, 1, 1)) for task keys.
     """
 
     name: str
@@ -43,6 +44,7 @@ class OpDef:
     num_inputs: int | None = None
     schedule: Callable | None = None
     doc: str = ""
+    canonical_attrs: Callable[[dict], dict] | None = None  # attrs in one spelling (task keys do not depend on it)
 
     def __repr__(self) -> str:
         return f"Op({self.name})"

@@ -260,11 +260,23 @@ def _conv2d_compute(inputs, attrs, out_type):
     return te.compute((N, O, OH, OW), f, name="conv2d", tag="conv2d")
 
 
+def _canon_spatial(attrs: dict) -> dict:
+    """Padding as 4 ints, strides/dilation/pool_size as 2; informational attributes dropped."""
+    out = {k: v for k, v in attrs.items() if k not in ("channels", "kernel_size", "units")}
+    if "padding" in out:
+        out["padding"] = list(pad4(out["padding"], "canonical"))
+    for k in ("strides", "dilation", "pool_size"):
+        if k in out:
+            out[k] = list(_pair(out[k], "canonical", k))
+    return out
+
+
 register_op(OpDef(
     "nn.conv2d", _conv2d_rel, _conv2d_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
     attrs={"strides": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1, "channels": None,
            "kernel_size": None, "data_layout": "NCHW", "kernel_layout": "OIHW"},
-    schedule=schedules.conv2d_nchw, doc="2-D convolution, NCHW data and OIHW weights"))
+    schedule=schedules.conv2d_nchw, doc="2-D convolution, NCHW data and OIHW weights",
+    canonical_attrs=_canon_spatial))
 
 
 # ------------------------------------------------------------ dense/matmul
@@ -288,7 +300,8 @@ def _dense_compute(inputs, attrs, out_type):
 
 
 register_op(OpDef("nn.dense", _dense_rel, _dense_compute, OUT_ELEMWISE_FUSABLE, attrs={"units": None},
-                  num_inputs=2, schedule=schedules.dense, doc="data @ weight.T (weight is [units, in])"))
+                  num_inputs=2, schedule=schedules.dense, doc="data @ weight.T (weight is [units, in])",
+                  canonical_attrs=_canon_spatial))
 
 
 def _matmul_rel(types, attrs):
@@ -444,10 +457,11 @@ def _avg_pool_compute(inputs, attrs, out_type):
 _POOL_ATTRS = {"pool_size": (1, 1), "strides": (1, 1), "dilation": (1, 1), "padding": (0, 0), "layout": "NCHW",
                "ceil_mode": False}
 register_op(OpDef("nn.max_pool2d", _pool_rel("nn.max_pool2d"), _max_pool_compute, OPAQUE, attrs=dict(_POOL_ATTRS),
-                  num_inputs=1, schedule=schedules.reduction, doc="2-D max pooling (NCHW)"))
+                  num_inputs=1, schedule=schedules.reduction, doc="2-D max pooling (NCHW)",
+                  canonical_attrs=_canon_spatial))
 register_op(OpDef("nn.avg_pool2d", _pool_rel("nn.avg_pool2d"), _avg_pool_compute, OPAQUE,
                   attrs={**_POOL_ATTRS, "count_include_pad": False}, num_inputs=1, schedule=schedules.reduction,
-                  doc="2-D average pooling (NCHW)"))
+                  doc="2-D average pooling (NCHW)", canonical_attrs=_canon_spatial))
 
 
 def _gap_rel(types, attrs):
