@@ -82,11 +82,13 @@ class GraphBuilder:
         return self.node("Gemm", [x, self.init(f"{name}.weight", w), self.init(f"{name}.bias", b)], name=name,
                          alpha=1.0, beta=1.0, transB=1)
 
-    def model(self, inputs: Sequence[tuple[str, Sequence[int]]], outputs: Sequence[str], name: str = "graph"
-              ) -> onnx.ModelProto:
-        """A checked model with float32 inputs of the given shapes; output shapes are left to inference."""
+    def model(self, inputs: Sequence[tuple[str, Sequence[int]]], outputs: Sequence[str | tuple[str, Sequence[int]]],
+              name: str = "graph") -> onnx.ModelProto:
+        """A checked model with float32 inputs of the given shapes; an output's shape is inferred by onnx unless
+        given as ``(name, shape)``."""
         ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs]
-        outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
+        outs = [helper.make_tensor_value_info(o[0], TensorProto.FLOAT, list(o[1])) if isinstance(o, tuple)
+                else helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs]
         graph = helper.make_graph(self.nodes, name, ins, outs, initializer=self.initializers)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)],
                                   producer_name="autosched-tests")
@@ -94,7 +96,8 @@ class GraphBuilder:
         # the checker wants every graph output typed with a shape: take them from onnx's shape inference
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
         for vi, typed in zip(model.graph.output, inferred.graph.output):
-            vi.CopyFrom(typed)
+            if typed.type.tensor_type.HasField("shape"):
+                vi.CopyFrom(typed)
         onnx.checker.check_model(model, full_check=True)
         return model
 

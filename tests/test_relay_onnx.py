@@ -111,6 +111,25 @@ def _reshape_const_node():
     return b.model([("x", (2, 3, 8))], ["y"])
 
 
+def _shape_arithmetic():
+    """What exporters emit around Reshape: the target shape computed from Shape(x) by Gather, Unsqueeze, Slice,
+    Squeeze, Cast, Concat, ConstantOfShape and Size; all of it is constant once the input shapes are static."""
+    b = GraphBuilder(opset=15)  # Shape's start attribute
+    i64 = lambda v: b.init(b.fresh("c"), np.array(v, np.int64))
+    s = b.node("Shape", ["x"])  # [2, 3, 4, 5]
+    n = b.node("Unsqueeze", [b.node("Gather", [s, i64(0)], axis=0), i64([0])])  # [2]
+    hw = b.node("Slice", [s, i64([2]), i64([4])])  # [4, 5]
+    c = b.node("Squeeze", [b.node("Slice", [s, i64([1]), i64([2])]), i64([0])])  # 3
+    c = b.node("Unsqueeze", [b.node("Cast", [c], to=TensorProto.INT64), i64([0])])  # [3]
+    flat = b.node("Reshape", ["x", b.node("Concat", [n, i64([-1])], axis=0)])  # (2, 60)
+    back = b.node("Reshape", [flat, b.node("Concat", [n, c, hw], axis=0)])  # (2, 3, 4, 5) again
+    ones = b.node("ConstantOfShape", [b.node("Shape", [back], start=1)],
+                  value=numpy_helper.from_array(np.array([0.5], np.float32)))  # (3, 4, 5) of 0.5
+    size = b.node("Cast", [b.node("Size", ["x"])], to=TensorProto.FLOAT)  # 120.0
+    y = b.node("Mul", [b.node("Add", [back, ones]), b.node("Div", [size, b.init("d", np.float32(60.0))])])
+    return b.model([("x", (2, 3, 4, 5))], [(y, (2, 3, 4, 5))])
+
+
 def _constant_add():
     b = GraphBuilder()
     c = b.node("Constant", [], name="c", value=numpy_helper.from_array(_f32(3, 1)))
@@ -231,6 +250,7 @@ OP_CASES = {
     "pad_opset10_attrs": lambda: make_single_op("Pad", [("x", (1, 2, 3, 4))], opset=10,
                                                 pads=[0, 0, 1, 1, 0, 0, 2, 0], value=0.5),
     "constant": _constant_add,
+    "shape_arithmetic_folded": _shape_arithmetic,
     "identity": lambda: _after_relu("Identity"),
     "dropout": lambda: _after_relu("Dropout", initializers={"r": np.array(0.5, np.float32)}, extra_inputs=["r"]),
     "dropout_opset7_two_outputs": lambda: _after_relu("Dropout", opset=7, n_outputs=2),
@@ -386,6 +406,15 @@ def test_non_constant_reshape_shape_names_the_node() -> None:
     with pytest.raises(OnnxImportError, match=r"node 'my_reshape' \(Reshape\): the target shape \(input 'target'\) "
                                               r"must be a constant"):
         from_onnx(model, shape={"x": (2, 6), "target": (2,)})
+
+
+def test_shape_op_on_a_computed_tensor_is_refused() -> None:
+    b = GraphBuilder()
+    b.node("Gather", ["x", b.init("i", np.array([0, 2], np.int64))], name="pick", axis=1)
+    model = b.model([("x", (2, 3))], ["pick"])
+    with pytest.raises(OnnxImportError, match=r"node 'pick' \(Gather\): supported only on values known at import "
+                                              r"time .* input 'x' is computed"):
+        from_onnx(model)
 
 
 def test_used_second_output_is_refused() -> None:

@@ -6,6 +6,11 @@ to a numpy array; ops that take a shape or a bound as an input (Reshape's shape,
 that array. Initializers used as tensors become parameters of ``main`` (after the graph inputs) and their arrays
 are returned in ``params``; ``freeze_params=True`` embeds them as constants instead.
 
+A node whose inputs are all known at import time is evaluated then (onnx's reference evaluator), if it is small or
+shape arithmetic: exporters compute Reshape targets with Shape -> Gather -> Unsqueeze -> Concat, and with static
+shapes that is a constant. Shape, Size, Gather, Unsqueeze, Squeeze, Slice, Cast and ConstantOfShape are supported
+only that way (relay has no op for them on tensors).
+
 Static shapes only: every graph input needs a concrete shape (from the model or ``shape=``). Ops whose conversion
 depends on a shape (SAME padding, Flatten on any axis, Softmax before opset 13, Gemm's bias) read it from ONNX's
 own shape inference run with the given input shapes, and fall back to relay's type inference.
@@ -139,8 +144,10 @@ class _GraphConverter:
         self._infer_onnx_shapes()
         for i, node in enumerate(self.graph.node):
             self._node, self._node_index = node, i
-            converter = _CONVERTERS[node.op_type]
-            result = converter(self, node, _attrs(node))
+            if self._foldable(node):
+                result = self._fold(node)
+            else:
+                result = _CONVERTERS[node.op_type](self, node, _attrs(node))
             outputs = result if isinstance(result, (tuple, list)) else (result,)
             for name, value in zip(node.output, outputs):
                 if not name:
@@ -292,6 +299,33 @@ class _GraphConverter:
         params = list(self.input_vars) + list(self.param_vars.values())
         mod = relay.transform.InferType()(relay.IRModule.from_expr(relay.Function(params, expr)))
         return tuple(int(d) for d in mod["main"].body.checked_type.shape)
+
+    def is_const(self, name: str) -> bool:
+        """Whether ONNX value ``name`` is known at import time (an initializer, a Constant or a folded value)."""
+        return name in self.consts or name in self.initializers
+
+    def _foldable(self, node: onnx.NodeProto) -> bool:
+        """Nodes whose inputs are all known at import time are evaluated now (shape arithmetic, small constants);
+        weights above ``_FOLD_LIMIT`` elements stay parameters."""
+        ins = [n for n in node.input if n]
+        if not ins or not all(self.is_const(n) for n in ins):
+            return False
+        return node.op_type in _FOLD_ONLY or sum(self.value(n, "").size for n in ins) <= _FOLD_LIMIT
+
+    def _fold(self, node: onnx.NodeProto) -> list[np.ndarray]:
+        """The node's outputs computed by onnx's reference evaluator at the model's opset."""
+        from onnx import helper
+        from onnx.reference import ReferenceEvaluator
+
+        graph = helper.make_graph([node], "fold", [helper.make_empty_tensor_value_info(n) for n in node.input if n],
+                                  [helper.make_empty_tensor_value_info(n) for n in node.output if n])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+        try:
+            values = ReferenceEvaluator(model).run(None, {n: self.value(n, "") for n in node.input if n})
+        except Exception as e:
+            self._fail(f"evaluating it on its constant inputs failed: {type(e).__name__}: {e}")
+        it = iter(values)
+        return [np.asarray(next(it)) if n else np.zeros(0) for n in node.output]
 
     def optional(self, node: onnx.NodeProto, i: int) -> str | None:
         """Input ``i`` of ``node``, or None when it is absent (past the end, or the empty name)."""
@@ -647,5 +681,33 @@ def _dropout(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         g._fail("training_mode=True is not supported (inference only)")
     return g.tensor(node.input[0])
 
+
+# ops supported only on values known at import time (static shapes make the shape arithmetic that exporters
+# emit, e.g. Shape -> Gather -> Unsqueeze -> Concat -> Reshape, constant): they are evaluated by ``_fold``
+_FOLD_ONLY = frozenset({"Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Slice", "Cast", "ConstantOfShape"})
+_FOLD_LIMIT = 4096  # a node of constant inputs with at most this many elements in all is evaluated at import
+
+
+@_register("Shape")
+def _shape(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> np.ndarray:
+    """The static shape (``start``/``end`` from opset 15) as an int64 constant."""
+    shape = g.shape(node.input[0])
+    start, end = attrs.get("start", 0), attrs.get("end", len(shape))
+    return np.array(shape[start:end], np.int64)
+
+
+@_register("Size")
+def _size(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> np.ndarray:
+    return np.array(math.prod(g.shape(node.input[0])), np.int64)
+
+
+def _fold_only(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Any:
+    computed = [n for n in node.input if n and not g.is_const(n)]
+    g._fail(f"supported only on values known at import time (shapes, constants); input {computed[0]!r} is "
+            "computed from the graph inputs")
+
+
+for _op in sorted(_FOLD_ONLY - {"Shape", "Size"}):
+    _register(_op)(_fold_only)
 
 SUPPORTED_OPS: tuple[str, ...] = tuple(sorted(_CONVERTERS))
