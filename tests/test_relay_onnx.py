@@ -291,6 +291,33 @@ def test_auto_pad_same_upper_model() -> None:
     check_against_onnxruntime(model)
 
 
+def test_shapes_from_relay_when_onnx_inference_fails(monkeypatch) -> None:
+    """Without ONNX's shape inference (it raises on some models) the shapes that SAME padding, Flatten, Gemm and
+    Softmax need come from relay's type inference."""
+    b = GraphBuilder(seed=6)
+    x = b.node("Conv", ["data", b.init("w", _f32(4, 3, 3, 3))], auto_pad="SAME_UPPER", strides=[2, 2])
+    x = b.node("MaxPool", [x], auto_pad="SAME_UPPER", kernel_shape=[3, 3], strides=[2, 2])
+    x = b.node("Flatten", [x], axis=1)
+    x = b.gemm_fc(x, 4 * 3 * 3, 5)
+    b.node("Softmax", [x], name="prob", axis=1)
+    model = b.model([("data", (1, 3, 11, 9))], ["prob"])
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no shape inference here")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", broken)
+    check_against_onnxruntime(model)
+
+
+def test_initializers_listed_as_graph_inputs_are_weights() -> None:
+    """Models of IR version < 4 list initializers among the graph inputs too; they stay weights, not inputs."""
+    model = OP_CASES["conv3x3"]()
+    model.graph.input.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 4, 3, 3]))
+    mod, params = from_onnx(model)
+    assert [p.name_hint for p in mod["main"].params] == ["x", "w"] and set(params) == {"w"}
+    check_against_onnxruntime(model)
+
+
 def test_gemm_transb_classifier_with_softmax() -> None:
     """Flatten -> Gemm(transB=1) -> Softmax: the classifier head as PyTorch exports it."""
     b = GraphBuilder(seed=4)
