@@ -442,3 +442,22 @@ def test_task_key_does_not_depend_on_attribute_spelling():
 
     assert key(padding=1) == key(padding=(1, 1, 1, 1), channels=4, kernel_size=(3, 3)) == key(padding=(1, 1))
     assert key(padding=1) != key(padding=(1, 0))
+
+
+def test_intermediate_values_share_storage():
+    x = relay.var("x", shape=(4, 8))
+    h = x
+    for k in range(4):  # injective ops between opaque softmaxes: one kernel per softmax
+        h = relay.nn.softmax(relay.add(h, relay.const(np.float32(k))), axis=1)
+    graph_json, lib, params = relay.build(relay.Function([x], h), "llvm")
+    graph = json.loads(graph_json)
+    sids = graph["attrs"]["storage_id"][1]
+    assert len(set(sids)) < len(sids)  # some intermediate buffers are reused
+    m = graph_executor.GraphModule(graph_json, lib, params)
+    xd = rand(4, 8)
+    m.set_input("x", xd)
+    m.run()
+    ref = xd
+    for k in range(4):
+        ref = np_softmax(ref + k, axis=1)
+    np.testing.assert_allclose(m.get_output(0), ref, rtol=1e-5, atol=1e-6)

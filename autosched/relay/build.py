@@ -200,9 +200,40 @@ class _GraphBuilder:
             "heads": heads,
             "node_row_ptr": self.row_ptr,
             "attrs": {"shape": ["list_shape", self.shapes], "dltype": ["list_str", self.dtypes],
-                      "storage_id": ["list_int", list(range(len(self.shapes)))]},
+                      "storage_id": ["list_int", self._plan_storage(heads)]},
         }
         return json.dumps(graph)
+
+
+    def _plan_storage(self, heads: list) -> list[int]:
+        """Storage of each entry: a kernel output reuses the storage (same dtype and size) of an intermediate
+        value whose last reader has run; inputs, parameters and outputs keep their own."""
+        nbytes = [int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for s, d in zip(self.shapes, self.dtypes)]
+        readers = [0] * len(self.shapes)
+        for node in self.nodes:
+            for e in node["inputs"]:
+                readers[self.row_ptr[e[0]] + e[1]] += 1
+        pinned = {self.row_ptr[h[0]] + h[1] for h in heads}
+        sid = [-1] * len(self.shapes)
+        free: dict[tuple[str, int], list[int]] = {}
+        count = 0
+        for nid, node in enumerate(self.nodes):
+            outs = range(self.row_ptr[nid], self.row_ptr[nid + 1])
+            for e in outs:
+                pool = free.get((self.dtypes[e], nbytes[e])) if node["op"] == "tvm_op" and e not in pinned else None
+                if pool:
+                    sid[e] = pool.pop()
+                else:
+                    sid[e] = count
+                    count += 1
+            if node["op"] != "tvm_op":
+                continue
+            for ref in node["inputs"]:
+                e = self.row_ptr[ref[0]] + ref[1]
+                readers[e] -= 1
+                if readers[e] == 0 and e not in pinned and self.nodes[ref[0]]["op"] == "tvm_op":
+                    free.setdefault((self.dtypes[e], nbytes[e]), []).append(sid[e])
+        return sid
 
 
 class BuildResult(tuple):

@@ -28,6 +28,18 @@ LIB_FILE = "deploy_lib.so"
 PARAMS_FILE = "deploy_params.npz"
 
 
+def _allocate(shapes: list, dtypes: list, storage_ids: list | None) -> list[np.ndarray]:
+    """One array per entry; entries with the same storage id are views of one buffer (the plan from build)."""
+    if storage_ids is None:
+        return [np.zeros(tuple(s), dtype=d) for s, d in zip(shapes, dtypes)]
+    nbytes = [int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for s, d in zip(shapes, dtypes)]
+    size: dict[int, int] = {}
+    for sid, n in zip(storage_ids, nbytes):
+        size[sid] = max(size.get(sid, 0), n)
+    pools = {sid: np.zeros(max(n, 1), dtype=np.uint8) for sid, n in size.items()}
+    return [pools[sid][:n].view(d).reshape(tuple(s)) for sid, n, s, d in zip(storage_ids, nbytes, shapes, dtypes)]
+
+
 class GraphModule:
     """An executor of one graph: inputs by name, ``run()``, outputs by index."""
 
@@ -39,7 +51,7 @@ class GraphModule:
         self._row = g["node_row_ptr"]
         shapes = g["attrs"]["shape"][1]
         dtypes = g["attrs"]["dltype"][1]
-        self._entries = [np.zeros(tuple(s), dtype=d) for s, d in zip(shapes, dtypes)]
+        self._entries = _allocate(shapes, dtypes, g["attrs"].get("storage_id", [None, None])[1])
         self._input_index = {self._nodes[n]["name"]: n for n in g["arg_nodes"]}
         self._ops = []
         for nid, node in enumerate(self._nodes):
