@@ -13,6 +13,8 @@ from autosched.te.expr import Expr, IntImm, is_int
 
 Interval = tuple  # (lo: Expr, hi: Expr)
 Ranges = dict  # Var -> (lo: Expr, hi: Expr)
+ANY_RANGES: dict = {}  # the ``_fix`` of an expression that simplifies to itself whatever the ranges
+_NO_VARS: frozenset = frozenset()
 
 
 def skey(e: Expr):
@@ -74,36 +76,57 @@ class Lin:
         return Lin(terms, self.const + sign * other.const, self.dtype)
 
     def to_expr(self) -> Expr:
-        """The canonical expression (positive terms, negative terms, constant); its linear form is cached on it,
-        so re-reading the result (as the simplifier does at every enclosing sum) costs no new walk."""
+        """The canonical expression (positive terms, negative terms, constant). Its linear form and the free
+        variables of every node built are cached on them, so reading the result back (as the simplifier does
+        at every enclosing sum) costs no new walk."""
         dt = self.dtype
         pos = [(c, a) for c, a in self.terms.values() if c > 0]
         neg = [(-c, a) for c, a in self.terms.values() if c < 0]
+        if not pos and not neg:
+            return IntImm(self.const, dt)
+        fvs = E.free_var_set
+
+        def term(c: int, a: Expr) -> tuple[Expr, frozenset]:
+            fa = getattr(a, "_fv", None)
+            if fa is None:
+                fa = fvs(a)
+            if c == 1:
+                return a, fa
+            m = E.Mul(a, IntImm(c, dt), dt)
+            m._fv = fa
+            return m, fa
+
+        def join(cls: type, x: Expr, fx: frozenset, y: Expr, fy: frozenset) -> tuple[Expr, frozenset]:
+            f = fx if (not fy or fy is fx or fy <= fx) else fy if (not fx or fx <= fy) else fx | fy
+            n = cls(x, y, dt)
+            n._fv = f
+            return n, f
+
         out: Expr | None = None
-
-        def term(c, a):
-            return a if c == 1 else E.Mul(a, IntImm(c, dt), dt)
-
+        fo: frozenset = _NO_VARS
         for c, a in pos:
-            out = term(c, a) if out is None else E.Add(out, term(c, a), dt)
+            t, ft = term(c, a)
+            if out is None:
+                out, fo = t, ft
+            else:
+                out, fo = join(E.Add, out, fo, t, ft)
+        rest = neg
         if out is None:
-            if not neg:
-                return IntImm(self.const, dt)
             if self.const != 0:
                 out = IntImm(self.const, dt)
-                for c, a in neg:
-                    out = E.Sub(out, term(c, a), dt)
-                return self._remember(out, pos, neg)
-            c, a = neg[0]
-            out = E.Mul(a, IntImm(-c, dt), dt)
-            neg = neg[1:]
-        for c, a in neg:
-            out = E.Sub(out, term(c, a), dt)
-        if self.const > 0:
-            out = E.Add(out, IntImm(self.const, dt), dt)
-        elif self.const < 0:
-            out = E.Sub(out, IntImm(-self.const, dt), dt)
-        return self._remember(out, pos, neg)
+            else:
+                c, a = neg[0]
+                out, fo = term(-c, a)  # -c != 1: always a product
+                rest = neg[1:]
+        for c, a in rest:
+            t, ft = term(c, a)
+            out, fo = join(E.Sub, out, fo, t, ft)
+        if pos or rest is not neg:  # the constant goes last, except after a leading constant
+            if self.const > 0:
+                out, fo = join(E.Add, out, fo, IntImm(self.const, dt), _NO_VARS)
+            elif self.const < 0:
+                out, fo = join(E.Sub, out, fo, IntImm(-self.const, dt), _NO_VARS)
+        return self._remember(out)
 
     def normal(self) -> Lin:
         """The linear form of ``self.to_expr()``: the same sum with its positive terms first."""
@@ -118,10 +141,19 @@ class Lin:
                 return Lin(pos, self.const, self.dtype)
         return self
 
-    def _remember(self, out: Expr, pos: list, neg: list) -> Expr:
-        """Cache on ``out`` the linear form :func:`linear` would read from it."""
+    def _remember(self, out: Expr) -> Expr:
+        """Cache on ``out`` the linear form :func:`linear` would read from it. A sum of variables (of its own
+        type) is its own simplification under any ranges: the sum rule gives back the same terms in the same
+        order and nothing else applies; mark it so that no later simplifier walks it again."""
         if getattr(out, "_lin", None) is None:
             out._lin = self.normal()
+        dt = self.dtype
+        if getattr(out, "_fix", None) is None and is_int(dt):
+            for _, a in self.terms.values():
+                if type(a) is not E.Var or a.dtype != dt:
+                    return out
+            out._fix = ANY_RANGES
+            out._simp = out
         return out
 
 
@@ -235,7 +267,7 @@ class Simplifier:
         fx = getattr(e, "_fix", None)
         if fx is None:
             return False
-        if fx is self.ranges:
+        if fx is self.ranges or fx is ANY_RANGES:
             return True
         mine = self.ranges
         for v in fv:
@@ -346,11 +378,14 @@ class Simplifier:
         return iv
 
     def _const_interval(self, e: Expr):
-        """Constant bounds of a canonical sum (``Lin.to_expr`` output), or None.
+        """Constant bounds of a canonical sum (``Lin.to_expr`` output), or None."""
+        return self._lin_bounds(linear(e), e)
+
+    def _lin_bounds(self, lin: Lin, e: Expr | None = None):
+        """Constant bounds of ``lin.to_expr()`` (``e`` when already built), or None.
 
         Fast path: when every atom has constant bounds the sum's are ``const + sum(coef * bound)``, exactly
         what :func:`interval` computes term by term; otherwise it asks :func:`interval` for the whole."""
-        lin = linear(e)
         lo = hi = lin.const
         for c, a in lin.terms.values():
             iv = self._atom_interval(a)
@@ -364,7 +399,7 @@ class Simplifier:
                 hi += c * iv[0].value
         else:
             return lo, hi
-        iv = self._interval(e)
+        iv = self._interval(lin.to_expr() if e is None else e)
         if iv is None:
             return None
         lo, hi = iv
@@ -382,7 +417,7 @@ class Simplifier:
                 if ca is not None and cb is not None:
                     return IntImm(int(_CMP[t](ca, cb)), "bool")
                 if is_int(a.dtype):
-                    d = self._const_interval(simplify_lin(E.Sub(a, b, a.dtype)))
+                    d = self._lin_bounds(linear(a).plus(linear(b), -1))  # bounds of simplify_lin(a - b)
                     if d is not None:
                         lo, hi = d
                         if t is E.LT:
@@ -432,7 +467,7 @@ class Simplifier:
                 if t in (E.FloorDiv, E.FloorMod) and cb is not None and cb > 0:
                     return self._divmod(e, t, a, cb)
                 if t in (E.Min, E.Max):
-                    d = self._const_interval(simplify_lin(E.Sub(a, b, a.dtype)))
+                    d = self._lin_bounds(linear(a).plus(linear(b), -1))  # bounds of simplify_lin(a - b)
                     if d is not None:
                         lo, hi = d
                         if hi <= 0:

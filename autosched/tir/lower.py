@@ -63,6 +63,7 @@ class _Lowerer:
         self.infos: dict[int, _Info] = {}
         self.eff_body: dict[int, Expr] = {}
         self.loop_range: dict[Var, tuple[Expr, Expr]] = {}
+        self.root_maps: dict[int, dict] = {}  # id(stage) -> root_index
 
     # ----------------------------------------------------------------- helpers
     def stage_of(self, t: Tensor) -> Stage:
@@ -218,8 +219,12 @@ class _Lowerer:
         return out
 
     def root_index(self, st: Stage, info: _Info) -> dict:
-        """root axis var -> its actual index (region/domain min + loop-derived offset)."""
-        m = {}
+        """root axis var -> its actual index (region/domain min + loop-derived offset); computed once per stage
+        (the emission and every stage computed inside it ask)."""
+        m = self.root_maps.get(id(st))
+        if m is not None:
+            return m
+        m = self.root_maps[id(st)] = {}
         for d, ax in enumerate(st.op.axis):
             m[ax.var] = simplify(info.region[d][0] + info.value[ax])
         for ax in st.op.reduce_axis:
@@ -264,10 +269,10 @@ class _Lowerer:
             else:
                 prod: Expr = IntImm(1)
                 for a in rel.axes:
-                    prod = simplify(prod * ext[a])
+                    prod = _mul(prod, ext[a])
                 ext[rel.fused] = prod
         for iv in st.leaf_iter_vars:
-            self.loop_range[iv.var] = (IntImm(0), simplify(ext[iv] - 1))
+            self.loop_range[iv.var] = (IntImm(0), _minus_one(ext[iv]))
         # root values from leaves
         val = {iv: iv.var for iv in st.leaf_iter_vars}
         for rel in reversed(st.relations):
@@ -280,7 +285,7 @@ class _Lowerer:
                     a = rel.axes[k]
                     q = fv // stride if not (isinstance(stride, IntImm) and stride.value == 1) else fv
                     val[a] = q if k == 0 else q % ext[a]
-                    stride = simplify(stride * ext[a])
+                    stride = _mul(stride, ext[a])
         simp = Simplifier({iv.var: self.loop_range[iv.var] for iv in st.leaf_iter_vars})
         for ax, v in val.items():
             info.value[ax] = simp.run(v)
@@ -455,6 +460,20 @@ class _Lowerer:
         if -1 in inner_guards:
             stmt = S.IfThenElse(_conj(inner_guards[-1]), stmt)
         return stmt
+
+
+def _mul(a: Expr, b: Expr) -> Expr:
+    """``simplify(a * b)``, without building it when both are constants of one type."""
+    if type(a) is IntImm and type(b) is IntImm and a.dtype == b.dtype and E.is_int(a.dtype):
+        return IntImm(a.value * b.value, a.dtype)
+    return simplify(a * b)
+
+
+def _minus_one(a: Expr) -> Expr:
+    """``simplify(a - 1)``, without building it for a constant."""
+    if type(a) is IntImm and E.is_int(a.dtype):
+        return IntImm(a.value - 1, a.dtype)
+    return simplify(a - 1)
 
 
 def _pos(stage: Stage, iv) -> int:
