@@ -92,12 +92,22 @@ def _flat(buf: S.Buffer, indices) -> E.Expr:
     return simplify(flat)
 
 
-def _access(buf: S.Buffer, indices, loops: list[_Loop], execs: float, write: bool) -> list[float]:
+def _flat_info(buf: S.Buffer, indices, memo: dict) -> tuple[frozenset, dict]:
+    """Variables and per-variable coefficients of the flattened index; memoised per (buffer, index nodes):
+    a store and the load of the same element share their index expressions."""
+    key = (id(buf), *map(id, indices))
+    hit = memo.get(key)
+    if hit is None:
+        flat = _flat(buf, indices)
+        lin = linear(flat)
+        hit = (E.free_var_set(flat), {id(atom): c for c, atom in lin.terms.values() if isinstance(atom, E.Var)})
+        memo[key] = hit
+    return hit
+
+
+def _access(buf: S.Buffer, indices, loops: list[_Loop], execs: float, write: bool, memo: dict) -> list[float]:
     """Bytes, lines, stride, reuse of one access inside ``loops``."""
-    flat = _flat(buf, indices)
-    used = E.free_vars(flat)
-    lin = linear(flat)
-    coef = {id(atom): c for c, atom in lin.terms.values() if isinstance(atom, E.Var)}
+    used, coef = _flat_info(buf, indices, memo)
     distinct = 1.0
     for lp in loops:
         if lp.var in used:
@@ -115,22 +125,48 @@ def _access(buf: S.Buffer, indices, loops: list[_Loop], execs: float, write: boo
             1.0 if write else 0.0]
 
 
-def _count_ops(e: E.Expr) -> dict[str, float]:
+_OP_KIND: dict[type, tuple[str | None, str | None]] = {}  # node type -> (counter if float, counter if not)
+
+
+def _op_kind(t: type) -> tuple[str | None, str | None]:
+    """Which counter a node of type ``t`` increments (the first matching rule, as isinstance would pick)."""
+    k = _OP_KIND.get(t)
+    if k is None:
+        if issubclass(t, (E.Add, E.Sub)):
+            k = ("flop_add", "int_ops")
+        elif issubclass(t, E.Mul):
+            k = ("flop_mul", "int_ops")
+        elif issubclass(t, (E.Div, E.FloorDiv, E.FloorMod)):
+            k = ("flop_div", "int_ops")
+        elif issubclass(t, (E.Min, E.Max)):
+            k = ("flop_minmax", "int_ops")
+        elif issubclass(t, E.Call):
+            k = ("flop_call", "flop_call")
+        elif issubclass(t, E.Select):
+            k = ("select", "select")
+        else:
+            k = (None, None)
+        _OP_KIND[t] = k
+    return k
+
+
+def _count_ops(e: E.Expr, loads: list | None = None) -> dict[str, float]:
+    """Operations in ``e`` by kind; its buffer loads (pre-order) are appended to ``loads`` when given."""
     c = {"flop_add": 0.0, "flop_mul": 0.0, "flop_div": 0.0, "flop_minmax": 0.0, "flop_call": 0.0, "int_ops": 0.0,
          "select": 0.0}
-    for x in E.walk(e):
-        if isinstance(x, (E.Add, E.Sub)):
-            c["flop_add" if E.is_float(x.dtype) else "int_ops"] += 1
-        elif isinstance(x, E.Mul):
-            c["flop_mul" if E.is_float(x.dtype) else "int_ops"] += 1
-        elif isinstance(x, (E.Div, E.FloorDiv, E.FloorMod)):
-            c["flop_div" if E.is_float(x.dtype) else "int_ops"] += 1
-        elif isinstance(x, (E.Min, E.Max)):
-            c["flop_minmax" if E.is_float(x.dtype) else "int_ops"] += 1
-        elif isinstance(x, E.Call):
-            c["flop_call"] += 1
-        elif isinstance(x, E.Select):
-            c["select"] += 1
+    children, is_float = E.children, E.is_float
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        fk, ik = _OP_KIND.get(t) or _op_kind(t)
+        if fk is not None:
+            c[fk if is_float(x.dtype) else ik] += 1
+        elif loads is not None and isinstance(x, S.BufferLoad):
+            loads.append(x)
+        kids = children(x)
+        if kids:
+            stack.extend(reversed(kids))
     return c
 
 
@@ -139,6 +175,7 @@ def extract(func: S.PrimFunc) -> np.ndarray:
     stores: list[tuple[float, list[float]]] = []
     totals = dict.fromkeys(_TOTALS, 0.0)
     par_extent, n_par, lanes, max_alloc = 1.0, 0, 1.0, 0.0
+    flat_memo: dict = {}  # (buffer, index nodes) -> _flat_info; keys hold ids of nodes that func keeps alive
 
     def visit(s: S.Stmt, loops: list[_Loop], guards: int) -> None:
         nonlocal par_extent, n_par, lanes, max_alloc
@@ -166,9 +203,11 @@ def extract(func: S.PrimFunc) -> np.ndarray:
             execs = 1.0
             for lp in loops:
                 execs *= lp.extent
-            ops = _count_ops(s.value)
+            loads: list[S.BufferLoad] = []
+            ops = _count_ops(s.value, loads)
             for ix in s.indices:
-                ops["int_ops"] += _count_ops(ix)["int_ops"]
+                if type(ix) is not E.Var and type(ix) is not E.IntImm:
+                    ops["int_ops"] += _count_ops(ix)["int_ops"]
             flops = sum(v for k, v in ops.items() if k.startswith("flop"))
             vec = [lp for lp in loops if lp.kind == "vectorized"]
             unroll = 1.0
@@ -178,10 +217,9 @@ def extract(func: S.PrimFunc) -> np.ndarray:
                     unroll *= lp.extent
                 elif lp.kind == "parallel":
                     par *= lp.extent
-            loads = [x for x in E.walk(s.value) if isinstance(x, S.BufferLoad)]
             reduce = any(x.buffer is s.buffer for x in loads)
-            accesses = [_access(s.buffer, s.indices, loops, execs, True)]
-            accesses += [_access(x.buffer, x.indices, loops, execs, False) for x in loads]
+            accesses = [_access(s.buffer, s.indices, loops, execs, True, flat_memo)]
+            accesses += [_access(x.buffer, x.indices, loops, execs, False, flat_memo) for x in loads]
             accesses.sort(key=lambda a: -a[0])
             accesses = (accesses + [[0.0] * len(_ACCESS_FIELDS)] * N_ACCESS)[:N_ACCESS]
             row = [_log2(execs), ops["flop_add"], ops["flop_mul"], ops["flop_div"], ops["flop_minmax"],
