@@ -30,6 +30,9 @@ def make_parser() -> argparse.ArgumentParser:
 
     report.add_parser(sub)
     _add_peak_parser(sub)
+    from autosched.relay import cli as build_cli  # argparse only; the graph level is imported when it runs
+
+    build_cli.add_parser(sub)
     return p
 
 
@@ -103,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         return report.run(args)
     if args.command == "peak":
         return _peak(args)
+    if args.command == "build":
+        from autosched.relay import cli as build_cli
+
+        return build_cli.run(args)
     parser.print_help()
     return 0
 
