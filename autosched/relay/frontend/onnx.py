@@ -127,8 +127,8 @@ class _GraphConverter:
         self.user_dtype = dtype
         self.initializers: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in self.graph.initializer}
         self.exprs: dict[str, Expr] = {}  # ONNX value name -> relay expression
-        self.consts: dict[str, np.ndarray] = {}  # ONNX value name -> value known at import time (Constant outputs)
-        self.param_vars: dict[str, Any] = {}  # initializer name -> relay Var, in first-use order
+        self.consts: dict[str, np.ndarray] = {}  # ONNX value name -> value known at import (Constant, folded nodes)
+        self.param_vars: dict[str, Any] = {}  # initializer name -> relay Var, made on first use as a tensor
         self.input_vars: list[Any] = []
         self.used: set[str] = {i for n in self.graph.node for i in n.input if i} | {o.name for o in self.graph.output}
         self.onnx_shapes: dict[str, tuple[int, ...]] = {}
@@ -163,9 +163,10 @@ class _GraphConverter:
         self._node = None
         outs = [self.tensor(o.name) for o in self.graph.output]
         body = outs[0] if len(outs) == 1 else relay.Tuple(outs)
-        params = list(self.input_vars) + list(self.param_vars.values())
+        used = [name for name in self.initializers if name in self.param_vars]  # in the model's order
+        params = list(self.input_vars) + [self.param_vars[name] for name in used]
         mod = relay.IRModule.from_expr(relay.Function(params, body))
-        weights = {} if self.freeze else {name: self.initializers[name] for name in self.param_vars}
+        weights = {} if self.freeze else {name: self.initializers[name] for name in used}
         return mod, weights
 
     def _check_supported(self) -> None:
