@@ -8,8 +8,8 @@ are returned in ``params``; ``freeze_params=True`` embeds them as constants inst
 
 A node whose inputs are all known at import time is evaluated then (onnx's reference evaluator), if it is small or
 shape arithmetic: exporters compute Reshape targets with Shape -> Gather -> Unsqueeze -> Concat, and with static
-shapes that is a constant. Shape, Size, Gather, Unsqueeze, Squeeze, Slice, Cast and ConstantOfShape are supported
-only that way (relay has no op for them on tensors).
+shapes that is a constant. Shape, Size, Gather, Slice, Cast and ConstantOfShape are supported only that way
+(relay has no op for them on tensors).
 
 Static shapes only: every graph input needs a concrete shape (from the model or ``shape=``). Ops whose conversion
 depends on a shape (SAME padding, Flatten on any axis, Softmax before opset 13, Gemm's bias) read it from ONNX's
@@ -549,6 +549,79 @@ def _tanh(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay.tanh(g.tensor(node.input[0]))
 
 
+def _unary(name: str) -> Converter:
+    def convert(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+        from autosched import relay
+
+        return getattr(relay, name)(g.tensor(node.input[0]))
+
+    convert.__name__ = f"_{name}"
+    return convert
+
+
+for _op, _fn in (("Exp", "exp"), ("Sqrt", "sqrt"), ("Neg", "negative")):
+    _register(_op)(_unary(_fn))
+
+
+def _variadic(name: str) -> Converter:
+    def convert(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+        from autosched import relay
+
+        out = g.tensor(node.input[0])
+        for n in node.input[1:]:
+            out = getattr(relay, name)(out, g.tensor(n))
+        return out
+
+    convert.__name__ = f"_{name}_all"
+    return convert
+
+
+for _op, _fn in (("Max", "maximum"), ("Min", "minimum"), ("Sum", "add")):
+    _register(_op)(_variadic(_fn))
+
+
+def _scalar(g: _GraphConverter, name: str, value: float) -> Expr:
+    """A scalar constant of ``name``'s dtype."""
+    from autosched import relay
+
+    dtype = g.initializers[name].dtype if name in g.initializers else None
+    if dtype is None:
+        t = g.tensor(name)
+        dtype = getattr(getattr(t, "type_annotation", None), "dtype", None) or "float32"
+    return relay.const(np.array(value, dtype=dtype))
+
+
+@_register("LeakyRelu")
+def _leaky_relu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """relu(x) + alpha * min(x, 0): exact for any alpha (one branch is always zero)."""
+    from autosched import relay
+
+    x = g.tensor(node.input[0])
+    alpha = float(attrs.get("alpha", 0.01))
+    zero, a = _scalar(g, node.input[0], 0.0), _scalar(g, node.input[0], alpha)
+    return relay.add(relay.nn.relu(x), relay.multiply(relay.minimum(x, zero), a))
+
+
+@_register("HardSigmoid")
+def _hard_sigmoid(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    from autosched import relay
+
+    x = g.tensor(node.input[0])
+    alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+    lin = relay.add(relay.multiply(x, _scalar(g, node.input[0], alpha)), _scalar(g, node.input[0], beta))
+    return relay.clip(lin, 0.0, 1.0)
+
+
+@_register("HardSwish")
+def _hard_swish(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """x * HardSigmoid(x) with alpha 1/6, beta 1/2 (MobileNetV3)."""
+    from autosched import relay
+
+    x = g.tensor(node.input[0])
+    lin = relay.add(relay.multiply(x, _scalar(g, node.input[0], 1.0 / 6.0)), _scalar(g, node.input[0], 0.5))
+    return relay.multiply(x, relay.clip(lin, 0.0, 1.0))
+
+
 @_register("Clip")
 def _clip(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """Clip: bounds are attributes before opset 11 and optional (constant) inputs from 11 on; ReLU6 is Clip 0..6."""
@@ -605,6 +678,66 @@ def _flatten(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     if axis == 1 and len(shape) >= 2:
         return relay.nn.batch_flatten(x)
     return relay.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
+
+
+def _axes(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, since: int) -> list[int] | None:
+    """The ``axes`` of Squeeze/Unsqueeze/ReduceMean: an attribute before opset ``since``, a constant input from it."""
+    if g.opset < since:
+        return [int(a) for a in attrs["axes"]] if "axes" in attrs else None
+    name = g.optional(node, 1)
+    return [int(a) for a in np.asarray(g.value(name, "axes")).reshape(-1)] if name else None
+
+
+@_register("Unsqueeze")
+def _unsqueeze(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """A reshape to the static shape with the new unit axes (constant inputs are evaluated at import instead)."""
+    from autosched import relay
+
+    shape = list(g.shape(node.input[0]))
+    axes = _axes(g, node, attrs, 13)
+    if axes is None:
+        g._fail("the axes are required")
+    rank = len(shape) + len(axes)
+    for a in sorted(a % rank for a in axes):
+        shape.insert(a, 1)
+    return relay.reshape(g.tensor(node.input[0]), tuple(shape))
+
+
+@_register("Squeeze")
+def _squeeze(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    from autosched import relay
+
+    shape = g.shape(node.input[0])
+    axes = _axes(g, node, attrs, 13)
+    drop = {a % len(shape) for a in axes} if axes is not None else {i for i, d in enumerate(shape) if d == 1}
+    if any(shape[a] != 1 for a in drop):
+        g._fail(f"cannot squeeze axes {sorted(drop)} of shape {shape}: not all of size 1")
+    return relay.reshape(g.tensor(node.input[0]), tuple(d for i, d in enumerate(shape) if i not in drop))
+
+
+@_register("ReduceMean")
+def _reduce_mean(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """The mean over H and W of an NCHW tensor (global average pooling, as some exporters write it)."""
+    from autosched import relay
+
+    shape = g.shape(node.input[0])
+    axes = _axes(g, node, attrs, 18)
+    axes = sorted(a % len(shape) for a in axes) if axes is not None else list(range(len(shape)))
+    if len(shape) != 4 or axes != [2, 3]:
+        g._fail(f"only the mean over axes [2, 3] of a 4-D (NCHW) tensor is supported, got axes {axes} of shape "
+                f"{shape}")
+    out = relay.nn.global_avg_pool2d(g.tensor(node.input[0]))
+    return out if attrs.get("keepdims", 1) else relay.reshape(out, tuple(shape[:2]))
+
+
+@_register("GlobalMaxPool")
+def _global_max_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    from autosched import relay
+
+    shape = g.shape(node.input[0])
+    if len(shape) != 4:
+        g._fail(f"only 4-D (NCHW) inputs are supported, got shape {shape}")
+    return relay.nn.max_pool2d(g.tensor(node.input[0]), pool_size=shape[2:], strides=(1, 1))
 
 
 @_register("Transpose")
@@ -685,7 +818,7 @@ def _dropout(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
 
 # ops supported only on values known at import time (static shapes make the shape arithmetic that exporters
 # emit, e.g. Shape -> Gather -> Unsqueeze -> Concat -> Reshape, constant): they are evaluated by ``_fold``
-_FOLD_ONLY = frozenset({"Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Slice", "Cast", "ConstantOfShape"})
+_FOLD_ONLY = frozenset({"Shape", "Size", "Gather", "Slice", "Cast", "ConstantOfShape"})
 _FOLD_LIMIT = 4096  # a node of constant inputs with at most this many elements in all is evaluated at import
 
 
