@@ -125,6 +125,18 @@ class Task:
 
         return apply_best(self, db_or_log, allow_other_cpus=allow_other_cpus)
 
+    @property
+    def label(self) -> str:
+        """A short name for people: the workload's own ``label`` when it has one (a fused relay kernel
+        says its ops and shapes), else ``name(args)`` without the default dtype."""
+        if self.workload.label is not None:
+            try:
+                return self.workload.label(**self.args)
+            except Exception:  # noqa: BLE001 - a label is cosmetic: fall back to the plain form
+                pass
+        args = ", ".join(f"{k}={v}" for k, v in self.args.items() if not (k == "dtype" and v == "float32"))
+        return f"{self.name}({args})"
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
         return f"Task({self.name}({args}), target={self.target})"

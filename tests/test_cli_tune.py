@@ -57,7 +57,7 @@ def test_tune_then_resume_measures_nothing_twice(env, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "no earlier records" in r.stderr
     assert "[8/8]" in r.stderr and "trials/s" in r.stderr  # a plain line per batch when not a terminal
-    assert "best" in r.stderr and "GFLOPS" in r.stderr and "of the" in r.stderr and "peak" in r.stderr
+    assert "matmul(M=64, N=64, K=64): best" in r.stderr and "GFLOPS = " in r.stderr and "peak" in r.stderr
     recs = records(db)
     assert len(recs) == 8 and any(x.ok for x in recs)
     assert len(log.read_text().splitlines()) == 8  # --log appends every record
@@ -212,3 +212,24 @@ def test_a_policy_registered_in_this_file_runs_from_the_cli(env, tmp_path, capsy
             assert d.count() == 4
     finally:
         unregister_policy("test-cli-first")
+
+
+def test_tune_a_model_then_build_it_with_the_records(env, tmp_path):
+    sys.path.insert(0, str(Path(__file__).parent))
+    import onnx
+
+    from _onnx_models import make_resnet18
+
+    model = tmp_path / "tiny.onnx"
+    onnx.save(make_resnet18(image=16, width=4, num_classes=10), model)
+    db = tmp_path / "m.db"
+    r = autosched(env, "tune", "--model", model, *FAST, "--trials", 8, "--db", db, "--policy", "random")
+    assert r.returncode == 0, r.stderr
+    assert "conv2d+add+relu 1x3x16x16 * 4x3x7x7 s2" in r.stderr and "weight" in r.stderr
+    with Database(db, create=False) as d:
+        assert d.count() == 8 and len(d.workloads()) == 2  # two rounds of 4: the first two kernels
+    out = tmp_path / "deploy"
+    r = autosched(env, "build", "--model", model, "--db", db, "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "2 tuned" in r.stdout + r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["deploy_graph.json", "deploy_lib.so", "deploy_params.npz"]

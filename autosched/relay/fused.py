@@ -17,7 +17,7 @@ from autosched import te
 from autosched.relay import op as _op
 from autosched.relay import schedules
 from autosched.relay.expr import Call, Constant, Expr, Function, RelayError, TensorType, Tuple, post_order
-from autosched.workloads import register_schedule, register_workload
+from autosched.workloads import get_workload, register_schedule, register_workload
 
 _DEFAULT = json.dumps({"inputs": [[[1, 64], "float32"]], "nodes": [["nn.relu", {}, [["i", 0]]]]})
 
@@ -114,6 +114,19 @@ def build_tensors(graph: str) -> tuple[list[te.Tensor], te.Tensor, dict]:
 def relay_fused(graph: str = _DEFAULT):
     """A fused kernel of a relay graph (ops, attributes and input shapes as JSON): inputs first, output last."""
     return build_tensors(graph)[0]
+
+
+def _label(graph: str = _DEFAULT) -> str:
+    """``conv2d+add+relu 1x64x56x56 * 64x64x3x3 s1``: the fused ops, the anchor's input shapes and stride."""
+    desc = json.loads(graph)
+    ops = [n[0].split(".")[-1] for n in desc["nodes"]]
+    shapes = ["x".join(map(str, shape)) for shape, _ in desc["inputs"][:2]]
+    strides = next((n[1].get("strides") for n in desc["nodes"] if "strides" in n[1]), None)
+    extra = f" s{strides[0]}" if strides and len(set(strides)) == 1 else (f" s{strides}" if strides else "")
+    return f"{'+'.join(ops)} {' * '.join(shapes)}{extra}"
+
+
+get_workload("relay.fused").label = _label
 
 
 @register_schedule("relay.fused")

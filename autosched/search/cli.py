@@ -324,8 +324,10 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
                 if len(tasks) == 1:
                     tune(tasks[0], args.trials, **common)
                 else:
-                    tune_tasks(tasks, weights, args.trials, should_stop=lambda: stopper.signal is not None,
-                               **common)
+                    # rounds small enough that every task gets one when the budget allows it
+                    rounds = max(args.batch_size, min(32, args.trials // len(tasks)))
+                    tune_tasks(tasks, weights, args.trials, round_trials=rounds,
+                               should_stop=lambda: stopper.signal is not None, **common)
             except TuningFailed as e:
                 print(f"autosched tune: error: {e}", file=sys.stderr)
                 return EXIT_FAILED
@@ -348,14 +350,19 @@ def _peak_missing(threads: int) -> bool:
 def _summary(tasks: list, db: Any, peak: float | None, elapsed: float, interrupted: str | None, out: Any) -> None:
     """The closing lines: per task, the best kernel and what the database holds for it."""
     print(f"{'interrupted' if interrupted else 'done'} in {elapsed:,.1f} s", file=out)
+    if len(tasks) > 1:
+        print(f"{'kernel':<52} {'weight':>6} {'records':>8} {'best us':>10} {'GFLOPS':>8}", file=out)
     for task in tasks:
         best = db.best(task, k=1)
         n, ok = db.count(task), db.count(task, ok=True)
-        if best:
+        if len(tasks) > 1:
+            cost, g = (f"{best[0].cost * 1e6:,.1f}", f"{best[0].gflops(task.flop):.1f}") if best else ("-", "-")
+            print(f"{task.label[:52]:<52} {getattr(task, 'weight', 1):>6} {n:>8} {cost:>10} {g:>8}", file=out)
+        elif best:
             g = best[0].gflops(task.flop)
             share = f" = {g / peak:.0%} of the {peak:.0f} GFLOPS peak" if peak and math.isfinite(g) else ""
-            print(f"{task}: best {best[0].cost * 1e6:,.1f} us, {g:.1f} GFLOPS{share} "
+            print(f"{task.label}: best {best[0].cost * 1e6:,.1f} us, {g:.1f} GFLOPS{share} "
                   f"(record #{best[0].id}; {ok} of {n} records ok)", file=out)
         else:
-            print(f"{task}: no successful record ({n} records)", file=out)
+            print(f"{task.label}: no successful record ({n} records)", file=out)
     print(f"records are in {db}; `autosched db best --workload NAME` shows them", file=out, flush=True)

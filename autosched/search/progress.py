@@ -42,7 +42,7 @@ class TuneProgress:
     def on_start(self, state: Any) -> None:
         """Called by ``tune`` once the database's records are read, before the first batch."""
         self._state, self._t0 = state, time.time()
-        label = self.label or str(state.task)
+        label = self.label or getattr(state.task, "label", str(state.task))
         if state.resumed:
             self._say(f"resuming {label}: {state.resumed} records in the database warm the model and are "
                       f"not measured again (best so far {self._gflops_text(state)})")
@@ -106,7 +106,8 @@ class TuneProgress:
         grid.add_column()
         bar = Table.grid(padding=(0, 1))
         bar.add_row(ProgressBar(total=max(asked, 1), completed=done, width=40), f"{done}/{asked} trials")
-        grid.add_row("tuning", self.label or (str(state.task) if state is not None else ""))
+        what = getattr(state.task, "label", str(state.task)) if state is not None else ""
+        grid.add_row("tuning", self.label or what)
         grid.add_row("progress", bar)
         if state is not None:
             elapsed = time.time() - self._t0

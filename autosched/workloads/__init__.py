@@ -24,6 +24,7 @@ class Workload:
     params: list[tuple[str, Any]]  # (name, default or inspect.Parameter.empty)
     doc: str = ""
     schedules: dict[str, Callable] = field(default_factory=dict)  # target kind -> fn(sch, tensors, **args)
+    label: Callable[..., str] | None = None  # fn(**args) -> a short name for people (progress, reports)
 
     def canonical_args(self, args: Any = None) -> dict[str, Any]:
         """All parameters by name, defaults filled in, values normalised to JSON-able types."""
@@ -113,7 +114,7 @@ def register_workload(name: str | Callable | None = None, override: bool = False
         old = _WORKLOADS.get(wname)
         wl = Workload(wname, func, params, inspect.getdoc(func) or "")
         if old is not None:
-            wl.schedules = old.schedules
+            wl.schedules, wl.label = old.schedules, old.label
         _WORKLOADS[wname] = wl
         func.workload_name = wname  # type: ignore[attr-defined]
         return func
