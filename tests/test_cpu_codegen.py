@@ -94,6 +94,22 @@ def test_vectorized_gather_and_select():
     np.testing.assert_allclose(c, ref, rtol=1e-6)
 
 
+def test_vectorized_select_between_loads_keeps_the_false_branch():
+    """Both branches of a select are loads (a concatenation along the vectorized axis): the false branch's loads
+    run under the negated condition, not under the condition and its negation (which read nothing: zeros)."""
+    A = te.placeholder((2, 3), name="A")
+    B = te.placeholder((2, 4), name="B")
+    C = te.compute((2, 7), lambda i, j: te.if_then_else(j >= 3, B[i, j - 3], A[i, j]), name="C")
+    s = te.create_schedule(C.op)
+    s[C].vectorize(C.op.axis[1])
+    f = autosched.build(s, [A, B, C])
+    a = np.random.default_rng(2).standard_normal((2, 3)).astype("float32")
+    b = np.random.default_rng(3).standard_normal((2, 4)).astype("float32")
+    c = np.zeros((2, 7), "float32")
+    f(a, b, c)
+    np.testing.assert_array_equal(c, np.concatenate([a, b], axis=1))
+
+
 def test_nested_parallel_is_refused():
     A = te.placeholder((8, 8), name="A")
     C = te.compute((8, 8), lambda i, j: A[i, j] + 1.0, name="C")

@@ -286,16 +286,7 @@ OP_CASES = {
 }
 
 
-# cases that fail because of a known bug outside the frontend (strict: the marker must go when the bug is fixed)
-KNOWN_BUGS = {
-    "concat_axis_neg1_with_init": "codegen/vectorize.py _e_Select: with no enclosing mask, the false branch is "
-                                  "evaluated under mask cond & !cond (all false), so its loads read 0 when the "
-                                  "concatenation axis is the vectorised one",
-}
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN_BUGS[c], strict=True))
-                                  if c in KNOWN_BUGS else c for c in sorted(OP_CASES)])
+@pytest.mark.parametrize("case", sorted(OP_CASES))
 def test_op_matches_onnxruntime(case: str) -> None:
     check_against_onnxruntime(OP_CASES[case]())
 

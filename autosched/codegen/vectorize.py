@@ -198,8 +198,8 @@ class VectorEmitter:
         saved = self.mask
         self.mask = self.and_mask(cond)
         t = self.vec(e.t)
-        self.mask = self.and_mask(self.b.xor(cond, self.const_vec(I1, 1))) if saved is None else self.b.and_(
-            saved, self.b.xor(cond, self.const_vec(I1, 1)))
+        self.mask = saved  # the false branch runs under the enclosing mask and not cond (not under cond too)
+        self.mask = self.and_mask(self.b.xor(cond, self.const_vec(I1, 1)))
         f = self.vec(e.f)
         self.mask = saved
         return self.b.select(cond, t, f), True
