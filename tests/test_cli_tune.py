@@ -157,7 +157,7 @@ def test_report_prints_runs_and_draws_a_png(env, tuned_db, tmp_path):
 
 
 def test_db_stats_export_import_gc(env, tuned_db, tmp_path):
-    r = autosched(env, "db", "--db", tuned_db, "stats")
+    r = autosched(env, "db", "stats", "--db", tuned_db)  # --db after the action works too
     assert r.returncode == 0 and "matmul(M=64,N=64,K=64)" in r.stdout and "12 records" in r.stdout
     log = tmp_path / "out.jsonl"
     r = autosched(env, "db", "--db", tuned_db, "export", log, "--workload", "matmul", "--param", "M=64",

@@ -75,6 +75,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     gc.add_argument("--keep", type=int, default=None, metavar="K",
                     help="keep only the K fastest successful records per workload and target")
     gc.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
+    # `autosched db stats --db X` works as well as `autosched db --db X stats`
+    for action in cmds.choices.values():
+        action.add_argument("--db", default=argparse.SUPPRESS, metavar="URL_OR_PATH",
+                            help="database URL, SQLite path or .jsonl log (as before the action)")
     return p
 
 
