@@ -44,7 +44,7 @@ import numpy as np
 
 from autosched.te import expr as E
 from autosched.tir import stmt as S
-from autosched.tir.arith import linear, simplify
+from autosched.tir.arith import ANY_RANGES, linear, simplify
 
 N_ACCESS = 3
 N_STORES = 2
@@ -98,11 +98,44 @@ def _flat_info(buf: S.Buffer, indices, memo: dict) -> tuple[frozenset, dict]:
     key = (id(buf), *map(id, indices))
     hit = memo.get(key)
     if hit is None:
-        flat = _flat(buf, indices)
-        lin = linear(flat)
-        hit = (E.free_var_set(flat), {id(atom): c for c, atom in lin.terms.values() if isinstance(atom, E.Var)})
+        hit = _flat_linear(buf, indices)
+        if hit is None:
+            flat = _flat(buf, indices)
+            lin = linear(flat)
+            hit = (E.free_var_set(flat), {id(atom): c for c, atom in lin.terms.values() if isinstance(atom, E.Var)})
         memo[key] = hit
     return hit
+
+
+def _flat_linear(buf: S.Buffer, indices) -> tuple[frozenset, dict] | None:
+    """``_flat_info`` without building the flattened index, when every index is a variable, a constant or a
+    canonical sum of variables and the shape is constant (one integer type throughout): the simplified flat
+    index is then exactly the sum of the indices' terms times the strides. None otherwise."""
+    if not indices:
+        return None
+    dt = indices[0].dtype
+    coef: dict = {}  # Var -> coefficient
+    for d, ix in enumerate(indices):
+        if ix.dtype != dt:
+            return None
+        if d:
+            ext = buf.shape[d]
+            if type(ext) is not E.IntImm or ext.dtype != dt:
+                return None
+            for v in coef:
+                coef[v] *= ext.value
+        t = type(ix)
+        if t is E.Var:
+            coef[ix] = coef.get(ix, 0) + 1
+        elif t is E.IntImm:
+            continue
+        elif getattr(ix, "_fix", None) is ANY_RANGES:
+            for c, a in linear(ix).terms.values():
+                coef[a] = coef.get(a, 0) + c
+        else:
+            return None
+    used = frozenset(v for v, c in coef.items() if c != 0)
+    return used, {id(v): c for v, c in coef.items() if c != 0}
 
 
 def _access(buf: S.Buffer, indices, loops: list[_Loop], execs: float, write: bool, memo: dict) -> list[float]:

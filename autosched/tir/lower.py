@@ -26,7 +26,7 @@ from autosched.te.expr import Expr, IntImm, Var
 from autosched.te.schedule import Schedule, SplitRel, Stage
 from autosched.te.tensor import Tensor
 from autosched.tir import stmt as S
-from autosched.tir.arith import Simplifier, ceildiv, interval, simplify, skey
+from autosched.tir.arith import ANY_RANGES, Simplifier, ceildiv, interval, simplify, skey
 from autosched.tir.transform import simplify_stmt
 
 _KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
@@ -226,9 +226,9 @@ class _Lowerer:
             return m
         m = self.root_maps[id(st)] = {}
         for d, ax in enumerate(st.op.axis):
-            m[ax.var] = simplify(info.region[d][0] + info.value[ax])
+            m[ax.var] = _offset(info.region[d][0], info.value[ax])
         for ax in st.op.reduce_axis:
-            m[ax.var] = simplify(ax.dom.min + info.value[ax])
+            m[ax.var] = _offset(ax.dom.min, info.value[ax])
         return m
 
     def infer(self, st: Stage) -> None:
@@ -460,6 +460,15 @@ class _Lowerer:
         if -1 in inner_guards:
             stmt = S.IfThenElse(_conj(inner_guards[-1]), stmt)
         return stmt
+
+
+def _offset(lo: Expr, v: Expr) -> Expr:
+    """``simplify(lo + v)``; ``v`` itself when ``lo`` is 0 and ``v`` a variable or a canonical sum of variables
+    of its type (the simplifier would rebuild the same sum)."""
+    if type(lo) is IntImm and lo.value == 0 and lo.dtype == v.dtype and (
+            type(v) is Var or getattr(v, "_fix", None) is ANY_RANGES):
+        return v
+    return simplify(lo + v)
 
 
 def _mul(a: Expr, b: Expr) -> Expr:

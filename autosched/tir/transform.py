@@ -7,7 +7,7 @@ from collections.abc import Callable
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var
 from autosched.tir import stmt as S
-from autosched.tir.arith import Simplifier, simplify
+from autosched.tir.arith import ANY_RANGES, Lin, Simplifier, linear, simplify
 
 
 def map_exprs(s: S.Stmt, fn: Callable[[Expr], Expr]) -> S.Stmt:
@@ -40,7 +40,7 @@ def free_vars_stmt(s: S.Stmt) -> set:
         if isinstance(x, (S.For, S.LetStmt)):
             bound.add(x.var)
         for e in S.stmt_exprs(x):
-            used |= E.free_vars(e)
+            used |= E.free_var_set(e)
     return used - bound
 
 
@@ -70,22 +70,42 @@ class _Scope:
 
 class _Zero:
     """Variables of removed single-iteration loops, replaced by 0 lazily (one pass per expression, memoised)
-    instead of rewriting the whole loop body once per removed loop."""
+    instead of rewriting the whole loop body once per removed loop.
 
-    __slots__ = ("vmap", "memo")
+    A canonical sum of variables (marked as simplifying to itself) becomes directly the canonical sum of the
+    remaining terms: what simplifying the substituted sum gives, already marked, so the scope's simplifier
+    does not walk it again."""
+
+    __slots__ = ("vmap", "keys", "memo")
 
     def __init__(self, vmap: dict):
         self.vmap = vmap
+        self.keys = frozenset(vmap)
         self.memo: dict[int, tuple[Expr, Expr]] = {}
 
     def __call__(self, e: Expr) -> Expr:
         if not self.vmap:
             return e
         hit = self.memo.get(id(e))
-        if hit is None:
-            hit = (e, E.substitute(e, self.vmap))
-            self.memo[id(e)] = hit
-        return hit[1]
+        if hit is not None:
+            return hit[1]
+        if E.free_var_set(e).isdisjoint(self.keys):
+            r = e
+        elif isinstance(e, Var):
+            r = self.vmap[e]
+        elif getattr(e, "_fix", None) is ANY_RANGES and type(e) in (E.Add, E.Sub, E.Mul):
+            lin = linear(e)
+            if all(type(self.vmap[a]) is IntImm and self.vmap[a].value == 0 and self.vmap[a].dtype == lin.dtype
+                   for _, a in lin.terms.values() if a in self.keys):
+                r = Lin({k: v for k, v in lin.terms.items() if v[1] not in self.keys}, lin.const, lin.dtype).to_expr()
+            else:
+                r = E.substitute(e, self.vmap)
+        else:
+            kids = E.children(e)
+            new = [self(c) for c in kids]
+            r = E.rebuild(e, new) if any(n is not o for n, o in zip(new, kids)) else e
+        self.memo[id(e)] = (e, r)
+        return r
 
 
 class _StmtSimplifier:
