@@ -563,13 +563,9 @@ def interval(e: Expr, ranges: Ranges) -> Interval | None:
         return (e, e)
     t = type(e)
     dt = e.dtype
-    if t is E.Add or t is E.Sub:
-        ia, ib = interval(e.a, ranges), interval(e.b, ranges)
-        if ia is None or ib is None:
-            return None
-        if t is E.Add:
-            return (simplify_lin(E.Add(ia[0], ib[0], dt)), simplify_lin(E.Add(ia[1], ib[1], dt)))
-        return (simplify_lin(E.Sub(ia[0], ib[1], dt)), simplify_lin(E.Sub(ia[1], ib[0], dt)))
+    if t is E.Add or t is E.Sub or (t is E.Mul and (isinstance(e.a, IntImm) or isinstance(e.b, IntImm))):
+        r = _lin_interval(e, ranges)
+        return None if r is None else (r[0].to_expr(), r[1].to_expr())
     if t is E.Mul:
         a, b = e.a, e.b
         if isinstance(a, IntImm):
@@ -617,6 +613,35 @@ def interval(e: Expr, ranges: Ranges) -> Interval | None:
     if t is E.Cast and is_int(e.value.dtype):
         return interval(e.value, ranges)
     return None
+
+
+def _lin_interval(e: Expr, ranges: Ranges) -> tuple[Lin, Lin] | None:
+    """``interval(e)`` of a sum as the linear forms of its bounds.
+
+    The bounds of ``a + b`` are ``simplify_lin(lo_a + lo_b)`` and so on (and ``c * a`` scales); combining the
+    children's linear forms directly (each as read back from its canonical expression: ``normal()``) gives
+    the same bounds without building and re-reading an expression at every level of a long sum."""
+    t = type(e)
+    if (t is E.Add or t is E.Sub or (t is E.Mul and (isinstance(e.a, IntImm) or isinstance(e.b, IntImm)))) and \
+            not E.free_var_set(e).isdisjoint(ranges):
+        if t is E.Mul:
+            a, b = e.a, e.b
+            if isinstance(a, IntImm):
+                a, b = b, a
+            ia = _lin_interval(a, ranges)
+            if ia is None:
+                return None
+            c = b.value
+            lo, hi = ia[0].scaled(c).normal(), ia[1].scaled(c).normal()
+            return (lo, hi) if c >= 0 else (hi, lo)
+        ia, ib = _lin_interval(e.a, ranges), _lin_interval(e.b, ranges)
+        if ia is None or ib is None:
+            return None
+        if t is E.Add:
+            return ia[0].plus(ib[0]).normal(), ia[1].plus(ib[1]).normal()
+        return ia[0].plus(ib[1], -1).normal(), ia[1].plus(ib[0], -1).normal()
+    iv = interval(e, ranges)
+    return None if iv is None else (linear(iv[0]), linear(iv[1]))
 
 
 def const_int(e: Expr) -> int | None:

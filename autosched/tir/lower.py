@@ -35,7 +35,7 @@ _KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"
 class _Info:
     """What bound inference learned about one stage."""
 
-    __slots__ = ("region", "extent", "value", "buffer", "local", "mult")
+    __slots__ = ("region", "extent", "value", "buffer", "local", "mult", "simp")
 
     def __init__(self):
         self.region: list[tuple[Expr, Expr]] = []  # per output dim: (min, extent)
@@ -43,6 +43,7 @@ class _Info:
         self.value: dict = {}  # root IterVar -> offset expression in leaf loop vars
         self.buffer: S.Buffer | None = None
         self.local = False  # buffer holds only the region (indices offset by region min)
+        self.simp: Simplifier | None = None  # the simplifier under the leaf loop ranges (inference, guards)
 
 
 def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main") -> S.PrimFunc:
@@ -286,7 +287,7 @@ class _Lowerer:
                     q = fv // stride if not (isinstance(stride, IntImm) and stride.value == 1) else fv
                     val[a] = q if k == 0 else q % ext[a]
                     stride = _mul(stride, ext[a])
-        simp = Simplifier({iv.var: self.loop_range[iv.var] for iv in st.leaf_iter_vars})
+        simp = info.simp = Simplifier({iv.var: self.loop_range[iv.var] for iv in st.leaf_iter_vars})
         for ax, v in val.items():
             info.value[ax] = simp.run(v)
         self.infos[id(st)] = info
@@ -366,7 +367,7 @@ class _Lowerer:
         # guards
         guards: dict[int, list[Expr]] = {}
         top_guards: list[Expr] = []
-        leaf_ranges = Simplifier({iv.var: self.loop_range[iv.var] for iv in leaves})
+        leaf_ranges = info.simp  # the leaf ranges have not changed since inference
         all_ranges = Simplifier(dict(self.loop_range))
 
         def add_guard(cond: Expr, simp: Simplifier) -> None:
