@@ -225,10 +225,13 @@ def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
     return Simplifier(ranges).run(e)
 
 
+_SUM_TYPES = (E.Add, E.Sub, E.Mul)
+_INT_DTYPES = frozenset(E._INT)  # is_int as a set lookup
+
+
 def _is_sum(e: Expr) -> bool:
     """An integer +, - or *: simplified as a whole linear form (exact types, as the rules match them)."""
-    t = type(e)
-    return (t is E.Add or t is E.Sub or t is E.Mul) and is_int(e.dtype)
+    return type(e) in _SUM_TYPES and e.dtype in _INT_DTYPES
 
 
 class Simplifier:

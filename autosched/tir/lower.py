@@ -65,6 +65,7 @@ class _Lowerer:
         self.eff_body: dict[int, Expr] = {}
         self.loop_range: dict[Var, tuple[Expr, Expr]] = {}
         self.root_maps: dict[int, dict] = {}  # id(stage) -> root_index
+        self.read_lists: dict[int, list[Tensor]] = {}  # id(stage) -> reads (eff_body is fixed once built)
 
     # ----------------------------------------------------------------- helpers
     def stage_of(self, t: Tensor) -> Stage:
@@ -158,11 +159,15 @@ class _Lowerer:
         return out
 
     def reads(self, st: Stage) -> list[Tensor]:
-        seen: dict[int, Tensor] = {}
-        for node in E.walk(self.eff_body[id(st)]):
-            if isinstance(node, E.TensorLoad):
-                seen.setdefault(id(node.tensor), node.tensor)
-        return list(seen.values())
+        """The tensors ``st`` reads (after inlining), in first-read order; computed once per stage."""
+        out = self.read_lists.get(id(st))
+        if out is None:
+            seen: dict[int, Tensor] = {}
+            for node in E.walk(self.eff_body[id(st)]):
+                if isinstance(node, E.TensorLoad):
+                    seen.setdefault(id(node.tensor), node.tensor)
+            out = self.read_lists[id(st)] = list(seen.values())
+        return list(out)
 
     def readers(self, st: Stage) -> list[Stage]:
         return [r for r in self.compute_stages if any(self.stage_of(t) is st for t in self.reads(r))]
