@@ -4,6 +4,12 @@ Index expressions are canonicalised as linear sums ``c0 + c1*t1 + c2*t2 ...``
 over atoms (variables and non-linear subterms). Intervals are pairs of
 expressions, possibly symbolic; ``ranges`` maps a loop variable to the closed
 interval ``(lo, hi)`` it takes, and a variable absent from it is a fixed point.
+
+Lowering calls these functions on every candidate the search scores, so they
+cache on the (immutable) expression nodes: structural keys, linear forms,
+free variables, the simplification without ranges, and a mark on simplifier
+results saying under which ranges they are their own simplification. The
+results are the same as computing everything afresh; only the work differs.
 """
 
 from __future__ import annotations

@@ -342,22 +342,42 @@ class _Lowerer:
         return region
 
     # ---------------------------------------------------------------- emission
-    def load_expr(self, e: Expr) -> Expr:
-        """Replace te tensor loads by buffer loads (offset into local regions)."""
+    def buffer_load(self, x: E.TensorLoad) -> S.BufferLoad:
+        """The buffer load for a te tensor load (offset into a local region)."""
+        src = self.stage_of(x.tensor)
+        if src.is_placeholder:
+            return S.BufferLoad(self.arg_buf[id(src)], x.indices)
+        info = self.infos[id(src)]
+        idx = x.indices
+        if info.local:
+            idx = [simplify(i - mn) for i, (mn, _) in zip(idx, info.region)]
+        return S.BufferLoad(info.buffer, idx)
 
-        def fn(x):
-            if isinstance(x, E.TensorLoad):
-                src = self.stage_of(x.tensor)
-                if src.is_placeholder:
-                    return S.BufferLoad(self.arg_buf[id(src)], x.indices)
-                info = self.infos[id(src)]
-                idx = x.indices
-                if info.local:
-                    idx = [simplify(i - mn) for i, (mn, _) in zip(idx, info.region)]
-                return S.BufferLoad(info.buffer, idx)
-            return None
+    def load_expr(self, e: Expr, vmap: dict | None = None) -> Expr:
+        """Replace variables by ``vmap`` and then te tensor loads by buffer loads, in one bottom-up pass: the
+        same result as ``E.substitute`` followed by the load rewrite of every node (replacement values
+        included), without building the substituted tree first."""
+        vmap = vmap or {}
+        memo: dict[tuple[int, bool], Expr] = {}  # (node id, substituting) -> result; e and vmap keep nodes alive
 
-        return E.transform(e, fn)
+        def go(x: Expr, sub: bool) -> Expr:
+            key = (id(x), sub)
+            out = memo.get(key)
+            if out is not None:
+                return out
+            if sub and isinstance(x, Var) and vmap.get(x) is not None:
+                out = go(vmap[x], False)  # substitute does not look inside the value; the load rewrite does
+            else:
+                kids = E.children(x)
+                if kids:
+                    new = [go(c, sub) for c in kids]
+                    if any(n is not o for n, o in zip(new, kids)):
+                        x = E.rebuild(x, new)
+                out = self.buffer_load(x) if isinstance(x, E.TensorLoad) else x
+            memo[key] = out
+            return out
+
+        return go(e, True)
 
     def emit(self, st: Stage) -> S.Stmt:
         info = self.infos[id(st)]
@@ -396,15 +416,15 @@ class _Lowerer:
         # innermost statement
         if isinstance(body_expr, E.Reduce):
             red = body_expr
-            src = self.load_expr(E.substitute(red.source, rmap))
+            src = self.load_expr(red.source, rmap)
             cur = S.BufferLoad(buf, out_idx)
             stmt: S.Stmt = S.BufferStore(buf, red.combiner.combine(cur, src), out_idx)
             if red.condition is not None:
-                stmt = S.IfThenElse(self.load_expr(E.substitute(red.condition, rmap)), stmt)
+                stmt = S.IfThenElse(self.load_expr(red.condition, rmap), stmt)
             p = next(k for k, iv in enumerate(leaves) if iv.kind == "reduce")
             init = self.emit_init(st, info, out_idx, red.combiner.identity(st.op.dtype), p, guards)
         else:
-            stmt = S.BufferStore(buf, self.load_expr(E.substitute(body_expr, rmap)), out_idx)
+            stmt = S.BufferStore(buf, self.load_expr(body_expr, rmap), out_idx)
             p, init = None, None
 
         attached: dict[int, list[Stage]] = {}
