@@ -100,7 +100,8 @@ def main() -> None:
               f"per candidate;  batch total {r['batch_total_s']:.2f} s", flush=True)
     path = a.out / "features.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    data[a.label] = {"commit": commit, "cpu_count": os.cpu_count(), "load_before": os.getloadavg()[0],
+    data[a.label] = {"commit": commit, "package": os.path.dirname(autosched.__file__), "cpu_count": os.cpu_count(),
+                     "load_before": os.getloadavg()[0],
                      "n": a.n, "repeat": a.repeat, "seed": a.seed, "workloads": rows}
     path.write_text(json.dumps(data, indent=1))
     print(f"wrote {path} [{a.label}]")
