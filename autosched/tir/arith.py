@@ -327,6 +327,18 @@ class Simplifier:
         self.memo[id(e)] = (e, r)
         return r
 
+    def proves_lt(self, a: Expr, b: Expr) -> bool:
+        """True when ``self.run(a < b)`` would be the constant 1, decided from the bounds of ``a - b`` without
+        building the comparison (split-tail guards are mostly such); False means "ask ``run``". Only for an
+        integer ``a`` that is already simplified here and uses our ranges, and a constant ``b`` of its type:
+        then ``run`` would keep both sides and apply the same bound rule."""
+        if type(b) is not IntImm or b.dtype != a.dtype or a.dtype not in _INT_DTYPES or type(a) is IntImm:
+            return False
+        if E.free_var_set(a).isdisjoint(self.keys) or self.run(a) is not a:
+            return False
+        d = self._lin_bounds(linear(a).plus(linear(b), -1))
+        return d is not None and d[1] < 0
+
     def _lin_of(self, x: Expr) -> Lin:
         """``linear(self.run(x))``, without building ``run(x)`` when ``x`` is a sum."""
         if not _is_sum(x):

@@ -406,7 +406,8 @@ class _Lowerer:
         bounded = list(st.op.axis) + list(st.op.reduce_axis)
         bounded += [rel.parent for rel in st.relations if isinstance(rel, SplitRel)]
         for ax in bounded:
-            add_guard(info.value[ax] < info.extent[ax], leaf_ranges)
+            if not leaf_ranges.proves_lt(info.value[ax], info.extent[ax]):
+                add_guard(info.value[ax] < info.extent[ax], leaf_ranges)
         if st.attach_type == "scope":
             for d, ax in enumerate(st.op.axis):
                 actual = rmap[ax.var]
