@@ -149,6 +149,24 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
+def _set_wal(cur: Any, timeout: float) -> None:
+    """Switch an SQLite file to WAL. Changing the journal mode needs an exclusive lock and SQLite reports
+    "database is locked" at once (its busy handler does not wait for it) when another process is opening
+    the same new file: retry for up to ``timeout`` seconds."""
+    import sqlite3
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if cur.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _costs_json(costs: list[float]) -> str:
     """JSON of a list of floats; several times faster than json.dumps (bulk imports spend time here)."""
     vals = [float(c) for c in costs]
@@ -246,8 +264,7 @@ class Database:
             cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             cur.execute("PRAGMA foreign_keys = ON")
             if not in_memory:
-                if cur.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                    cur.execute("PRAGMA journal_mode = WAL")
+                _set_wal(cur, busy_timeout)
                 # in WAL mode NORMAL loses nothing committed when a process dies, only on power loss
                 cur.execute("PRAGMA synchronous = NORMAL")
             cur.close()
