@@ -5,8 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -119,13 +117,15 @@ class LLVMModule(Module):
                 return target_machine(self.target, for_object=True).emit_assembly(mod)
         raise ValueError(f"unknown source format {fmt!r}; use 'll', 'll-unopt' or 'asm'")
 
-    def export_library(self, path: str | os.PathLike) -> None:
-        """Write a shared library (object code from llvmlite, linked by the system C compiler)."""
-        path = os.fspath(path)
+    def _object_files(self, prefix: str) -> tuple[list[str], bool, list[str]]:
+        """Object code from llvmlite for :meth:`Module.export_library` (it embeds the kernels' metadata)."""
         with _lock:
             mod = llvm.parse_assembly(self.opt_ir)
             obj = target_machine(self.target, for_object=True).emit_object(mod)
-        link_shared(obj, path, parallel="GOMP_parallel" in self.opt_ir)
+        path = prefix + ".o"
+        with open(path, "wb") as f:
+            f.write(obj)
+        return [path], True, (["-lgomp", "-lm"] if "GOMP_parallel" in self.opt_ir else ["-lm"])
 
 
 def _add_metadata(module: ir.Module, sigs: list[dict], entry: str) -> None:
@@ -158,23 +158,6 @@ def compile_object(ir_text: str, target: Target) -> bytes:
         mod.data_layout = str(tm.target_data)
         optimize(mod, tm)
         return tm.emit_object(mod)
-
-
-def link_shared(obj: bytes, path: str, parallel: bool) -> None:
-    """Link object code into a shared library with the system C compiler (``$CC``, default gcc)."""
-    cc = os.environ.get("CC", "gcc")
-    with tempfile.TemporaryDirectory() as tmp:
-        objpath = os.path.join(tmp, "kernels.o")
-        with open(objpath, "wb") as f:
-            f.write(obj)
-        libs = ["-lgomp", "-lm"] if parallel else ["-lm"]
-        cmd = [cc, "-shared", "-o", path, objpath, *libs]
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True)
-        except FileNotFoundError:
-            raise CodegenError(f"export_library needs a C compiler to link: {cc!r} was not found") from None
-        if res.returncode != 0:
-            raise CodegenError(f"linking {path} failed ({' '.join(cmd)}):\n{res.stderr}")
 
 
 def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | None = None) -> LLVMModule:

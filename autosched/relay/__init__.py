@@ -38,6 +38,16 @@ from autosched.relay.op import add, divide, make_call, multiply, subtract
 
 op._load()
 
+from autosched.relay import contrib, dataflow_pattern  # noqa: E402  (contrib registers the ccompiler target)
+from autosched.relay.partition import partition_for  # noqa: E402
+from autosched.relay.transform import bind_params as _bind_params  # noqa: E402
+
+
+def bind_params_by_name(func: Function, params: dict[str, Any]) -> Function:
+    """``func`` with the inputs named in ``params`` replaced by constants (before partitioning, so that
+    patterns with ``is_constant()`` see the weights)."""
+    return _bind_params(func, params)
+
 
 def sigmoid(data: Expr) -> Call:
     return make_call("sigmoid", [data])
@@ -98,6 +108,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "bind_params_by_name", "contrib", "dataflow_pattern", "partition_for",
     "Call", "Constant", "Expr", "FuncType", "Function", "IRModule", "RelayError", "TensorType", "Tuple",
     "TupleGetItem", "TupleType", "Type", "Var", "add", "build", "clip", "concatenate", "const", "divide", "evaluate",
     "exp", "extract_tasks", "maximum", "minimum", "multiply", "negative", "nn", "op", "optimize", "reshape",

@@ -25,6 +25,7 @@ from autosched.relay.expr import (
     TensorType,
     Tuple,
     TupleGetItem,
+    TupleType,
     Var,
     post_order,
 )
@@ -48,7 +49,7 @@ def optimize(mod: IRModule | Function, params: dict[str, Any] | None = None) -> 
     main = T.bind_params(mod["main"], params or {})
     seq = T.Sequential([T.InferType(), T.SimplifyInference(), T.FoldConstant(), T.EliminateCommonSubexpr(),
                         T.DeadCodeElimination(), T.FoldConstant(), T.InferType(), T.FuseOps()])
-    return seq(IRModule({"main": main}))
+    return seq(IRModule({**mod.functions, "main": main}))  # external functions stay as partitioned
 
 
 def _tasks_of(main: Function, target: Any) -> list[tuple[Call, str, Any]]:
@@ -58,7 +59,7 @@ def _tasks_of(main: Function, target: Any) -> list[tuple[Call, str, Any]]:
     out = []
     seen: dict[str, Any] = {}
     for node in post_order(main.body):
-        if isinstance(node, Call) and isinstance(node.op, Function):
+        if isinstance(node, Call) and isinstance(node.op, Function) and not node.op.attrs.get("Compiler"):
             desc = describe(node.op)
             task = seen.get(desc)
             if task is None:
@@ -71,14 +72,27 @@ def _is_tunable(desc: str) -> bool:
     return any(_op.get(n[0]).pattern > _op.INJECTIVE for n in json.loads(desc)["nodes"])
 
 
+class TaskList(list):
+    """The tasks of a model; ``external`` counts the calls partitioned out to each external compiler (not
+    tasks: their compiler, not autosched, decides how they run)."""
+
+    external: dict[str, int]
+
+
 def extract_tasks(mod: IRModule | Function, params: dict[str, Any] | None = None, target: Any = "llvm",
-                  include_simple: bool = False) -> list[Any]:
+                  include_simple: bool = False) -> TaskList:
     """The tuning tasks of a model: one Task per distinct fused kernel that has an anchor op (conv2d, dense,
     matmul, batch_matmul, pooling, softmax; ``include_simple=True`` adds injective kernels), each with
     ``task.weight`` = how many times the model runs that kernel. Tune them with
-    ``autosched.tune_tasks(tasks, [t.weight for t in tasks])``."""
+    ``autosched.tune_tasks(tasks, [t.weight for t in tasks])``. Calls of external functions (PartitionGraph)
+    are not tasks; ``tasks.external`` and the log say how many went to each external compiler."""
     with T.PassContext.current():
         fused = optimize(mod, params)
+    external: dict[str, int] = {}
+    for node in post_order(fused["main"].body):
+        if isinstance(node, Call) and isinstance(node.op, Function) and node.op.attrs.get("Compiler"):
+            c = node.op.attrs["Compiler"]
+            external[c] = external.get(c, 0) + 1
     counts: dict[Any, int] = {}
     order: list[Any] = []
     for _, desc, task in _tasks_of(fused["main"], target):
@@ -90,7 +104,12 @@ def extract_tasks(mod: IRModule | Function, params: dict[str, Any] | None = None
         counts[task] += 1
     for t in order:
         t.weight = counts[t]
-    return order
+    out = TaskList(order)
+    out.external = external
+    if external:
+        logger.info("extract_tasks: %d tasks; calls left to external compilers: %s", len(out),
+                    ", ".join(f"{c}: {k}" for c, k in sorted(external.items())))
+    return out
 
 
 def _schedule(task: Any, use_records: bool) -> tuple[Any, list, Any]:
@@ -131,6 +150,7 @@ class _GraphBuilder:
         self.entry: dict[int, list] = {}  # expr id -> [entry refs] ([node, index, 0] each)
         self.kernels: dict[str, tuple[str, Any, Any]] = {}  # desc -> (func name, task, record)
         self.prims: list[Any] = []
+        self.external: dict[str, tuple[str, Any]] = {}  # global symbol -> (compiler, runtime module)
 
     def _add_node(self, node: dict, types: Sequence[TensorType]) -> list:
         nid = len(self.nodes)
@@ -162,6 +182,31 @@ class _GraphBuilder:
         self.kernels[desc] = (name, task, rec)
         return self.kernels[desc]
 
+    def _external(self, fn: Function) -> str:
+        """Compile an external function with its compiler's codegen (``relay.ext.NAME``), once."""
+        from autosched.runtime.module import Module
+        from autosched.runtime.registry import get_global_func
+
+        name, compiler = fn.attrs.get("global_symbol"), fn.attrs["Compiler"]
+        if not name:
+            raise RelayError(f"an external function for {compiler!r} has no global_symbol; run PartitionGraph")
+        if name in self.external:
+            return name
+        codegen = get_global_func(f"relay.ext.{compiler}", allow_missing=True)
+        if codegen is None:
+            raise RelayError(f"function {name} is partitioned for external compiler {compiler!r}, but no codegen "
+                             f"is registered as 'relay.ext.{compiler}' (register_func('relay.ext.{compiler}'))")
+        try:
+            mod = codegen(fn)
+        except Exception as e:
+            raise RelayError(f"external codegen relay.ext.{compiler} failed on function {name}: "
+                             f"{type(e).__name__}: {e}") from e
+        if not isinstance(mod, Module) or name not in mod:
+            raise RelayError(f"external codegen relay.ext.{compiler} must return a runtime Module defining "
+                             f"{name!r} for function {name}, got {mod!r}")
+        self.external[name] = (compiler, mod)
+        return name
+
     def run(self) -> str:
         for p in self.main.params:
             self.entry[id(p)] = self._input(p.name_hint, p.checked_type)
@@ -180,6 +225,15 @@ class _GraphBuilder:
             elif isinstance(node, TupleGetItem):
                 refs = self.entry[id(node.tuple_value)]
                 self.entry[id(node)] = [refs[node.index]]
+            elif isinstance(node, Call) and isinstance(node.op, Function) and node.op.attrs.get("Compiler"):
+                name = self._external(node.op)
+                inputs = [r for a in node.args for r in self.entry[id(a)]]
+                t = node.checked_type
+                outs = list(t.fields) if isinstance(t, TupleType) else [t]
+                attrs = {"func_name": name, "num_inputs": str(len(inputs)), "num_outputs": str(len(outs)),
+                         "flatten_data": "0", "compiler": node.op.attrs["Compiler"]}
+                self.entry[id(node)] = self._add_node(
+                    {"op": "tvm_op", "name": name, "attrs": attrs, "inputs": inputs}, outs)
             elif isinstance(node, Call) and isinstance(node.op, Function):
                 desc = describe(node.op)
                 name, task, rec = self._kernel(node.op, desc)
@@ -248,9 +302,12 @@ def _build_fused(fused: IRModule, target: Any, use_records: bool) -> tuple[str, 
 
     gb = _GraphBuilder(fused["main"], target, use_records)
     graph_json = gb.run()
-    if not gb.prims:
+    ext = [m for _, m in gb.external.values()]
+    if not gb.prims and not ext:
         raise RelayError("relay.build: the model computes nothing (its outputs are its inputs)")
-    lib = build_many(gb.prims, target)
+    lib = build_many(gb.prims, target) if gb.prims else ext.pop(0)
+    for m in ext:
+        lib.import_module(m)
     return graph_json, lib, gb.params, gb
 
 
@@ -262,12 +319,16 @@ def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any]
     graph_json, lib, out_params, gb = _build_fused(fused, target, use_records=True)
     kernels = [{"name": n, "workload_key": t.workload_key, "task": t, "tuned": r is not None,
                 "record_id": getattr(r, "id", None)} for n, t, r in gb.kernels.values()]
+    kernels += [{"name": n, "external": c, "tuned": False, "record_id": None} for n, (c, _) in gb.external.items()]
     tuned = sum(k["tuned"] for k in kernels)
     for k in kernels:
         logger.info("relay.build: kernel %s %s", k["name"],
+                    f"is compiled by external compiler {k['external']}" if k.get("external") else
                     f"uses tuning record {k['record_id']}" if k["tuned"] else "uses its default schedule")
-    logger.info("relay.build: %d kernels, %d tuned (from records), %d with default schedules",
-                len(kernels), tuned, len(kernels) - tuned)
+    n_ext = len(gb.external)
+    logger.info("relay.build: %d kernels, %d tuned (from records), %d with default schedules%s",
+                len(kernels) - n_ext, tuned, len(kernels) - n_ext - tuned,
+                f", and {n_ext} external functions" if n_ext else "")
     res = BuildResult((graph_json, lib, out_params))
     res.kernels = kernels
     return res
@@ -286,4 +347,4 @@ def evaluate(exprs: Sequence[Expr], target: Any = "llvm") -> list[np.ndarray]:
     return [m.get_output(k) for k in range(len(exprs))]
 
 
-__all__ = ["BuildResult", "build", "evaluate", "extract_tasks", "optimize"]
+__all__ = ["BuildResult", "TaskList", "build", "evaluate", "extract_tasks", "optimize"]

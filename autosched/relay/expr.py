@@ -141,15 +141,17 @@ class Constant(Expr):
 
 
 class Call(Expr):
-    """An operator (or a primitive Function, after FuseOps) applied to arguments, with attributes."""
+    """An operator (or a Function: a fused kernel, a composite, an external function) applied to arguments,
+    with attributes. ``compiler`` names the external target AnnotateTarget assigned the call to (or None)."""
 
-    def __init__(self, op: Any, args: Sequence[Expr], attrs: dict | None = None):
+    def __init__(self, op: Any, args: Sequence[Expr], attrs: dict | None = None, compiler: str | None = None):
         for k, a in enumerate(args):
             if not isinstance(a, Expr):
                 raise RelayError(f"argument {k} of {getattr(op, 'name', 'call')} is not a relay expression: {a!r}")
         self.op = op
         self.args = tuple(args)
         self.attrs = dict(attrs or {})
+        self.compiler = compiler
 
     def __repr__(self) -> str:
         return f"Call({getattr(self.op, 'name', 'fn')}, {len(self.args)} args)"
@@ -193,7 +195,8 @@ class Function(Expr):
 
 
 class IRModule:
-    """Named global functions; ``mod["main"]`` is the model."""
+    """Named global functions; ``mod["main"]`` is the model. A function partitioned out for an external
+    compiler is also a global (``attrs["Compiler"]``), called from ``main`` directly."""
 
     def __init__(self, functions: dict[str, Function] | None = None):
         self.functions: dict[str, Function] = dict(functions or {})
@@ -312,7 +315,7 @@ def rebuild(node: Expr, new_children: Sequence[Expr]) -> Expr:
     if len(old) == len(new_children) and all(a is b for a, b in zip(old, new_children)):
         return node
     if isinstance(node, Call):
-        return Call(node.op, new_children, node.attrs)
+        return Call(node.op, new_children, node.attrs, node.compiler)
     if isinstance(node, Tuple):
         return Tuple(new_children)
     if isinstance(node, TupleGetItem):

@@ -73,6 +73,31 @@ def list_ops() -> list[str]:
     return sorted(_OPS)
 
 
+_OP_ATTRS: dict[tuple[str, str], Any] = {}
+
+
+def register_op_attr(op_name: str, attr_key: str, value: Any = None) -> Any:
+    """Attach an attribute to an op, as TVM's ``register_op_attr``; usable as a decorator. External targets
+    say which calls they take with ``"target.NAME"``: a bool or a predicate ``fn(call) -> bool``.
+
+        @relay.op.register_op_attr("nn.conv2d", "target.mylib")
+        def _conv2d(call):
+            return call.attrs["groups"] == 1
+    """
+    get(op_name)
+
+    def do(v: Any) -> Any:
+        _OP_ATTRS[(op_name, attr_key)] = v
+        return v
+
+    return do(value) if value is not None else do
+
+
+def get_op_attr(op_name: str, attr_key: str, default: Any = None) -> Any:
+    """The attribute ``attr_key`` registered for ``op_name`` (``default`` when none is)."""
+    return _OP_ATTRS.get((op_name, attr_key), default)
+
+
 def _load() -> None:
     import autosched.relay.ops  # noqa: F401  (registers the built-in ops)
 

@@ -39,7 +39,9 @@ def astext(expr: Expr, indent: str = "") -> str:
             continue
         else:
             if isinstance(node, Call):
-                if isinstance(node.op, Function):
+                if isinstance(node.op, Function) and node.op.attrs.get("global_symbol"):
+                    callee = f"@{node.op.attrs['global_symbol']}"  # a global: printed with the module
+                elif isinstance(node.op, Function):
                     sub = astext(node.op, indent + "  ")
                     lines.append(f"{indent}  %{counter} = {sub};")
                     callee = f"%{counter}"
@@ -47,6 +49,8 @@ def astext(expr: Expr, indent: str = "") -> str:
                 else:
                     callee = node.op.name
                 rhs = f"{callee}({', '.join(names[id(a)] for a in node.args)}{_attrs(node.attrs)})"
+                if node.compiler:
+                    rhs += f" /* compiler={node.compiler} */"
             elif isinstance(node, Tuple):
                 rhs = f"({', '.join(names[id(a)] for a in node.fields)})"
             elif isinstance(node, TupleGetItem):
@@ -57,6 +61,11 @@ def astext(expr: Expr, indent: str = "") -> str:
             names[id(node)] = f"%{counter}"
             counter += 1
     head = ", ".join(f"%{p.name_hint}: {p.type_annotation!r}" for p in params)
-    prim = " /* primitive */" if isinstance(expr, Function) and expr.attrs.get("Primitive") else ""
+    fattrs = expr.attrs if isinstance(expr, Function) else {}
+    prim = " /* primitive */" if fattrs.get("Primitive") else ""
+    if fattrs.get("Composite"):
+        prim = f" /* Composite={fattrs['Composite']} */"
+    if fattrs.get("Compiler"):
+        prim = f" /* Compiler={fattrs['Compiler']} */"
     out = names.get(id(body), "?")
     return f"fn ({head}){prim} {{\n" + "\n".join(lines) + ("\n" if lines else "") + f"{indent}  {out}\n{indent}}}"

@@ -1,7 +1,8 @@
 """Graph passes: ``Sequential`` under a ``PassContext(opt_level=...)``, as in TVM.
 
 InferType (0), SimplifyInference (0: batch_norm to scale and shift, folded into conv2d weights),
-FoldConstant (2), EliminateCommonSubexpr (3), DeadCodeElimination (1), FuseOps (0; fusion from level 1).
+FoldConstant (2), EliminateCommonSubexpr (3), DeadCodeElimination (1), FuseOps (0; fusion from level 1);
+MergeComposite, AnnotateTarget and PartitionGraph (0) for external compilers (partition.py).
 """
 
 from __future__ import annotations
@@ -96,7 +97,12 @@ class Sequential(Pass):
 
 
 def _map_functions(mod: IRModule, fn: Callable[[Function], Function]) -> IRModule:
-    return IRModule({name: fn(f) for name, f in mod.functions.items()})
+    """Apply ``fn`` to every function but those partitioned out for an external compiler (they belong to it)."""
+    return IRModule({name: f if f.attrs.get("Compiler") else fn(f) for name, f in mod.functions.items()})
+
+
+def _is_external(n: Expr) -> bool:
+    return isinstance(n, Call) and isinstance(n.op, Function) and bool(n.op.attrs.get("Compiler"))
 
 
 # ----------------------------------------------------------------- InferType
@@ -377,7 +383,7 @@ def fuse_ops(func: Function, fuse: bool = True) -> Function:
     groot: dict[int, Call] = {}
     next_gid = 0
     for n in nodes:
-        if not isinstance(n, Call):
+        if not isinstance(n, Call) or _is_external(n):  # external calls are kernels of their own compiler
             continue
         if isinstance(n.op, Function):
             raise RelayError("FuseOps: the graph already has fused functions")
@@ -416,7 +422,7 @@ def fuse_ops(func: Function, fuse: bool = True) -> Function:
     memo: dict[int, Expr] = {}
     built: dict[int, Expr] = {}
     for n in nodes:
-        if isinstance(n, Call):
+        if isinstance(n, Call) and not _is_external(n):
             gid = group[id(n)]
             if groot[gid] is not n:
                 continue
@@ -486,7 +492,11 @@ def bind_params(func: Function, params: dict[str, Any]) -> Function:
     return Function([p for p in func.params if p.name_hint not in params], body, None, func.attrs)
 
 
+# the bring-your-own-codegen passes (autosched/relay/partition.py) are transforms like the others
+from autosched.relay.partition import AnnotateTarget, MergeComposite, PartitionGraph  # noqa: E402
+
 __all__ = [
-    "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FuseOps", "InferType", "Pass", "PassContext",
-    "Sequential", "SimplifyInference", "bind_params", "infer_type",
+    "AnnotateTarget", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FuseOps", "InferType",
+    "MergeComposite", "PartitionGraph", "Pass", "PassContext", "Sequential", "SimplifyInference", "bind_params",
+    "infer_type",
 ]

@@ -1,6 +1,7 @@
 """Run compiled kernels: modules, functions, and the global function registry. No llvmlite needed."""
 
 from autosched.runtime import graph_executor
+from autosched.runtime.csource import CSourceModule
 from autosched.runtime.module import DSOModule, Module, PackedFunc, load_module
 from autosched.runtime.registry import (
     get_global_func,
@@ -10,6 +11,7 @@ from autosched.runtime.registry import (
 )
 
 __all__ = [
+    "CSourceModule",
     "DSOModule",
     "Module",
     "PackedFunc",

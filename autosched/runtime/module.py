@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 METADATA_SYMBOL = "__autosched_metadata"
+IMPORTS_METADATA_SYMBOL = "__autosched_imports_metadata"  # signatures of imported C-source functions
 NUM_THREADS_SYMBOL = "__autosched_num_threads"
 
 
@@ -129,6 +130,23 @@ class Module:
     def __init__(self, functions: dict[str, PackedFunc], entry: str | None = None):
         self._functions = functions
         self.entry_name = entry or (next(iter(functions)) if functions else None)
+        self.imported_modules: list[Module] = []
+
+    def import_module(self, other: Module) -> None:
+        """Make ``other``'s functions callable through this module and part of its exported library (the
+        C source of an external codegen next to the LLVM kernels of a model)."""
+        if other is self or self in other._all_modules():
+            raise ValueError("import_module: a module cannot import itself")
+        clash = set(self.function_names) & set(other.function_names)
+        if clash:
+            raise ValueError(f"import_module: both modules define {', '.join(sorted(clash))}")
+        self.imported_modules.append(other)
+
+    def _all_modules(self) -> list[Module]:
+        out = [self]
+        for m in self.imported_modules:
+            out.extend(m._all_modules())
+        return out
 
     num_threads_address: int = 0  # where the library keeps its parallel loops' thread count (0: none)
 
@@ -141,33 +159,75 @@ class Module:
 
     def get_function(self, name: str) -> PackedFunc:
         f = self._functions.get(name)
-        if f is None:
-            raise AttributeError(
-                f"module has no function {name!r} (it has: {', '.join(self._functions) or 'none'})"
-            )
-        return f
+        if f is not None:
+            return f
+        for m in self.imported_modules:
+            if name in m:
+                return m.get_function(name)
+        raise AttributeError(f"module has no function {name!r} (it has: {', '.join(self.function_names) or 'none'})")
 
     def __getitem__(self, name: str) -> PackedFunc:
         return self.get_function(name)
 
     def __contains__(self, name: str) -> bool:
-        return name in self._functions
+        return name in self._own_function_names() or any(name in m for m in self.imported_modules)
+
+    def _own_function_names(self) -> list[str]:
+        return list(self._functions)
 
     @property
     def function_names(self) -> list[str]:
-        return list(self._functions)
+        """Names of this module's functions and of its imported modules' functions."""
+        return [n for m in self._all_modules() for n in m._own_function_names()]
 
     @property
     def entry_func(self) -> PackedFunc:
         if self.entry_name is None:
             raise AttributeError("module has no functions")
-        return self._functions[self.entry_name]
+        return self.get_function(self.entry_name)
 
     def __call__(self, *args: Any) -> None:
         self.entry_func(*args)
 
     def export_library(self, path: str | os.PathLike) -> None:
+        """Write one shared library with this module's functions and those of its imported modules, loadable
+        by :func:`load_module` (ctypes and numpy only). Each module contributes object files; the C compiler
+        links them."""
+        import tempfile
+
+        from autosched.runtime.cc import c_string, compile_c, link_shared
+
+        mods = self._all_modules()
+        with tempfile.TemporaryDirectory(prefix="autosched-export-") as tmp:
+            objects: list[str] = []
+            libs: list[str] = []
+            described: list[dict] = []  # signatures of functions whose objects carry no metadata
+            embedded = False
+            for k, m in enumerate(mods):
+                objs, has_meta, mlibs = m._object_files(os.path.join(tmp, f"m{k}"))
+                objects += objs
+                libs += [x for x in mlibs if x not in libs]
+                if has_meta:
+                    if embedded:
+                        raise ValueError("export_library: two imported modules both carry kernel metadata")
+                    embedded = True
+                else:
+                    described += m._signatures()
+            if described:
+                meta = json.dumps({"version": 1, "entry": None if embedded else self.entry_name,
+                                   "functions": described}).encode()
+                symbol = IMPORTS_METADATA_SYMBOL if embedded else METADATA_SYMBOL
+                obj = os.path.join(tmp, "metadata.o")
+                compile_c(f"const char {symbol}[] = {c_string(meta)};\n", obj, what="export_library metadata")
+                objects.append(obj)
+            link_shared(objects, os.fspath(path), libs or ["-lm"])
+
+    def _object_files(self, prefix: str) -> tuple[list[str], bool, list[str]]:
+        """``(object files, whether they embed their own metadata, link flags)`` for :meth:`export_library`."""
         raise NotImplementedError(f"{type(self).__name__} cannot be exported")
+
+    def _signatures(self) -> list[dict]:
+        return [f.sig for f in self._functions.values()]
 
     def get_source(self, fmt: str = "") -> str:
         raise NotImplementedError(f"{type(self).__name__} has no source")
@@ -214,6 +274,12 @@ class DSOModule(Module):
         env = os.environ.get("AUTOSCHED_NUM_THREADS")
         if env:
             self.set_num_threads(int(env))
+        try:  # functions of imported modules (external codegens' C source) linked into the same library
+            raw = ctypes.c_char.in_dll(self._lib, IMPORTS_METADATA_SYMBOL)
+            meta["functions"] = meta["functions"] + json.loads(ctypes.string_at(ctypes.addressof(raw)).decode())[
+                "functions"]
+        except ValueError:
+            pass
         funcs = {}
         for sig in meta["functions"]:
             addr = ctypes.cast(getattr(self._lib, sig["name"]), ctypes.c_void_p).value
@@ -223,6 +289,9 @@ class DSOModule(Module):
     def export_library(self, path: str | os.PathLike) -> None:
         import shutil
 
+        if self.imported_modules:
+            raise ValueError(f"export_library: a library loaded from {self.path} cannot take imported modules; "
+                             "import them into the module before exporting it")
         shutil.copyfile(self.path, os.fspath(path))
 
 
