@@ -420,6 +420,10 @@ def _mismatch_message(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float
             f"expected {ref[worst].item()!r}")
 
 
+IDLE_SECONDS = 0.25  # a worker that timed nothing for this long is treated as cold
+HEAT_SECONDS = 0.15  # how long a cold worker runs its kernel before timing it
+
+
 class RunWorker:
     """Loads one candidate's library at a time and warms, checks and times it.
 
@@ -441,6 +445,7 @@ class RunWorker:
         self._flusher: CacheFlusher | None = None
         self._local_dir: str | None = None
         self._t_start = 0.0
+        self._busy_until = -math.inf  # when this worker last finished timing a kernel
         self.last_seconds = 0.0  # load to end of timing, of the last candidate timed
         self.pid = os.getpid()
         # keep libgomp loaded for the life of the worker: unloading a kernel must never unmap the OpenMP
@@ -552,10 +557,16 @@ class RunWorker:
                 return ErrorKind.WRONG_RESULT, msg
         best = first
         call = self._caller()
-        for _ in range(max(1, warmup) - 1 + (1 if first < 0.1 else 0)):  # one more when cheap: first is cold
+        runs = max(1, warmup) - 1 + (1 if first < 0.1 else 0)  # one more when cheap: first is cold
+        # cores that sat idle run slow for a while (clock ramp, sleeping OpenMP threads): measured here, the
+        # first ~0.1 s of kernels after an idle spell timed at half speed, so heat up before timing
+        idle = time.perf_counter() - self._busy_until > IDLE_SECONDS
+        heat_until = time.perf_counter() + (HEAT_SECONDS if idle else 0.0)
+        while runs > 0 or time.perf_counter() < heat_until:
             t0 = time.perf_counter()
             call()
             best = min(best, time.perf_counter() - t0)
+            runs -= 1
         self._warm = best
         self._failed = False
         return best
@@ -590,6 +601,7 @@ class RunWorker:
                 costs.append((perf() - t0) / number)
             return costs
         finally:
+            self._busy_until = time.perf_counter()
             self.last_seconds = time.perf_counter() - self._t_start
             self.unload()
 
