@@ -56,11 +56,20 @@ def __getattr__(name: str):
 __version__ = "0.1.0"
 
 
-def lower(sch, args, name: str = "main"):
-    """Lower a schedule to the loop IR (a PrimFunc whose ``str()`` is readable)."""
+def lower(sch, args, name: str = "main", target=None):
+    """Lower a schedule to the loop IR (a PrimFunc whose ``str()`` is readable). With a ``cuda`` target the
+    GPU rules are checked and barriers inserted, as the GPU build does."""
     from autosched.tir.lower import lower as _lower
 
-    return _lower(sch, args, name=name)
+    func = _lower(sch, args, name=name)
+    if target is not None:
+        from autosched.codegen.target import Target
+
+        if Target(target).kind == "cuda":
+            from autosched.tir.gpu import prepare_kernel
+
+            func = prepare_kernel(func)[0]
+    return func
 
 
 def build(sch, args=None, target="llvm", name: str = "main"):

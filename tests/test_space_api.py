@@ -243,9 +243,11 @@ def test_gpu_templates_lower_and_llvm_rejects_them(name, args):
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
-def test_generated_space_for_cuda_says_it_is_cpu_only():
-    with pytest.raises(SpaceError, match="llvm"):
-        autosched.Task("matmul", target="cuda").space("generated")
+def test_generated_space_for_cuda_binds_blocks_and_threads():
+    traces = autosched.Task("matmul", dict(M=64, N=64, K=32), target="cuda").space("generated").sample(
+        4, np.random.default_rng(0))
+    assert traces and all({s.thread for s in t if s.kind == "bind"} >= {"blockIdx.x", "threadIdx.x"}
+                          for t in traces)
 
 
 # ---------------------------------------------------------------------- registration

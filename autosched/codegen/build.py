@@ -189,8 +189,6 @@ def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", nam
     from autosched.tir.lower import lower
 
     tgt = Target(target)
-    if tgt.kind != "llvm":
-        raise CodegenError(f"target {tgt} is not supported by build yet (only llvm)")
     if isinstance(sch, S.PrimFunc):
         func = sch
     elif isinstance(sch, Schedule):
@@ -199,6 +197,8 @@ def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", nam
         func = lower(sch, args, name=name)
     else:
         raise TypeError(f"build expects a te.Schedule or a PrimFunc, got {type(sch).__name__}")
+    if tgt.kind == "cuda":
+        return build_cuda([func], tgt)
     ir_text, sig = generate_ir(func, tgt)
     key = hashlib.sha256(f"{ir_text}\0{tgt.key}\0{tgt.mattr}".encode()).hexdigest()
     with _lock:
@@ -212,6 +212,34 @@ def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", nam
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
     return mod
+
+
+def generate_ptx(funcs: Sequence[S.PrimFunc], target: Target) -> tuple[str, str, list[dict], dict[str, dict]]:
+    """GPU rules, barriers and PTX for lowered kernels: ``(ptx, llvm ir, signatures, launch per kernel)``."""
+    from autosched.codegen.nvptx import compile_ptx, generate_ptx_ir
+    from autosched.tir.gpu import prepare_kernel
+
+    prepared = []
+    launches = {}
+    for f in funcs:
+        k, launch = prepare_kernel(f)
+        prepared.append(k)
+        launches[f.name] = launch.to_json()
+    ir_text = generate_ptx_ir(prepared)
+    return compile_ptx(ir_text, target.arch), ir_text, [signature(f) for f in prepared], launches
+
+
+def build_cuda(funcs: Sequence[S.PrimFunc], target: Any = "cuda") -> Module:
+    """Kernels for a ``cuda`` target: PTX from llvmlite's NVPTX backend, checked by ``ptxas`` when it is
+    installed (it refuses what LLVM lets through: too many registers or too much shared memory)."""
+    from autosched.codegen.nvptx import ptxas_check, ptxas_path
+    from autosched.runtime.cuda import CUDAModule
+
+    tgt = Target(target)
+    ptx, ir_text, sigs, launches = generate_ptx(funcs, tgt)
+    if ptxas_path() is not None:
+        ptxas_check(ptx, tgt.arch)
+    return CUDAModule(ptx, sigs, launches, funcs[0].name, tgt.arch, ir_text)
 
 
 def clear_cache() -> None:

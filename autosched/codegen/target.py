@@ -1,4 +1,5 @@
-"""Compilation targets: ``llvm`` (the host CPU) with ``-mcpu=``, ``-mattr=`` and ``-num-cores=`` options."""
+"""Compilation targets: ``llvm`` (the host CPU) with ``-mcpu=``, ``-mattr=`` and ``-num-cores=`` options, and
+``cuda`` (NVIDIA GPUs through NVPTX) with ``-arch=sm_80``."""
 
 from __future__ import annotations
 
@@ -45,7 +46,14 @@ class Target:
         return llvm.get_host_cpu_name()
 
     @property
+    def arch(self) -> str:
+        """The GPU architecture of a ``cuda`` target (``-arch=sm_80`` by default)."""
+        return self.options.get("arch", "sm_80")
+
+    @property
     def mattr(self) -> str:
+        if self.kind == "cuda":
+            return ""
         if "mattr" in self.options:
             return self.options["mattr"]
         if "mcpu" in self.options:
@@ -70,6 +78,8 @@ class Target:
         opts = dict(self.options)
         if self.kind == "llvm":
             opts["mcpu"] = self.mcpu
+        else:
+            opts["arch"] = self.arch
         opts.pop("num-cores", None)
         return " ".join([self.kind] + [f"-{k}={v}" for k, v in sorted(opts.items())])
 

@@ -170,6 +170,8 @@ def compile_library(func: Any, target: Any, cache_dir: str) -> tuple[str, bool]:
     """
     from autosched.codegen.build import compile_object, generate_ir
 
+    if target.kind == "cuda":
+        return _compile_cuda(func, target, cache_dir)
     ir_text, _ = generate_ir(func, target)  # as autosched.build does
     digest = hashlib.sha256(f"{_compiler_id(target)}\n{ir_text}".encode()).hexdigest()[:40]
     path = os.path.join(cache_dir, f"{digest}.so")
@@ -187,6 +189,23 @@ def compile_library(func: Any, target: Any, cache_dir: str) -> tuple[str, bool]:
         os.replace(out, path)  # atomic: concurrent builders of the same IR never see half a file
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return path, False
+
+
+def _compile_cuda(func: Any, target: Any, cache_dir: str) -> tuple[str, bool]:
+    """PTX for a ``cuda`` target (checked by ptxas when installed) saved as ``cache_dir/<sha256>.cuda.json``,
+    which ``runtime.load_module`` loads into a CUDA module."""
+    from autosched.codegen.build import build_cuda
+
+    mod = build_cuda([func], target)
+    digest = hashlib.sha256(f"{_compiler_id(target)}\n{mod.ptx}".encode()).hexdigest()[:40]
+    path = os.path.join(cache_dir, f"{digest}.cuda.json")
+    if os.path.exists(path):
+        return path, True
+    os.makedirs(cache_dir, exist_ok=True)
+    tmp = path + f".{os.getpid()}.cuda.json"
+    mod.save(tmp)
+    os.replace(tmp, path)
     return path, False
 
 
@@ -511,6 +530,9 @@ class RunWorker:
     def _caller(self) -> Any:
         """A zero-overhead call of the kernel on the current arrays (ctypes directly, checks done once)."""
         f = self._mod.entry_func
+        device_caller = getattr(f, "device_caller", None)
+        if device_caller is not None:  # a GPU kernel: arrays uploaded once, each call launches and waits
+            return device_caller(self._arrays)
         cfunc = getattr(f, "_cfunc", None)
         if cfunc is None:
             arrays = self._arrays

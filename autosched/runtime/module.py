@@ -68,6 +68,15 @@ class PackedFunc:
         self._outputs = set(sig.get("outputs", []))
 
     def __call__(self, *arrays: Any) -> None:
+        env = self.check_args(arrays)
+        ptrs = [a.ctypes.data for a in arrays]
+        rc = self._cfunc(*ptrs, *env)
+        if rc != 0:
+            raise RuntimeError(f"{self.name} failed with status {rc} (out of memory?)")
+
+    def check_args(self, arrays: tuple) -> list:
+        """Check every array against the signature (type, dtype, rank, contiguity, shape, aliasing of outputs);
+        returns the values of the shape variables."""
         sig = self.sig
         specs = sig["args"]
         if len(arrays) != len(specs):
@@ -114,10 +123,7 @@ class PackedFunc:
                         f"{self.name}: output '{specs[k]['name']}' overlaps argument '{specs[j]['name']}'; "
                         "kernels assume their buffers do not alias"
                     )
-        ptrs = [a.ctypes.data for a in arrays]
-        rc = self._cfunc(*ptrs, *env)
-        if rc != 0:
-            raise RuntimeError(f"{self.name} failed with status {rc} (out of memory?)")
+        return env
 
     def __repr__(self) -> str:
         args = ", ".join(a["name"] for a in self.sig["args"])
@@ -296,5 +302,11 @@ class DSOModule(Module):
 
 
 def load_module(path: str | os.PathLike) -> Module:
-    """Load a library written by ``Module.export_library``; needs only ctypes and numpy."""
-    return DSOModule(os.fspath(path))
+    """Load a library written by ``Module.export_library`` (a ``.so``; needs only ctypes and numpy), or a CUDA
+    module saved by ``CUDAModule.save`` (a ``.cuda.json``; runs through the CUDA driver)."""
+    path = os.fspath(path)
+    if path.endswith(".cuda.json"):
+        from autosched.runtime.cuda import CUDAModule
+
+        return CUDAModule.load(path)
+    return DSOModule(path)

@@ -243,10 +243,15 @@ class Space(abc.ABC):
         if run._target is not None:
             sch.trace = _CheckingTrace(run._target)
         self._run(run)
-        if self.validate == "lower" and run._prefix is None:
+        gpu = self.task.target.kind == "cuda"
+        if (self.validate == "lower" or gpu) and run._prefix is None:
             from autosched.tir.lower import lower
 
-            lower(sch, args)
+            func = lower(sch, args)
+            if gpu:  # a schedule over the GPU's limits (threads, shared memory) is not a point: draw another
+                from autosched.tir.gpu import prepare_kernel
+
+                prepare_kernel(func)
         return sch.trace
 
     def generate(self, point: Point | None = None, rng: np.random.Generator | None = None) -> tuple[Trace, Point]:

@@ -97,3 +97,19 @@ def conv2d_cuda(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, lay
     if WS is not None:
         sch[WS].compute_at(sch[OL], rco)
         _cooperative_fetch(sch, WS, cfg["tile_x"].size[1])
+
+
+@register_template("elementwise", "cuda")
+def elementwise_cuda(cfg, sch, tensors, N, C, H, W, op, dtype, **_):
+    """The axes fused and split into (block, thread, per-thread) parts: each thread computes ``per_thread``
+    consecutive elements, unrolled (1 gives fully coalesced accesses; more gives fewer, longer threads)."""
+    out = tensors[-1]
+    cfg.define_knob("threads", [64, 128, 256, 512, 1024])
+    cfg.define_knob("per_thread", [1, 2, 4])
+    fused = sch[out].fuse(*sch[out].op.axis)
+    outer, inner = sch[out].split(fused, factor=cfg["per_thread"].val)
+    bx, tx = sch[out].split(outer, factor=cfg["threads"].val)
+    sch[out].reorder(bx, tx, inner)
+    sch[out].bind(bx, "blockIdx.x")
+    sch[out].bind(tx, "threadIdx.x")
+    sch[out].unroll(inner)

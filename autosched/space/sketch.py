@@ -103,10 +103,12 @@ def _load_builtin_rules() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from autosched.space import rules
+        from autosched.space import gpu_rules, rules
 
         for r in rules.BUILTIN_RULES:
             _RULES.setdefault("llvm", []).append(r)
+        for r in gpu_rules.GPU_RULES:
+            _RULES.setdefault("cuda", []).append(r)
 
 
 class SketchContext:
@@ -202,8 +204,7 @@ class GeneratedSpace(Space):
         self.rules = list(rules) if rules is not None else sketch_rules(kind)
         if not self.rules:
             raise SpaceError(
-                f"no sketch rules for target kind {kind!r}: generated spaces exist for llvm (CPU) only so far; "
-                "use task.space('template') for a GPU template, or register rules with "
+                f"no sketch rules for target kind {kind!r}: register rules with "
                 f"autosched.space.register_sketch_rule(rule, target={kind!r})"
             )
         self._size: int | None = None

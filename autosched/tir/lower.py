@@ -215,12 +215,18 @@ class _Lowerer:
 
     # ---------------------------------------------------------- bound inference
     def fixed_vars(self, st: Stage) -> set:
+        """The loop variables whose value is fixed where ``st`` is computed: those of the loops around its
+        attach point. A ``shared`` buffer serves a whole GPU block, so the ``threadIdx`` loops around it are
+        not fixed: its region covers what every thread of the block reads (TVM relaxes them the same way)."""
         out = set()
         cur = st
         while cur.attach_type == "scope":
             tgt = cur.attach_stage
             pos = _pos(tgt, cur.attach_ivar)
-            out.update(iv.var for iv in tgt.leaf_iter_vars[: pos + 1])
+            for iv in tgt.leaf_iter_vars[: pos + 1]:
+                if st.scope == "shared" and tgt.iter_attrs.get(iv, "").startswith("thread:threadIdx"):
+                    continue
+                out.add(iv.var)
             cur = tgt
         return out
 

@@ -115,6 +115,8 @@ def _stmt(s, ind: int, out: list[str]) -> None:
     elif isinstance(s, S.LetStmt):
         out.append(f"{pad}let {s.var.name} = {expr_str(s.value)}")
         _stmt(s.body, ind, out)
+    elif isinstance(s, S.Barrier):
+        out.append(f"{pad}__syncthreads()")
     else:
         out.append(f"{pad}<{type(s).__name__}>")
 

@@ -113,6 +113,13 @@ class SeqStmt(Stmt):
         self.seq = list(seq)
 
 
+class Barrier(Stmt):
+    """Every thread of a GPU block waits here; shared-memory writes before it are visible after it
+    (``__syncthreads()``). Inserted by :func:`autosched.tir.gpu.prepare_kernel`, never written by hand."""
+
+    __slots__ = ()
+
+
 def seq(stmts: Sequence[Stmt | None]) -> Stmt:
     flat: list[Stmt] = []
     for s in stmts:

@@ -1,0 +1,242 @@
+"""Loop IR -> PTX through llvmlite's NVPTX backend, for the ``cuda`` target.
+
+The CPU code generator does the expressions and serial loops; this one changes
+what differs on a GPU:
+
+- a kernel is ``void name(ptr buf0, ..., i64 var0, ...)`` with the ``ptx_kernel``
+  calling convention; the launch (grid and block) comes from the bound loops;
+- a loop bound to ``blockIdx.x`` / ``threadIdx.y`` / ... is no loop: its variable
+  is the index (``llvm.nvvm.read.ptx.sreg.*``), guarded when the loop is shorter
+  than the launch dimension;
+- ``shared`` buffers are static arrays in address space 3, ``local`` ones
+  stack arrays (registers after optimisation); ``__syncthreads()`` is
+  ``llvm.nvvm.barrier0``;
+- ``vectorize`` unrolls short loops (each thread is scalar); ``exp``, ``log``,
+  ``pow``, ``sin``, ``cos`` and ``tanh`` use the PTX approximate instructions
+  (``ex2.approx``, ``lg2.approx``, ...), float32 only.
+
+:func:`compile_ptx` optimises at -O3 and prints PTX; :func:`ptxas_check`
+assembles it with CUDA's ``ptxas`` when that is installed, which catches what
+LLVM does not (registers, shared memory, PTX version).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+
+from autosched.codegen.llvm import I32, I64, PTR, VOID, CodeGenLLVM, _Fn, _ident, ltype
+from autosched.errors import CodegenError, ScheduleError
+from autosched.te import expr as E
+from autosched.te.expr import IntImm
+from autosched.tir import stmt as S
+from autosched.tir.gpu import Launch
+
+TRIPLE = "nvptx64-nvidia-cuda"
+DATA_LAYOUT = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+DEFAULT_ARCH = "sm_80"
+VECTOR_UNROLL_LIMIT = 16  # a vectorized loop up to this extent is unrolled in each thread
+
+_SREG = {"threadIdx": "tid", "blockIdx": "ctaid"}
+F32 = ir.FloatType()
+_LOG2E = 1.0 / math.log(2.0)
+_LN2 = math.log(2.0)
+
+_lock = threading.Lock()
+_initialised = False
+
+
+def _init() -> None:
+    global _initialised
+    with _lock:
+        if not _initialised:
+            llvm.initialize_all_targets()
+            llvm.initialize_all_asmprinters()
+            _initialised = True
+
+
+class CodeGenNVPTX(CodeGenLLVM):
+    """One NVPTX module with one kernel per PrimFunc (prepared by :func:`autosched.tir.gpu.prepare_kernel`)."""
+
+    def __init__(self, module_name: str = "autosched"):
+        super().__init__(module_name)
+        self.module.triple = TRIPLE
+        self.module.data_layout = DATA_LAYOUT
+        self.launch: Launch | None = None
+
+    def add_function(self, func: S.PrimFunc) -> None:
+        self.launch = func.attrs.get("launch")
+        if self.launch is None:
+            raise CodegenError(f"kernel {func.name} has no launch dimensions; prepare it with tir.gpu.prepare_kernel")
+        argtys = [PTR] * len(func.params) + [ltype(v.dtype) for v in func.scalar_params]
+        fn = ir.Function(self.module, ir.FunctionType(VOID, argtys), name=func.name)
+        fn.calling_convention = "ptx_kernel"
+        for k, b in enumerate(func.params):
+            fn.args[k].name = "arg_" + _ident(b.name)
+            fn.args[k].add_attribute("noalias")
+        self.cur = _Fn(fn)
+        for b, a in zip(func.params, fn.args):
+            self.cur.bufs[b] = a
+        for v, a in zip(func.scalar_params, fn.args[len(func.params):]):
+            a.name = _ident(v.name)
+            self.cur.vars[v] = a
+        body_bb = fn.append_basic_block("body")
+        self.cur.builder.position_at_end(body_bb)
+        self.stmt(func.body)
+        b = self.cur.builder
+        b.ret_void()
+        b.position_at_end(self.cur.entry)
+        b.branch(body_bb)
+
+    # -------------------------------------------------------------- loops
+    def _index(self, tag: str) -> ir.Value:
+        kind, axis = tag.split(".")
+        fn = self._decl(f"llvm.nvvm.read.ptx.sreg.{_SREG[kind]}.{axis}", I32, [])
+        return self.b.zext(self.b.call(fn, []), I64)
+
+    def _s_For(self, s: S.For):
+        if s.kind == "thread_binding":
+            idx = self._index(s.thread_tag)
+
+            def body() -> None:
+                self.cur.vars[s.var] = idx
+                self.stmt(s.body)
+
+            launch_extent = self.launch.extents.get(s.thread_tag, 1) if self.launch else 1
+            if isinstance(s.extent, IntImm) and s.extent.value >= launch_extent:
+                body()
+            else:
+                from autosched.codegen import ops
+
+                ops.branch(self, self.b.icmp_unsigned("<", idx, self.expr(s.extent)), body, None, "bound")
+            return
+        if s.kind == "parallel":
+            raise ScheduleError(f"loop '{s.var.name}' is parallel inside a GPU kernel; bind it to a block or "
+                                f"thread index instead")
+        if s.kind == "vectorized":
+            if isinstance(s.extent, IntImm) and s.extent.value <= VECTOR_UNROLL_LIMIT:
+                s = S.For(s.var, s.extent, "unrolled", s.body)
+            else:
+                s = S.For(s.var, s.extent, "serial", s.body)
+        super()._s_For(s)
+
+    # ------------------------------------------------------------ memory
+    def _s_Allocate(self, s: S.Allocate):
+        buf = s.buffer
+        if buf.scope != "shared":
+            n = buf.const_size()
+            if n is None:
+                raise CodegenError(f"{buf.scope} buffer '{buf.name}' needs a constant size on the GPU")
+            super()._s_Allocate(s)  # a stack array: registers once LLVM promotes it
+            return
+        ty = ir.ArrayType(ltype(buf.dtype, True), buf.const_size())
+        g = ir.GlobalVariable(self.module, ty, self._name(buf.name + ".shared"), addrspace=3)
+        g.linkage = "internal"
+        g.initializer = ir.Constant(ty, ir.Undefined)
+        g.align = 16
+        g.type = ir.PointerType(addrspace=3)  # opaque, as LLVM 22 IR is (llvmlite types globals' pointers)
+        self.cur.bufs[buf] = g
+        self.stmt(s.body)
+
+    def _s_Barrier(self, s: S.Barrier):
+        self.b.call(self._decl("llvm.nvvm.barrier0", VOID, []), [])
+
+    # ------------------------------------------------------------ math
+    def _asm(self, text: str, args: list[ir.Value]) -> ir.Value:
+        ty = ir.FunctionType(F32, [F32] * len(args))
+        cons = ",".join(["=f"] + ["f"] * len(args))
+        return self.b.call(ir.InlineAsm(ty, text, cons), args)
+
+    def _e_Call(self, e: E.Call):
+        if e.name in ("sqrt", "fabs", "floor", "ceil"):
+            return super()._e_Call(e)
+        if e.dtype != "float32":
+            raise CodegenError(f"{e.name} for {e.dtype} is not available on the cuda target (float32 only)")
+        args = [self.expr(a) for a in e.args]
+        b = self.b
+        if e.name == "exp":
+            return self._asm("ex2.approx.f32 $0, $1;", [b.fmul(args[0], ir.Constant(F32, _LOG2E))])
+        if e.name == "log":
+            return b.fmul(self._asm("lg2.approx.f32 $0, $1;", args), ir.Constant(F32, _LN2))
+        if e.name == "pow":
+            lg = self._asm("lg2.approx.f32 $0, $1;", [args[0]])
+            return self._asm("ex2.approx.f32 $0, $1;", [b.fmul(args[1], lg)])
+        if e.name == "sin":
+            return self._asm("sin.approx.f32 $0, $1;", args)
+        if e.name == "cos":
+            return self._asm("cos.approx.f32 $0, $1;", args)
+        if e.name == "tanh":  # (e^2x - 1) / (e^2x + 1), with e^2x clamped so that large |x| gives +-1
+            x = b.call(self._decl("llvm.minnum.f32", F32, [F32, F32]), [args[0], ir.Constant(F32, 40.0)])
+            x = b.call(self._decl("llvm.maxnum.f32", F32, [F32, F32]), [x, ir.Constant(F32, -40.0)])
+            t = self._asm("ex2.approx.f32 $0, $1;", [b.fmul(x, ir.Constant(F32, 2 * _LOG2E))])
+            one = ir.Constant(F32, 1.0)
+            return b.fdiv(b.fsub(t, one), b.fadd(t, one))
+        raise CodegenError(f"intrinsic {e.name} is not available on the cuda target")
+
+
+def generate_ptx_ir(funcs: list[S.PrimFunc], name: str | None = None) -> str:
+    """LLVM IR text (NVPTX) of prepared kernels."""
+    cg = CodeGenNVPTX(name or funcs[0].name)
+    for f in funcs:
+        cg.add_function(f)
+    return str(cg.module)
+
+
+def compile_ptx(ir_text: str, arch: str = DEFAULT_ARCH) -> str:
+    """Optimise NVPTX IR at -O3 and print PTX for ``arch`` (``sm_80``)."""
+    from autosched.codegen.build import optimize
+
+    _init()
+    with _lock:
+        try:
+            mod = llvm.parse_assembly(ir_text)
+            mod.verify()
+        except RuntimeError as e:
+            raise CodegenError(f"invalid NVPTX IR: {e}") from None
+        tm = llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=arch, features="", opt=3)
+        mod.triple = TRIPLE
+        mod.data_layout = str(tm.target_data)
+        optimize(mod, tm)
+        return tm.emit_assembly(mod)
+
+
+def ptxas_path() -> str | None:
+    """CUDA's PTX assembler (``$PTXAS``, else ``ptxas`` on the PATH or under ``$CUDA_HOME``), or None."""
+    env = os.environ.get("PTXAS")
+    if env:
+        return env if os.path.exists(env) else None
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and os.path.exists(os.path.join(home, "bin", "ptxas")):
+            return os.path.join(home, "bin", "ptxas")
+    return None
+
+
+def ptxas_check(ptx: str, arch: str = DEFAULT_ARCH, timeout: float = 60.0) -> str:
+    """Assemble ``ptx`` for ``arch`` with ``ptxas -v``; returns its resource report (registers, shared
+    memory per kernel). Raises CodegenError with ptxas's message when it refuses the code, or when no
+    ptxas is installed."""
+    exe = ptxas_path()
+    if exe is None:
+        raise CodegenError("ptxas (CUDA's PTX assembler) was not found: install the CUDA toolkit or set $PTXAS")
+    with tempfile.TemporaryDirectory(prefix="autosched-ptx-") as tmp:
+        src = os.path.join(tmp, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        res = subprocess.run([exe, f"-arch={arch}", "-v", src, "-o", os.path.join(tmp, "k.cubin")],
+                             capture_output=True, text=True, timeout=timeout)
+    if res.returncode != 0:
+        raise CodegenError(f"ptxas -arch={arch} refused the generated PTX: {res.stderr.strip()[:2000]}")
+    return res.stderr.strip()
+
+
+__all__ = ["CodeGenNVPTX", "DEFAULT_ARCH", "compile_ptx", "generate_ptx_ir", "ptxas_check", "ptxas_path"]

@@ -1,0 +1,198 @@
+"""The built-in GPU sketch rules (target kind ``cuda``): Ansor's GPU sketches, adapted to autosched.
+
+prepare:
+  ``gpu_inline``              inline every elementwise, non-output stage (a kernel keeps no intermediate
+                              in global memory)
+  ``gpu_multi_level_tiling``  a reduction with data reuse gets a ``local`` cache_write stage: its
+                              accumulators live in registers
+schedule (consumers first; first match wins):
+  ``gpu_tile``                the output of a tiled reduction: each spatial axis split into block, thread
+                              and per-thread levels; the block levels fused and bound to ``blockIdx.x``,
+                              the thread levels to ``threadIdx.x``; the local stage computed at the thread
+                              loop, its reduction split in two, and each input it reads directly maybe
+                              staged in ``shared`` memory (fetched by all the block's threads, at the outer
+                              reduction loop); inner loops unrolled
+  ``gpu_default``             everything else: at the root, its spatial axes fused and split over blocks,
+                              threads and a few elements per thread; a non-output stage computed at its
+                              consumer's thread loop instead (a private copy per thread)
+
+Every point passes the GPU rules (threads per block, shared memory) or is redrawn: generated spaces for
+``cuda`` lower and check each candidate (:func:`autosched.tir.gpu.prepare_kernel`).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from autosched.space.analysis import const_int, within
+from autosched.space.base import CandidateError, split_hint
+from autosched.space.config import factorizations
+from autosched.space.rules import static_extents, unroll_inner
+from autosched.space.sketch import SketchContext, SketchRule
+from autosched.te.schedule import Stage
+
+MAX_THREAD_TILE = 64  # threads along one axis
+MAX_INNER_TILE = 8  # elements one thread computes along one axis (its register tile)
+MAX_REDUCE_INNER = 32  # reduction steps per shared-memory tile
+THREADS = (32, 64, 128, 256, 512)  # threads per block of the default rule
+PER_THREAD = (1, 2, 4)
+MAX_THREADS = 1024
+
+
+@lru_cache(maxsize=2048)
+def gpu_tile_candidates(n: int) -> tuple[tuple, tuple]:
+    """(block, thread, per-thread) tilings of an axis of extent ``n``, and sampling weights (a warp's worth of
+    threads, and a few elements per thread, preferred)."""
+    cands = tuple(c for c in factorizations(n, 3) if c[1] <= MAX_THREAD_TILE and c[2] <= MAX_INNER_TILE)
+    weights = tuple((2.0 if 4 <= c[1] <= 32 else 1.0) * (2.0 if 2 <= c[2] <= 4 else 1.0) for c in cands)
+    return cands, weights
+
+
+class GPUInline(SketchRule):
+    """Inline every elementwise non-output stage into its readers (padding, bias, exp)."""
+
+    name = "gpu_inline"
+    phase = "prepare"
+
+    def condition(self, ctx, st):
+        return not st.is_output and not st.is_reduction and st.attach_type == "root" and bool(ctx.sch.readers(st))
+
+    def apply(self, ctx, st):
+        st.compute_inline()
+
+
+class GPUMultiLevelTilingPlan(SketchRule):
+    """A reduction with data reuse (matmul, conv2d, dense) gets a local cache_write stage to tile."""
+
+    name = "gpu_multi_level_tiling"
+    phase = "prepare"
+
+    def condition(self, ctx, st):
+        info = ctx.info(st)
+        return (st.is_reduction and "tile" not in info and "follow" not in info
+                and static_extents(list(st.op.axis) + list(st.op.reduce_axis)) is not None
+                and ctx.flow.has_reuse(st))
+
+    def apply(self, ctx, st):
+        cache = ctx.cache_write(st, "local")
+        ctx.info(cache)["tile"] = {"consumer": st}
+        ctx.info(st)["follow"] = cache
+
+
+class GPUTile(SketchRule):
+    """Block / thread / per-thread tiles of the output, the local stage at the thread loop, shared staging."""
+
+    name = "gpu_tile"
+
+    def condition(self, ctx, st):
+        return "follow" in ctx.info(st)
+
+    def apply(self, ctx, st):
+        local = ctx.info(st)["follow"]
+        org = ctx.origin(local)
+        tiles = []
+        for i, n in enumerate(static_extents(st.op.axis)):
+            cands, w = gpu_tile_candidates(n)
+            tiles.append(ctx.decide(f"tile/{org}/s{i}", cands, kind="tile", weights=w, hint=split_hint(0)))
+        threads = math.prod(t[1] for t in tiles)
+        if threads > MAX_THREADS:
+            raise CandidateError(f"{threads} threads per block")
+        levels: list[list] = [[], [], []]
+        for ax, t in zip(st.op.axis, tiles):
+            rest, inner = st.split(ax, factor=t[2])
+            blk, thr = st.split(rest, factor=t[1])
+            levels[0].append(blk)
+            levels[1].append(thr)
+            levels[2].append(inner)
+        st.reorder(*levels[0], *levels[1], *levels[2])
+        bx = st.fuse(*levels[0]) if len(levels[0]) > 1 else levels[0][0]
+        tx = st.fuse(*levels[1]) if len(levels[1]) > 1 else levels[1][0]
+        st.bind(bx, "blockIdx.x")
+        st.bind(tx, "threadIdx.x")
+        for loop in levels[2]:
+            st.unroll(loop)
+        local.compute_at(st, tx)
+        # the local stage: outer reduction loops, inner reduction loops, then its register tile
+        ext: dict = {}
+        outer_r, inner_r = [], []
+        for j, (ax, n) in enumerate(zip(local.op.reduce_axis, static_extents(local.op.reduce_axis))):
+            cands = tuple(c for c in factorizations(n, 2) if c[1] <= MAX_REDUCE_INNER)
+            t = ctx.decide(f"tile/{org}/r{j}", cands, kind="tile", hint=split_hint(0))
+            ro, ri = local.split(ax, factor=t[1])
+            ext[ro], ext[ri] = t
+            outer_r.append(ro)
+            inner_r.append(ri)
+        local.reorder(*outer_r, *inner_r, *local.op.axis)
+        for ax, t in zip(local.op.axis, tiles):  # at the thread loop, one thread's tile of each axis
+            ext[ax] = t[2]
+        unroll_inner(ctx, local, ext, f"unroll/{org}", only=set(inner_r) | set(local.op.axis))
+        if outer_r:
+            self.stage_inputs(ctx, local, outer_r[-1], threads, org)
+
+    def stage_inputs(self, ctx: SketchContext, local: Stage, at, threads: int, org: str) -> None:
+        """Maybe copy each tensor the local stage reads directly into shared memory, at loop ``at``."""
+        direct = []
+        for t in local.op.input_tensors:
+            src = ctx.sch.stage_map.get(t.op)
+            if src is not None and src.attach_type != "inline" and all(t is not d for d in direct):
+                direct.append(t)
+        for k, t in enumerate(direct):
+            if not ctx.decide(f"shared/{org}/{k}", (True, False), kind="structure", weights=(3.0, 1.0)):
+                continue
+            before = set(map(id, ctx.sch.stages))
+            ctx.sch.cache_read(t, "shared", [local.op.output(0)])
+            cache = next(s for s in ctx.sch.stages if id(s) not in before)
+            cache.compute_at(local, at)
+            fused = cache.fuse(*cache.op.axis) if len(cache.op.axis) > 1 else cache.op.axis[0]
+            _, tx = cache.split(fused, factor=threads)
+            cache.bind(tx, "threadIdx.x")
+
+
+class GPUDefault(SketchRule):
+    """Any other stage: fused spatial axes over blocks and threads at the root, or at a consumer's thread
+    loop (a private copy per thread) when it is not an output."""
+
+    name = "gpu_default"
+
+    def apply(self, ctx, st):
+        key = ctx.key(st)
+        if not st.is_output:
+            at = self.thread_loop(ctx, st)
+            if at is not None:
+                target, pos = at
+                st.compute_at(target, target.leaf_iter_vars[pos])
+                rd = list(st.op.reduce_axis)
+                if rd:
+                    ext = {iv: const_int(iv.dom.extent) for iv in rd}
+                    unroll_inner(ctx, st, ext, f"unroll/{key}", only=set(rd))
+                return
+        sp = list(st.op.axis)
+        if not sp:
+            raise CandidateError(f"stage '{st.name}' has no spatial axis to spread over GPU threads")
+        fused = st.fuse(*sp) if len(sp) > 1 else sp[0]
+        total = const_int(fused.dom.extent) if fused.dom is not None else None
+        per = ctx.decide(f"per_thread/{key}", PER_THREAD, kind="tile")
+        nthreads = ctx.decide(f"threads/{key}", THREADS, kind="tile")
+        if total is not None:  # no block of idle threads for a small stage
+            nthreads = min(nthreads, max(1, -(-total // per)))
+        rest, inner = st.split(fused, factor=per)
+        bx, tx = st.split(rest, factor=nthreads)
+        st.bind(bx, "blockIdx.x")
+        st.bind(tx, "threadIdx.x")
+        if per > 1:
+            st.unroll(inner)
+
+    @staticmethod
+    def thread_loop(ctx: SketchContext, st: Stage) -> tuple[Stage, int] | None:
+        """The threadIdx loop of a scheduled consumer inside which every reader of ``st`` runs."""
+        readers = ctx.flow.readers(st)
+        for t in ctx.scheduled:
+            for pos, iv in enumerate(t.leaf_iter_vars):
+                if t.iter_attrs.get(iv, "").startswith("thread:threadIdx") and all(
+                        within(r, t, pos) for r in readers):
+                    return t, pos
+        return None
+
+
+GPU_RULES: list[SketchRule] = [GPUInline(), GPUMultiLevelTilingPlan(), GPUTile(), GPUDefault()]

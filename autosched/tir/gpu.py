@@ -1,0 +1,255 @@
+"""The GPU rules of a lowered kernel, and the pass that makes it a CUDA kernel.
+
+A ``cuda`` kernel is one loop nest whose loops bound with ``bind`` become the
+block and thread indices of the launch. :func:`prepare_kernel` checks what a
+GPU needs (every loop nest bound, launch dimensions within the hardware's
+limits, no CPU-only annotations, shared memory within a block's budget),
+inserts ``__syncthreads()`` around every write of a shared buffer that other
+statements read, and returns the launch dimensions. Each rule it breaks is a
+:class:`~autosched.errors.ScheduleError` that names the loop and the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from autosched.errors import ScheduleError
+from autosched.te import expr as E
+from autosched.te.expr import IntImm
+from autosched.tir import stmt as S
+
+#: the largest extent of each launch dimension (CUDA's limits since sm_30)
+LAUNCH_LIMITS = {"blockIdx.x": 2**31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535,
+                 "threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64}
+MAX_THREADS_PER_BLOCK = 1024
+MAX_SHARED_BYTES = 48 * 1024  # static shared memory per block
+_BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
+          "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
+
+
+@dataclass
+class Launch:
+    """Launch dimensions of a kernel: ``grid`` = blocks (x, y, z), ``block`` = threads per block (x, y, z)."""
+
+    grid: tuple[int, int, int] = (1, 1, 1)
+    block: tuple[int, int, int] = (1, 1, 1)
+    shared_bytes: int = 0
+    extents: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    def to_json(self) -> dict:
+        return {"grid": list(self.grid), "block": list(self.block), "shared_bytes": self.shared_bytes}
+
+
+def prepare_kernel(func: S.PrimFunc) -> tuple[S.PrimFunc, Launch]:
+    """Check ``func`` against the GPU rules, insert barriers; returns the kernel and its launch dimensions."""
+    _check_structure(func)
+    extents = _bound_extents(func)
+    block = tuple(extents.get(f"threadIdx.{a}", 1) for a in "xyz")
+    grid = tuple(extents.get(f"blockIdx.{a}", 1) for a in "xyz")
+    nthreads = block[0] * block[1] * block[2]
+    if nthreads > MAX_THREADS_PER_BLOCK:
+        raise ScheduleError(
+            f"kernel {func.name}: {nthreads} threads per block (threadIdx x, y, z = {block[0]}, {block[1]}, "
+            f"{block[2]}); a block has at most {MAX_THREADS_PER_BLOCK}: split the thread-bound loops smaller")
+    shared = _shared_bytes(func)
+    body = _insert_barriers(func.body)
+    _check_barriers(body, func.name, extents)
+    out = S.PrimFunc(func.name, func.params, func.scalar_params, body, dict(func.attrs))
+    launch = Launch(grid, block, shared, extents)  # type: ignore[arg-type]
+    out.attrs["launch"] = launch
+    return out, launch
+
+
+# ------------------------------------------------------------------ checks
+def _check_structure(func: S.PrimFunc) -> None:
+    """Every store runs under a bound loop; no CPU-only loops; same-tag nesting only for cooperative copies."""
+
+    def visit(s: S.Stmt, tags: dict[str, S.For], bound: bool) -> None:
+        if isinstance(s, S.For):
+            if s.kind == "parallel":
+                raise ScheduleError(
+                    f"kernel {func.name}: loop '{s.var.name}' is parallel; inside a GPU kernel parallelism comes "
+                    f"from bind(): bind it to blockIdx/threadIdx instead of parallel()")
+            if s.kind == "thread_binding":
+                outer = tags.get(s.thread_tag)
+                if outer is not None:
+                    bad = [x.buffer.name for x in S.walk_stmts(s.body)
+                           if isinstance(x, S.BufferStore) and x.buffer.scope != "shared"]
+                    if bad:
+                        raise ScheduleError(
+                            f"kernel {func.name}: loop '{s.var.name}' is bound to {s.thread_tag} inside loop "
+                            f"'{outer.var.name}', which is bound to {s.thread_tag} too; one thread would compute "
+                            f"only part of '{bad[0]}' (a tag may repeat only in a cooperative copy into shared "
+                            f"memory): bind the inner loop to another index")
+                tags = {**tags, s.thread_tag: s}
+                bound = True
+            visit(s.body, tags, bound)
+            return
+        if isinstance(s, S.BufferStore):
+            if not bound:
+                raise ScheduleError(
+                    f"kernel {func.name}: the store to '{s.buffer.name}' is not inside any loop bound to a GPU "
+                    f"block or thread, so every thread would run it: bind its stage's outer loops with "
+                    f"bind(axis, te.thread_axis('blockIdx.x')) / 'threadIdx.x', or compute_at/inline it into "
+                    f"a bound stage")
+            return
+        if isinstance(s, S.Allocate):
+            b = s.buffer
+            if not bound:
+                raise ScheduleError(
+                    f"kernel {func.name}: intermediate '{b.name}' is computed at the root, for the whole grid, "
+                    f"which one kernel cannot do before its readers (blocks do not wait for each other): inline it "
+                    f"(compute_inline), or compute it at a bound loop of its reader (compute_at), in 'local' or "
+                    f"'shared' scope")
+            if b.scope != "shared":  # private to each thread: a thread loop filling it would fill part of it
+                for x in S.walk_stmts(s.body):
+                    if (isinstance(x, S.For) and x.kind == "thread_binding" and x.thread_tag.startswith("threadIdx")
+                            and any(isinstance(y, S.BufferStore) and y.buffer is b for y in S.walk_stmts(x.body))):
+                        raise ScheduleError(
+                            f"kernel {func.name}: loop '{x.var.name}' bound to {x.thread_tag} fills '{b.name}', "
+                            f"which each thread holds privately ({b.scope}); only a 'shared' buffer can be filled "
+                            f"by the threads of a block together: cache it in 'shared' scope or do not bind the loop")
+            if b.const_size() is None:
+                raise ScheduleError(
+                    f"kernel {func.name}: {b.scope} buffer '{b.name}' has shape "
+                    f"[{', '.join(str(d) for d in b.shape)}], which is not constant; GPU buffers are sized at "
+                    f"build time: make the tile sizes constant")
+        for c in S.stmt_children(s):
+            visit(c, tags, bound)
+
+    visit(func.body, {}, False)
+
+
+def _bound_extents(func: S.PrimFunc) -> dict[str, int]:
+    """Launch extent of each tag: the largest constant extent of the loops bound to it."""
+    out: dict[str, int] = {}
+    for s in S.walk_stmts(func.body):
+        if isinstance(s, S.For) and s.kind == "thread_binding":
+            if not isinstance(s.extent, IntImm):
+                raise ScheduleError(
+                    f"kernel {func.name}: loop '{s.var.name}' bound to {s.thread_tag} has extent {s.extent}, which "
+                    f"is not a constant; launch dimensions are fixed when the kernel is built")
+            n = s.extent.value
+            limit = LAUNCH_LIMITS[s.thread_tag]
+            if n > limit:
+                raise ScheduleError(
+                    f"kernel {func.name}: loop '{s.var.name}' bound to {s.thread_tag} has extent {n}, over the "
+                    f"limit of {limit}: split it and bind a smaller part")
+            out[s.thread_tag] = max(out.get(s.thread_tag, 1), n)
+    if not out:
+        raise ScheduleError(f"kernel {func.name}: no loop is bound to a block or thread index; a cuda target needs "
+                            f"bind(axis, te.thread_axis('blockIdx.x')) and 'threadIdx.x' on the outer loops")
+    return out
+
+
+def _shared_bytes(func: S.PrimFunc) -> int:
+    bufs = {id(s.buffer): s.buffer for s in S.walk_stmts(func.body)
+            if isinstance(s, S.Allocate) and s.buffer.scope == "shared"}
+    total = sum(b.const_size() * _BYTES[b.dtype] for b in bufs.values())
+    if total > MAX_SHARED_BYTES:
+        sizes = ", ".join(f"{b.name} {b.const_size() * _BYTES[b.dtype]} B" for b in bufs.values())
+        raise ScheduleError(f"kernel {func.name}: {total} bytes of shared memory ({sizes}); a block has "
+                            f"{MAX_SHARED_BYTES}: use smaller tiles for the shared copies")
+    return total
+
+
+# ------------------------------------------------------------------ barriers
+def _written_shared(s: S.Stmt) -> set[int]:
+    return {id(x.buffer) for x in S.walk_stmts(s) if isinstance(x, S.BufferStore) and x.buffer.scope == "shared"}
+
+
+def _read_shared(s: S.Stmt) -> set[int]:
+    out = set()
+    for x in S.walk_stmts(s):
+        for e in S.stmt_exprs(x):
+            for y in E.walk(e):
+                if isinstance(y, S.BufferLoad) and y.buffer.scope == "shared":
+                    out.add(id(y.buffer))
+    return out
+
+
+def _insert_barriers(s: S.Stmt) -> S.Stmt:
+    """A barrier before and after each statement that writes a shared buffer that a sibling statement reads:
+    after, so the readers see every thread's writes; before, so no thread overwrites what another still reads
+    (the copy sits in a loop). Placed at the innermost sequence that holds both, so the barrier runs once per
+    iteration of the loop around the copy."""
+    if isinstance(s, S.SeqStmt):
+        kids = [_insert_barriers(x) for x in s.seq]
+        reads = [_read_shared(k) for k in kids]
+        out: list[S.Stmt] = []
+        for k, x in enumerate(kids):
+            written = _written_shared(x)
+            others = set().union(*(r for j, r in enumerate(reads) if j != k)) if written else set()
+            if written & others:
+                if not out or not isinstance(out[-1], S.Barrier):
+                    out.append(S.Barrier())
+                out.extend([x, S.Barrier()])
+            else:
+                out.append(x)
+        return S.SeqStmt(out)
+    if isinstance(s, S.For):
+        return S.For(s.var, s.extent, s.kind, _insert_barriers(s.body), s.thread_tag)
+    if isinstance(s, S.Allocate):
+        return S.Allocate(s.buffer, _insert_barriers(s.body))
+    if isinstance(s, S.IfThenElse):
+        return S.IfThenElse(s.cond, _insert_barriers(s.then_case),
+                            _insert_barriers(s.else_case) if s.else_case is not None else None)
+    if isinstance(s, S.LetStmt):
+        return S.LetStmt(s.var, s.value, _insert_barriers(s.body))
+    return s
+
+
+def _check_barriers(body: S.Stmt, name: str, extents: dict[str, int]) -> None:
+    """A barrier that some threads of a block skip hangs the block: refuse one under a condition on a thread
+    index (a split tail inside the block) or inside a thread loop shorter than the block (only some threads
+    run its body)."""
+
+    def visit(s: S.Stmt, thread_vars: set, cond: E.Expr | None) -> None:
+        if isinstance(s, S.Barrier) and cond is not None:
+            raise ScheduleError(
+                f"kernel {name}: a __syncthreads() for a shared copy would run under the condition {cond}, which "
+                f"differs between the threads of a block (a split that does not divide its loop, or thread loops "
+                f"of different extents bound to one index): choose tile sizes that divide the extents")
+        if isinstance(s, S.For) and s.kind == "thread_binding" and s.thread_tag.startswith("threadIdx"):
+            thread_vars = thread_vars | {s.var}
+            if cond is None and s.extent.value < extents[s.thread_tag]:
+                cond = E.LT(s.var, s.extent)
+        if isinstance(s, S.IfThenElse) and cond is None and E.free_vars(s.cond) & thread_vars:
+            for c in S.stmt_children(s):
+                visit(c, thread_vars, s.cond)
+            return
+        for c in S.stmt_children(s):
+            visit(c, thread_vars, cond)
+
+    visit(body, set(), None)
+
+
+def serialize_bindings(func: S.PrimFunc) -> S.PrimFunc:
+    """The kernel with every bound loop run as a serial loop and the barriers dropped: what the grid computes,
+    as one CPU thread would compute it (each block and thread in turn). The region of a shared copy covers
+    every thread of its block, so running it once per thread is redundant but exact: this lets the CPU
+    check what the GPU lowering produces where no GPU is present."""
+
+    def go(s: S.Stmt) -> S.Stmt:
+        if isinstance(s, S.For):
+            kind = "serial" if s.kind == "thread_binding" else s.kind
+            return S.For(s.var, s.extent, kind, go(s.body))
+        if isinstance(s, S.SeqStmt):
+            return S.seq([go(x) for x in s.seq if not isinstance(x, S.Barrier)])
+        if isinstance(s, S.Allocate):
+            return S.Allocate(s.buffer, go(s.body))
+        if isinstance(s, S.IfThenElse):
+            return S.IfThenElse(s.cond, go(s.then_case), go(s.else_case) if s.else_case is not None else None)
+        if isinstance(s, S.LetStmt):
+            return S.LetStmt(s.var, s.value, go(s.body))
+        return s
+
+    return S.PrimFunc(func.name, func.params, func.scalar_params, go(func.body))
+
+
+__all__ = ["LAUNCH_LIMITS", "Launch", "MAX_SHARED_BYTES", "MAX_THREADS_PER_BLOCK", "prepare_kernel",
+           "serialize_bindings"]

@@ -1,0 +1,295 @@
+"""GPU kernels (``cuda`` target): the GPU rules, PTX that CUDA's ``ptxas`` accepts, and, on the CPU, the
+grid's result (every bound loop run serially) equal to numpy. Kernels run on a GPU only where one is present.
+
+Sizes are small: what is under test is the schedules' lowering and code, not the GPU's speed.
+"""
+
+import numpy as np
+import pytest
+
+import autosched
+from autosched import te
+from autosched.codegen.nvptx import ptxas_path
+from autosched.runtime.cuda import cuda_available
+from autosched.tir.gpu import prepare_kernel, serialize_bindings
+from autosched.workloads.reference import get_reference
+
+needs_ptxas = pytest.mark.skipif(ptxas_path() is None, reason="ptxas (CUDA's PTX assembler) is not installed")
+needs_gpu = pytest.mark.skipif(not cuda_available(), reason="no CUDA device")
+
+SAMPLES = 20
+CASES = [
+    ("matmul", dict(M=64, N=64, K=32)),
+    ("conv2d", dict(H=14, W=14, CI=16, CO=32)),
+    ("elementwise", dict(C=8, H=14, W=14, op="sigmoid_mul")),
+]
+GPU_LIMITS = ("threads per block", "shared memory", "over the limit", "__syncthreads")
+
+
+def inputs(task, seed=0):
+    rng = np.random.default_rng(seed)
+    ins = [(rng.integers(-8, 9, size=tuple(int(d) for d in t.shape)) / 8.0).astype(t.dtype)
+           for t in task.tensors()[:-1]]
+    out = task.tensors()[-1]
+    return ins, np.full(tuple(int(d) for d in out.shape), np.nan, dtype=out.dtype)
+
+
+SPACES = ["template", "generated"]
+
+
+def valid_samples(task, n, kind="template"):
+    """``n`` sampled schedules of a space of a cuda task: each passes the GPU rules (spaces of cuda tasks
+    redraw the points that do not, and say which limits they hit)."""
+    space = task.space(kind)
+    n = min(n, space.size())  # the elementwise template has 15 points
+    traces = space.sample(n, np.random.default_rng(0))
+    assert all(any(k in msg for k in GPU_LIMITS) for msg in space._failures), space._failures
+    assert len(traces) == n, f"only {len(traces)} samples of {task}"
+    for trace in traces:
+        prepare_kernel(autosched.lower(*task.apply(trace)))
+    return traces
+
+
+@needs_ptxas
+@pytest.mark.parametrize("kind", SPACES)
+@pytest.mark.parametrize("name,args", CASES, ids=[c[0] for c in CASES])
+def test_sampled_gpu_schedules_give_ptx_that_ptxas_accepts(name, args, kind):
+    task = autosched.Task(name, args, target="cuda -arch=sm_80")
+    shared_seen = False
+    for trace in valid_samples(task, SAMPLES, kind):
+        mod = autosched.build(*task.apply(trace), target=task.target)  # runs ptxas: it raises on refusal
+        ptx = mod.get_source("ptx")
+        assert ".visible .entry main(" in ptx and "%tid.x" in ptx and "%ctaid.x" in ptx
+        if ".shared" in ptx:
+            shared_seen = True
+            assert "bar.sync" in ptx
+    assert shared_seen or name == "elementwise"
+
+
+@pytest.mark.parametrize("kind", SPACES)
+@pytest.mark.parametrize("name,args", CASES, ids=[c[0] for c in CASES])
+def test_the_grid_computes_the_right_thing(name, args, kind):
+    """Each GPU kernel with its bound loops run serially on the CPU equals numpy: the block-wide regions of
+    the shared copies, the thread indices and the split tails are right."""
+    task = autosched.Task(name, args, target="cuda")
+    cpu = autosched.Task(name, args)
+    ins, out0 = inputs(cpu)
+    want = get_reference(name)([a.astype(np.float64) for a in ins], **cpu.args).astype(out0.dtype)
+    for trace in valid_samples(task, 6, kind):
+        sch, targs = task.apply(trace)
+        kernel, _ = prepare_kernel(autosched.lower(sch, targs))
+        out = out0.copy()
+        autosched.build(serialize_bindings(kernel), target="llvm")(*ins, out)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5, err_msg=trace.dumps())
+
+
+def matmul_gpu(n=64, tile=8, threads=8, shared=True):
+    A = te.placeholder((n, n), name="A")
+    B = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    CL = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    bi, ti = s[C].split(i, factor=tile)
+    bj, tj = s[C].split(j, factor=tile)
+    s[C].reorder(bi, bj, ti, tj)
+    s[C].bind(bi, te.thread_axis("blockIdx.y"))
+    s[C].bind(bj, te.thread_axis("blockIdx.x"))
+    s[C].bind(ti, te.thread_axis("threadIdx.y"))
+    s[C].bind(tj, te.thread_axis("threadIdx.x"))
+    s[CL].compute_at(s[C], tj)
+    (kk,) = s[CL].op.reduce_axis
+    ko, ki = s[CL].split(kk, factor=8)
+    if shared:
+        AS = s.cache_read(A, "shared", [CL])
+        s[AS].compute_at(s[CL], ko)
+        fused = s[AS].fuse(*s[AS].op.axis)
+        _, tx = s[AS].split(fused, factor=threads)
+        s[AS].bind(tx, te.thread_axis("threadIdx.x"))
+    return s, [A, B, C]
+
+
+def test_shared_copy_covers_the_block_and_is_fenced_by_barriers():
+    s, args = matmul_gpu()
+    text = str(autosched.lower(s, args, target="cuda"))
+    # the block computes an 8x8 tile of C; per k-step of 8 it needs an 8x8 tile of A (not one row per thread)
+    assert "allocate A.shared: float32[8, 8], shared" in text
+    assert text.count("__syncthreads()") == 2
+    body = text[text.index("allocate A.shared"):]
+    assert body.index("__syncthreads()") < body.index("A.shared[") < body.rindex("__syncthreads()")
+
+
+def test_launch_dimensions_come_from_the_bound_loops():
+    s, args = matmul_gpu(n=64, tile=8)
+    _, launch = prepare_kernel(autosched.lower(s, args))
+    assert launch.grid == (8, 8, 1) and launch.block == (8, 8, 1) and launch.shared_bytes == 8 * 8 * 4
+
+
+@needs_ptxas
+def test_get_source_and_save_load(tmp_path):
+    s, args = matmul_gpu()
+    mod = autosched.build(s, args, target="cuda")
+    assert "bar.sync" in mod.get_source("ptx") and "ptx_kernel" in mod.get_source("ll")
+    mod.save(tmp_path / "k.cuda.json")
+    again = autosched.runtime.load_module(tmp_path / "k.cuda.json")
+    assert again.get_source("ptx") == mod.get_source("ptx")
+    assert again["main"].launch == {"grid": [8, 8, 1], "block": [8, 8, 1], "shared_bytes": 256}
+
+
+# ------------------------------------------------------------------- illegal schedules
+def elementwise(n=4096):
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    return te.create_schedule(B.op), A, B
+
+
+def gpu_error(s, args, match):
+    with pytest.raises(autosched.ScheduleError, match=match):
+        autosched.lower(s, args, target="cuda")
+
+
+def test_too_many_threads_in_one_dimension():
+    s, A, B = elementwise()
+    bx, tx = s[B].split(B.op.axis[0], factor=2048)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    gpu_error(s, [A, B], "threadIdx.x has extent 2048, over the limit of 1024")
+
+
+def test_too_many_threads_per_block():
+    s, A, B = elementwise(64 * 64 * 4)
+    o, i = s[B].split(B.op.axis[0], factor=64)
+    o, j = s[B].split(o, factor=64)
+    s[B].bind(o, te.thread_axis("blockIdx.x"))
+    s[B].bind(j, te.thread_axis("threadIdx.y"))
+    s[B].bind(i, te.thread_axis("threadIdx.x"))
+    gpu_error(s, [A, B], "4096 threads per block")
+
+
+def test_parallel_inside_a_kernel():
+    s, A, B = elementwise()
+    bx, tx = s[B].split(B.op.axis[0], factor=64)
+    tx, inner = s[B].split(tx, factor=4)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].parallel(inner)
+    gpu_error(s, [A, B], "parallel")
+
+
+def test_unbound_stage():
+    s, A, B = elementwise()
+    gpu_error(s, [A, B], "not inside any loop bound to a GPU block or thread")
+    A2 = te.placeholder((64,), name="A")
+    T = te.compute((64,), lambda i: A2[i] + 1.0, name="T")
+    U = te.compute((64,), lambda i: T[i] * 2.0, name="U")
+    s2 = te.create_schedule(U.op)
+    s2[U].bind(U.op.axis[0], te.thread_axis("threadIdx.x"))
+    gpu_error(s2, [A2, U], "intermediate 'T' is computed at the root")
+
+
+def test_same_index_bound_twice_on_one_path():
+    s, A, B = elementwise()
+    o, i = s[B].split(B.op.axis[0], factor=32)
+    s[B].bind(o, te.thread_axis("threadIdx.x"))
+    s[B].bind(i, te.thread_axis("threadIdx.x"))
+    gpu_error(s, [A, B], "bound to threadIdx.x inside loop")
+
+
+def test_symbolic_launch_dimension():
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    bx, tx = s[B].split(B.op.axis[0], factor=64)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    gpu_error(s, [A, B], "not a constant")
+
+
+def test_too_much_shared_memory():
+    A = te.placeholder((1024, 1024), name="A")
+    B = te.compute((1024, 1024), lambda i, j: A[i, j] + A[j, i], name="B")
+    s = te.create_schedule(B.op)
+    AS = s.cache_read(A, "shared", [B])
+    i, j = B.op.axis
+    bi, ti = s[B].split(i, factor=256)
+    s[B].reorder(bi, j, ti)
+    s[B].bind(bi, te.thread_axis("blockIdx.x"))
+    s[B].bind(ti, te.thread_axis("threadIdx.x"))
+    s[AS].compute_at(s[B], bi)
+    fused = s[AS].fuse(*s[AS].op.axis)
+    _, tx = s[AS].split(fused, factor=256)
+    s[AS].bind(tx, te.thread_axis("threadIdx.x"))
+    gpu_error(s, [A, B], "bytes of shared memory")
+
+
+def test_barrier_under_a_split_tail_is_refused():
+    A = te.placeholder((60, 64), name="A")
+    k = te.reduce_axis((0, 64), name="k")
+    B = te.compute((60,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    BL = s.cache_write(B, "local")
+    AS = s.cache_read(A, "shared", [BL])
+    bi, ti = s[B].split(B.op.axis[0], factor=16)  # 60 = 3 x 16 + 12: the last block's threads diverge
+    s[B].bind(bi, te.thread_axis("blockIdx.x"))
+    s[B].bind(ti, te.thread_axis("threadIdx.x"))
+    s[BL].compute_at(s[B], ti)
+    ko, _ = s[BL].split(BL.op.reduce_axis[0], factor=8)
+    s[AS].compute_at(s[BL], ko)
+    fused = s[AS].fuse(*s[AS].op.axis)
+    _, tx = s[AS].split(fused, factor=16)
+    s[AS].bind(tx, te.thread_axis("threadIdx.x"))
+    gpu_error(s, [A, B], "__syncthreads")
+
+
+def test_float64_exp_is_refused_clearly():
+    A = te.placeholder((256,), name="A", dtype="float64")
+    B = te.compute((256,), lambda i: te.exp(A[i]), name="B")
+    s = te.create_schedule(B.op)
+    bx, tx = s[B].split(B.op.axis[0], factor=64)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    with pytest.raises(autosched.CodegenError, match="float32 only"):
+        autosched.build(s, [A, B], target="cuda")
+
+
+# ------------------------------------------------------------------- on a GPU
+@needs_gpu
+@pytest.mark.parametrize("name,args", CASES, ids=[c[0] for c in CASES])
+def test_kernels_run_on_the_gpu_and_equal_numpy(name, args):
+    task = autosched.Task(name, args, target="cuda")
+    cpu = autosched.Task(name, args)
+    ins, out0 = inputs(cpu)
+    want = get_reference(name)([a.astype(np.float64) for a in ins], **cpu.args).astype(out0.dtype)
+    for trace in valid_samples(task, 5):
+        out = out0.copy()
+        autosched.build(*task.apply(trace), target=task.target)(*ins, out)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=trace.dumps())
+
+
+@needs_gpu
+def test_the_runner_measures_gpu_kernels():
+    from autosched.measure import LocalBuilder, LocalRunner, MeasureInput
+
+    task = autosched.Task("matmul", dict(M=64, N=64, K=32), target="cuda")
+    inps = [MeasureInput(task, t) for t in valid_samples(task, 4)]
+    with LocalBuilder(n_parallel=1) as b, LocalRunner() as r:
+        results = r.run(inps, b.build(inps))
+    assert all(res.error_kind is None and len(res.costs) > 0 for res in results), results
+
+
+@needs_ptxas
+def test_the_builder_makes_ptx_artifacts_for_cuda_candidates():
+    """The measurement builder (worker processes) lowers, checks and compiles cuda candidates; the artifact
+    loads as a CUDA module (running it needs a GPU)."""
+    from autosched.measure import LocalBuilder, MeasureInput
+
+    task = autosched.Task("matmul", dict(M=64, N=64, K=32), target="cuda")
+    inps = [MeasureInput(task, t) for t in valid_samples(task, 3)]
+    with LocalBuilder(n_parallel=1) as b:
+        results = b.build(inps)
+        assert all(r.error_kind is None for r in results), results
+        for r in results:
+            assert r.artifact_path.endswith(".cuda.json")
+            mod = autosched.runtime.load_module(r.artifact_path)
+            assert ".visible .entry " in mod.get_source("ptx")
