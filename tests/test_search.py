@@ -295,3 +295,13 @@ def test_remeasured_best_replaces_its_record_and_other_tasks_are_left_alone(tmp_
         costs = {r.trace.dumps(): r.cost for r in b.records(TASK)}
         fastest = min(costs, key=fake_cost)
         assert costs[fastest] == pytest.approx(1.1 * fake_cost(fastest))  # the re-measured time replaced it
+
+
+def test_measure_default_puts_the_expert_schedule_first_once(db):
+    """The command line's tuning measures the workload's expert schedule first, so the best record is never
+    slower than the untuned build; a resumed run does not measure it again."""
+    m = FakeMeasurer()
+    tune(TASK, 8, policy="random", database=db, measurer=m, batch_size=4, measure_default=True)
+    assert m.seen[0] == TASK.default_trace().dumps()
+    tune(TASK, 4, policy="random", database=db, measurer=m, batch_size=4, measure_default=True)
+    assert m.seen.count(TASK.default_trace().dumps()) == 1 and len(m.seen) == 12

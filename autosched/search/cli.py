@@ -319,7 +319,7 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
                 callbacks.append(AppendLog(log_fh))
             common = dict(policy=policy_cls, cost_model=args.cost_model, database=db, measurer=measurer,
                           batch_size=args.batch_size, seed=args.seed, early_stopping=args.early_stopping,
-                          callbacks=callbacks)
+                          callbacks=callbacks, measure_default=True)
             try:
                 if len(tasks) == 1:
                     tune(tasks[0], args.trials, **common)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,7 @@ class TuneState:
     stop_reason: str | None = None
     run: Any = None  # the database's TuningRun of this call
     interrupted: bool = False  # a callback stopped the run for the user (Ctrl-C): recorded as interrupted
+    pending: list = field(default_factory=list)  # traces measured before the policy's (the default schedule)
 
     @property
     def best_gflops(self) -> float:
@@ -133,7 +134,7 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
          runner: Any = None, backend: str | None = None, run_config: Any = None, batch_size: int = 16,
          seed: int = 0, early_stopping: int | None = None, callbacks: Sequence[Callback] = (),
          policy_options: dict | None = None, remeasure: int = 3, stale_rounds: int = 3,
-         warm_start: int = 1024) -> Any:
+         warm_start: int = 1024, measure_default: bool = False) -> Any:
     """Tune ``task`` with ``trials`` new measurements; returns the best record (a
     :class:`~autosched.database.TuningRecord`) in the database for the task, or None if there is none.
 
@@ -146,7 +147,9 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
     ``backend`` (``"ray"``, ``"local"``) with ``run_config``. ``early_stopping``: stop after that many trials
     without improvement. ``callbacks``: ``callback(state, inputs, results)`` after each batch. ``warm_start``:
     how many stored records (at most) the cost model learns from when the run starts (all of them are
-    skipped). Raises :class:`TuningFailed` when the measurer gives up and nothing ever succeeded.
+    skipped). ``measure_default``: measure the workload's expert schedule first (once per database), so the
+    best record is never slower than the untuned build (the command line does; benchmarks of pure search do
+    not). Raises :class:`TuningFailed` when the measurer gives up and nothing ever succeeded.
     """
     from autosched.database.database import open_database  # SQLAlchemy: imported when tuning starts
 
@@ -161,6 +164,8 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
         ctx = TuneContext(task, _make_space(task, space, policy_cls), model, db, np.random.default_rng(seed))
         state = TuneState(task, trials, policy_cls(ctx, **(policy_options or {})), ctx, started=time.time())
         _resume(state, db, warm_start)
+        default = _default_trace(task) if measure_default else None
+        state.pending = [default] if default is not None and ctx.is_new(default) else []
         if own_measurer:
             measurer = (Measurer(builder, runner, config=run_config) if builder is not None or runner is not None
                         else Measurer(backend=backend, config=run_config, seed=seed))
@@ -194,6 +199,17 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
             db.close()
 
 
+def _default_trace(task: Any) -> Any:
+    """The trace of the workload's expert schedule for the task's target, or None when it has none."""
+    if task.workload.schedules.get(task.target.kind) is None:
+        return None
+    try:
+        return task.default_trace()
+    except Exception as e:  # noqa: BLE001 - a broken default schedule must not stop tuning
+        log.warning("%s: its default schedule does not replay (%s); not measured", task, e)
+        return None
+
+
 def _hook(callbacks: Sequence[Callback], name: str, state: TuneState) -> None:
     """Call the optional ``on_start`` / ``on_end`` method of the callbacks that have one."""
     for cb in callbacks:
@@ -207,7 +223,8 @@ def _loop(state: TuneState, measurer: Any, db: Any, run: Any, batch_size: int, e
     ctx, task, stale = state.context, state.task, 0
     while state.trials_done < state.trials and state.stop_reason is None:
         want = min(batch_size, state.trials - state.trials_done)
-        traces = ctx.new_only(state.policy.propose(want))[:want]
+        first, state.pending = state.pending[:want], state.pending[want:]
+        traces = ctx.new_only(first + (state.policy.propose(want - len(first)) if want > len(first) else []))[:want]
         if not traces:
             stale += 1
             if stale >= stale_rounds:
