@@ -178,6 +178,66 @@ def _gemm(a_shape, b_shape, c_shape=None, **attrs):
     return make_single_op("Gemm", [("a", a_shape)], initializers=inits, extra_inputs=extra, **attrs)
 
 
+def _prelu(x_shape, slope_shape, opset=13):
+    return make_single_op("PRelu", [("x", x_shape)], initializers={"s": _f32(*slope_shape) * 0.5},
+                          extra_inputs=["s"], opset=opset)
+
+
+def _lrn(x_shape, scale=1.0, **attrs):
+    """LRN of x * scale (a scale of a few makes the sum of squares matter next to bias)."""
+    b = GraphBuilder()
+    x = b.node("Mul", ["x", b.init("k", np.float32(scale))])
+    b.node("LRN", [x], name="y", **attrs)
+    return b.model([("x", x_shape)], ["y"])
+
+
+def _split(x_shape, n_outputs, opset=13, split=None, split_input=False, **attrs):
+    """Split with every output a graph output (sizes as an input from opset 13, an attribute before)."""
+    b = GraphBuilder(opset=opset)
+    ins = ["x"]
+    if split is not None and split_input:
+        ins.append(b.init("split", np.array(split, np.int64)))
+    elif split is not None:
+        attrs["split"] = split
+    b.node("Split", ins, name="y", n_outputs=n_outputs, **attrs)
+    return b.model([("x", x_shape)], [f"y_out{i}" for i in range(n_outputs)])
+
+
+def _slice(x_shape, starts, ends, axes=None, steps=None, opset=13):
+    inits = {"starts": np.array(starts, np.int64), "ends": np.array(ends, np.int64)}
+    extra = ["starts", "ends"]
+    for name, v in (("axes", axes), ("steps", steps)):
+        if v is not None:
+            inits[name] = np.array(v, np.int64)
+            extra.append(name)
+        elif name == "axes" and steps is not None:
+            extra.append("")
+    return make_single_op("Slice", [("x", x_shape)], initializers=inits, extra_inputs=extra, opset=opset)
+
+
+def _resize(x_shape, scales=None, sizes=None, opset=13, **attrs):
+    """Resize with constant scales or sizes (roi omitted, or empty before opset 13 where it is required)."""
+    inits, extra = {}, []
+    if opset < 11:
+        inits["scales"] = np.array(scales, np.float32)
+        extra = ["scales"]
+    else:
+        if opset < 13:
+            inits["roi"] = np.zeros(0, np.float32)
+        extra.append("roi" if opset < 13 else "")
+        if scales is not None:
+            inits["scales"] = np.array(scales, np.float32)
+            extra.append("scales")
+        else:
+            if opset < 13:
+                inits["no_scales"] = np.zeros(0, np.float32)
+            extra.append("no_scales" if opset < 13 else "")
+            inits["sizes"] = np.array(sizes, np.int64)
+            extra.append("sizes")
+    attrs.setdefault("mode", "nearest")
+    return make_single_op("Resize", [("x", x_shape)], initializers=inits, extra_inputs=extra, opset=opset, **attrs)
+
+
 OP_CASES = {
     # Conv
     "conv3x3": lambda: _conv((1, 4, 9, 9), (8, 4, 3, 3), pads=[1, 1, 1, 1]),
@@ -283,6 +343,37 @@ OP_CASES = {
     "identity": lambda: _after_relu("Identity"),
     "dropout": lambda: _after_relu("Dropout", initializers={"r": np.array(0.5, np.float32)}, extra_inputs=["r"]),
     "dropout_opset7_two_outputs": lambda: _after_relu("Dropout", opset=7, n_outputs=2),
+    # classifier ops: Mean, PRelu, LogSoftmax, LRN, Split, Slice on tensors, Resize / Upsample (nearest)
+    "mean_variadic": lambda: make_single_op("Mean", [("a", (2, 3, 4)), ("b", (3, 1)), ("c", (4,))]),
+    "mean_two": lambda: make_single_op("Mean", [("a", (2, 3)), ("b", (2, 3))]),
+    "prelu_channel_slope": lambda: _prelu((2, 3, 4, 5), (3, 1, 1)),
+    "prelu_vector_slope_2d": lambda: _prelu((4, 6), (6,)),
+    "prelu_one_slope": lambda: _prelu((2, 3, 4), (1,)),
+    "prelu_general_broadcast": lambda: _prelu((2, 3, 4, 5), (3, 1, 5)),
+    "log_softmax_last": lambda: make_single_op("LogSoftmax", [("x", (3, 10))]),
+    "log_softmax_axis1_opset13": lambda: make_single_op("LogSoftmax", [("x", (2, 4, 3, 5))], axis=1),
+    "log_softmax_axis1_opset11_flattens": lambda: make_single_op("LogSoftmax", [("x", (2, 4, 5))], opset=11,
+                                                                 axis=1),
+    "lrn_alexnet": lambda: _lrn((1, 8, 5, 6), scale=4.0, size=5, alpha=1e-4, beta=0.75, bias=1.0),
+    "lrn_strong": lambda: _lrn((2, 7, 3, 4), scale=2.0, size=3, alpha=0.9, beta=0.6, bias=2.0),
+    "split_equal_axis1": lambda: _split((2, 6, 4), 3, axis=1),
+    "split_sizes_input": lambda: _split((2, 6, 4), 3, split=[1, 3, 2], split_input=True, axis=1),
+    "split_attr_opset11_last_axis": lambda: _split((2, 3, 7), 2, opset=11, split=[4, 3], axis=-1),
+    "split_uneven_opset18": lambda: _split((7, 3), 3, opset=18, num_outputs=3),
+    "slice_negative_and_clamped": lambda: _slice((4, 5, 6), [1, -4], [3, 2**63 - 1], axes=[0, 2]),
+    "slice_steps": lambda: _slice((5, 6, 7), [0, -1, 1], [5, -2**63, 7], axes=[0, 1, 2], steps=[2, -2, 3]),
+    "slice_default_axes": lambda: _slice((4, 5), [1, 0], [-1, 3]),
+    "slice_opset9_attrs": lambda: make_single_op("Slice", [("x", (4, 5, 6))], opset=9, starts=[-3], ends=[-1],
+                                                 axes=[1]),
+    "resize_nearest_scales_default_modes": lambda: _resize((1, 3, 4, 5), scales=[1, 1, 2, 2]),
+    "resize_nearest_sizes_x3_asymmetric_floor": lambda: _resize((1, 2, 3, 4), sizes=[1, 2, 9, 12],
+                                                                coordinate_transformation_mode="asymmetric",
+                                                                nearest_mode="floor"),
+    "resize_nearest_opset11_roi_input": lambda: _resize((2, 2, 3, 3), scales=[1, 1, 2, 4], opset=11),
+    "resize_nearest_opset10": lambda: _resize((1, 2, 3, 4), scales=[1, 1, 3, 2], opset=10),
+    "upsample_opset9": lambda: make_single_op("Upsample", [("x", (1, 2, 3, 4))], opset=9,
+                                              initializers={"s": np.array([1, 1, 2, 2], np.float32)},
+                                              extra_inputs=["s"], mode="nearest"),
 }
 
 
@@ -480,6 +571,66 @@ def test_non_constant_pad_mode_is_refused() -> None:
                            extra_inputs=["p"], mode="reflect")
     with pytest.raises(OnnxImportError, match=r"node 'y' \(Pad\): mode 'reflect' is not supported"):
         from_onnx(model)
+
+
+@pytest.mark.parametrize("attrs,match", [
+    ({"mode": "linear"}, r"mode 'linear' is not supported \(only 'nearest'\)"),
+    ({"coordinate_transformation_mode": "asymmetric"},  # round_prefer_floor: output pixel 2 reads 2/3 -> 1
+     r"coordinate_transformation_mode 'asymmetric' with nearest_mode 'round_prefer_floor' and scale 3.0 does "
+     r"not repeat each input pixel 3 times \(axis 2 reads input pixels \[0, 0, 1, 1, 1, 2, 2, 2\]"),
+    ({"coordinate_transformation_mode": "tf_crop_and_resize"},
+     r"coordinate_transformation_mode 'tf_crop_and_resize' is not supported"),
+])
+def test_resize_modes_other_than_replication_are_refused(attrs: dict, match: str) -> None:
+    model = _resize((1, 2, 3, 4), scales=[1, 1, 3, 3], **attrs)
+    with pytest.raises(OnnxImportError, match=r"node 'y' \(Resize\): " + match):
+        from_onnx(model)
+
+
+def test_resize_downsampling_and_channel_scaling_are_refused() -> None:
+    with pytest.raises(OnnxImportError, match=r"node 'y' \(Resize\): only upsampling by integer factors.*axis 2 "
+                                              r"goes from 4 to 2"):
+        from_onnx(_resize((1, 2, 4, 4), scales=[1, 1, 0.5, 0.5]))
+    with pytest.raises(OnnxImportError, match=r"node 'y' \(Resize\): only H and W can be resized"):
+        from_onnx(_resize((1, 2, 4, 4), sizes=[1, 4, 4, 4]))
+
+
+def test_split_into_unequal_parts_before_opset_18_is_refused() -> None:
+    graph = helper.make_graph(  # made by hand: onnx's strict shape inference refuses it too
+        [helper.make_node("Split", ["x"], ["a", "b"], name="y", axis=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in "ab"])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(OnnxImportError, match=r"node 'y' \(Split\): axis 1 of size 7 does not split into 2 equal"):
+        from_onnx(model)
+
+
+def test_empty_slice_is_refused() -> None:
+    with pytest.raises(OnnxImportError, match=r"node 'y' \(Slice\): starts 3, ends 1, steps 1 select nothing of "
+                                              r"axis 1"):
+        from_onnx(_slice((4, 5), [3], [1], axes=[1]))
+
+
+def test_prelu_opset6_slope_per_channel() -> None:
+    """Before opset 7 a 1-D slope of C values is per channel of an NCHW input (onnxruntime has no PRelu-6 kernel
+    to compare with; numpy is the reference)."""
+    slope = _f32(3)
+    model = _prelu((2, 3, 4, 5), (3,), opset=6)
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(slope, "s"))
+    x = _f32(2, 3, 4, 5)
+    (got,) = run_relay(model, {"x": x})
+    np.testing.assert_allclose(got, np.where(x < 0, x * slope[None, :, None, None], x), rtol=1e-6)
+
+
+def test_lrn_even_size_matches_the_spec() -> None:
+    """onnxruntime refuses an even LRN size (and onnx's reference evaluator only normalises channel 0), so numpy
+    written from the spec is the reference: channels c - (size - 1) // 2 .. c + size // 2, here c - 1 .. c + 2."""
+    size, alpha, beta, bias = 4, 0.5, 0.75, 1.5
+    model = _lrn((1, 6, 4, 4), scale=1.0, size=size, alpha=alpha, beta=beta, bias=bias)
+    x = _f32(1, 6, 4, 4) * 2
+    sq = np.stack([(x[:, max(0, c - 1):c + 3] ** 2).sum(axis=1) for c in range(6)], axis=1)
+    (got,) = run_relay(model, {"x": x})
+    np.testing.assert_allclose(got, x / (bias + alpha / size * sq) ** beta, atol=1e-5, rtol=1e-5)
 
 
 # ------------------------------------------------------------------------------------------- whole models

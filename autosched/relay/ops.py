@@ -16,6 +16,7 @@ from autosched.relay.op import (
     OPAQUE,
     OUT_ELEMWISE_FUSABLE,
     OpDef,
+    make_call,
     register_op,
 )
 
@@ -744,3 +745,223 @@ def _pad_compute(inputs, attrs, out_type):
 register_op(OpDef("nn.pad", _pad_rel, _pad_compute, INJECTIVE,
                   attrs={"pad_width": None, "pad_value": 0.0, "pad_mode": "constant"}, num_inputs=1,
                   doc="constant padding of every axis"))
+
+
+# --------------------------------------------------- ONNX classifier coverage
+# (prelu, log_softmax, lrn, strided_slice, upsampling; the builders at the end of the file make their calls)
+def _prelu_rel(types, attrs):
+    op = "nn.prelu"
+    _nargs(types, 2, op)
+    x, a = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "alpha")
+    if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
+        raise RelayError(f"{op}: axis {attrs['axis']} is out of range for data shape {x.shape}")
+    axis = attrs["axis"] % len(x.shape)
+    if len(a.shape) != 1 or a.shape[0] not in (1, x.shape[axis]):
+        raise RelayError(f"{op}: alpha shape {a.shape} must be ({x.shape[axis]},) or (1,) to match axis "
+                         f"{attrs['axis']} of data shape {x.shape}")
+    _same_dtype(op, x, a)
+    return x
+
+
+def _prelu_compute(inputs, attrs, out_type):
+    x, a = inputs
+    axis = attrs["axis"] % len(out_type.shape)
+    shared = int(a.shape[0]) == 1
+
+    def f(*i):
+        v = x[i]
+        return te.if_then_else(v < _c(0, x.dtype), v * a[0 if shared else i[axis]], v)
+
+    return te.compute(out_type.shape, f, name="prelu")
+
+
+register_op(OpDef("nn.prelu", _prelu_rel, _prelu_compute, BROADCAST, attrs={"axis": 1}, num_inputs=2,
+                  doc="x if x >= 0 else alpha[c] * x, alpha per index c of one axis (or one alpha for all)"))
+
+
+def _one_axis_rel(op: str):
+    def rel(types, attrs):
+        _nargs(types, 1, op)
+        x = _tensor(types, 0, op, "data")
+        if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
+            raise RelayError(f"{op}: axis {attrs['axis']} is out of range for shape {x.shape}")
+        return x
+
+    return rel
+
+
+def _log_softmax_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    shape = _ishape(x)
+    axis = attrs["axis"] % len(shape)
+    red_shape = shape[:axis] + shape[axis + 1:]
+    k1 = te.reduce_axis((0, shape[axis]), name="k1")
+    k2 = te.reduce_axis((0, shape[axis]), name="k2")
+
+    def at(i, k):
+        return tuple(i[:axis]) + (k,) + tuple(i[axis:])
+
+    def red(i):
+        return tuple(i[:axis]) + tuple(i[axis + 1:])
+
+    mx = te.compute(red_shape, lambda *i: te.max(x[at(i, k1)], axis=k1), name="log_softmax_max", tag="log_softmax")
+    sm = te.compute(red_shape, lambda *i: te.sum(te.exp(x[at(i, k2)] - mx[i]), axis=k2), name="log_softmax_sum")
+    return te.compute(shape, lambda *i: x[i] - mx[red(i)] - te.log(sm[red(i)]), name="log_softmax")
+
+
+register_op(OpDef("nn.log_softmax", _one_axis_rel("nn.log_softmax"), _log_softmax_compute, OPAQUE,
+                  attrs={"axis": -1}, num_inputs=1, schedule=schedules.reduction,
+                  doc="log of softmax along one axis (x - max - log sum exp)"))
+
+
+def _lrn_rel(types, attrs):
+    op = "nn.lrn"
+    x = _one_axis_rel(op)(types, attrs)
+    if int(attrs["size"]) < 1:
+        raise RelayError(f"{op}: size must be at least 1, got {attrs['size']}")
+    return x
+
+
+def _lrn_compute(inputs, attrs, out_type):
+    """ONNX's window: channels c - (size - 1) // 2 .. c + size // 2 (clipped), alpha divided by size (as TVM)."""
+    (x,) = inputs
+    shape = _ishape(x)
+    axis = attrs["axis"] % len(shape)
+    size, C = int(attrs["size"]), shape[axis]
+    lo = (size - 1) // 2
+    r = te.reduce_axis((0, size), name="rc")
+    zero = te.const(0.0, x.dtype)
+
+    def sqr_sum(*i):
+        c = i[axis] + r - lo
+        v = x[tuple(i[:axis]) + (c,) + tuple(i[axis + 1:])]
+        return te.sum(te.if_then_else(te.all(c >= 0, c < C), v * v, zero), axis=r)
+
+    s = te.compute(shape, sqr_sum, name="lrn_sqr_sum", tag="lrn")
+    bias, scale = _c(float(attrs["bias"]), x.dtype), _c(float(attrs["alpha"]) / size, x.dtype)
+    beta = _c(float(attrs["beta"]), x.dtype)
+    return te.compute(shape, lambda *i: x[i] / te.power(bias + scale * s[i], beta), name="lrn")
+
+
+register_op(OpDef("nn.lrn", _lrn_rel, _lrn_compute, OPAQUE, num_inputs=1, schedule=schedules.reduction,
+                  attrs={"size": 5, "axis": 1, "bias": 2.0, "alpha": 1e-5, "beta": 0.75},
+                  doc="local response normalisation across an axis: x / (bias + alpha / size * sum x^2) ^ beta"))
+
+
+def slice_range(dim: int, begin: int, end: int, step: int) -> tuple[int, int]:
+    """ONNX Slice's (and numpy's) rules for one axis: negative indices count from the end, out-of-range ones are
+    clamped (to [0, dim - 1] / [-1, dim - 1] for a negative step). Returns (first index, number of elements)."""
+    begin = begin + dim if begin < 0 else begin
+    end = end + dim if end < 0 else end
+    if step > 0:
+        begin, end = min(max(begin, 0), dim), min(max(end, 0), dim)
+    else:
+        begin, end = min(max(begin, 0), dim - 1), min(max(end, -1), dim - 1)
+    return begin, max(0, -(-(end - begin) // step))
+
+
+def _slice_axes(ndim: int, attrs: dict, op: str) -> list[tuple[int, int, int, int]]:
+    """(axis, begin, end, step) for every sliced axis, checked."""
+    begin, end = [int(v) for v in attrs["begin"]], [int(v) for v in attrs["end"]]
+    strides = [int(v) for v in attrs["strides"]] if attrs["strides"] is not None else [1] * len(begin)
+    axes = [int(a) for a in attrs["axes"]] if attrs["axes"] is not None else list(range(len(begin)))
+    if not len(begin) == len(end) == len(strides) == len(axes):
+        raise RelayError(f"{op}: begin {begin}, end {end}, strides {strides} and axes {axes} differ in length")
+    if any(not -ndim <= a < ndim for a in axes) or len({a % ndim for a in axes}) != len(axes):
+        raise RelayError(f"{op}: axes {axes} must be distinct axes of a {ndim}-D tensor")
+    if 0 in strides:
+        raise RelayError(f"{op}: strides {strides} must not be 0")
+    return [(a % ndim, b, e, s) for a, b, e, s in zip(axes, begin, end, strides)]
+
+
+def _strided_slice_rel(types, attrs):
+    op = "strided_slice"
+    _nargs(types, 1, op)
+    x = _tensor(types, 0, op, "data")
+    shape = list(x.shape)
+    for a, b, e, s in _slice_axes(len(shape), attrs, op):
+        _, n = slice_range(shape[a], b, e, s)
+        if n == 0:
+            raise RelayError(f"{op}: begin {b}, end {e}, stride {s} select nothing of axis {a} (size {shape[a]}) "
+                             f"of shape {x.shape}; empty tensors are not supported")
+        shape[a] = n
+    return TensorType(tuple(shape), x.dtype)
+
+
+def _strided_slice_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    shape = _ishape(x)
+    first = {a: (slice_range(shape[a], b, e, s)[0], s) for a, b, e, s in _slice_axes(len(shape), attrs, "")}
+
+    def f(*i):
+        return x[tuple(first[k][0] + ik * first[k][1] if k in first else ik for k, ik in enumerate(i))]
+
+    return te.compute(out_type.shape, f, name="strided_slice")
+
+
+register_op(OpDef("strided_slice", _strided_slice_rel, _strided_slice_compute, INJECTIVE, num_inputs=1,
+                  attrs={"begin": None, "end": None, "strides": None, "axes": None},
+                  doc="x[begin:end:stride] on the given axes (the first len(begin) axes by default), numpy's rules"))
+
+
+def _upsampling_rel(types, attrs):
+    op = "nn.upsampling"
+    _nargs(types, 1, op)
+    x = _tensor(types, 0, op, "data")
+    if attrs["layout"] != "NCHW" or len(x.shape) != 4:
+        raise RelayError(f"{op}: only 4-D NCHW data is supported, got layout {attrs['layout']} and shape {x.shape}")
+    if attrs["method"] != "nearest_neighbor":
+        raise RelayError(f"{op}: only method 'nearest_neighbor' is supported, got {attrs['method']!r}")
+    sh, sw = attrs["scale_h"], attrs["scale_w"]
+    if any(float(v) != int(v) or int(v) < 1 for v in (sh, sw)):
+        raise RelayError(f"{op}: scale_h {sh} and scale_w {sw} must be positive integers")
+    N, C, H, W = x.shape
+    return TensorType((N, C, H * int(sh), W * int(sw)), x.dtype)
+
+
+def _upsampling_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    sh, sw = int(attrs["scale_h"]), int(attrs["scale_w"])
+    return te.compute(out_type.shape, lambda n, c, y, w: x[n, c, y // sh if sh > 1 else y, w // sw if sw > 1 else w],
+                      name="upsampling")
+
+
+register_op(OpDef("nn.upsampling", _upsampling_rel, _upsampling_compute, INJECTIVE, num_inputs=1,
+                  attrs={"scale_h": 1, "scale_w": 1, "layout": "NCHW", "method": "nearest_neighbor",
+                         "align_corners": False},
+                  doc="nearest-neighbour upsampling of NCHW data by integer factors (each pixel repeated)"))
+
+
+# ---------------------------------------------------------------- builders
+# TVM's calls for the ops above (relay.nn.prelu, relay.strided_slice, ...); the frontend uses them
+def prelu(data: Any, alpha: Any, axis: int = 1) -> Any:
+    """x if x >= 0 else alpha * x, with ``alpha`` of shape (data.shape[axis],) or (1,)."""
+    return make_call("nn.prelu", [data, alpha], axis=int(axis))
+
+
+def log_softmax(data: Any, axis: int = -1) -> Any:
+    return make_call("nn.log_softmax", [data], axis=int(axis))
+
+
+def lrn(data: Any, size: int = 5, axis: int = 1, bias: float = 2.0, alpha: float = 1e-5, beta: float = 0.75) -> Any:
+    """Local response normalisation (TVM's arguments; alpha is divided by size, as ONNX's LRN does)."""
+    return make_call("nn.lrn", [data], size=int(size), axis=int(axis), bias=float(bias), alpha=float(alpha),
+                     beta=float(beta))
+
+
+def strided_slice(data: Any, begin: Sequence[int], end: Sequence[int], strides: Sequence[int] | None = None,
+                  axes: Sequence[int] | None = None) -> Any:
+    """data[begin:end:strides] on ``axes`` (default: the first len(begin) axes); negative indices count from the
+    end and out-of-range ones are clamped, as in numpy and ONNX."""
+    def ints(v: Any) -> tuple[int, ...] | None:
+        return None if v is None else tuple(int(x) for x in v)
+
+    return make_call("strided_slice", [data], begin=ints(begin), end=ints(end), strides=ints(strides),
+                     axes=ints(axes))
+
+
+def upsampling(data: Any, scale_h: int = 1, scale_w: int = 1, layout: str = "NCHW",
+               method: str = "nearest_neighbor", align_corners: bool = False) -> Any:
+    """Nearest-neighbour upsampling of NCHW data by integer factors."""
+    return make_call("nn.upsampling", [data], scale_h=int(scale_h), scale_w=int(scale_w), layout=layout,
+                     method=method, align_corners=bool(align_corners))

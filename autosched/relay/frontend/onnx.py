@@ -8,8 +8,8 @@ are returned in ``params``; ``freeze_params=True`` embeds them as constants inst
 
 A node whose inputs are all known at import time is evaluated then (onnx's reference evaluator), if it is small or
 shape arithmetic: exporters compute Reshape targets with Shape -> Gather -> Unsqueeze -> Concat, and with static
-shapes that is a constant. Shape, Size, Gather, Slice, Cast and ConstantOfShape are supported only that way
-(relay has no op for them on tensors).
+shapes that is a constant. Shape, Size, Gather, Cast and ConstantOfShape are supported only that way
+(relay has no op for them on tensors); Slice is folded so too, and on tensors becomes ``strided_slice``.
 
 Static shapes only: every graph input needs a concrete shape (from the model or ``shape=``). Ops whose conversion
 depends on a shape (SAME padding, Flatten on any axis, Softmax before opset 13, Gemm's bias) read it from ONNX's
@@ -637,21 +637,23 @@ def _clip(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay.clip(g.tensor(node.input[0]), lo, hi)
 
 
-@_register("Softmax")
+@_register("Softmax", "LogSoftmax")
 def _softmax(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """From opset 13 Softmax is over one axis (default -1); before, over all axes from ``axis`` (default 1) on,
-    which is a softmax of the input flattened to 2-D at ``axis``."""
+    """From opset 13 (Log)Softmax is over one axis (default -1); before, over all axes from ``axis`` (default 1)
+    on, which is a (log) softmax of the input flattened to 2-D at ``axis``."""
     from autosched import relay
+    from autosched.relay.ops import log_softmax
 
+    fn = relay.nn.softmax if node.op_type == "Softmax" else log_softmax
     x = g.tensor(node.input[0])
     shape = g.shape(node.input[0])
     if g.opset >= 13:
-        return relay.nn.softmax(x, axis=int(attrs.get("axis", -1)))
+        return fn(x, axis=int(attrs.get("axis", -1)))
     axis = int(attrs.get("axis", 1)) % len(shape)
     if axis == len(shape) - 1:
-        return relay.nn.softmax(x, axis=-1)
+        return fn(x, axis=-1)
     flat = relay.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
-    return relay.reshape(relay.nn.softmax(flat, axis=1), tuple(shape))
+    return relay.reshape(fn(flat, axis=1), tuple(shape))
 
 
 @_register("Reshape")
@@ -816,6 +818,232 @@ def _dropout(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return g.tensor(node.input[0])
 
 
+@_register("Mean")
+def _mean(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """The inputs added (numpy broadcasting), divided by their count."""
+    from autosched import relay
+
+    out = g.tensor(node.input[0])
+    for n in node.input[1:]:
+        out = relay.add(out, g.tensor(n))
+    return out if len(node.input) == 1 else relay.divide(out, _scalar(g, node.input[0], float(len(node.input))))
+
+
+@_register("PRelu")
+def _prelu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """A slope that varies along one axis (per channel: [C, 1, 1], or [C] on a 2-D input) or not at all is
+    ``nn.prelu`` on that axis (it fuses into a conv's epilogue); any other broadcastable slope is
+    relu(x) + slope * min(x, 0). Before opset 7 a 1-D slope of C values is per channel (axis 1)."""
+    from autosched import relay
+    from autosched.relay.ops import prelu
+
+    xs, ss = g.shape(node.input[0]), g.shape(node.input[1])
+    x, slope = g.tensor(node.input[0]), g.tensor(node.input[1])
+    rank = len(xs)
+    if g.opset < 7 and len(ss) == 1 and rank >= 2 and ss[0] == xs[1]:
+        return prelu(x, slope, axis=1)
+    aligned = (1,) * (rank - len(ss)) + tuple(ss)
+    if len(ss) > rank or any(s not in (1, d) for s, d in zip(aligned, xs)):
+        g._fail(f"slope shape {list(ss)} does not broadcast to the input's shape {list(xs)}")
+    varying = [k for k, s in enumerate(aligned) if s != 1]
+    if len(varying) <= 1:
+        axis = varying[0] if varying else rank - 1
+        size = aligned[axis] if varying else 1
+        return prelu(x, slope if tuple(ss) == (size,) else relay.reshape(slope, (size,)), axis=axis)
+    zero = _scalar(g, node.input[0], 0.0)
+    return relay.add(relay.nn.relu(x), relay.multiply(relay.minimum(x, zero), slope))
+
+
+@_register("LRN")
+def _lrn(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Across channels: x / (bias + alpha / size * sum of x^2 over the size channels around c) ^ beta."""
+    from autosched.relay.ops import lrn
+
+    if "size" not in attrs:
+        g._fail("the size attribute is required")
+    if len(g.shape(node.input[0])) < 3:
+        g._fail(f"the input must be (N, C, D1, ...), got shape {list(g.shape(node.input[0]))}")
+    return lrn(g.tensor(node.input[0]), size=int(attrs["size"]), axis=1, bias=float(attrs.get("bias", 1.0)),
+               alpha=float(attrs.get("alpha", 1e-4)), beta=float(attrs.get("beta", 0.75)))
+
+
+@_register("Split")
+def _split(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> tuple:
+    """One ``strided_slice`` per output: sizes from ``split`` (an attribute before opset 13, a constant input
+    from it), else equal parts (from opset 18 ``num_outputs`` parts, the last one smaller when they do not divide).
+    """
+    from autosched.relay.ops import strided_slice
+
+    shape = g.shape(node.input[0])
+    axis = int(attrs.get("axis", 0))
+    if not -len(shape) <= axis < len(shape):
+        g._fail(f"axis {axis} is out of range for shape {list(shape)}")
+    axis %= len(shape)
+    dim, n = shape[axis], len(node.output)
+    if g.opset < 13:
+        sizes = [int(s) for s in attrs["split"]] if "split" in attrs else None
+    else:
+        name = g.optional(node, 1)
+        sizes = [int(s) for s in np.asarray(g.value(name, "split")).reshape(-1)] if name else None
+    if sizes is None:
+        parts = int(attrs.get("num_outputs", n))
+        if parts != n:
+            g._fail(f"num_outputs={parts} but the node has {n} outputs")
+        if g.opset < 18 and dim % n:
+            g._fail(f"axis {axis} of size {dim} does not split into {n} equal parts (give the split sizes)")
+        chunk = -(-dim // n)
+        sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+    if len(sizes) != n or sum(sizes) != dim or min(sizes) <= 0:
+        g._fail(f"split sizes {sizes} must be {n} positive sizes adding up to {dim}, the size of axis {axis} "
+                f"(empty outputs are not supported)")
+    outs, start = [], 0
+    x = g.tensor(node.input[0])
+    for s in sizes:
+        outs.append(strided_slice(x, begin=[start], end=[start + s], strides=[1], axes=[axis]))
+        start += s
+    return tuple(outs)
+
+
+@_register("Slice")
+def _slice(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """``strided_slice`` with constant starts/ends/axes/steps (attributes before opset 10, inputs from it), any
+    non-zero steps; negative and out-of-range indices follow ONNX's clamping (values known at import time are
+    evaluated instead)."""
+    from autosched.relay.ops import slice_range, strided_slice
+
+    shape = g.shape(node.input[0])
+    rank = len(shape)
+    if g.opset < 10:
+        starts, ends = [int(v) for v in attrs.get("starts", [])], [int(v) for v in attrs.get("ends", [])]
+        axes = [int(a) for a in attrs["axes"]] if "axes" in attrs else list(range(len(starts)))
+        steps = [1] * len(starts)
+    else:
+        def ints(i: int, what: str) -> list[int] | None:
+            name = g.optional(node, i)
+            return [int(v) for v in np.asarray(g.value(name, what)).reshape(-1)] if name else None
+
+        starts, ends = ints(1, "starts"), ints(2, "ends")
+        axes = ints(3, "axes") or list(range(len(starts or [])))
+        steps = ints(4, "steps") or [1] * len(starts or [])
+    if starts is None or ends is None or not len(starts) == len(ends) == len(axes) == len(steps):
+        g._fail(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} must have the same length")
+    if any(not -rank <= a < rank for a in axes) or len({a % rank for a in axes}) != len(axes):
+        g._fail(f"axes {axes} must be distinct axes of the {rank}-D input")
+    if 0 in steps:
+        g._fail(f"steps {steps} must not be 0")
+    axes = [a % rank for a in axes]
+    for a, b, e, s in zip(axes, starts, ends, steps):
+        if slice_range(shape[a], b, e, s)[1] == 0:
+            g._fail(f"starts {b}, ends {e}, steps {s} select nothing of axis {a} (size {shape[a]}) of shape "
+                    f"{list(shape)}; empty tensors are not supported")
+    # indices past -dim - 1 .. dim + 1 clamp the same way as those bounds (keeps INT64_MAX out of the attributes)
+    starts = [min(max(b, -shape[a] - 1), shape[a] + 1) for a, b in zip(axes, starts)]
+    ends = [min(max(e, -shape[a] - 1), shape[a] + 1) for a, e in zip(axes, ends)]
+    return strided_slice(g.tensor(node.input[0]), begin=starts, end=ends, strides=steps, axes=axes)
+
+
+def _nearest_source(out_size: int, in_size: int, scale: float, transform: str, rounding: str) -> list[int]:
+    """The input pixel ONNX's nearest Resize reads for each output pixel of one axis (float32, as onnxruntime)."""
+    f32 = np.float32
+    o, s = np.arange(out_size, dtype=f32), f32(scale)
+    if transform == "asymmetric":
+        x = o / s
+    elif transform in ("half_pixel", "half_pixel_symmetric"):
+        x = (o + f32(0.5)) / s - f32(0.5)
+        if transform == "half_pixel_symmetric":
+            adjustment = f32(out_size) / (s * f32(in_size))
+            x = x + f32(in_size) / f32(2) * (f32(1) - adjustment)
+    elif transform == "pytorch_half_pixel":
+        x = (o + f32(0.5)) / s - f32(0.5) if out_size > 1 else np.zeros_like(o)
+    elif transform == "align_corners":
+        x = o * f32(in_size - 1) / f32(out_size - 1) if out_size > 1 else np.zeros_like(o)
+    elif transform == "tf_half_pixel_for_nn":
+        x = (o + f32(0.5)) / s
+    else:
+        raise ValueError(transform)
+    if rounding == "round_prefer_floor":
+        idx = np.where(x - np.floor(x) == f32(0.5), np.floor(x), np.round(x))
+    elif rounding == "round_prefer_ceil":
+        idx = np.where(x - np.floor(x) == f32(0.5), np.ceil(x), np.round(x))
+    elif rounding == "floor":
+        idx = np.floor(x)
+    elif rounding == "ceil":
+        idx = np.ceil(x)
+    else:
+        raise ValueError(rounding)
+    return [int(v) for v in np.clip(idx, 0, in_size - 1)]
+
+
+_RESIZE_TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+                      "tf_half_pixel_for_nn")
+
+
+@_register("Resize", "Upsample")
+def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Nearest-neighbour resizing of NCHW data by integer factors on H and W with constant scales or sizes, when
+    the coordinate transformation and rounding read input pixel o // factor for output pixel o (every input pixel
+    repeated factor times: the defaults, and asymmetric/floor) -> ``nn.upsampling``. Upsample (opset < 10) and
+    Resize-10 use asymmetric coordinates and floor."""
+    from autosched.relay.ops import upsampling
+
+    mode = attrs.get("mode", "nearest")
+    if mode != "nearest":
+        g._fail(f"mode {mode!r} is not supported (only 'nearest')")
+    shape = g.shape(node.input[0])
+    if len(shape) != 4:
+        g._fail(f"only 4-D (NCHW) inputs are supported, got shape {list(shape)}")
+    if node.op_type == "Upsample" or g.opset < 11:
+        transform, rounding = "asymmetric", "floor"
+        if node.op_type == "Upsample" and g.opset < 9:
+            scales = [float(s) for s in attrs.get("scales", [])]
+        else:
+            scales = [float(s) for s in np.asarray(g.value(node.input[1], "scales")).reshape(-1)]
+        sizes = None
+    else:
+        transform = attrs.get("coordinate_transformation_mode", "half_pixel")
+        rounding = attrs.get("nearest_mode", "round_prefer_floor")
+        if transform not in _RESIZE_TRANSFORMS:
+            g._fail(f"coordinate_transformation_mode {transform!r} is not supported (only "
+                    f"{', '.join(_RESIZE_TRANSFORMS)})")
+        if rounding not in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
+            g._fail(f"unknown nearest_mode {rounding!r}")
+        sc, sz = g.optional(node, 2), g.optional(node, 3)
+        scales = [float(s) for s in np.asarray(g.value(sc, "scales")).reshape(-1)] if sc else []
+        sizes = [int(s) for s in np.asarray(g.value(sz, "sizes")).reshape(-1)] if sz else None
+        if scales and sizes:
+            g._fail("scales and sizes are both given; ONNX allows only one")
+        if sizes and attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+            g._fail(f"keep_aspect_ratio_policy {attrs['keep_aspect_ratio_policy']!r} is not supported (only "
+                    "'stretch')")
+    axes = [int(a) % 4 for a in attrs.get("axes", range(4))]
+    given = scales if not sizes else sizes
+    if len(given) != len(axes):
+        g._fail(f"{'scales' if not sizes else 'sizes'} {given} must have one value per axis {axes}")
+    full_scales, full_sizes = [1.0] * 4, list(shape)
+    for a, v in zip(axes, given):
+        if sizes:
+            full_sizes[a], full_scales[a] = int(v), int(v) / shape[a]
+        else:
+            full_sizes[a], full_scales[a] = int(math.floor(shape[a] * v)), float(v)
+    if full_sizes[:2] != list(shape[:2]):
+        g._fail(f"only H and W can be resized; the output size would be {full_sizes} for input {list(shape)}")
+    factors = []
+    for a in (2, 3):
+        factor = full_sizes[a] // shape[a]
+        if full_sizes[a] != factor * shape[a] or factor < 1:
+            g._fail(f"only upsampling by integer factors is supported; axis {a} goes from {shape[a]} to "
+                    f"{full_sizes[a]} (scales {full_scales})")
+        src = _nearest_source(full_sizes[a], shape[a], full_scales[a], transform, rounding)
+        if src != [o // factor for o in range(full_sizes[a])]:
+            g._fail(f"coordinate_transformation_mode {transform!r} with nearest_mode {rounding!r} and scale "
+                    f"{full_scales[a]} does not repeat each input pixel {factor} times (axis {a} reads input pixels "
+                    f"{src[:8]}...); only such replication is supported")
+        factors.append(factor)
+    if factors == [1, 1]:
+        return g.tensor(node.input[0])
+    return upsampling(g.tensor(node.input[0]), scale_h=factors[0], scale_w=factors[1])
+
+
 # ops supported only on values known at import time (static shapes make the shape arithmetic that exporters
 # emit, e.g. Shape -> Gather -> Unsqueeze -> Concat -> Reshape, constant): they are evaluated by ``_fold``
 _FOLD_ONLY = frozenset({"Shape", "Size", "Gather", "Slice", "Cast", "ConstantOfShape"})
@@ -841,7 +1069,7 @@ def _fold_only(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Any:
             "computed from the graph inputs")
 
 
-for _op in sorted(_FOLD_ONLY - {"Shape", "Size"}):
+for _op in sorted(_FOLD_ONLY - {"Shape", "Size", "Slice"}):  # Slice also converts on tensors
     _register(_op)(_fold_only)
 
 SUPPORTED_OPS: tuple[str, ...] = tuple(sorted(_CONVERTERS))
