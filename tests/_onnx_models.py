@@ -1,7 +1,9 @@
 """ONNX models built in memory with ``onnx.helper`` (seeded random weights, nothing downloaded).
 
 ``make_resnet18`` and ``make_mobilenet_v2`` give networks with the layer structure of torchvision's models
-(narrower or smaller inputs on request) for the ONNX frontend's end-to-end tests; benchmarks reuse them with::
+(narrower or smaller inputs on request) for the ONNX frontend's end-to-end tests; ``FAMILIES`` maps names to
+builders of the classifier families at their real sizes (ResNet-50, SqueezeNet 1.1, ShuffleNet v2, GoogLeNet,
+DenseNet-121, VGG-11; tests/test_onnx_families.py). Benchmarks reuse them with::
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from _onnx_models import make_resnet18
@@ -189,6 +191,223 @@ def make_mobilenet_v2(batch: int = 1, image: int = 224, num_classes: int = 1000,
     x = b.node("Flatten", [x], name="flatten", axis=1)
     out = b.gemm_fc(x, last, num_classes, name="classifier")
     return b.model([(input_name, (batch, 3, image, image))], [out], name="mobilenet_v2")
+
+
+# ------------------------------------------------------------------------------------ CNN classifier families
+# torchvision's (and the ONNX model zoo's) classifiers at their real layer shapes, seeded He-initialised weights;
+# tests/test_onnx_families.py checks each against onnxruntime, benchmarks/bench_onnx_families.py times them
+
+
+def make_resnet50(batch: int = 1, image: int = 224, num_classes: int = 1000, layers: Sequence[int] = (3, 4, 6, 3),
+                  width: int = 64, seed: int = 0, input_name: str = "data") -> onnx.ModelProto:
+    """ResNet-50 (torchvision v1.5): stem as ResNet-18's, 4 stages of bottlenecks (1x1 -> 3x3 with the stride ->
+    1x1 to 4x the width, BN after each; a 1x1/stride conv + BN on the shortcut when the shape changes), GAP, Gemm."""
+    b = GraphBuilder(seed)
+    x = b.node("Relu", [b.bn(b.conv(input_name, 3, width, 7, stride=2, pad=3, name="conv1"), width, name="bn1")])
+    x = b.node("MaxPool", [x], name="maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = width
+    for stage, n in enumerate(layers):
+        mid = width * 2**stage
+        cout = 4 * mid
+        for block in range(n):
+            stride = 2 if stage > 0 and block == 0 else 1
+            p = f"layer{stage + 1}.{block}"
+            y = b.node("Relu", [b.bn(b.conv(x, cin, mid, 1, pad=0, name=f"{p}.conv1"), mid, name=f"{p}.bn1")])
+            y = b.node("Relu", [b.bn(b.conv(y, mid, mid, 3, stride, name=f"{p}.conv2"), mid, name=f"{p}.bn2")])
+            y = b.bn(b.conv(y, mid, cout, 1, pad=0, name=f"{p}.conv3"), cout, gamma_scale=0.3, name=f"{p}.bn3")
+            if stride != 1 or cin != cout:
+                x = b.bn(b.conv(x, cin, cout, 1, stride, pad=0, name=f"{p}.downsample.0"), cout,
+                         name=f"{p}.downsample.1")
+            x = b.node("Relu", [b.node("Add", [y, x], name=f"{p}.add")], name=f"{p}.relu")
+            cin = cout
+    x = b.node("GlobalAveragePool", [x], name="avgpool")
+    x = b.node("Flatten", [x], name="flatten", axis=1)
+    out = b.gemm_fc(x, cin, num_classes)
+    return b.model([(input_name, (batch, 3, image, image))], [out], name="resnet50")
+
+
+def make_squeezenet1_1(batch: int = 1, image: int = 224, num_classes: int = 1000, seed: int = 0,
+                       input_name: str = "data") -> onnx.ModelProto:
+    """SqueezeNet 1.1 (torchvision): conv3x3/2 64, max pools 3x3/2 with ceil_mode, 8 fire modules (1x1 squeeze,
+    then 1x1 and 3x3 expands concatenated), Dropout, a 1x1 conv classifier + ReLU, GAP, Flatten."""
+    b = GraphBuilder(seed)
+
+    def conv_relu(x: str, cin: int, cout: int, k: int, stride: int = 1, pad: int | None = None) -> str:
+        return b.node("Relu", [b.conv(x, cin, cout, k, stride, pad=pad, bias=True)])
+
+    def fire(x: str, cin: int, squeeze: int, e1: int, e3: int) -> str:
+        s = conv_relu(x, cin, squeeze, 1)
+        return b.node("Concat", [conv_relu(s, squeeze, e1, 1), conv_relu(s, squeeze, e3, 3)], axis=1)
+
+    def pool(x: str) -> str:
+        return b.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+
+    x = pool(conv_relu(input_name, 3, 64, 3, stride=2, pad=0))
+    x = fire(fire(x, 64, 16, 64, 64), 128, 16, 64, 64)
+    x = fire(fire(pool(x), 128, 32, 128, 128), 256, 32, 128, 128)
+    x = fire(fire(pool(x), 256, 48, 192, 192), 384, 48, 192, 192)
+    x = fire(fire(x, 384, 64, 256, 256), 512, 64, 256, 256)
+    x = b.node("Dropout", [x])
+    x = conv_relu(x, 512, num_classes, 1)
+    x = b.node("GlobalAveragePool", [x], name="avgpool")
+    out = b.node("Flatten", [x], name="flatten", axis=1)
+    return b.model([(input_name, (batch, 3, image, image))], [out], name="squeezenet1_1")
+
+
+def make_shufflenet_v2(batch: int = 1, image: int = 224, num_classes: int = 1000,
+                       stages_repeats: Sequence[int] = (4, 8, 4),
+                       stages_out_channels: Sequence[int] = (24, 116, 232, 464, 1024), seed: int = 0,
+                       input_name: str = "data") -> onnx.ModelProto:
+    """ShuffleNet v2 x1.0 (torchvision): conv3x3/2 + BN + ReLU, max pool, 3 stages of units (stride 1: Split the
+    channels in halves, one half through 1x1 -> depthwise 3x3 -> 1x1 (BN each), Concat; stride 2: both branches
+    downsample), each followed by the channel shuffle Reshape -> Transpose -> Reshape; conv 1x1 to 1024,
+    ReduceMean over H and W, Gemm."""
+    b = GraphBuilder(seed)
+
+    def cbr(x: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1, relu: bool = True) -> str:
+        y = b.bn(b.conv(x, cin, cout, k, stride, group=group), cout)
+        return b.node("Relu", [y]) if relu else y
+
+    def shuffle(x: str, c: int, hw: int) -> str:
+        x = b.node("Reshape", [x, b.init(b.fresh("shape"), np.array([batch, 2, c // 2, hw, hw], np.int64))])
+        x = b.node("Transpose", [x], perm=[0, 2, 1, 3, 4])
+        return b.node("Reshape", [x, b.init(b.fresh("shape"), np.array([batch, c, hw, hw], np.int64))])
+
+    def branch(x: str, cin: int, bf: int, stride: int) -> str:
+        y = cbr(x, cin, bf, 1)
+        y = cbr(y, bf, bf, 3, stride, group=bf, relu=False)
+        return cbr(y, bf, bf, 1)
+
+    x = cbr(input_name, 3, stages_out_channels[0], 3, 2)
+    x = b.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin, hw = stages_out_channels[0], -(-image // 4)
+    for repeats, cout in zip(stages_repeats, stages_out_channels[1:-1]):
+        bf = cout // 2
+        hw = -(-hw // 2)
+        left = cbr(cbr(x, cin, cin, 3, 2, group=cin, relu=False), cin, bf, 1)  # branch1 of the stride-2 unit
+        x = shuffle(b.node("Concat", [left, branch(x, cin, bf, 2)], axis=1), cout, hw)
+        for _ in range(repeats - 1):
+            name = b.fresh("channel_split")
+            b.node("Split", [x, b.init(f"{name}.sizes", np.array([bf, bf], np.int64))], name=name, n_outputs=2,
+                   axis=1)
+            right = branch(f"{name}_out1", bf, bf, 1)
+            x = shuffle(b.node("Concat", [f"{name}_out0", right], axis=1), cout, hw)
+        cin = cout
+    x = cbr(x, cin, stages_out_channels[-1], 1)
+    x = b.node("ReduceMean", [x], axes=[2, 3], keepdims=0)
+    out = b.gemm_fc(x, stages_out_channels[-1], num_classes)
+    return b.model([(input_name, (batch, 3, image, image))], [out], name="shufflenet_v2")
+
+
+# GoogLeNet's inception modules: (name, 1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool projection); "M" is a max pool
+GOOGLENET_BLOCKS: tuple = (
+    ("3a", 64, 96, 128, 16, 32, 32), ("3b", 128, 128, 192, 32, 96, 64), "M",
+    ("4a", 192, 96, 208, 16, 48, 64), ("4b", 160, 112, 224, 24, 64, 64), ("4c", 128, 128, 256, 24, 64, 64),
+    ("4d", 112, 144, 288, 32, 64, 64), ("4e", 256, 160, 320, 32, 128, 128), "M",
+    ("5a", 256, 160, 320, 32, 128, 128), ("5b", 384, 192, 384, 48, 128, 128),
+)
+
+
+def make_googlenet(batch: int = 1, image: int = 224, num_classes: int = 1000, blocks: Sequence = GOOGLENET_BLOCKS,
+                   seed: int = 0, input_name: str = "data") -> onnx.ModelProto:
+    """GoogLeNet (Inception v1, the BVLC model of the ONNX model zoo): conv7x7/2, max pool, LRN, conv1x1, conv3x3,
+    LRN, max pool (pools 3x3/2 with ceil_mode), 9 inception modules (1x1 | 1x1 -> 3x3 | 1x1 -> 5x5 | max pool 3x3/1
+    -> 1x1, concatenated) with max pools between, GAP, Dropout, Flatten, Gemm. Convs have a bias and a ReLU."""
+    b = GraphBuilder(seed)
+
+    def conv_relu(x: str, cin: int, cout: int, k: int, stride: int = 1, pad: int | None = None) -> str:
+        return b.node("Relu", [b.conv(x, cin, cout, k, stride, pad=pad, bias=True)])
+
+    def pool(x: str, stride: int = 2, pad: int = 0) -> str:
+        return b.node("MaxPool", [x], kernel_shape=[3, 3], strides=[stride, stride], pads=[pad] * 4,
+                      ceil_mode=1 if stride > 1 else 0)
+
+    def lrn(x: str) -> str:
+        return b.node("LRN", [x], size=5, alpha=1e-4, beta=0.75, bias=1.0)
+
+    x = lrn(pool(conv_relu(input_name, 3, 64, 7, 2, pad=3)))
+    x = pool(lrn(conv_relu(conv_relu(x, 64, 64, 1), 64, 192, 3)))
+    cin = 192
+    for blk in blocks:
+        if blk == "M":
+            x = pool(x)
+            continue
+        _, c1, r3, c3, r5, c5, cp = blk
+        parts = [conv_relu(x, cin, c1, 1), conv_relu(conv_relu(x, cin, r3, 1), r3, c3, 3),
+                 conv_relu(conv_relu(x, cin, r5, 1), r5, c5, 5), conv_relu(pool(x, 1, 1), cin, cp, 1)]
+        x = b.node("Concat", parts, name=f"inception_{blk[0]}", axis=1)
+        cin = c1 + c3 + c5 + cp
+    x = b.node("GlobalAveragePool", [x], name="avgpool")
+    x = b.node("Flatten", [b.node("Dropout", [x])], name="flatten", axis=1)
+    out = b.gemm_fc(x, cin, num_classes)
+    return b.model([(input_name, (batch, 3, image, image))], [out], name="googlenet")
+
+
+def make_densenet121(batch: int = 1, image: int = 224, num_classes: int = 1000,
+                     block_config: Sequence[int] = (6, 12, 24, 16), growth: int = 32, bn_size: int = 4,
+                     init_features: int = 64, seed: int = 0, input_name: str = "data") -> onnx.ModelProto:
+    """DenseNet-121 (torchvision): conv7x7/2 + BN + ReLU, max pool, 4 dense blocks (each layer: Concat of every
+    earlier feature map of the block -> BN -> ReLU -> conv1x1 to 4 x growth -> BN -> ReLU -> conv3x3 to growth)
+    with transitions (BN, ReLU, conv1x1 halving the channels, average pool 2x2/2), BN, ReLU, GAP, Gemm."""
+    b = GraphBuilder(seed)
+
+    def bn_relu_conv(x: str, cin: int, cout: int, k: int) -> str:
+        return b.conv(b.node("Relu", [b.bn(x, cin)]), cin, cout, k)
+
+    x = b.node("Relu", [b.bn(b.conv(input_name, 3, init_features, 7, 2, pad=3), init_features)])
+    x = b.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    c = init_features
+    for i, layers in enumerate(block_config):
+        features = [x]
+        for _ in range(layers):
+            cat = b.node("Concat", features, axis=1)
+            cin = c + growth * (len(features) - 1)
+            y = bn_relu_conv(bn_relu_conv(cat, cin, bn_size * growth, 1), bn_size * growth, growth, 3)
+            features.append(y)
+        x = b.node("Concat", features, axis=1)
+        c += growth * layers
+        if i != len(block_config) - 1:
+            x = bn_relu_conv(x, c, c // 2, 1)
+            x = b.node("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2])
+            c //= 2
+    x = b.node("Relu", [b.bn(x, c)])
+    x = b.node("GlobalAveragePool", [x], name="avgpool")
+    x = b.node("Flatten", [x], name="flatten", axis=1)
+    out = b.gemm_fc(x, c, num_classes, name="classifier")
+    return b.model([(input_name, (batch, 3, image, image))], [out], name="densenet121")
+
+
+VGG11_CONVS: tuple = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
+
+
+def make_vgg11(batch: int = 1, image: int = 224, num_classes: int = 1000, fc_units: int = 4096,
+               convs: Sequence = VGG11_CONVS, seed: int = 0, input_name: str = "data") -> onnx.ModelProto:
+    """VGG-11 (torchvision, configuration A): 8 conv3x3 + ReLU with max pools 2x2/2, Flatten, then Gemm + ReLU +
+    Dropout twice (``fc_units`` wide; 4096 in the real network) and the classifier Gemm."""
+    b = GraphBuilder(seed)
+    x, cin, size = input_name, 3, image
+    for v in convs:
+        if v == "M":
+            x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+            size //= 2
+        else:
+            x = b.node("Relu", [b.conv(x, cin, v, 3, bias=True)])
+            cin = v
+    x = b.node("Flatten", [x], name="flatten", axis=1)
+    x = b.node("Dropout", [b.node("Relu", [b.gemm_fc(x, cin * size * size, fc_units, name="fc1")])])
+    x = b.node("Dropout", [b.node("Relu", [b.gemm_fc(x, fc_units, fc_units, name="fc2")])])
+    out = b.gemm_fc(x, fc_units, num_classes, name="fc3")
+    return b.model([(input_name, (batch, 3, image, image))], [out], name="vgg11")
+
+
+FAMILIES = {
+    "resnet50": make_resnet50,
+    "squeezenet1_1": make_squeezenet1_1,
+    "shufflenet_v2": make_shufflenet_v2,
+    "googlenet": make_googlenet,
+    "densenet121": make_densenet121,
+    "vgg11": make_vgg11,
+}
 
 
 def make_single_op(op: str, inputs: Sequence[tuple[str, Sequence[int]]], *, initializers: dict[str, np.ndarray]
