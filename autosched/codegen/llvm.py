@@ -107,8 +107,15 @@ class CodeGenLLVM:
                     f"loop '{s.var.name}' is bound to {s.thread_tag} with bind(), which needs a GPU target "
                     f"(cuda); the llvm target has no thread indices: drop the bind or build for cuda"
                 )
+        self._emit_function(func, I32, lambda b: b.ret(ir.Constant(I32, 0)))
+
+    def _emit_function(self, func: S.PrimFunc, ret_type: ir.Type, ret: Any, calling_convention: str = "") -> None:
+        """``func`` as an LLVM function taking its buffers (noalias pointers), then its shape variables;
+        ``ret(builder)`` ends it."""
         argtys = [PTR] * len(func.params) + [ltype(v.dtype) for v in func.scalar_params]
-        fn = ir.Function(self.module, ir.FunctionType(I32, argtys), name=func.name)
+        fn = ir.Function(self.module, ir.FunctionType(ret_type, argtys), name=func.name)
+        if calling_convention:
+            fn.calling_convention = calling_convention
         for k, b in enumerate(func.params):
             fn.args[k].name = "arg_" + _ident(b.name)
             fn.args[k].add_attribute("noalias")
@@ -122,7 +129,7 @@ class CodeGenLLVM:
         self.cur.builder.position_at_end(body_bb)
         self.stmt(func.body)
         b = self.cur.builder
-        b.ret(ir.Constant(I32, 0))
+        ret(b)
         b.position_at_end(self.cur.entry)
         b.branch(body_bb)
 

@@ -32,7 +32,7 @@ import threading
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from autosched.codegen.llvm import I32, I64, PTR, VOID, CodeGenLLVM, _Fn, _ident, ltype
+from autosched.codegen.llvm import I32, I64, VOID, CodeGenLLVM, ltype
 from autosched.errors import CodegenError, ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import IntImm
@@ -75,25 +75,7 @@ class CodeGenNVPTX(CodeGenLLVM):
         self.launch = func.attrs.get("launch")
         if self.launch is None:
             raise CodegenError(f"kernel {func.name} has no launch dimensions; prepare it with tir.gpu.prepare_kernel")
-        argtys = [PTR] * len(func.params) + [ltype(v.dtype) for v in func.scalar_params]
-        fn = ir.Function(self.module, ir.FunctionType(VOID, argtys), name=func.name)
-        fn.calling_convention = "ptx_kernel"
-        for k, b in enumerate(func.params):
-            fn.args[k].name = "arg_" + _ident(b.name)
-            fn.args[k].add_attribute("noalias")
-        self.cur = _Fn(fn)
-        for b, a in zip(func.params, fn.args):
-            self.cur.bufs[b] = a
-        for v, a in zip(func.scalar_params, fn.args[len(func.params):]):
-            a.name = _ident(v.name)
-            self.cur.vars[v] = a
-        body_bb = fn.append_basic_block("body")
-        self.cur.builder.position_at_end(body_bb)
-        self.stmt(func.body)
-        b = self.cur.builder
-        b.ret_void()
-        b.position_at_end(self.cur.entry)
-        b.branch(body_bb)
+        self._emit_function(func, VOID, lambda b: b.ret_void(), calling_convention="ptx_kernel")
 
     # -------------------------------------------------------------- loops
     def _index(self, tag: str) -> ir.Value:

@@ -28,7 +28,7 @@ from functools import lru_cache
 from autosched.space.analysis import const_int, within
 from autosched.space.base import CandidateError, split_hint
 from autosched.space.config import factorizations
-from autosched.space.rules import static_extents, unroll_inner
+from autosched.space.rules import MultiLevelTilingPlan, static_extents, unroll_inner
 from autosched.space.sketch import SketchContext, SketchRule
 from autosched.te.schedule import Stage
 
@@ -62,17 +62,11 @@ class GPUInline(SketchRule):
         st.compute_inline()
 
 
-class GPUMultiLevelTilingPlan(SketchRule):
-    """A reduction with data reuse (matmul, conv2d, dense) gets a local cache_write stage to tile."""
+class GPUMultiLevelTilingPlan(MultiLevelTilingPlan):
+    """A reduction with data reuse (matmul, conv2d, dense) always gets a local cache_write stage to tile (its
+    accumulators in registers), where the CPU rule may fuse into an elementwise consumer instead."""
 
     name = "gpu_multi_level_tiling"
-    phase = "prepare"
-
-    def condition(self, ctx, st):
-        info = ctx.info(st)
-        return (st.is_reduction and "tile" not in info and "follow" not in info
-                and static_extents(list(st.op.axis) + list(st.op.reduce_axis)) is not None
-                and ctx.flow.has_reuse(st))
 
     def apply(self, ctx, st):
         cache = ctx.cache_write(st, "local")
