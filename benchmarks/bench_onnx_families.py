@@ -1,0 +1,115 @@
+"""The CNN classifier families of tests/test_onnx_families.py on autosched (untuned) and onnxruntime, side by side.
+
+    python benchmarks/bench_onnx_families.py [--threads 2] [--families resnet50,vgg11] [--seconds 2]
+
+Each family (tests/_onnx_models.FAMILIES: batch 1, 3x224x224, seeded random weights) is imported with
+``relay.frontend.from_onnx`` and built with ``relay.build`` (every kernel with its default schedule; the build
+time is measured), then the graph executor and an onnxruntime session (``--threads`` intra-op threads, all graph
+optimisations) run it one after the other; each latency is the median of as many runs as fit in ``--seconds``
+(at least 10). The logits are compared (max|diff| / max|ref|). Prints a markdown table; on a 2-core machine run
+it with nothing else running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+import _onnx_models  # noqa: E402
+from autosched import relay  # noqa: E402
+from autosched.codegen.target import Target  # noqa: E402
+from autosched.runtime.graph_executor import GraphModule  # noqa: E402
+
+
+def median_time(fn, seconds: float) -> float:
+    """Median wall time of ``fn`` over as many runs as fit in ``seconds`` (10 at least), after two warm-ups."""
+    fn()
+    fn()
+    t = time.perf_counter()
+    fn()
+    n = max(10, int(seconds / max(time.perf_counter() - t, 1e-6)))
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def bench(name: str, threads: int, seconds: float) -> dict:
+    """Build and time one family on both; returns a row of the table."""
+    import onnxruntime as ort
+
+    model = _onnx_models.FAMILIES[name]()
+    ops = sorted(Counter(n.op_type for n in model.graph.node))
+    x = _onnx_models.random_inputs(model)["data"]
+    t0 = time.perf_counter()
+    mod, params = relay.frontend.from_onnx(model, shape={"data": x.shape})
+    res = relay.build(mod, target="llvm", params=params)
+    build_s = time.perf_counter() - t0
+    n_kernels = len(res.kernels)
+    m = GraphModule(*res)
+    m.set_input("data", x)
+    t_as = median_time(m.run, seconds)
+    y = m.get_output(0)
+    y = np.asarray(y.numpy() if hasattr(y, "numpy") else y)
+    del m, res, mod, params
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feed = {"data": x}
+    t_ort = median_time(lambda: sess.run(None, feed), seconds)
+    ref = sess.run(None, feed)[0]
+    err = float(np.abs(y.astype(np.float64) - ref).max() / np.abs(ref).max())
+    return {"family": name, "ops": ops, "nodes": len(model.graph.node), "kernels": n_kernels,
+            "build_s": build_s, "autosched_ms": t_as * 1e3, "ort_ms": t_ort * 1e3, "rel_err": err,
+            "ort_version": ort.__version__}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--families", default=",".join(_onnx_models.FAMILIES),
+                    help=f"comma-separated subset of {', '.join(_onnx_models.FAMILIES)}")
+    ap.add_argument("--seconds", type=float, default=2.0, help="time budget of each latency measurement")
+    args = ap.parse_args()
+    os.environ["AUTOSCHED_NUM_THREADS"] = str(args.threads)
+    logging.basicConfig(level=logging.WARNING)
+    names = [n.strip() for n in args.families.split(",") if n.strip()]
+    unknown = [n for n in names if n not in _onnx_models.FAMILIES]
+    if unknown:
+        ap.error(f"unknown families {unknown}; known: {', '.join(_onnx_models.FAMILIES)}")
+    rows = []
+    for name in names:
+        r = bench(name, args.threads, args.seconds)
+        rows.append(r)
+        print(f"{name}: built in {r['build_s']:.1f} s, autosched {r['autosched_ms']:.1f} ms, onnxruntime "
+              f"{r['ort_ms']:.1f} ms, rel err {r['rel_err']:.1e}", file=sys.stderr, flush=True)
+    print(f"batch 1, 3x224x224, {args.threads} threads, {Target('llvm').key}, onnxruntime {rows[0]['ort_version']}")
+    print()
+    print("| family | operators | nodes / kernels | build (s) | autosched untuned (ms) | onnxruntime (ms) | "
+          "autosched / onnxruntime | logits error |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['family']} | {', '.join(r['ops'])} | {r['nodes']} / {r['kernels']} | {r['build_s']:.1f} | "
+              f"{r['autosched_ms']:.1f} | {r['ort_ms']:.1f} | {r['autosched_ms'] / r['ort_ms']:.2f}x | "
+              f"{r['rel_err']:.1e} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
