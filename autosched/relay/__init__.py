@@ -93,6 +93,13 @@ def transpose(data: Expr, axes: Sequence[int] | None = None) -> Call:
     return make_call("transpose", [data], axes=None if axes is None else tuple(int(a) for a in axes))
 
 
+def strided_slice(data: Expr, begin: Any, end: Any, strides: Any = None, axes: Any = None) -> Call:
+    """``data[begin:end:strides]`` along ``axes`` (all axes by default), as numpy slices."""
+    from autosched.relay.ops import strided_slice as _strided_slice
+
+    return _strided_slice(data, begin, end, strides, axes)
+
+
 def concatenate(data: Sequence[Expr] | Tuple, axis: int) -> Call:
     """Join tensors along ``axis``."""
     tup = data if isinstance(data, Tuple) else Tuple(list(data))
@@ -112,5 +119,5 @@ __all__ = [
     "Call", "Constant", "Expr", "FuncType", "Function", "IRModule", "RelayError", "TensorType", "Tuple",
     "TupleGetItem", "TupleType", "Type", "Var", "add", "build", "clip", "concatenate", "const", "divide", "evaluate",
     "exp", "extract_tasks", "maximum", "minimum", "multiply", "negative", "nn", "op", "optimize", "reshape",
-    "sigmoid", "sqrt", "subtract", "tanh", "transform", "transpose", "var",
+    "sigmoid", "sqrt", "strided_slice", "subtract", "tanh", "transform", "transpose", "var",
 ]

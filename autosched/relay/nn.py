@@ -110,5 +110,8 @@ def pad(data: Expr, pad_width: Sequence[Sequence[int]], pad_value: float = 0.0, 
                      pad_value=float(pad_value), pad_mode=pad_mode)
 
 
+from autosched.relay.ops import log_softmax, lrn, prelu, upsampling  # noqa: E402  (defined with their ops)
+
 __all__ = ["avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv2d", "dense",
-           "global_avg_pool2d", "matmul", "max_pool2d", "pad", "relu", "softmax"]
+           "global_avg_pool2d", "log_softmax", "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax",
+           "upsampling"]
