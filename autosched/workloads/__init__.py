@@ -47,7 +47,10 @@ class Workload:
         out = {}
         for p, default in self.params:
             if p in args:
-                out[p] = _normalise(args[p], default)
+                try:
+                    out[p] = _normalise(args[p], default)
+                except TypeError as e:
+                    raise TypeError(f"workload {self.name}, parameter {p}: {e}") from None
             elif default is inspect.Parameter.empty:
                 raise TypeError(f"workload {self.name} needs a value for parameter {p!r}")
             else:
