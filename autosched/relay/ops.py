@@ -524,18 +524,23 @@ register_op(OpDef("nn.batch_norm", _batch_norm_rel, _batch_norm_compute, OPAQUE,
 
 
 # ------------------------------------------------------------------ softmax
-def _softmax_rel(types, attrs):
-    _nargs(types, 1, "nn.softmax")
-    x = _tensor(types, 0, "nn.softmax", "data")
-    if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
-        raise RelayError(f"nn.softmax: axis {attrs['axis']} is out of range for shape {x.shape}")
-    return x
+def _one_axis_rel(op: str):
+    def rel(types, attrs):
+        _nargs(types, 1, op)
+        x = _tensor(types, 0, op, "data")
+        if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
+            raise RelayError(f"{op}: axis {attrs['axis']} is out of range for shape {x.shape}")
+        return x
+
+    return rel
 
 
-def _softmax_compute(inputs, attrs, out_type):
-    (x,) = inputs
+def _along_axis(x, axis_attr: int):
+    """What a reduction along one axis of ``x`` needs (softmax, log_softmax): the shape, the reduced shape,
+    two reduction axes over it, ``at(i, k)`` (index i of the reduced tensor with k put back on the axis) and
+    ``red(i)`` (index i of the full tensor without the axis)."""
     shape = _ishape(x)
-    axis = attrs["axis"] % len(shape)
+    axis = axis_attr % len(shape)
     red_shape = shape[:axis] + shape[axis + 1:]
     k1 = te.reduce_axis((0, shape[axis]), name="k1")
     k2 = te.reduce_axis((0, shape[axis]), name="k2")
@@ -546,13 +551,19 @@ def _softmax_compute(inputs, attrs, out_type):
     def red(i):
         return tuple(i[:axis]) + tuple(i[axis + 1:])
 
+    return shape, red_shape, k1, k2, at, red
+
+
+def _softmax_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    shape, red_shape, k1, k2, at, red = _along_axis(x, attrs["axis"])
     mx = te.compute(red_shape, lambda *i: te.max(x[at(i, k1)], axis=k1), name="softmax_max", tag="softmax")
     ex = te.compute(shape, lambda *i: te.exp(x[i] - mx[red(i)]), name="softmax_exp")
     sm = te.compute(red_shape, lambda *i: te.sum(ex[at(i, k2)], axis=k2), name="softmax_sum")
     return te.compute(shape, lambda *i: ex[i] / sm[red(i)], name="softmax")
 
 
-register_op(OpDef("nn.softmax", _softmax_rel, _softmax_compute, OPAQUE, attrs={"axis": -1}, num_inputs=1,
+register_op(OpDef("nn.softmax", _one_axis_rel("nn.softmax"), _softmax_compute, OPAQUE, attrs={"axis": -1}, num_inputs=1,
                   schedule=schedules.reduction, doc="softmax along one axis"))
 
 
@@ -779,31 +790,9 @@ register_op(OpDef("nn.prelu", _prelu_rel, _prelu_compute, BROADCAST, attrs={"axi
                   doc="x if x >= 0 else alpha[c] * x, alpha per index c of one axis (or one alpha for all)"))
 
 
-def _one_axis_rel(op: str):
-    def rel(types, attrs):
-        _nargs(types, 1, op)
-        x = _tensor(types, 0, op, "data")
-        if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
-            raise RelayError(f"{op}: axis {attrs['axis']} is out of range for shape {x.shape}")
-        return x
-
-    return rel
-
-
 def _log_softmax_compute(inputs, attrs, out_type):
     (x,) = inputs
-    shape = _ishape(x)
-    axis = attrs["axis"] % len(shape)
-    red_shape = shape[:axis] + shape[axis + 1:]
-    k1 = te.reduce_axis((0, shape[axis]), name="k1")
-    k2 = te.reduce_axis((0, shape[axis]), name="k2")
-
-    def at(i, k):
-        return tuple(i[:axis]) + (k,) + tuple(i[axis:])
-
-    def red(i):
-        return tuple(i[:axis]) + tuple(i[axis + 1:])
-
+    shape, red_shape, k1, k2, at, red = _along_axis(x, attrs["axis"])
     mx = te.compute(red_shape, lambda *i: te.max(x[at(i, k1)], axis=k1), name="log_softmax_max", tag="log_softmax")
     sm = te.compute(red_shape, lambda *i: te.sum(te.exp(x[at(i, k2)] - mx[i]), axis=k2), name="log_softmax_sum")
     return te.compute(shape, lambda *i: x[i] - mx[red(i)] - te.log(sm[red(i)]), name="log_softmax")
