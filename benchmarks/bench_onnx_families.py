@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import statistics
 import sys
 import time
 from collections import Counter
@@ -26,25 +25,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from bench_e2e import median_time  # noqa: E402  (one timing loop for the model benchmarks)
+
 import _onnx_models  # noqa: E402
 from autosched import relay  # noqa: E402
 from autosched.codegen.target import Target  # noqa: E402
 from autosched.runtime.graph_executor import GraphModule  # noqa: E402
-
-
-def median_time(fn, seconds: float) -> float:
-    """Median wall time of ``fn`` over as many runs as fit in ``seconds`` (10 at least), after two warm-ups."""
-    fn()
-    fn()
-    t = time.perf_counter()
-    fn()
-    n = max(10, int(seconds / max(time.perf_counter() - t, 1e-6)))
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
 def bench(name: str, threads: int, seconds: float) -> dict:
