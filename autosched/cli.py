@@ -43,6 +43,7 @@ def _add_peak_parser(sub: argparse._SubParsersAction) -> None:
     pk.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
     pk.add_argument("--refresh", action="store_true", help="measure again instead of reading the cache")
     pk.add_argument("--json", action="store_true", help="print the figure as JSON")
+    pk.add_argument("--target", default=None, help="'cuda': the GPU's fp32 peak instead of the CPU's")
 
 
 def _peak(args: argparse.Namespace) -> int:
@@ -53,14 +54,25 @@ def _peak(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         print(f"autosched peak: error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
         return 2
-    cached = None if args.refresh else cached_peak(args.threads)
-    peak = cached or get_peak(args.threads, refresh=True)
+    from autosched.codegen.target import Target
+    from autosched.runtime.cuda import CUDAError
+
+    try:
+        gpu = args.target is not None and Target(args.target).kind == "cuda"
+        cached = None if args.refresh else cached_peak(args.threads, args.target)
+        peak = cached or get_peak(args.threads, refresh=True, target=args.target)
+    except (ValueError, CUDAError) as e:
+        print(f"autosched peak: error: {e}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(peak.to_json()))
     else:
         how = "cached" if cached else "measured now"
-        print(f"fp32 peak: {peak.gflops:.1f} GFLOPS on {peak.threads} thread(s) of {peak.cpu} "
-              f"({peak.lanes}-lane FMAs; {how})")
+        if gpu:
+            print(f"fp32 peak: {peak.gflops:.1f} GFLOPS on {peak.cpu} ({how})")
+        else:
+            print(f"fp32 peak: {peak.gflops:.1f} GFLOPS on {peak.threads} thread(s) of {peak.cpu} "
+                  f"({peak.lanes}-lane FMAs; {how})")
     return 0
 
 

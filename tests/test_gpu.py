@@ -293,3 +293,55 @@ def test_the_builder_makes_ptx_artifacts_for_cuda_candidates():
             assert r.artifact_path.endswith(".cuda.json")
             mod = autosched.runtime.load_module(r.artifact_path)
             assert ".visible .entry " in mod.get_source("ptx")
+
+
+@needs_ptxas
+def test_a_block_that_needs_too_many_registers_is_refused_at_build():
+    """1024 threads with a 64-element register tile each need more registers than a block may have: the
+    driver would refuse the launch, so the build refuses it, naming the counts and what to change."""
+    task = autosched.Task("matmul", dict(M=256, N=256, K=64), target="cuda -arch=sm_90")
+    trace = task.space("template").trace_of({"shared": False, "tile_i": (1, 32, 8), "tile_j": (1, 32, 8),
+                                             "tile_k": (32, 2), "unroll_k": True})
+    with pytest.raises(autosched.ScheduleError, match=r"1024 threads per block x \d+ registers.*65536"):
+        autosched.build(*task.apply(trace), target=task.target)
+
+
+def test_ptxas_report_gives_registers_per_kernel():
+    from autosched.codegen.nvptx import check_registers, ptxas_registers
+
+    report = ("ptxas info    : Compiling entry function 'k0' for 'sm_90'\n"
+              "ptxas info    : Used 40 registers, used 1 barriers, 576 bytes smem\n"
+              "ptxas info    : Compiling entry function 'k1' for 'sm_90'\n"
+              "ptxas info    : Used 128 registers\n")
+    assert ptxas_registers(report) == {"k0": 40, "k1": 128}
+    check_registers("k0", 64, (32, 32, 1))  # exactly 65536
+    with pytest.raises(autosched.ScheduleError, match="k1: 1024 threads per block x 65 registers"):
+        check_registers("k1", 65, (1024, 1, 1))
+
+
+@needs_ptxas
+def test_the_gpu_peak_kernel_assembles():
+    """The FMA loop that measures the GPU's fp32 peak is PTX ptxas accepts, with its FMAs not folded away."""
+    from autosched.codegen.nvptx import compile_ptx, ptxas_check
+    from autosched.measure.peak import _GPU_CHAINS, _gpu_kernel_ir
+
+    ptx = compile_ptx(_gpu_kernel_ir(), "sm_90")
+    assert ptx.count("fma.rn.f32") >= _GPU_CHAINS and "st.global" in ptx
+    assert "Used" in ptxas_check(ptx, "sm_90")
+
+
+def test_peak_for_a_cuda_target_without_a_gpu_says_so(capsys):
+    from autosched.cli import main
+
+    if cuda_available():
+        pytest.skip("a GPU is here")
+    assert main(["peak", "--target", "cuda"]) == 2
+    assert "no CUDA" in capsys.readouterr().err
+
+
+@needs_gpu
+def test_gpu_peak_is_measured():
+    from autosched.measure.peak import measure_gpu_peak
+
+    peak = measure_gpu_peak(repeat=2)
+    assert peak.gflops > 1000 and "sm_" in peak.cpu

@@ -232,13 +232,15 @@ def generate_ptx(funcs: Sequence[S.PrimFunc], target: Target) -> tuple[str, str,
 def build_cuda(funcs: Sequence[S.PrimFunc], target: Any = "cuda") -> Module:
     """Kernels for a ``cuda`` target: PTX from llvmlite's NVPTX backend, checked by ``ptxas`` when it is
     installed (it refuses what LLVM lets through: too many registers or too much shared memory)."""
-    from autosched.codegen.nvptx import ptxas_check, ptxas_path
+    from autosched.codegen.nvptx import check_registers, ptxas_check, ptxas_path, ptxas_registers
     from autosched.runtime.cuda import CUDAModule
 
     tgt = Target(target)
     ptx, ir_text, sigs, launches = generate_ptx(funcs, tgt)
     if ptxas_path() is not None:
-        ptxas_check(ptx, tgt.arch)
+        for name, regs in ptxas_registers(ptxas_check(ptx, tgt.arch)).items():
+            if name in launches:
+                check_registers(name, regs, launches[name]["block"])
     return CUDAModule(ptx, sigs, launches, funcs[0].name, tgt.arch, ir_text)
 
 

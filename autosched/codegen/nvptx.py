@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -221,4 +223,36 @@ def ptxas_check(ptx: str, arch: str = DEFAULT_ARCH, timeout: float = 60.0) -> st
     return res.stderr.strip()
 
 
-__all__ = ["CodeGenNVPTX", "DEFAULT_ARCH", "compile_ptx", "generate_ptx_ir", "ptxas_check", "ptxas_path"]
+REGISTERS_PER_BLOCK = 65536  # sm_50 to sm_90
+_REGISTER_UNIT = 256  # registers are given to a warp in units of 256
+
+
+def ptxas_registers(report: str) -> dict[str, int]:
+    """Registers per thread of each kernel, read from a ``ptxas -v`` report."""
+    out: dict[str, int] = {}
+    name = None
+    for line in report.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'", line)
+        if m:
+            name = m.group(1)
+        m = re.search(r"Used (\d+) registers", line)
+        if m and name is not None:
+            out[name] = int(m.group(1))
+    return out
+
+
+def check_registers(name: str, registers: int, block: Sequence[int]) -> None:
+    """Refuse a kernel whose block needs more registers than a multiprocessor gives one block: the driver
+    would refuse its launch (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); better said at build time, with the fix."""
+    threads = math.prod(block)
+    warps = -(-threads // 32)
+    per_warp = -(-registers * 32 // _REGISTER_UNIT) * _REGISTER_UNIT
+    if warps * per_warp > REGISTERS_PER_BLOCK:
+        raise ScheduleError(
+            f"kernel {name}: {threads} threads per block x {registers} registers per thread need "
+            f"{warps * per_warp} registers, over the {REGISTERS_PER_BLOCK} a block can have; use fewer threads "
+            "per block or a smaller per-thread tile")
+
+
+__all__ = ["CodeGenNVPTX", "DEFAULT_ARCH", "check_registers", "compile_ptx", "generate_ptx_ir", "ptxas_check",
+           "ptxas_path", "ptxas_registers"]

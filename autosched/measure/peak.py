@@ -1,4 +1,5 @@
-"""The machine's fp32 peak, measured: a loop of independent vector FMAs, compiled by llvmlite for this CPU.
+"""The machine's fp32 peak, measured: a loop of independent vector FMAs, compiled by llvmlite for this CPU
+(or, for ``cuda`` targets, for the GPU: :func:`measure_gpu_peak`).
 
 The tuner reports each kernel's GFLOPS as a share of this peak (``autosched tune``, ``autosched report``),
 so it is measured the way our kernels run: the same code generator and target machine, the widest vector
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 #: independent FMA chains: latency (4 cycles) x FMA ports (2) plus slack
 _CHAINS = 12
@@ -144,36 +147,125 @@ def measure_peak(threads: int | None = None, *, seconds: float = 0.3, repeat: in
     return Peak(cpu=target.mcpu, threads=threads, lanes=lanes, gflops=best, measured_at=time.time())
 
 
+#: a GPU peak kernel: independent FMA chains per thread, iterations per thread, and the launch
+_GPU_CHAINS, _GPU_ITERS, _GPU_BLOCKS, _GPU_THREADS = 8, 2048, 8192, 256
+
+
+def _gpu_kernel_ir() -> str:
+    """NVPTX IR of ``peak(float *out)``: each thread runs ``_GPU_CHAINS`` FMA chains for ``_GPU_ITERS``
+    iterations and stores their sum (so nothing is optimised away)."""
+    from llvmlite import ir
+
+    from autosched.codegen.nvptx import DATA_LAYOUT, TRIPLE
+
+    f32, i32 = ir.FloatType(), ir.IntType(32)
+    mod = ir.Module(name="autosched_gpu_peak")
+    mod.triple, mod.data_layout = TRIPLE, DATA_LAYOUT
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [f32.as_pointer()]), name="peak")
+    fn.calling_convention = "ptx_kernel"
+    sreg = {n: ir.Function(mod, ir.FunctionType(i32, []), name=f"llvm.nvvm.read.ptx.sreg.{n}")
+            for n in ("tid.x", "ctaid.x", "ntid.x")}
+    fma = ir.Function(mod, ir.FunctionType(f32, [f32, f32, f32]), name="llvm.fma.f32")
+    entry, loop, done = fn.append_basic_block("entry"), fn.append_basic_block("loop"), fn.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    tid = b.add(b.mul(b.call(sreg["ctaid.x"], []), b.call(sreg["ntid.x"], [])), b.call(sreg["tid.x"], []))
+    x = b.fadd(ir.Constant(f32, 1.0), b.fmul(b.uitofp(tid, f32), ir.Constant(f32, 1e-9)))
+    y = ir.Constant(f32, 1e-7)
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(i32)
+    accs = [b.phi(f32) for _ in range(_GPU_CHAINS)]
+    new = [b.call(fma, [a, x, y]) for a in accs]
+    nxt = b.add(i, ir.Constant(i32, 1))
+    i.add_incoming(ir.Constant(i32, 0), entry)
+    i.add_incoming(nxt, loop)
+    for k, (a, n) in enumerate(zip(accs, new)):
+        a.add_incoming(ir.Constant(f32, float(k)), entry)
+        a.add_incoming(n, loop)
+    b.cbranch(b.icmp_signed("<", nxt, ir.Constant(i32, _GPU_ITERS)), loop, done)
+    b.position_at_end(done)
+    total = new[0]
+    for v in new[1:]:
+        total = b.fadd(total, v)
+    b.store(total, b.gep(fn.args[0], [tid]))
+    b.ret_void()
+    return str(mod)
+
+
+def measure_gpu_peak(arch: str | None = None, *, repeat: int = 5) -> Peak:
+    """Measure the fp32 peak of the CUDA device (FMA chains compiled by autosched's NVPTX code generator and
+    launched over enough blocks to fill every multiprocessor), best of ``repeat`` launches."""
+    import numpy as np
+
+    from autosched.codegen.nvptx import compile_ptx
+    from autosched.runtime.cuda import CUDAModule, device_info
+
+    name, device_arch = device_info()
+    ptx = compile_ptx(_gpu_kernel_ir(), arch or device_arch)
+    n = _GPU_BLOCKS * _GPU_THREADS
+    sig = {"name": "peak", "args": [{"name": "out", "dtype": "float32", "shape": [n]}], "vars": [], "outputs": [0]}
+    launch = {"grid": [_GPU_BLOCKS, 1, 1], "block": [_GPU_THREADS, 1, 1]}
+    mod = CUDAModule(ptx, [sig], {"peak": launch}, "peak", arch or device_arch)
+    call = mod["peak"].device_caller([np.zeros(n, dtype="float32")])
+    call()  # the driver compiles the PTX on the first launch
+    best = math.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - t0)
+    flop = n * _GPU_ITERS * _GPU_CHAINS * 2
+    return Peak(cpu=f"{name} ({device_arch})", threads=0, lanes=1, gflops=flop / best / 1e9, measured_at=time.time())
+
+
 def _cache_file() -> Path:
     return cache_dir() / "peak.json"
 
 
-def cached_peak(threads: int | None = None) -> Peak | None:
-    """The cached peak of ``threads`` threads on this CPU, or None if it was never measured."""
+def _is_cuda(target: Any) -> bool:
+    if target is None:
+        return False
     from autosched.codegen.target import Target
 
-    target = Target("llvm")
-    threads = int(threads or target.num_cores)
+    return Target(target).kind == "cuda"
+
+
+def _cache_key(threads: int | None, target: Any) -> str:
+    """``<cpu>/<threads>`` for the CPU, ``cuda/<device name>`` for the GPU kernels run on."""
+    from autosched.codegen.target import Target
+
+    if _is_cuda(target):
+        from autosched.runtime.cuda import device_info
+
+        return f"cuda/{device_info()[0]}"
+    cpu = Target("llvm")
+    return f"{cpu.mcpu}/{int(threads or cpu.num_cores)}"
+
+
+def cached_peak(threads: int | None = None, target: Any = None) -> Peak | None:
+    """The cached peak of ``threads`` threads on this CPU (or, for a ``cuda`` target, of the GPU), or None
+    if it was never measured."""
     try:
         data = json.loads(_cache_file().read_text())
-        return Peak(**data[f"{target.mcpu}/{threads}"])
+        return Peak(**data[_cache_key(threads, target)])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def get_peak(threads: int | None = None, *, refresh: bool = False) -> Peak:
-    """The fp32 peak of ``threads`` threads on this CPU: from the cache, else measured (and cached)."""
+def get_peak(threads: int | None = None, *, refresh: bool = False, target: Any = None) -> Peak:
+    """The fp32 peak of ``threads`` threads on this CPU, or with a ``cuda`` ``target`` of the GPU: from
+    the cache, else measured (and cached)."""
     if not refresh:
-        got = cached_peak(threads)
+        got = cached_peak(threads, target)
         if got is not None:
             return got
-    peak = measure_peak(threads)
+    key = _cache_key(threads, target)
+    peak = measure_gpu_peak() if _is_cuda(target) else measure_peak(threads)
     path = _cache_file()
     try:
         data = json.loads(path.read_text()) if path.exists() else {}
     except (OSError, ValueError):
         data = {}
-    data[f"{peak.cpu}/{peak.threads}"] = peak.to_json()
+    data[key] = peak.to_json()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

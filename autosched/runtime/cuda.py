@@ -56,6 +56,7 @@ class _Driver:
             "cuMemcpyHtoD_v2": [u64, vp, ctypes.c_size_t], "cuMemcpyDtoH_v2": [vp, u64, ctypes.c_size_t],
             "cuLaunchKernel": [vp, u32, u32, u32, u32, u32, u32, u32, vp, ctypes.POINTER(vp), ctypes.POINTER(vp)],
             "cuCtxSynchronize": [], "cuGetErrorName": [i32, ctypes.POINTER(ctypes.c_char_p)],
+            "cuDeviceGetName": [ctypes.c_char_p, i32, i32],
         }
         for name, args in sigs.items():
             f = getattr(L, name)
@@ -72,6 +73,9 @@ class _Driver:
         self.check(L.cuDeviceGetAttribute(ctypes.byref(major), _ATTR_CC_MAJOR, dev), "cuDeviceGetAttribute")
         self.check(L.cuDeviceGetAttribute(ctypes.byref(minor), _ATTR_CC_MINOR, dev), "cuDeviceGetAttribute")
         self.arch = f"sm_{major.value}{minor.value}"
+        name = ctypes.create_string_buffer(256)
+        self.check(L.cuDeviceGetName(name, 256, dev), "cuDeviceGetName")
+        self.name = name.value.decode(errors="replace")
         self.ctx = vp()
         self.check(L.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), dev), "cuDevicePrimaryCtxRetain")
         self.activate()
@@ -100,6 +104,13 @@ class _Driver:
 
     def free(self, ptr: int) -> None:
         self.lib.cuMemFree_v2(ptr)
+
+
+def device_info() -> tuple[str, str]:
+    """``(name, arch)`` of the GPU kernels run on, e.g. ``("NVIDIA H100 80GB HBM3", "sm_90")``; raises
+    :class:`CUDAError` when there is none."""
+    drv = _Driver.get()
+    return drv.name, drv.arch
 
 
 def cuda_available() -> bool:
@@ -165,9 +176,10 @@ class CUDAFunction(PackedFunc):
         (gx, gy, gz), (bx, by, bz) = self.launch["grid"], self.launch["block"]
         handle, lib = self._handle, drv.lib
 
-        def launch() -> None:
-            drv.check(lib.cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, 0, None, params, None),
-                      f"launching {self.name}")
+        def launch(number: int = 1) -> None:
+            for _ in range(number):
+                drv.check(lib.cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, 0, None, params, None),
+                          f"launching {self.name}")
             drv.check(lib.cuCtxSynchronize(), f"running {self.name}")
 
         launch._keep = (vals, params, dev)  # type: ignore[attr-defined]
@@ -186,8 +198,9 @@ class CUDAFunction(PackedFunc):
             dev.close()
 
     def device_caller(self, arrays: list[np.ndarray]) -> Callable[[], None]:
-        """The arrays copied to the GPU once; the returned call launches the kernel and waits for it (what a
-        measurement times). The device memory lives as long as the call."""
+        """The arrays copied to the GPU once; the returned call ``call(number=1)`` launches the kernel
+        ``number`` times back to back and waits for them (what a measurement times: one wait per batch keeps
+        the host's synchronisation out of short kernels' times). The device memory lives as long as the call."""
         env = self.check_args(tuple(arrays))
         drv = _Driver.get()
         drv.activate()
@@ -252,4 +265,4 @@ class CUDAModule(Module):
                 pass
 
 
-__all__ = ["CUDAError", "CUDAFunction", "CUDAModule", "cuda_available"]
+__all__ = ["CUDAError", "CUDAFunction", "CUDAModule", "cuda_available", "device_info"]

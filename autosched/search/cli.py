@@ -294,13 +294,19 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
     from autosched.search.scheduler import tune_tasks
     from autosched.search.tune import TuningFailed, tune
 
-    threads = args.threads or tasks[0].target.num_cores
+    target = tasks[0].target
+    gpu = target.kind == "cuda"
+    threads = args.threads or target.num_cores
     peak = None
     if not args.quiet:
-        if _peak_missing(threads):
-            print(f"measuring this machine's fp32 peak ({threads} threads) once; later runs read it from the "
-                  f"cache (`autosched peak`)", file=out, flush=True)
-        peak = get_peak(threads).gflops
+        if _peak_missing(threads, target):
+            what = "the GPU's fp32 peak" if gpu else f"this machine's fp32 peak ({threads} threads)"
+            how = "`autosched peak --target cuda`" if gpu else "`autosched peak`"
+            print(f"measuring {what} once; later runs read it from the cache ({how})", file=out, flush=True)
+        try:
+            peak = get_peak(threads, target=target if gpu else None).gflops
+        except Exception as e:  # noqa: BLE001 - the share of peak is cosmetic; the GPU is checked when measuring
+            print(f"(no peak figure: {e})", file=out, flush=True)
     where = "Ray at " + args.ray_address if args.ray_address else (args.backend or "ray") + " (this machine)"
     print(f"database: {db}   workers: {where}   policy: {policy_cls.name}", file=out, flush=True)
     t0 = time.time()
@@ -341,10 +347,13 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
     return EXIT_OK
 
 
-def _peak_missing(threads: int) -> bool:
+def _peak_missing(threads: int, target: Any) -> bool:
     from autosched.measure.peak import cached_peak
 
-    return cached_peak(threads) is None
+    try:
+        return cached_peak(threads, target if target.kind == "cuda" else None) is None
+    except Exception:  # noqa: BLE001 - no GPU here: nothing will be measured either
+        return False
 
 
 def _summary(tasks: list, db: Any, peak: float | None, elapsed: float, interrupted: str | None, out: Any) -> None:
