@@ -305,3 +305,28 @@ def test_measure_default_puts_the_expert_schedule_first_once(db):
     assert m.seen[0] == TASK.default_trace().dumps()
     tune(TASK, 4, policy="random", database=db, measurer=m, batch_size=4, measure_default=True)
     assert m.seen.count(TASK.default_trace().dumps()) == 1 and len(m.seen) == 12
+
+
+def test_a_batch_is_picked_for_diversity():
+    """Of many near copies of one kernel (one decision changed each) and a few different kernels ranked
+    below them, a diverse batch takes the different ones too instead of only the best-scored copies."""
+    import numpy as np
+
+    from autosched.search.policy import TuneContext
+
+    space = TASK.space("generated")
+    rng = np.random.default_rng(0)
+    base = space.sample(1, rng)[0]
+    copies = []
+    while len(copies) < 12:
+        m = space.mutate(base, rng)
+        if m not in copies:
+            copies.append(m)
+    others = [t for t in space.sample(20, rng) if t != base and t not in copies][:4]
+    ctx = TuneContext(TASK, space, rng=rng)
+    ranked = [base] + copies + others  # best first
+    assert ctx.diverse(ranked, 4, pool=1) == ranked[:4]  # no room to choose: the best
+    picked = ctx.diverse(ranked, 8)
+    assert picked[0] == base and len(picked) == 8 and len(set(picked)) == 8
+    assert sum(t in others for t in picked) >= 3
+    assert set(picked) <= set(ranked[:16])  # only from the 2n best

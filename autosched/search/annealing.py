@@ -4,7 +4,8 @@ scored by the cost model; the best-scored unmeasured traces it met are measured 
 Each ``propose``: ``points`` (kept from the last call, so the walk goes on) are mutated ``n_iter`` times; a
 move is taken with probability ``exp((new - old) / (t * scale))`` where ``t`` cools linearly from
 ``temperature[0]`` to ``temperature[1]`` and ``scale`` is the spread of the scores (the ranking model's
-scores have no fixed unit). A fraction ``eps`` of each batch is random samples (exploration), and so is the
+scores have no fixed unit). The batch is picked for diversity among the ``diversity * n`` best-scored
+(:meth:`TuneContext.diverse`). A fraction ``eps`` of each batch is random samples (exploration), and so is the
 whole batch until the model has learned from a first one. A batch scores ``parallel_size * (n_iter + 1)``
 candidates (each lowered once for its features, ~10-20 ms).
 """
@@ -23,9 +24,10 @@ class AnnealingPolicy(SearchPolicy):
     uses_model = True
 
     def __init__(self, context, parallel_size: int = 16, n_iter: int = 6,
-                 temperature: tuple[float, float] = (1.0, 0.0), eps: float = 0.05):
+                 temperature: tuple[float, float] = (1.0, 0.0), eps: float = 0.05, diversity: int = 2):
         super().__init__(context)
         self.parallel_size, self.n_iter, self.temperature, self.eps = parallel_size, n_iter, temperature, eps
+        self.diversity = diversity
         self.points: list[Trace] = []
 
     def _mutate(self, trace: Trace) -> Trace:
@@ -65,6 +67,6 @@ class AnnealingPolicy(SearchPolicy):
             scores = np.where(take, new_scores, scores)
         self.points = points
         n_rand = int(round(self.eps * n))
-        ranked = sorted(found.values(), key=lambda st: -st[0])
-        out = [t for _, t in ranked[: n - n_rand]]
+        ranked = [t for _, t in sorted(found.values(), key=lambda st: -st[0])]
+        out = ctx.diverse(ranked, n - n_rand, self.diversity) if self.diversity > 1 else ranked[: n - n_rand]
         return ctx.new_only(out + ctx.sample_new(n - len(out)))[:n]

@@ -4,8 +4,10 @@ its best are measured.
 The population starts from the best measured traces (a ``seed_fraction`` of it) and fresh samples of the
 space. For ``generations`` rounds, parents are drawn by rank of model score; a child is a crossover of two
 parents (probability ``crossover_prob``) or a mutation of one, and the best ``population`` of parents and
-children survive. The batch is the best-scored unmeasured traces met on the way, except an ``eps`` fraction
-of random samples (epsilon-greedy exploration); until the model has learned anything it is all random.
+children survive. The batch is picked from the ``diversity * n`` best-scored unmeasured traces met on the
+way, each pick bringing the most decision values the batch does not have yet (``diversity=1``: simply the
+best), except an ``eps`` fraction of random samples (epsilon-greedy exploration); until the model has
+learned anything it is all random.
 
 Cost: a batch scores about ``population * (generations + 1)`` candidates, each lowered once for its
 features (~10-20 ms in Python for a small kernel), so the defaults keep the search to a fraction of the
@@ -26,10 +28,10 @@ class EvolutionaryPolicy(SearchPolicy):
     uses_model = True
 
     def __init__(self, context, population: int = 32, generations: int = 3, crossover_prob: float = 0.15,
-                 seed_fraction: float = 0.25, eps: float = 0.05):
+                 seed_fraction: float = 0.25, eps: float = 0.05, diversity: int = 2):
         super().__init__(context)
         self.population, self.generations, self.eps = population, generations, eps
-        self.crossover_prob, self.seed_fraction = crossover_prob, seed_fraction
+        self.crossover_prob, self.seed_fraction, self.diversity = crossover_prob, seed_fraction, diversity
 
     def _child(self, parents: list[Trace], weights: np.ndarray) -> Trace:
         space, rng = self.context.space, self.context.rng
@@ -66,6 +68,6 @@ class EvolutionaryPolicy(SearchPolicy):
                     break
             pop, scores = [both[i] for i in keep], both_scores[keep]
         n_rand = int(round(self.eps * n))
-        ranked = sorted(found.values(), key=lambda st: -st[0])
-        out = [t for _, t in ranked[: n - n_rand]]
+        ranked = [t for _, t in sorted(found.values(), key=lambda st: -st[0])]
+        out = ctx.diverse(ranked, n - n_rand, self.diversity) if self.diversity > 1 else ranked[: n - n_rand]
         return ctx.new_only(out + ctx.sample_new(n - len(out)))[:n]

@@ -94,6 +94,29 @@ class TuneContext:
                 break
         return out[:n]
 
+    def diverse(self, ranked: Sequence[Trace], n: int, pool: int = 2) -> list[Trace]:
+        """``n`` of the ``pool * n`` best of ``ranked`` (best first), picked for diversity: each pick is the
+        one that brings the most decision values not yet in the batch, the better ranked on ties (AutoTVM's
+        diversity filter). Without it a batch is often ``n`` near copies of one kernel that differ in an
+        unroll or a reduction split, and measures nothing new about the rest of the space."""
+        cands = list(ranked[: pool * n])
+        if len(cands) <= n:
+            return cands
+        points = []
+        for t in cands:
+            try:
+                points.append(set(self.space.point_of(t).items()))
+            except Exception:  # noqa: BLE001 - a trace the space cannot place counts as all new
+                points.append({(id(t), None)})
+        covered: set = set()
+        left, out = list(range(len(cands))), []
+        while left and len(out) < n:
+            i = max(left, key=lambda k: (len(points[k] - covered), -k))
+            left.remove(i)
+            covered |= points[i]
+            out.append(cands[i])
+        return out
+
     def predict(self, traces: Sequence[Trace]) -> np.ndarray:
         """Cost-model scores for ``traces`` (higher is faster); zeros without a model."""
         if self.cost_model is None or not traces:
