@@ -1,17 +1,18 @@
 """``evolutionary``: Ansor's evolutionary search. Each batch is bred in the cost model's imagination and only
 its best are measured.
 
-The population starts from the best measured traces (a ``seed_fraction`` of it) and fresh samples of the
-space. For ``generations`` rounds, parents are drawn by rank of model score; a child is a crossover of two
-parents (probability ``crossover_prob``) or a mutation of one, and the best ``population`` of parents and
-children survive. The batch is picked from the ``diversity * n`` best-scored unmeasured traces met on the
-way, each pick bringing the most decision values the batch does not have yet (``diversity=1``: simply the
-best), except an ``eps`` fraction of random samples (epsilon-greedy exploration); until the model has
-learned anything it is all random.
+The population starts from the best measured traces (a ``seed_fraction`` of it), the model's favourites
+among ``scout`` fresh samples (a quarter of it: a cheap look at the whole space, so the search can leave
+the basin of the best measured kernels), and more fresh samples. For ``generations`` rounds, parents are
+drawn by rank of model score; a child is a crossover of two parents (probability ``crossover_prob``) or a
+mutation of one, and the best ``population`` of parents and children survive. The batch is picked from
+the ``diversity * n`` best-scored unmeasured traces met on the way, each pick bringing the most decision
+values the batch does not have yet (``diversity=1``: simply the best), except an ``eps`` fraction of
+random samples (epsilon-greedy exploration); until the model has learned anything it is all random.
 
-Cost: a batch scores about ``population * (generations + 1)`` candidates, each lowered once for its
-features (~10-20 ms in Python for a small kernel), so the defaults keep the search to a fraction of the
-time the batch takes to measure; raise them when measuring is slow (big kernels, GPUs).
+Cost: a batch scores about ``scout + population * (generations + 1)`` candidates, each lowered once for
+its features (~5 ms in Python for conv2d), so the defaults keep the search to a fraction of the time the
+batch takes to measure; raise them when measuring is slow (big kernels, GPUs).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ class EvolutionaryPolicy(SearchPolicy):
     uses_model = True
 
     def __init__(self, context, population: int = 32, generations: int = 3, crossover_prob: float = 0.15,
-                 seed_fraction: float = 0.25, eps: float = 0.05, diversity: int = 2):
+                 seed_fraction: float = 0.25, eps: float = 0.05, diversity: int = 2, scout: int = 256):
         super().__init__(context)
+        self.scout = scout
         self.population, self.generations, self.eps = population, generations, eps
         self.crossover_prob, self.seed_fraction, self.diversity = crossover_prob, seed_fraction, diversity
 
@@ -48,6 +50,10 @@ class EvolutionaryPolicy(SearchPolicy):
         if not ctx.model_ready:
             return ctx.sample_new(n)
         pop = ctx.best(int(self.population * self.seed_fraction))
+        if self.scout > 0:  # the model's favourites among many fresh samples join the population
+            fresh = ctx.space.sample(self.scout, ctx.rng)
+            fs = ctx.predict(fresh)
+            pop = pop + [fresh[i] for i in np.argsort(-fs)[: self.population // 4]]
         pop = pop + ctx.space.sample(self.population - len(pop), ctx.rng)
         scores = ctx.predict(pop)
         found = {t.dumps(): (float(s), t) for t, s in zip(pop, scores) if ctx.is_new(t)}

@@ -94,12 +94,12 @@ class TuneContext:
                 break
         return out[:n]
 
-    def diverse(self, ranked: Sequence[Trace], n: int, pool: int = 2) -> list[Trace]:
+    def diverse(self, ranked: Sequence[Trace], n: int, pool: float = 2) -> list[Trace]:
         """``n`` of the ``pool * n`` best of ``ranked`` (best first), picked for diversity: each pick is the
         one that brings the most decision values not yet in the batch, the better ranked on ties (AutoTVM's
         diversity filter). Without it a batch is often ``n`` near copies of one kernel that differ in an
         unroll or a reduction split, and measures nothing new about the rest of the space."""
-        cands = list(ranked[: pool * n])
+        cands = list(ranked[: int(pool * n)])
         if len(cands) <= n:
             return cands
         points = []
