@@ -4,10 +4,12 @@ scored by the cost model; the best-scored unmeasured traces it met are measured 
 Each ``propose``: ``points`` (kept from the last call, so the walk goes on) are mutated ``n_iter`` times; a
 move is taken with probability ``exp((new - old) / (t * scale))`` where ``t`` cools linearly from
 ``temperature[0]`` to ``temperature[1]`` and ``scale`` is the spread of the scores (the ranking model's
-scores have no fixed unit). The batch is picked for diversity among the ``diversity * n`` best-scored
-(:meth:`TuneContext.diverse`). A fraction ``eps`` of each batch is random samples (exploration), and so is the
-whole batch until the model has learned from a first one. A batch scores ``parallel_size * (n_iter + 1)``
-candidates (each lowered once for its features, ~10-20 ms).
+scores have no fixed unit). Before the walk, the weakest quarter of the points restart at the model's
+favourites among ``scout`` fresh samples, so walks stuck in a poor basin move on. The batch is picked for
+diversity among the ``diversity * n`` best-scored (:meth:`TuneContext.diverse`). A fraction ``eps`` of each
+batch is random samples (exploration), and so is the whole batch until the model has learned from a first
+one. A batch scores ``scout + parallel_size * (n_iter + 1)`` candidates (each lowered once for its
+features, ~5 ms for conv2d).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ class AnnealingPolicy(SearchPolicy):
     uses_model = True
 
     def __init__(self, context, parallel_size: int = 16, n_iter: int = 6,
-                 temperature: tuple[float, float] = (1.0, 0.0), eps: float = 0.05, diversity: int = 2):
+                 temperature: tuple[float, float] = (1.0, 0.0), eps: float = 0.05, diversity: int = 2,
+                 scout: int = 256):
         super().__init__(context)
         self.parallel_size, self.n_iter, self.temperature, self.eps = parallel_size, n_iter, temperature, eps
-        self.diversity = diversity
+        self.diversity, self.scout = diversity, scout
         self.points: list[Trace] = []
 
     def _mutate(self, trace: Trace) -> Trace:
@@ -45,6 +48,13 @@ class AnnealingPolicy(SearchPolicy):
         if len(points) < self.parallel_size:
             points = points + ctx.space.sample(self.parallel_size - len(points), ctx.rng)
         scores = ctx.predict(points)
+        if self.scout > 0:  # the weakest quarter of the walkers restart at the model's favourite fresh samples
+            fresh = ctx.space.sample(self.scout, ctx.rng)
+            fs = ctx.predict(fresh)
+            k = self.parallel_size // 4
+            top, weak = np.argsort(-fs)[:k], np.argsort(scores)[:k]
+            for w, f in zip(weak, top):
+                points[w], scores[w] = fresh[f], fs[f]
         found: dict[str, tuple[float, Trace]] = {}  # unmeasured traces met, by text: (score, trace)
 
         def note(traces: list[Trace], sc: np.ndarray) -> None:
