@@ -19,7 +19,8 @@ from autosched.measure import MeasureResult, TooManyFailures
 from autosched.search import SearchPolicy, TuningFailed, list_policies, register_policy, tune, unregister_policy
 
 TASK = autosched.Task("matmul", dict(M=64, N=64, K=64))
-SMALL = {"annealing": dict(parallel_size=16, n_iter=3, scout=32), "evolutionary": dict(population=24, generations=2, scout=32)}
+SMALL = {"annealing": dict(parallel_size=16, n_iter=3, scout=32),
+         "evolutionary": dict(population=24, generations=2, scout=32)}
 
 
 def fake_cost(text: str) -> float:
