@@ -104,6 +104,20 @@ class GraphBuilder:
         return model
 
 
+def _residual(b, x, y, cin: int, cout: int, stride: int, p: str) -> str:
+    """ResNet's block output: relu(y + shortcut(x)), the shortcut a 1x1 conv + BN when the shape changes."""
+    if stride != 1 or cin != cout:
+        x = b.bn(b.conv(x, cin, cout, 1, stride, pad=0, name=f"{p}.downsample.0"), cout, name=f"{p}.downsample.1")
+    return b.node("Relu", [b.node("Add", [y, x], name=f"{p}.add")], name=f"{p}.relu")
+
+
+def _classifier(b, x, channels: int, num_classes: int, **fc) -> str:
+    """torchvision's head: global average pool, flatten, fully connected (``fc``: gemm_fc's options)."""
+    x = b.node("GlobalAveragePool", [x], name="avgpool")
+    x = b.node("Flatten", [x], name="flatten", axis=1)
+    return b.gemm_fc(x, channels, num_classes, **fc)
+
+
 def make_resnet18(batch: int = 1, image: int = 224, num_classes: int = 1000, width: int = 64, seed: int = 0,
                   input_name: str = "data") -> onnx.ModelProto:
     """ResNet-18 (torchvision's layout): conv7x7/2 + BN + ReLU, maxpool 3x3/2, 4 stages of 2 basic blocks
@@ -124,14 +138,9 @@ def make_resnet18(batch: int = 1, image: int = 224, num_classes: int = 1000, wid
             # residual sums stay O(1) over 8 blocks of random weights
             y = b.node("Relu", [b.bn(b.conv(x, cin, cout, 3, stride, name=f"{p}.conv1"), cout, name=f"{p}.bn1")])
             y = b.bn(b.conv(y, cout, cout, 3, 1, name=f"{p}.conv2"), cout, gamma_scale=0.5, name=f"{p}.bn2")
-            if stride != 1 or cin != cout:
-                x = b.bn(b.conv(x, cin, cout, 1, stride, pad=0, name=f"{p}.downsample.0"), cout,
-                         name=f"{p}.downsample.1")
-            x = b.node("Relu", [b.node("Add", [y, x], name=f"{p}.add")], name=f"{p}.relu")
+            x = _residual(b, x, y, cin, cout, stride, p)
             cin = cout
-    x = b.node("GlobalAveragePool", [x], name="avgpool")
-    x = b.node("Flatten", [x], name="flatten", axis=1)
-    out = b.gemm_fc(x, cin, num_classes)
+    out = _classifier(b, x, cin, num_classes)
     return b.model([(input_name, (batch, 3, image, image))], [out], name="resnet18")
 
 
@@ -187,9 +196,7 @@ def make_mobilenet_v2(batch: int = 1, image: int = 224, num_classes: int = 1000,
             i += 1
     last = ch(last_channel * max(1.0, width_mult))
     x = relu6(conv(x, cin, last, 1, name=f"features.{i}"))
-    x = b.node("GlobalAveragePool", [x], name="avgpool")
-    x = b.node("Flatten", [x], name="flatten", axis=1)
-    out = b.gemm_fc(x, last, num_classes, name="classifier")
+    out = _classifier(b, x, last, num_classes, name="classifier")
     return b.model([(input_name, (batch, 3, image, image))], [out], name="mobilenet_v2")
 
 
@@ -215,14 +222,9 @@ def make_resnet50(batch: int = 1, image: int = 224, num_classes: int = 1000, lay
             y = b.node("Relu", [b.bn(b.conv(x, cin, mid, 1, pad=0, name=f"{p}.conv1"), mid, name=f"{p}.bn1")])
             y = b.node("Relu", [b.bn(b.conv(y, mid, mid, 3, stride, name=f"{p}.conv2"), mid, name=f"{p}.bn2")])
             y = b.bn(b.conv(y, mid, cout, 1, pad=0, name=f"{p}.conv3"), cout, gamma_scale=0.3, name=f"{p}.bn3")
-            if stride != 1 or cin != cout:
-                x = b.bn(b.conv(x, cin, cout, 1, stride, pad=0, name=f"{p}.downsample.0"), cout,
-                         name=f"{p}.downsample.1")
-            x = b.node("Relu", [b.node("Add", [y, x], name=f"{p}.add")], name=f"{p}.relu")
+            x = _residual(b, x, y, cin, cout, stride, p)
             cin = cout
-    x = b.node("GlobalAveragePool", [x], name="avgpool")
-    x = b.node("Flatten", [x], name="flatten", axis=1)
-    out = b.gemm_fc(x, cin, num_classes)
+    out = _classifier(b, x, cin, num_classes)
     return b.model([(input_name, (batch, 3, image, image))], [out], name="resnet50")
 
 
@@ -371,9 +373,7 @@ def make_densenet121(batch: int = 1, image: int = 224, num_classes: int = 1000,
             x = b.node("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2])
             c //= 2
     x = b.node("Relu", [b.bn(x, c)])
-    x = b.node("GlobalAveragePool", [x], name="avgpool")
-    x = b.node("Flatten", [x], name="flatten", axis=1)
-    out = b.gemm_fc(x, c, num_classes, name="classifier")
+    out = _classifier(b, x, c, num_classes, name="classifier")
     return b.model([(input_name, (batch, 3, image, image))], [out], name="densenet121")
 
 

@@ -334,7 +334,7 @@ def test_peak_for_a_cuda_target_without_a_gpu_says_so(capsys):
     from autosched.cli import main
 
     if cuda_available():
-        pytest.skip("a GPU is here")
+        pytest.skip("this checks the error on a machine without a GPU, and a GPU is here")
     assert main(["peak", "--target", "cuda"]) == 2
     assert "no CUDA" in capsys.readouterr().err
 

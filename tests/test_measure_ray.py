@@ -6,11 +6,10 @@ import os
 import time
 
 import pytest
+import ray  # a dependency of autosched: its absence is a failure, not a skip
 
-ray = pytest.importorskip("ray")
-
-from _measure_procs import CONFIG, ctrl_c_leaves_no_orphans, descendants  # noqa: E402
-from _measure_workloads import (  # noqa: E402
+from _measure_procs import CONFIG, ctrl_c_leaves_no_orphans, descendants
+from _measure_workloads import (
     INVALID,
     mixed_batch,
     small_conv,
@@ -19,9 +18,9 @@ from _measure_workloads import (  # noqa: E402
     tiled_matmul_trace,
     unroll_bomb,
 )
-from autosched.measure import ErrorKind, MeasureInput, Measurer  # noqa: E402
-from autosched.measure import ray_backend as rb  # noqa: E402
-from autosched.te import Trace  # noqa: E402
+from autosched.measure import ErrorKind, MeasureInput, Measurer
+from autosched.measure import ray_backend as rb
+from autosched.te import Trace
 
 
 @pytest.fixture(scope="session")

@@ -57,6 +57,32 @@ def _vector_lanes(mattr: str) -> int:
     return 4
 
 
+def _fma_chains(b, fma, x, y, chains: int, start, iters):
+    """Emit the peak loop after ``b``'s block: ``chains`` accumulators (``start(k)`` each), every iteration
+    ``acc = fma(acc, x, y)``, ``iters`` times; returns their sum, with ``b`` after the loop."""
+    from llvmlite import ir
+
+    entry = b.block
+    loop, done = b.function.append_basic_block("loop"), b.function.append_basic_block("done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(iters.type)
+    accs = [b.phi(start(0).type) for _ in range(chains)]
+    new = [b.call(fma, [a, x, y]) for a in accs]
+    nxt = b.add(i, ir.Constant(iters.type, 1))
+    i.add_incoming(ir.Constant(iters.type, 0), entry)
+    i.add_incoming(nxt, loop)
+    for k, (a, n) in enumerate(zip(accs, new)):
+        a.add_incoming(start(k), entry)
+        a.add_incoming(n, loop)
+    b.cbranch(b.icmp_signed("<", nxt, iters), loop, done)
+    b.position_at_end(done)
+    total = new[0]
+    for v in new[1:]:
+        total = b.fadd(total, v)
+    return total
+
+
 def _compile_kernel(lanes: int):
     """JIT ``float peak(int64 iters)``: ``_CHAINS`` accumulators, each ``acc = fma(acc, x, y)`` per
     iteration, summed at the end so nothing is optimised away. Returns (engine, ctypes function)."""
@@ -75,29 +101,13 @@ def _compile_kernel(lanes: int):
     mod.triple = llvm.get_process_triple()
     fn = ir.Function(mod, ir.FunctionType(f32, [i64]), name="peak")
     fma = ir.Function(mod, ir.FunctionType(vec, [vec, vec, vec]), name=f"llvm.fma.v{lanes}f32")
-    entry, loop, done = fn.append_basic_block("entry"), fn.append_basic_block("loop"), fn.append_basic_block("done")
-    b = ir.IRBuilder(entry)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
     # x and y are not constants LLVM can fold through: they depend on the argument
     seed = b.sitofp(fn.args[0], f32)
     x = b.fadd(ir.Constant(vec, [1.0] * lanes), b.insert_element(ir.Constant(vec, [0.0] * lanes), seed,
                                                                     ir.Constant(ir.IntType(32), 0)))
     y = ir.Constant(vec, [1e-7] * lanes)
-    b.branch(loop)
-    b.position_at_end(loop)
-    i = b.phi(i64)
-    accs = [b.phi(vec) for _ in range(_CHAINS)]
-    new = [b.call(fma, [a, x, y]) for a in accs]
-    nxt = b.add(i, ir.Constant(i64, 1))
-    i.add_incoming(ir.Constant(i64, 0), entry)
-    i.add_incoming(nxt, loop)
-    for k, (a, n) in enumerate(zip(accs, new)):
-        a.add_incoming(ir.Constant(vec, [float(k)] * lanes), entry)
-        a.add_incoming(n, loop)
-    b.cbranch(b.icmp_signed("<", nxt, fn.args[0]), loop, done)
-    b.position_at_end(done)
-    total = new[0]
-    for v in new[1:]:
-        total = b.fadd(total, v)
+    total = _fma_chains(b, fma, x, y, _CHAINS, lambda k: ir.Constant(vec, [float(k)] * lanes), fn.args[0])
     b.ret(b.extract_element(total, ir.Constant(ir.IntType(32), 0)))
 
     tm = target_machine(Target("llvm"))
@@ -166,27 +176,11 @@ def _gpu_kernel_ir() -> str:
     sreg = {n: ir.Function(mod, ir.FunctionType(i32, []), name=f"llvm.nvvm.read.ptx.sreg.{n}")
             for n in ("tid.x", "ctaid.x", "ntid.x")}
     fma = ir.Function(mod, ir.FunctionType(f32, [f32, f32, f32]), name="llvm.fma.f32")
-    entry, loop, done = fn.append_basic_block("entry"), fn.append_basic_block("loop"), fn.append_basic_block("done")
-    b = ir.IRBuilder(entry)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
     tid = b.add(b.mul(b.call(sreg["ctaid.x"], []), b.call(sreg["ntid.x"], [])), b.call(sreg["tid.x"], []))
     x = b.fadd(ir.Constant(f32, 1.0), b.fmul(b.uitofp(tid, f32), ir.Constant(f32, 1e-9)))
     y = ir.Constant(f32, 1e-7)
-    b.branch(loop)
-    b.position_at_end(loop)
-    i = b.phi(i32)
-    accs = [b.phi(f32) for _ in range(_GPU_CHAINS)]
-    new = [b.call(fma, [a, x, y]) for a in accs]
-    nxt = b.add(i, ir.Constant(i32, 1))
-    i.add_incoming(ir.Constant(i32, 0), entry)
-    i.add_incoming(nxt, loop)
-    for k, (a, n) in enumerate(zip(accs, new)):
-        a.add_incoming(ir.Constant(f32, float(k)), entry)
-        a.add_incoming(n, loop)
-    b.cbranch(b.icmp_signed("<", nxt, ir.Constant(i32, _GPU_ITERS)), loop, done)
-    b.position_at_end(done)
-    total = new[0]
-    for v in new[1:]:
-        total = b.fadd(total, v)
+    total = _fma_chains(b, fma, x, y, _GPU_CHAINS, lambda k: ir.Constant(f32, float(k)), ir.Constant(i32, _GPU_ITERS))
     b.store(total, b.gep(fn.args[0], [tid]))
     b.ret_void()
     return str(mod)

@@ -480,6 +480,7 @@ class RunWorker:
         self._arrays: list[np.ndarray] = []
         self._failed = False
         self._warm = 0.0
+        self._call: Any = None
         self._flusher: CacheFlusher | None = None
         self._local_dir: str | None = None
         self._t_start = 0.0
@@ -619,6 +620,7 @@ class RunWorker:
             best = min(best, time.perf_counter() - t0)
             runs -= 1
         self._warm = best
+        self._call = call  # time() reuses it: a GPU caller holds the device copies of the arrays
         self._failed = False
         return best
 
@@ -631,7 +633,7 @@ class RunWorker:
         try:
             if self._failed or self._mod is None:
                 return None
-            call = self._caller()
+            call = self._call or self._caller()
             est = max(self._warm, 1e-9)
             if min_repeat_ms > 0:
                 number = max(number, math.ceil(min_repeat_ms / 1e3 / est))
@@ -667,6 +669,7 @@ class RunWorker:
         self._lib = None
         self._current = None
         self._arrays = []
+        self._call = None
         if lib is not None:
             handle = getattr(lib, "_handle", None)
             del lib
