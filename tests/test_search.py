@@ -331,3 +331,39 @@ def test_a_batch_is_picked_for_diversity():
     assert picked[0] == base and len(picked) == 8 and len(set(picked)) == 8
     assert sum(t in others for t in picked) >= 3
     assert set(picked) <= set(ranked[:16])  # only from the 2n best
+
+
+def test_annealing_walks_on_from_the_fastest_measured_kernels():
+    """Each batch, ``anchors`` walkers restart at the fastest measured kernels, even when the model scores
+    them below every walker (the model is wrong about what measured fastest)."""
+    import numpy as np
+
+    from autosched.cost_model import CostModel
+    from autosched.search.annealing import AnnealingPolicy
+    from autosched.search.policy import TuneContext
+
+    class Contrary(CostModel):  # scores the measured kernels lowest of all
+        trained = True
+
+        def update(self, inputs, results):
+            pass
+
+        def predict(self, candidates):
+            return [-1.0 if c.trace.dumps() in ctx.measured else 1.0 for c in candidates]
+
+    space = TASK.space("generated")
+    ctx = TuneContext(TASK, space, cost_model=Contrary(), rng=np.random.default_rng(0))
+    fast, slow = space.sample(2, ctx.rng)
+    ctx.record(slow, 2e-3)
+    ctx.record(fast, 1e-3)
+    options = dict(SMALL["annealing"], n_iter=0, scout=0)
+    with_anchor = AnnealingPolicy(ctx, **options, anchors=1)
+    with_anchor.points = space.sample(16, ctx.rng)
+    with_anchor.propose(8)
+    assert fast in with_anchor.points and slow not in with_anchor.points
+    without = AnnealingPolicy(ctx, **options, anchors=0)
+    without.points = list(with_anchor.points)
+    without.points.remove(fast)
+    without.points.append(space.sample(1, ctx.rng)[0])
+    without.propose(8)
+    assert fast not in without.points

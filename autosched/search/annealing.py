@@ -5,11 +5,12 @@ Each ``propose``: ``points`` (kept from the last call, so the walk goes on) are 
 move is taken with probability ``exp((new - old) / (t * scale))`` where ``t`` cools linearly from
 ``temperature[0]`` to ``temperature[1]`` and ``scale`` is the spread of the scores (the ranking model's
 scores have no fixed unit). Before the walk, the weakest quarter of the points restart at the model's
-favourites among ``scout`` fresh samples, so walks stuck in a poor basin move on. The batch is picked for
-diversity among the ``diversity * n`` best-scored (:meth:`TuneContext.diverse`). A fraction ``eps`` of each
-batch is random samples (exploration), and so is the whole batch until the model has learned from a first
-one. A batch scores ``scout + parallel_size * (n_iter + 1)`` candidates (each lowered once for its
-features, ~5 ms for conv2d).
+favourites among ``scout`` fresh samples, so walks stuck in a poor basin move on, and the ``anchors`` weakest
+of the rest restart at the fastest measured kernels, so some walks always search around what measured best.
+The batch is picked for diversity among the ``diversity * n`` best-scored (:meth:`TuneContext.diverse`). A
+fraction ``eps`` of each batch is random samples (exploration), and so is the whole batch until the model
+has learned from a first one. A batch scores ``scout + parallel_size * (n_iter + 1)`` candidates (each
+lowered once for its features, ~5 ms for conv2d).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ class AnnealingPolicy(SearchPolicy):
 
     def __init__(self, context, parallel_size: int = 16, n_iter: int = 6,
                  temperature: tuple[float, float] = (1.0, 0.0), eps: float = 0.05, diversity: int = 2,
-                 scout: int = 256):
+                 scout: int = 256, anchors: int = 2):
         super().__init__(context)
+        self.anchors = anchors
         self.parallel_size, self.n_iter, self.temperature, self.eps = parallel_size, n_iter, temperature, eps
         self.diversity, self.scout = diversity, scout
         self.points: list[Trace] = []
@@ -55,6 +57,11 @@ class AnnealingPolicy(SearchPolicy):
             top, weak = np.argsort(-fs)[:k], np.argsort(scores)[:k]
             for w, f in zip(weak, top):
                 points[w], scores[w] = fresh[f], fs[f]
+        if self.anchors > 0:  # more weak walkers restart at the fastest measured kernels
+            walking = {p.dumps() for p in points}
+            best = [t for t in ctx.best(self.anchors + len(points)) if t.dumps() not in walking][: self.anchors]
+            for w, b, s in zip(np.argsort(scores), best, ctx.predict(best)):
+                points[w], scores[w] = b, s
         found: dict[str, tuple[float, Trace]] = {}  # unmeasured traces met, by text: (score, trace)
 
         def note(traces: list[Trace], sc: np.ndarray) -> None:
