@@ -112,6 +112,9 @@ def test_the_default_backend_is_a_local_ray(env, tmp_path):
     (["--workload", "matmul", "--param", "Q=3"], 2, "has no parameter 'Q'; its parameters: M=1024"),
     (["--workload", "matmul", "--param", "M"], 2, "--param takes NAME=VALUE, got 'M'"),
     (["--workload", "matmul", "--policy", "nope"], 2, "unknown search policy 'nope'; available: annealing"),
+    (["--workload", "matmul", "--policy", "annealing", "--policy-option", "walkers=64"], 2,
+     "search policy 'annealing' has no option 'walkers'; its options: parallel_size=16, n_iter=6"),
+    (["--workload", "matmul", "--policy-option", "population"], 2, "--policy-option takes NAME=VALUE"),
     (["--workload", "matmul", "--db", "postgresql://autosched@127.0.0.1:1/none"], 2,
      "cannot open the tuning database"),
     (["--workload", "matmul", "--ray-address", "127.0.0.1:1"], 2, "cannot reach the Ray cluster at 127.0.0.1:1"),
@@ -190,9 +193,15 @@ class FirstOnly(SearchPolicy):
     """A researcher's policy defined here: new random samples of the space."""
 
     name = "test-cli-first"
+    widths: list[int] = []  # the width of each instance, as --policy-option gave it
+
+    def __init__(self, context, width: int = 16):
+        super().__init__(context)
+        self.width = width
+        FirstOnly.widths.append(width)
 
     def propose(self, n):
-        return self.context.sample_new(n)
+        return self.context.sample_new(min(n, self.width))
 
     def update(self, inputs, results):
         pass
@@ -205,8 +214,9 @@ def test_a_policy_registered_in_this_file_runs_from_the_cli(env, tmp_path, capsy
     monkeypatch.setenv("AUTOSCHED_CACHE_DIR", env["AUTOSCHED_CACHE_DIR"])
     try:
         db = tmp_path / "p.db"
-        code = main(["tune", *SMALL, *FAST, "--trials", "4", "--db", str(db), "--policy", "test-cli-first", "-q"])
-        assert code == 0
+        code = main(["tune", *SMALL, *FAST, "--trials", "4", "--db", str(db), "--policy", "test-cli-first", "-q",
+                     "--policy-option", "width=3"])
+        assert code == 0 and FirstOnly.widths[-1] == 3
         with Database(db, create=False) as d:
             assert [r.policy for r in d.runs()] == ["test-cli-first"]
             assert d.count() == 4

@@ -94,6 +94,8 @@ def test_register_policy_errors(first_samples):
         register_policy("not_a_policy")(object)
     with pytest.raises(ValueError, match="unknown search policy 'nope'.*evolutionary"):
         autosched.search.get_policy("nope")
+    with pytest.raises(ValueError, match=f"policy '{first_samples}' has no option 'width'; its options: per_batch=5"):
+        tune(TASK, 4, policy=first_samples, database=":memory:", measurer=FakeMeasurer(), policy_options={"width": 2})
 
 
 def test_policy_from_entry_point(monkeypatch, db):

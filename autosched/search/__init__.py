@@ -11,13 +11,16 @@ from autosched.search.policy import (
     ENTRY_POINT_GROUP,
     SearchPolicy,
     TuneContext,
+    check_policy_options,
     get_policy,
     list_policies,
+    policy_options,
     register_policy,
     unregister_policy,
 )
 from autosched.search.scheduler import TaskProgress, tune_tasks
 from autosched.search.tune import TuneState, TuningFailed, tune
 
-__all__ = ["ENTRY_POINT_GROUP", "SearchPolicy", "TuneContext", "TuneState", "TuningFailed", "get_policy",
-           "list_policies", "register_policy", "TaskProgress", "tune", "tune_tasks", "unregister_policy"]
+__all__ = ["ENTRY_POINT_GROUP", "SearchPolicy", "TuneContext", "TuneState", "TuningFailed", "check_policy_options",
+           "get_policy", "list_policies", "policy_options", "register_policy", "TaskProgress", "tune", "tune_tasks",
+           "unregister_policy"]

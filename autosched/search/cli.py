@@ -104,6 +104,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--policy", default="evolutionary",
                    help="search policy: random, grid, annealing, evolutionary or an installed one "
                         "(default evolutionary)")
+    p.add_argument("--policy-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="an option of the policy (repeatable), e.g. --policy-option population=64")
     p.add_argument("--cost-model", choices=["xgb", "pretrained", "random"], default=None,
                    help="cost model for the policies that use one (default xgb; pretrained: XGBoost first "
                         "trained on the database's records of other tasks)")
@@ -166,13 +168,17 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def _policy(name: str) -> Any:
-    from autosched.search.policy import get_policy
+def _policy(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The policy class of ``--policy`` and its ``--policy-option`` values, or a UsageError naming the valid ones."""
+    from autosched.search.policy import check_policy_options, get_policy
 
+    options = parse_params(args.policy_option, "--policy-option")
     try:
-        return get_policy(name)
+        policy = get_policy(args.policy)
+        check_policy_options(policy, options)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    return policy, options
 
 
 # ------------------------------------------------------------------------------- signals
@@ -254,14 +260,14 @@ def _run(args: argparse.Namespace) -> int:
         tasks, weights = _model_tasks(args)
     else:
         tasks, weights = [make_task(args.workload, parse_params(args.param), args.target)], [1.0]
-    policy_cls = _policy(args.policy)
+    policy_cls, options = _policy(args)
     if args.ray_address:
         _check_ray_address(args.ray_address)
     log_fh = _open_log(args.log) if args.log else None
     db = _open_db(args.db)
     out = sys.stderr
     try:
-        return _tune(args, tasks, weights, policy_cls, db, log_fh, out)
+        return _tune(args, tasks, weights, policy_cls, options, db, log_fh, out)
     finally:
         db.close()
         if log_fh is not None:
@@ -285,8 +291,8 @@ def _model_tasks(args: argparse.Namespace) -> tuple[list, list[float]]:
     return load_model_tasks(args.model, shapes, args.target)
 
 
-def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cls: Any, db: Any, log_fh: Any,
-          out: Any) -> int:
+def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cls: Any, options: dict, db: Any,
+          log_fh: Any, out: Any) -> int:
     from autosched.measure.measurer import Measurer
     from autosched.measure.peak import get_peak
     from autosched.measure.runner import RunConfig
@@ -325,7 +331,7 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
                 callbacks.append(AppendLog(log_fh))
             common = dict(policy=policy_cls, cost_model=args.cost_model, database=db, measurer=measurer,
                           batch_size=args.batch_size, seed=args.seed, early_stopping=args.early_stopping,
-                          callbacks=callbacks, measure_default=True)
+                          callbacks=callbacks, measure_default=True, policy_options=options)
             try:
                 if len(tasks) == 1:
                     tune(tasks[0], args.trials, **common)

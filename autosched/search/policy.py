@@ -214,5 +214,24 @@ def get_policy(name: str) -> type[SearchPolicy]:
     return _POLICIES[name]
 
 
-__all__ = ["ENTRY_POINT_GROUP", "SearchPolicy", "TuneContext", "get_policy", "list_policies", "register_policy",
-           "unregister_policy"]
+def policy_options(policy: type[SearchPolicy]) -> dict[str, Any]:
+    """The options a policy class takes (its ``__init__`` keywords after the context) and their defaults."""
+    import inspect
+
+    params = list(inspect.signature(policy.__init__).parameters.values())[2:]  # after self, context
+    return {p.name: (None if p.default is inspect.Parameter.empty else p.default) for p in params
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def check_policy_options(policy: type[SearchPolicy], options: dict[str, Any]) -> None:
+    """A ValueError naming any option ``policy`` does not take, and the ones it does."""
+    known = policy_options(policy)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        name = getattr(policy, "name", policy.__name__)
+        raise ValueError(f"search policy {name!r} has no option {', '.join(map(repr, unknown))}; its options: "
+                         + (", ".join(f"{k}={v!r}" for k, v in known.items()) or "none"))
+
+
+__all__ = ["ENTRY_POINT_GROUP", "SearchPolicy", "TuneContext", "check_policy_options", "get_policy",
+           "list_policies", "policy_options", "register_policy", "unregister_policy"]

@@ -28,7 +28,7 @@ import numpy as np
 from autosched.errors import AutoschedError
 from autosched.measure.measurer import Measurer, TooManyFailures
 from autosched.measure.result import MeasureInput
-from autosched.search.policy import SearchPolicy, TuneContext, get_policy, log
+from autosched.search.policy import SearchPolicy, TuneContext, check_policy_options, get_policy, log
 
 Callback = Callable[["TuneState", Sequence[Any], Sequence[Any]], None]
 
@@ -157,6 +157,7 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
         raise ValueError(f"need trials >= 0 and batch_size >= 1, got trials={trials}, batch_size={batch_size}")
     policy_cls = get_policy(policy) if isinstance(policy, str) else policy
     policy_name = policy if isinstance(policy, str) else policy_cls.name
+    check_policy_options(policy_cls, policy_options or {})
     db, own_db = open_database(database)
     own_measurer = measurer is None
     try:
