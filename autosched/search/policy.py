@@ -225,6 +225,10 @@ def policy_options(policy: type[SearchPolicy]) -> dict[str, Any]:
 
 def check_policy_options(policy: type[SearchPolicy], options: dict[str, Any]) -> None:
     """A ValueError naming any option ``policy`` does not take, and the ones it does."""
+    import inspect
+
+    if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(policy.__init__).parameters.values()):
+        return  # it takes any keyword
     known = policy_options(policy)
     unknown = sorted(set(options) - set(known))
     if unknown:
