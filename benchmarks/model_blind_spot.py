@@ -16,7 +16,7 @@ import numpy as np
 
 import autosched
 from autosched.cost_model.features import FEATURE_NAMES
-from autosched.cost_model.model import FeatureCache, XGBCostModel
+from autosched.cost_model.model import XGBCostModel
 from autosched.database import Database
 from autosched.measure.result import MeasureInput
 
@@ -46,7 +46,10 @@ def main() -> int:
     b_fam = sorted([x for x in b if x[2] in args.values], key=lambda x: -x[1])[:10]
     if not b_fam:
         raise SystemExit(f"{args.b} has no record with {args.split} ending in {args.values}")
-    inputs = lambda rows: [MeasureInput(task, r.trace) for r, _, _ in rows]  # noqa: E731
+
+    def inputs(rows: list[tuple]) -> list[MeasureInput]:
+        return [MeasureInput(task, r.trace) for r, _, _ in rows]
+
     for n in (64, 128, 256):
         model = XGBCostModel(seed=0)
         model.update(inputs(a[:n]), [r.result for r, _, _ in a[:n]])
@@ -56,13 +59,12 @@ def main() -> int:
               f"{args.split} inner {sorted({x[2] for x in a_top})}) median score {np.median(sa):.2f}; "
               f"B's 10 fastest with {args.split} inner in {args.values} ({b_fam[-1][1]:.0f}-{b_fam[0][1]:.0f} "
               f"GFLOPS) median score {np.median(sb):.2f}, {np.mean(sb > np.median(sa)):.0%} above A's median")
-    cache = FeatureCache()
-    xa, xb = cache.features(inputs(a_top)).mean(0), cache.features(inputs(b_fam)).mean(0)
-    gain = model._booster.get_score(importance_type="gain")
+    names = list(model.feature_gain().items())[:10]
+    xa, xb = model.cache.features(inputs(a_top)).mean(0), model.cache.features(inputs(b_fam)).mean(0)  # cached
     print(f"{'feature (by gain, model on 256)':<34} {'gain':>7} {'A fastest':>10} {'B family':>10}")
-    for k, v in sorted(gain.items(), key=lambda kv: -kv[1])[:10]:
-        i = int(k[1:]) if k[1:].isdigit() else FEATURE_NAMES.index(k)
-        print(f"{FEATURE_NAMES[i]:<34} {v:7.2f} {xa[i]:10.3g} {xb[i]:10.3g}")
+    for name, gain in names:
+        i = FEATURE_NAMES.index(name)
+        print(f"{name:<34} {gain:7.2f} {xa[i]:10.3g} {xb[i]:10.3g}")
     return 0
 
 

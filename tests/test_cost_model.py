@@ -97,6 +97,17 @@ def test_xgboost_learns_a_ranking_and_round_trips(tmp_path):
     np.testing.assert_allclose(again.predict([cands[i] for i in test]), scores, rtol=1e-6)
 
 
+def test_feature_gain_names_what_the_costs_depend_on():
+    """The synthetic costs depend on vector length and unroll; the model's gain says so, largest first."""
+    cands = _variants()
+    model = XGBCostModel(seed=0)
+    assert model.feature_gain() == {}  # untrained
+    model.update(cands, _synthetic_results(cands))
+    gain = model.feature_gain()
+    assert set(gain) <= set(FEATURE_NAMES) and list(gain.values()) == sorted(gain.values(), reverse=True)
+    assert set(list(gain)[:3]) & {"s0_vec_len", "s0_unroll", "vector_lanes", "s1_vec_len", "s1_unroll"}
+
+
 def test_failed_candidates_rank_last_and_throughput_is_normalised():
     cands = _variants()[:4]
     results = [MeasureResult(costs=[2.0]), MeasureResult(costs=[1.0]), MeasureResult(error_kind="compile_error"),

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from autosched.cost_model.features import N_FEATURES, extract
+from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract
 from autosched.measure.result import MeasureInput, MeasureResult
 
 
@@ -157,6 +157,14 @@ class XGBCostModel(CostModel):
         dtrain = xgb.DMatrix(xs, label=ys)
         dtrain.set_group(sizes)
         self._booster = xgb.train(self.params, dtrain, num_boost_round=self.num_rounds)
+
+    def feature_gain(self) -> dict[str, float]:
+        """Mean gain of the splits on each feature (``FEATURE_NAMES``) the trees use, largest first: what the model
+        relies on most when it ranks candidates."""
+        if self._booster is None:
+            return {}
+        gain = self._booster.get_score(importance_type="gain")  # keys "f<index>"
+        return dict(sorted(((FEATURE_NAMES[int(k[1:])], v) for k, v in gain.items()), key=lambda kv: -kv[1]))
 
     def predict(self, candidates: Sequence[MeasureInput]) -> np.ndarray:
         if not candidates:

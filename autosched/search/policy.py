@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import importlib.metadata
+import inspect
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -216,8 +217,6 @@ def get_policy(name: str) -> type[SearchPolicy]:
 
 def policy_options(policy: type[SearchPolicy]) -> dict[str, Any]:
     """The options a policy class takes (its ``__init__`` keywords after the context) and their defaults."""
-    import inspect
-
     params = list(inspect.signature(policy.__init__).parameters.values())[2:]  # after self, context
     return {p.name: (None if p.default is inspect.Parameter.empty else p.default) for p in params
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
@@ -225,8 +224,6 @@ def policy_options(policy: type[SearchPolicy]) -> dict[str, Any]:
 
 def check_policy_options(policy: type[SearchPolicy], options: dict[str, Any]) -> None:
     """A ValueError naming any option ``policy`` does not take, and the ones it does."""
-    import inspect
-
     if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(policy.__init__).parameters.values()):
         return  # it takes any keyword
     known = policy_options(policy)
