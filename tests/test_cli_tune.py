@@ -115,6 +115,8 @@ def test_the_default_backend_is_a_local_ray(env, tmp_path):
     (["--workload", "matmul", "--policy", "annealing", "--policy-option", "walkers=64"], 2,
      "search policy 'annealing' has no option 'walkers'; its options: parallel_size=16, n_iter=6"),
     (["--workload", "matmul", "--policy-option", "population"], 2, "--policy-option takes NAME=VALUE"),
+    (["--workload", "matmul", "--policy-option", "population=x1"], 2,
+     "search policy 'evolutionary', option population: expected an integer (default 32), got 'x1'"),
     (["--workload", "matmul", "--db", "postgresql://autosched@127.0.0.1:1/none"], 2,
      "cannot open the tuning database"),
     (["--workload", "matmul", "--ray-address", "127.0.0.1:1"], 2, "cannot reach the Ray cluster at 127.0.0.1:1"),

@@ -96,6 +96,9 @@ def test_register_policy_errors(first_samples):
         autosched.search.get_policy("nope")
     with pytest.raises(ValueError, match=f"policy '{first_samples}' has no option 'width'; its options: per_batch=5"):
         tune(TASK, 4, policy=first_samples, database=":memory:", measurer=FakeMeasurer(), policy_options={"width": 2})
+    with pytest.raises(ValueError, match="option per_batch: expected an integer \\(default 5\\), got '4'"):
+        tune(TASK, 4, policy=first_samples, database=":memory:", measurer=FakeMeasurer(),
+             policy_options={"per_batch": "4"})
 
 
 def test_policy_from_entry_point(monkeypatch, db):

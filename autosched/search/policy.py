@@ -228,10 +228,33 @@ def check_policy_options(policy: type[SearchPolicy], options: dict[str, Any]) ->
         return  # it takes any keyword
     known = policy_options(policy)
     unknown = sorted(set(options) - set(known))
+    name = getattr(policy, "name", policy.__name__)
     if unknown:
-        name = getattr(policy, "name", policy.__name__)
         raise ValueError(f"search policy {name!r} has no option {', '.join(map(repr, unknown))}; its options: "
                          + (", ".join(f"{k}={v!r}" for k, v in known.items()) or "none"))
+    for key, value in options.items():  # a value of the wrong kind would fail batches later, mid-run
+        want = _option_kind(known[key])
+        if want is not None and not _fits(value, want):
+            raise ValueError(f"search policy {name!r}, option {key}: expected {want[1]} (default "
+                             f"{known[key]!r}), got {value!r}")
+
+
+def _option_kind(default: Any) -> tuple[tuple[type, ...], str] | None:
+    """The types a value may have where the default is ``default`` (None: anything goes)."""
+    if isinstance(default, bool):
+        return (bool,), "true or false"
+    if isinstance(default, int):
+        return (int,), "an integer"
+    if isinstance(default, float):
+        return (int, float), "a number"
+    if isinstance(default, (tuple, list)):
+        return (tuple, list), "a list"
+    return None
+
+
+def _fits(value: Any, kind: tuple[tuple[type, ...], str]) -> bool:
+    types = kind[0]
+    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
 
 
 __all__ = ["ENTRY_POINT_GROUP", "SearchPolicy", "TuneContext", "check_policy_options", "get_policy",
