@@ -3,33 +3,32 @@
     python benchmarks/reach_90.py RUN.db [RUN.db ...] [--workload conv2d] [--params JSON] [--trials 256]
                                   [--by 85] [--found 340]
 
-Each database holds one ``autosched.tune`` run of ``--workload`` (records in measurement order). For each
-run it prints the best GFLOPS after ``--trials`` records and the first trial reaching 90% of it (counted per
-record; ``bench_tuning.py`` counts per batch of 16, so it reads up to 15 trials later), then how
-many runs reach it within ``--by`` trials, split by whether the run found a kernel of at least ``--found``
-GFLOPS. On conv2d this shows the figure rewarding runs that stall: a run that never finds the rare
-14/28-wide family stops improving early and passes; one that finds it after trial 85 fails.
+Each database holds ``autosched.tune`` runs of ``--workload``. For each run it prints the best GFLOPS after
+``--trials`` records and the first trial reaching 90% of it (counted per record; ``bench_tuning.py`` counts
+per batch of 16, so it reads up to 15 trials later), then how many runs reach it within ``--by`` trials,
+split by whether the run found a kernel of at least ``--found`` GFLOPS. On conv2d this shows the figure
+rewarding runs that stall: a run that never finds the rare 14/28-wide family stops improving early and
+passes; one that finds it after trial 85 fails.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 
 import autosched
 from autosched.database import Database
+from autosched.database.report import RunCurve, run_curves
 
 
-def curve(path: str, task, trials: int) -> np.ndarray | None:
-    """Best GFLOPS after each of the first ``trials`` records of ``task`` in ``path`` (None if fewer)."""
+def runs_in(path: str, task, trials: int) -> list[RunCurve]:
+    """Each tuning run of ``task`` in ``path`` with at least ``trials`` records, cut to its first ``trials``."""
     with Database(path, create=False) as db:
-        recs = db.records(task, limit=trials)
-    if len(recs) < trials:
-        return None
-    g = np.array([0.0 if r.error_kind else task.flop / float(np.median(r.costs)) / 1e9 for r in recs])
-    return np.maximum.accumulate(g)
+        curves = run_curves(db, task)
+    return [RunCurve(c.label, c.policy, c.seed, c.gflops[:trials]) for c in curves if len(c.gflops) >= trials]
 
 
 def main() -> int:
@@ -44,13 +43,14 @@ def main() -> int:
     task = autosched.Task(args.workload, args.params)
     rows = []
     for path in args.dbs:
-        c = curve(path, task, args.trials)
-        if c is None:
-            print(f"{path}: fewer than {args.trials} records of {args.workload}, skipped")
-            continue
-        t90 = int(np.argmax(c >= 0.9 * c[-1])) + 1
-        rows.append((t90, float(c[-1])))
-        print(f"{path}: best {c[-1]:.1f} GFLOPS, 90% of it at trial {t90}")
+        if not Path(path).is_file():
+            raise SystemExit(f"{path}: no such tuning database")
+        curves = runs_in(path, task, args.trials)
+        if not curves:
+            print(f"{path}: no run with {args.trials} records of {args.workload}, skipped")
+        for c in curves:
+            rows.append((c.trials_to(0.9), c.best))
+            print(f"{path} ({c.label}): best {c.best:.1f} GFLOPS, 90% of it at trial {rows[-1][0]}")
     if not rows:
         return 1
     t90s, finals = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
