@@ -138,7 +138,7 @@ def _add_metadata(module: ir.Module, sigs: list[dict], entry: str) -> None:
 
 def generate_ir(func: S.PrimFunc, target: Target) -> tuple[str, dict]:
     """LLVM IR text of one PrimFunc (with its embedded signature) and the signature itself."""
-    cg = CodeGenLLVM(func.name, int(target.options.get("num-cores", 0)))
+    cg = CodeGenLLVM(func.name, int(target.options.get("num-cores", 0)), target.cpu.vector_bytes)
     cg.add_function(func)
     if cg.uses_parallel:
         _gomp_available()
@@ -171,7 +171,7 @@ def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | N
     names = [f.name for f in funcs]
     if len(set(names)) != len(names):
         raise ValueError(f"build_many: function names must be unique, got {names}")
-    cg = CodeGenLLVM(names[0], int(tgt.options.get("num-cores", 0)))
+    cg = CodeGenLLVM(names[0], int(tgt.options.get("num-cores", 0)), tgt.cpu.vector_bytes)
     sigs = []
     for f in funcs:
         cg.add_function(f)

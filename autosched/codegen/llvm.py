@@ -27,7 +27,6 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 STACK_LIMIT_BYTES = 64 * 1024
-NATIVE_VECTOR_BYTES = 64  # AVX-512; wider LLVM vectors are legalised into awkward pieces
 UNROLL_LIMIT = 256  # statements one nest of unrolled loops may expand into
 
 _TYPES = {
@@ -87,8 +86,12 @@ class _Fn:
 class CodeGenLLVM:
     """Builds one LLVM module from PrimFuncs."""
 
-    def __init__(self, module_name: str = "autosched", num_threads: int = 0):
+    def __init__(self, module_name: str = "autosched", num_threads: int = 0, vector_bytes: int = 16):
         self.module = ir.Module(name=module_name)
+        # the target's native vector (Target.cpu.vector_bytes): vectorized loops are emitted in chunks of at
+        # most this width, since LLVM legalises wider vectors into pieces (slowly, and on AVX2 it miscompiled
+        # masked loads split that way: an all-false half read memory its mask excluded)
+        self.vector_bytes = vector_bytes
         self.module.triple = llvm.get_process_triple()
         self._decls: dict[str, ir.Function] = {}
         self._counter = 0
@@ -322,7 +325,7 @@ class CodeGenLLVM:
             eb = ir.IRBuilder(self.cur.entry)
             eb.position_at_start(self.cur.entry)
             # slack of one native vector so a partial vector that starts inside the buffer stays inside it
-            slack = NATIVE_VECTOR_BYTES // _BYTES[buf.dtype]
+            slack = max(1, self.vector_bytes // _BYTES[buf.dtype])
             ptr = eb.alloca(ir.ArrayType(ety, n + slack), name=_ident(buf.name))
             ptr.align = 64
             ptr.type = PTR  # llvmlite types allocas as typed pointers; LLVM 22 IR is opaque
@@ -367,7 +370,7 @@ class CodeGenLLVM:
 
     def _vector_for(self, s: S.For) -> None:
         """All lanes at once when the extent is a small constant; else chunks of the native width."""
-        native = max(1, NATIVE_VECTOR_BYTES // _BYTES.get(_widest_dtype(s.body), 4))
+        native = max(1, self.vector_bytes // _BYTES.get(_widest_dtype(s.body), 4))
         if isinstance(s.extent, IntImm) and s.extent.value <= native:
             VectorEmitter(self, s.var, s.extent.value).stmt(s.body)
             return

@@ -68,7 +68,7 @@ class CodeGenNVPTX(CodeGenLLVM):
     """One NVPTX module with one kernel per PrimFunc (prepared by :func:`autosched.tir.gpu.prepare_kernel`)."""
 
     def __init__(self, module_name: str = "autosched"):
-        super().__init__(module_name)
+        super().__init__(module_name, vector_bytes=16)  # PTX's widest load and store: v4.f32
         self.module.triple = TRIPLE
         self.module.data_layout = DATA_LAYOUT
         self.launch: Launch | None = None

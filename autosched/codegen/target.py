@@ -1,12 +1,152 @@
 """Compilation targets: ``llvm`` (the host CPU) with ``-mcpu=``, ``-mattr=`` and ``-num-cores=`` options, and
-``cuda`` (NVIDIA GPUs through NVPTX) with ``-arch=sm_80``."""
+``cuda`` (NVIDIA GPUs through NVPTX) with ``-arch=sm_80``.
+
+``Target.cpu`` describes the CPU a ``llvm`` target builds for (:class:`CPUDescription`): vector width, vector
+registers, FMA, caches and cores. Every default schedule, template and the code generator read it, so nothing
+else in autosched assumes an ISA; ``llvm -mcpu=haswell`` gives AVX2 code and AVX2 schedules on any host.
+Schedules find the target they are written for with :meth:`Target.current` (``with target:`` sets it).
+"""
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import os
+import re
 import shlex
+from dataclasses import dataclass
 
 KINDS = ("llvm", "cuda")
+_CURRENT: contextvars.ContextVar[tuple[Target, ...]] = contextvars.ContextVar("autosched_target", default=())
+_BYTES = {"float64": 8, "int64": 8, "uint64": 8, "float32": 4, "int32": 4, "uint32": 4, "float16": 2, "int16": 2,
+          "uint16": 2, "int8": 1, "uint8": 1, "bool": 1}
+
+
+@dataclass(frozen=True)
+class CPUDescription:
+    """What a schedule needs to know of a CPU: derived from LLVM's CPU name and features (what LLVM makes of
+    ``<16 x float>`` arithmetic for this CPU gives the native vector width and whether FMA exists) and, for
+    the host, from the OS (caches). Other CPUs get typical cache sizes for their vector class; cores are
+    those the kernels run on (this machine's, or ``-num-cores=``)."""
+
+    name: str  #: LLVM's CPU name (``haswell``, ``znver4``, ``sapphirerapids``)
+    vector_bytes: int  #: the widest native vector register (16 SSE, 32 AVX/AVX2, 64 AVX-512)
+    vector_registers: int  #: architectural vector registers (16, or 32 with AVX-512)
+    fma: bool  #: fused multiply-add instructions
+    l1d_bytes: int  #: L1 data cache per core
+    l2_bytes: int  #: L2 cache per core
+    l3_bytes: int  #: last-level cache (shared)
+    cores: int  #: cores the kernels run on (threads of parallel loops)
+
+    def lanes(self, dtype: str = "float32") -> int:
+        """Elements of ``dtype`` in one native vector."""
+        return max(1, self.vector_bytes // _BYTES.get(dtype, 4))
+
+    @property
+    def isa(self) -> str:
+        """A short name of the vector ISA class, for people: ``avx512``, ``avx2``, ``avx`` or ``sse``."""
+        if self.vector_bytes >= 64:
+            return "avx512"
+        if self.vector_bytes >= 32:
+            return "avx2" if self.fma else "avx"
+        return "sse"
+
+    def __str__(self) -> str:
+        kib = lambda n: f"{n // 1024} KiB" if n < 1 << 20 else f"{n / (1 << 20):g} MiB"  # noqa: E731
+        return (f"{self.name} ({self.isa}: {self.vector_bytes * 8}-bit vectors x {self.vector_registers} registers"
+                f"{', FMA' if self.fma else ''}; L1d {kib(self.l1d_bytes)}, L2 {kib(self.l2_bytes)}, "
+                f"L3 {kib(self.l3_bytes)}; {self.cores} cores)")
+
+
+_PROBE_IR = """
+define void @probe_width(ptr %a, ptr %b) {
+  %x = load <16 x float>, ptr %a
+  %y = load <16 x float>, ptr %b
+  %z = fmul <16 x float> %x, %y
+  store <16 x float> %z, ptr %a
+  ret void
+}
+define float @probe_fma(float %a, float %b, float %c) {
+  %r = call float @llvm.fma.f32(float %a, float %b, float %c)
+  ret float %r
+}
+declare float @llvm.fma.f32(float, float, float)
+"""
+
+
+@functools.cache
+def _probe_isa(cpu: str, features: str) -> tuple[int, bool]:
+    """``(vector bytes, fma)`` as LLVM compiles for ``cpu`` with ``features``: a ``<16 x float>`` multiply
+    takes one instruction per native vector, and an ``llvm.fma`` call is one instruction or a libm call."""
+    import llvmlite.binding as llvm
+
+    from autosched.codegen.llvm import init_llvm
+
+    init_llvm()
+    mod = llvm.parse_assembly(_PROBE_IR)
+    mod.triple = llvm.get_process_triple()
+    tm = llvm.Target.from_triple(mod.triple).create_target_machine(cpu=cpu, features=features, opt=2)
+    asm = tm.emit_assembly(mod)
+    width_part, _, fma_part = asm.partition("probe_fma:")
+    muls = sum(1 for line in width_part.splitlines() if re.match(r"\s+v?mul", line))
+    fma = "call" not in fma_part and bool(re.search(r"^\s+v?f(n)?madd", fma_part, re.M))
+    return 64 // max(1, muls), fma
+
+
+def _host_caches() -> dict[int, int]:
+    """Per cache level, the data (or unified) cache size in bytes, from sysfs (Linux); {} elsewhere."""
+    out: dict[int, int] = {}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = sorted(os.listdir(base))
+    except OSError:
+        return out
+    for e in entries:
+        if not e.startswith("index"):
+            continue
+        try:
+            with open(f"{base}/{e}/level") as f:
+                level = int(f.read())
+            with open(f"{base}/{e}/type") as f:
+                kind = f.read().strip()
+            with open(f"{base}/{e}/size") as f:
+                size = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        m = re.fullmatch(r"(\d+)([KMG]?)", size)
+        if m:
+            out[level] = int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)]
+    return out
+
+
+def _host_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@functools.cache
+def describe_cpu(cpu: str, features: str, host: bool) -> CPUDescription:
+    """The :class:`CPUDescription` of an LLVM CPU name and feature string; ``host``: it is this machine's CPU,
+    so its caches come from the OS (others get typical sizes for their vector class)."""
+    vector_bytes, fma = _probe_isa(cpu, features)
+    # AVX-512 doubles the architectural vector registers (zmm0-31); SSE and AVX/AVX2 on x86-64 have 16
+    registers = 32 if vector_bytes >= 64 else 16
+    caches = _host_caches() if host else {}
+    typical_l2 = (1 << 20) if vector_bytes >= 64 else (512 << 10)  # server AVX-512 cores have 1-2 MiB, AVX2 0.25-1
+    return CPUDescription(
+        name=cpu,
+        vector_bytes=vector_bytes,
+        vector_registers=registers,
+        fma=fma,
+        l1d_bytes=caches.get(1, 32 << 10),
+        l2_bytes=caches.get(2, typical_l2),
+        l3_bytes=caches.get(3, 16 << 20),
+        cores=_host_cores(),
+    )
 
 
 class Target:
@@ -69,7 +209,43 @@ class Target:
             return int(env)
         if "num-cores" in self.options:
             return int(self.options["num-cores"])
-        return os.cpu_count() or 1
+        return _host_cores()
+
+    @property
+    def cpu(self) -> CPUDescription:
+        """The description of the CPU this (``llvm``) target builds for: vector width, registers, FMA, caches,
+        cores (``-num-cores=`` or ``AUTOSCHED_NUM_THREADS`` override the OS's count)."""
+        if self.kind != "llvm":
+            raise ValueError(f"target {self} is not a CPU target; .cpu describes llvm targets only")
+        import llvmlite.binding as llvm
+
+        from autosched.codegen.llvm import init_llvm
+
+        init_llvm()
+        host = self.mcpu == llvm.get_host_cpu_name() and "mattr" not in self.options
+        desc = describe_cpu(self.mcpu, self.mattr, host)
+        cores = self.num_cores  # where the kernels run: this machine, unless -num-cores says otherwise
+        if cores != desc.cores:
+            from dataclasses import replace
+
+            desc = replace(desc, cores=cores)
+        return desc
+
+    @staticmethod
+    def current(allow_none: bool = False) -> Target | None:
+        """The target of the innermost ``with target:`` block: what a schedule is being written for. Outside
+        any, ``llvm`` (the host) unless ``allow_none``."""
+        stack = _CURRENT.get()
+        if stack:
+            return stack[-1]
+        return None if allow_none else Target("llvm")
+
+    def __enter__(self) -> Target:
+        self._token = _CURRENT.set(_CURRENT.get() + (self,))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _CURRENT.reset(self._token)
 
     @property
     def key(self) -> str:

@@ -1,0 +1,83 @@
+"""The CPU target description (``Target.cpu``) and code that stays correct on every ISA: AVX2 and AVX-512
+builds (``-mcpu=haswell``, ``-mcpu=skylake-avx512``) are compiled on any host and run where the host can."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import autosched
+from autosched import te
+from autosched.codegen.target import Target
+
+AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
+
+
+def host_runs(target: str) -> bool:
+    """Whether code built for ``target`` runs on this machine (its vectors and FMA are the host's or less)."""
+    want, host = Target(target).cpu, Target("llvm").cpu
+    return want.vector_bytes <= host.vector_bytes and (host.fma or not want.fma)
+
+
+@pytest.mark.parametrize("cpu,vector_bytes,registers,fma", [
+    ("haswell", 32, 16, True),
+    ("znver3", 32, 16, True),
+    ("skylake-avx512", 64, 32, True),
+    ("znver4", 64, 32, True),
+    ("sapphirerapids", 64, 32, True),
+    ("sandybridge", 32, 16, False),
+    ("x86-64", 16, 16, False),
+])
+def test_named_cpus_are_described_from_llvm(cpu, vector_bytes, registers, fma):
+    d = Target(f"llvm -mcpu={cpu}").cpu
+    assert (d.name, d.vector_bytes, d.vector_registers, d.fma) == (cpu, vector_bytes, registers, fma)
+    assert d.lanes("float32") == vector_bytes // 4 and d.lanes("float64") == vector_bytes // 8
+    assert d.l1d_bytes >= 16 << 10 and d.l2_bytes > d.l1d_bytes and d.cores >= 1
+
+
+def test_mattr_overrides_the_cpu_and_cores_come_from_the_target():
+    assert Target("llvm -mcpu=znver4 -mattr=-avx512f").cpu.vector_bytes == 32
+    assert Target("llvm -mcpu=haswell -num-cores=6").cpu.cores == 6
+    host = Target("llvm").cpu
+    assert host.vector_bytes in (16, 32, 64) and host.cores >= 1
+    assert host.name in str(host) and f"{host.vector_bytes * 8}-bit" in str(host)
+
+
+def test_current_target_is_the_innermost_with_block():
+    assert Target.current(allow_none=True) is None
+    assert Target.current().kind == "llvm"
+    with Target(AVX2) as outer:
+        assert Target.current() is outer
+        with Target(AVX512) as inner:
+            assert Target.current() is inner
+        assert Target.current() is outer
+    assert Target.current(allow_none=True) is None
+
+
+def test_cuda_target_has_no_cpu_description():
+    with pytest.raises(ValueError, match="not a CPU target"):
+        _ = Target("cuda").cpu
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+def test_wide_masked_padding_is_exact_on_each_isa(target):
+    """A 16-lane vectorized pad with a partial last vector (57 = 3 x 16 + 9 columns). Built for AVX2 as one
+    <16 x float> masked load, LLVM split it into two 8-lane halves and the all-false upper half read the next
+    row instead of the padding zero (SqueezeNet's logits were off by 1e30); the code generator now emits
+    vectors of the target's native width."""
+    A = te.placeholder((2, 5, 55), name="A")
+    P = te.compute((2, 7, 57), lambda c, y, x: te.if_then_else(
+        te.all(y >= 1, y < 6, x >= 1, x < 56), A[c, y - 1, x - 1], 0.0), name="pad")
+    s = te.create_schedule(P.op)
+    c, y, x = s[P].op.axis
+    s[P].parallel(s[P].fuse(c, y))
+    _, xi = s[P].split(x, factor=16)
+    s[P].vectorize(xi)
+    f = autosched.build(s, [A, P], target=target, name="pad")
+    assert "<16 x float>" not in f.get_source("ll") or Target(target).cpu.vector_bytes == 64
+    if not host_runs(target):
+        return
+    a = np.random.default_rng(0).standard_normal((2, 5, 55)).astype("float32")
+    out = np.full((2, 7, 57), 7.0, "float32")
+    f(a, out)
+    np.testing.assert_array_equal(out, np.pad(a, ((0, 0), (1, 1), (1, 1))))
