@@ -13,7 +13,10 @@ The steps, in order:
    for split tails and over-approximated regions placed at the innermost loop
    they depend on;
 4. simplification with the loop ranges, which removes the guards that can be
-   proven and folds index arithmetic.
+   proven and folds index arithmetic;
+5. loop partitioning (:mod:`autosched.tir.partition`): guards linear in a loop
+   variable (padding read in place, split tails) become loop bounds or confine
+   themselves to the first and last iterations.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from autosched.te.schedule import Schedule, SplitRel, Stage
 from autosched.te.tensor import Tensor
 from autosched.tir import stmt as S
 from autosched.tir.arith import ANY_RANGES, Simplifier, ceildiv, interval, simplify, skey
+from autosched.tir.partition import partition_loops
 from autosched.tir.transform import simplify_stmt
 
 _KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
@@ -114,6 +118,8 @@ class _Lowerer:
         params = [self.arg_buf[id(sch[t])] for t in self.args]
         scalars = self.scalar_params(params, body)
         body = simplify_stmt(body, {})
+        if any(isinstance(x, S.IfThenElse) for x in S.walk_stmts(body)):
+            body = simplify_stmt(partition_loops(body), {})
         return S.PrimFunc(self.name, params, scalars, body)
 
     def scalar_params(self, params: list[S.Buffer], body: S.Stmt) -> list[Var]:
@@ -424,11 +430,17 @@ class _Lowerer:
         if isinstance(body_expr, E.Reduce):
             red = body_expr
             src = self.load_expr(red.source, rmap)
+            p = next(k for k, iv in enumerate(leaves) if iv.kind == "reduce")
+            src, pads = _peel_padding(src, red.combiner, st.op.dtype)
+            for c in pads:  # padding: skip the step (a guard at its innermost loop) instead of adding zero
+                if max((pos_of[v] for v in E.free_vars(c) if v in pos_of), default=-1) >= p:
+                    add_guard(c, leaf_ranges)
+                else:
+                    src = _guarded(src, c, red.combiner, st.op.dtype)
             cur = S.BufferLoad(buf, out_idx)
             stmt: S.Stmt = S.BufferStore(buf, red.combiner.combine(cur, src), out_idx)
             if red.condition is not None:
                 stmt = S.IfThenElse(self.load_expr(red.condition, rmap), stmt)
-            p = next(k for k, iv in enumerate(leaves) if iv.kind == "reduce")
             init = self.emit_init(st, info, out_idx, red.combiner.identity(st.op.dtype), p, guards)
         else:
             stmt = S.BufferStore(buf, self.load_expr(body_expr, rmap), out_idx)
@@ -493,6 +505,33 @@ class _Lowerer:
         if -1 in inner_guards:
             stmt = S.IfThenElse(_conj(inner_guards[-1]), stmt)
         return stmt
+
+
+def _conjuncts(c: Expr) -> list[Expr]:
+    return _conjuncts(c.a) + _conjuncts(c.b) if isinstance(c, E.And) else [c]
+
+
+def _is_identity(e: Expr, combiner: E.CommReducer, dtype: str) -> bool:
+    ident = combiner.identity(dtype)
+    return isinstance(e, (IntImm, E.FloatImm)) and isinstance(ident, (IntImm, E.FloatImm)) and e.value == ident.value
+
+
+def _peel_padding(src: Expr, combiner: E.CommReducer, dtype: str) -> tuple[Expr, list[Expr]]:
+    """A reduction source that reads padding, ``select(inside, x, identity)`` (or ``select(inside, x, 0) * w``
+    under a sum), as ``(x or x * w, conjuncts of inside)``: the step can be skipped where ``inside`` fails
+    instead of combining the identity, and guards on loop variables can be partitioned away later."""
+    if isinstance(src, E.Select) and _is_identity(src.f, combiner, dtype):
+        return src.t, _conjuncts(src.cond)
+    if combiner.name == "sum" and isinstance(src, E.Mul):
+        for sel, other, left in ((src.a, src.b, True), (src.b, src.a, False)):
+            if isinstance(sel, E.Select) and isinstance(sel.f, E.FloatImm | IntImm) and sel.f.value == 0:
+                return (E.Mul(sel.t, other) if left else E.Mul(other, sel.t)), _conjuncts(sel.cond)
+    return src, []
+
+
+def _guarded(src: Expr, cond: Expr, combiner: E.CommReducer, dtype: str) -> Expr:
+    """``src`` where ``cond`` holds, else the combiner's identity (a padding conjunct kept in the value)."""
+    return E.Select(cond, src, combiner.identity(dtype))
 
 
 def _offset(lo: Expr, v: Expr) -> Expr:
