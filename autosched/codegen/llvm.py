@@ -15,7 +15,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from autosched.codegen import ops
-from autosched.codegen.vectorize import VectorEmitter, can_vectorize
+from autosched.codegen.vectorize import VectorEmitter, can_vectorize, vector_reduction
 from autosched.errors import CodegenError, ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var, is_float
@@ -366,6 +366,12 @@ class CodeGenLLVM:
         if s.kind == "vectorized" and can_vectorize(s.body, s.var):
             self._vector_for(s)
             return
+        if s.kind == "vectorized" and isinstance(s.extent, IntImm):
+            lanes = max(1, self.vector_bytes // _BYTES.get(_widest_dtype(s.body), 4))
+            split = vector_reduction(s, lanes)
+            if split is not None:
+                self.stmt(split)
+                return
         self._serial_for(s.var, ir.Constant(I64, 0), self.expr(s.extent), s.body)
 
     def _vector_for(self, s: S.For) -> None:

@@ -127,3 +127,38 @@ def branch(cg, cond: ir.Value, then_fn: Callable[[], ir.Value | None],
         phi.add_incoming(vf, end_f)
         return phi
     return None
+
+
+def exp_f32(b: ir.IRBuilder, fma: Callable[[ir.Value, ir.Value, ir.Value], ir.Value], x: ir.Value) -> ir.Value:
+    """``exp`` of float32 lanes inline (LLVM turns ``llvm.exp`` on a vector into one libm call per lane):
+    ``2^n * p(r)`` with ``x = n ln2 + r``, ``|r| <= ln2 / 2``, ``ln2`` split in two for an exact ``r``, and
+    Cephes' degree-6 polynomial for ``e^r`` (about 1 ulp). Overflow gives inf, underflow 0, NaN stays NaN."""
+    fty, ity = x.type, shaped(x.type, ir.IntType(32))
+    c = lambda v: const(fty, v)  # noqa: E731
+    floor = _decl(b, "llvm.floor", fty)
+    n = b.call(floor, [fma(x, c(1.44269504088896341), c(0.5))])
+    r = fma(n, c(-0.693359375), x)
+    r = fma(n, c(2.12194440e-4), r)
+    p = c(1.9875691500e-4)
+    for k in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+        p = fma(p, r, c(k))
+    p = fma(p, b.fmul(r, r), b.fadd(r, c(1.0)))
+    # 2^n as float bits, n clamped so that the exponent field stays valid; the selects below cover the rest
+    ni = b.fptosi(b.call(_decl(b, "llvm.maxnum", fty, 2), [b.call(_decl(b, "llvm.minnum", fty, 2), [n, c(127.0)]),
+                                                          c(-126.0)]), ity)
+    scale = b.bitcast(b.shl(b.add(ni, const(ity, 127)), const(ity, 23)), fty)
+    out = b.fmul(p, scale)
+    out = b.select(b.fcmp_ordered(">", x, c(88.72283935546875)), c(float("inf")), out)
+    return b.select(b.fcmp_ordered("<", x, c(-87.33654022216797)), c(0.0), out)
+
+
+def _decl(b: ir.IRBuilder, name: str, ty: ir.Type, nargs: int = 1) -> ir.Function:
+    """An LLVM intrinsic on ``ty`` (scalar or vector), declared once per module."""
+    from autosched.codegen.llvm import _type_suffix
+
+    full = f"{name}.{_type_suffix(ty)}"
+    mod = b.module
+    fn = mod.globals.get(full)
+    if fn is None:
+        fn = ir.Function(mod, ir.FunctionType(ty, [ty] * nargs), name=full)
+    return fn

@@ -37,6 +37,57 @@ def can_vectorize(body: S.Stmt, var: Var) -> bool:
     return True
 
 
+_COMBINERS = (E.Add, E.Max, E.Min)
+#: vector accumulators a vectorized reduction rotates through (independent chains that hide the FMA latency)
+REDUCTION_ACCUMULATORS = 4
+
+
+def vector_reduction(loop: S.For, lanes: int) -> S.Stmt | None:
+    """A vectorized loop over a reduction axis, ``acc[i] = acc[i] (+, max, min) f(k)`` with ``i`` free of
+    ``k`` (under guards, if any), as loops that vectorize: partial results in the lanes of a few vector
+    accumulators on the stack, combined lane-wise and then into ``acc[i]`` at the end. Reassociates a sum
+    (as numpy's pairwise sum does); None when the loop is not such a reduction."""
+    body, guards = loop.body, []
+    while isinstance(body, S.IfThenElse) and body.else_case is None:
+        guards.append(body.cond)
+        body = body.then_case
+    if not isinstance(body, S.BufferStore) or not isinstance(body.value, _COMBINERS):
+        return None
+    st, k = body, loop.var
+    idx = _flat(st.buffer, st.indices)
+    if k in E.free_vars(idx):
+        return None
+    old, rhs = st.value.a, st.value.b
+    if not (isinstance(old, S.BufferLoad) and old.buffer is st.buffer):
+        old, rhs = rhs, old
+    if not (isinstance(old, S.BufferLoad) and old.buffer is st.buffer) or \
+            E.free_vars(_flat(old.buffer, old.indices)) != E.free_vars(idx) or \
+            any(isinstance(x, S.BufferLoad) and x.buffer is st.buffer for x in E.walk(rhs)):
+        return None
+    dtype = st.buffer.dtype
+    ident = {E.Add: E.const(0, dtype), E.Max: E.min_value(dtype), E.Min: E.max_value(dtype)}[type(st.value)]
+    combine = type(st.value)
+    n = loop.extent.value
+    nacc = max(1, min(REDUCTION_ACCUMULATORS, -(-n // lanes)))
+    part = S.Buffer(f"{st.buffer.name}.part", [IntImm(nacc * lanes)], dtype, "local")
+    a, vi, vo, lane = Var("acc"), Var(k.name + ".lane"), Var(k.name + ".step"), Var("lane")
+    kk = (vo * nacc + a) * lanes + vi
+    slot = [a * lanes + vi]
+    step = S.BufferStore(part, combine(S.BufferLoad(part, slot), E.substitute(rhs, {k: kk})), slot)
+    for g in reversed(guards):
+        step = S.IfThenElse(E.substitute(g, {k: kk}), step)
+    if n % (nacc * lanes):
+        step = S.IfThenElse(E.LT(kk, IntImm(n)), step)
+    init = S.For(lane, IntImm(nacc * lanes), "vectorized", S.BufferStore(part, ident, [lane]))
+    main = S.For(vo, IntImm(-(-n // (nacc * lanes))), "serial",
+                 S.For(a, IntImm(nacc), "unrolled", S.For(vi, IntImm(lanes), "vectorized", step)))
+    fold = S.For(a, IntImm(nacc - 1), "unrolled", S.For(vi, IntImm(lanes), "vectorized", S.BufferStore(
+        part, combine(S.BufferLoad(part, [vi]), S.BufferLoad(part, [(a + 1) * lanes + vi])), [vi])))
+    total = S.For(lane, IntImm(lanes), "serial", S.BufferStore(
+        st.buffer, combine(S.BufferLoad(st.buffer, st.indices), S.BufferLoad(part, [lane])), st.indices))
+    return S.Allocate(part, S.seq([init, main, fold if nacc > 1 else None, total]))
+
+
 def _flat(buf: S.Buffer, indices) -> Expr:
     from autosched.codegen.llvm import flat_index
 
@@ -215,6 +266,9 @@ class VectorEmitter:
         args = [self.vec(a) for a in e.args]
         st = ltype(e.dtype)
         vt = self.vtype(st)
+        if e.name == "exp" and e.dtype == "float32":
+            fma = self.cg._decl(f"llvm.fma.v{self.lanes}f32", vt, [vt] * 3)
+            return ops.exp_f32(self.b, lambda a, b, c: self.b.call(fma, [a, b, c]), args[0]), True
         if e.name in _LLVM_INTRIN:
             suffix = ("f32" if e.dtype == "float32" else "f64")
             fn = self.cg._decl(f"llvm.{e.name}.v{self.lanes}{suffix}", vt, [vt] * len(args))
@@ -306,6 +360,12 @@ class VectorEmitter:
                 v = self._on_stack_or_masked(buf, base_v, plain, masked)
         elif stride == 0 and self.mask is None:
             return self.splat(self.scalar(e))
+        elif stride == 0:  # one address for every lane: load it once if any lane is on (no gather)
+            any_on = self.b.call(self.cg._decl(f"llvm.vector.reduce.or.v{self.lanes}i1", I1, [self.vtype(I1)]),
+                                 [self.mask])
+            v = ops.branch(self.cg, any_on, lambda: self.scalar(e),
+                           lambda: ir.Constant(ltype(e.dtype, False), None), "vuniform")
+            return self.splat(v)
         else:
             ptrs = self._pointers(buf, flat)
             fn = self.cg._decl(f"llvm.masked.gather.v{self.lanes}{_suffix(mt)}.v{self.lanes}p0", vt,

@@ -14,6 +14,7 @@ kernel calls with ``attrs.func_name``), ``arg_nodes``, ``heads``, ``node_row_ptr
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from autosched.runtime.module import Module, load_module
+from autosched.runtime.module import Module, PackedFunc, data_pointer, load_module
 
 GRAPH_FILE = "deploy_graph.json"
 LIB_FILE = "deploy_lib.so"
@@ -60,7 +61,12 @@ class GraphModule:
             f = lib.get_function(node["attrs"]["func_name"])
             args = [self._entries[self._row[e[0]] + e[1]] for e in node["inputs"]]
             outs = [self._entries[self._row[nid] + k] for k in range(int(node["attrs"].get("num_outputs", 1)))]
-            self._ops.append((f, args + outs))
+            arrays = args + outs
+            if type(f).__call__ is PackedFunc.__call__:  # a CPU kernel: check its buffers once, call it directly
+                env = f.check_args(tuple(arrays))
+                self._ops.append(functools.partial(f.raw_call, [data_pointer(a)[0] for a in arrays] + env))
+            else:
+                self._ops.append(functools.partial(f, *arrays))
         self._heads = [self._row[h[0]] + h[1] for h in g["heads"]]
         if params:
             for k, v in params.items():
@@ -93,8 +99,8 @@ class GraphModule:
         """Run every kernel once, in order (inputs given here are set first)."""
         if inputs:
             self.set_input(**inputs)
-        for f, arrays in self._ops:
-            f(*arrays)
+        for call in self._ops:
+            call()
 
     def get_num_outputs(self) -> int:
         return len(self._heads)

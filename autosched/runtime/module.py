@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +55,26 @@ def _dim_str(d: Any, names: list) -> str:
     return f"({_dim_str(d[1], names)} {d[0]} {_dim_str(d[2], names)})"
 
 
+_POINTERS: dict[int, tuple[Any, int, int]] = {}  # id(array) -> (weakref, data address, nbytes)
+
+
+def data_pointer(arr: np.ndarray) -> tuple[int, int]:
+    """``(address, nbytes)`` of an array's data, remembered while the array lives: numpy's ``arr.ctypes.data``
+    costs about a microsecond, as much as a small kernel."""
+    hit = _POINTERS.get(id(arr))
+    if hit is not None and hit[0]() is arr and hit[2] == arr.nbytes:
+        return hit[1], hit[2]
+    if len(_POINTERS) > 4096:
+        for k in [k for k, v in _POINTERS.items() if v[0]() is None]:
+            del _POINTERS[k]
+    addr = arr.ctypes.data
+    try:
+        _POINTERS[id(arr)] = (weakref.ref(arr), addr, arr.nbytes)
+    except TypeError:  # an array type without weak references: look it up each time
+        pass
+    return addr, arr.nbytes
+
+
 class PackedFunc:
     """A compiled kernel callable with numpy arrays; checks every argument before calling."""
 
@@ -66,11 +87,41 @@ class PackedFunc:
         self._cfunc = proto(address)
         self._dtypes = [np.dtype(a["dtype"]) for a in sig["args"]]
         self._outputs = set(sig.get("outputs", []))
+        shapes = [a["shape"] for a in sig["args"]]
+        # the fast path of a call: every shape known, so a check is a few comparisons per array
+        self._static = [(dt, tuple(s), k in self._outputs) for k, (dt, s) in enumerate(zip(self._dtypes, shapes))
+                        ] if not nvar and all(isinstance(d, int) for s in shapes for d in s) else None
 
     def __call__(self, *arrays: Any) -> None:
-        env = self.check_args(arrays)
-        ptrs = [a.ctypes.data for a in arrays]
-        rc = self._cfunc(*ptrs, *env)
+        env = self._fast_check(arrays) if self._static is not None else None
+        if env is None:
+            env = self.check_args(arrays)
+        rc = self._cfunc(*[data_pointer(a)[0] for a in arrays], *env)
+        if rc != 0:
+            raise RuntimeError(f"{self.name} failed with status {rc} (out of memory?)")
+
+    def _fast_check(self, arrays: tuple) -> list | None:
+        """``[]`` when every array matches the (static) signature and no output overlaps another argument;
+        None sends the call through :meth:`check_args`, which says what is wrong."""
+        if len(arrays) != len(self._static):
+            return None
+        spans = []
+        for arr, (dt, shape, out) in zip(arrays, self._static):
+            if type(arr) is not np.ndarray or arr.shape != shape or (arr.dtype is not dt and arr.dtype != dt):
+                return None
+            flags = arr.flags
+            if not flags.c_contiguous or (out and not flags.writeable):
+                return None
+            addr, n = data_pointer(arr)
+            spans.append((addr, addr + n, out))
+        for lo, hi, out in spans:
+            if out and sum(1 for lo2, hi2, _ in spans if lo < hi2 and lo2 < hi) > 1:
+                return None
+        return []
+
+    def raw_call(self, pointers: list[int]) -> None:
+        """Call with data addresses checked beforehand (the graph executor's buffers are fixed once)."""
+        rc = self._cfunc(*pointers)
         if rc != 0:
             raise RuntimeError(f"{self.name} failed with status {rc} (out of memory?)")
 

@@ -343,10 +343,11 @@ class Schedule:
         iv = self._leaf(stage, step.axis, step)
         if step.annotation not in ANNOTATIONS:
             raise ScheduleError(f"{step.describe()}: unknown annotation, expected one of {ANNOTATIONS}")
-        if iv.kind == "reduce" and step.annotation in ("vectorize", "parallel"):
+        if iv.kind == "reduce" and step.annotation == "parallel":
             raise ScheduleError(
-                f"{step.annotation} on stage '{stage.name}': axis '{iv.name}' is a reduction axis, which carries "
-                f"a dependence from one iteration to the next; {step.annotation} a spatial axis, or rfactor first"
+                f"parallel on stage '{stage.name}': axis '{iv.name}' is a reduction axis, which carries a "
+                "dependence from one iteration to the next; parallelize a spatial axis (a vectorized reduction "
+                "axis is fine: each lane keeps a partial result)"
             )
         prev = stage.iter_attrs.get(iv)
         if prev is not None and prev != step.annotation:
