@@ -34,8 +34,11 @@ class Task:
             raise TypeError(f"Task expects a registered workload name, got {workload!r}")
         self.workload = wl
         self.name = wl.name
-        self.args: dict[str, Any] = wl.canonical_args(args)
         self.target = Target(target)
+        self.args: dict[str, Any] = wl.canonical_args(args)
+        if wl.fill is not None:
+            with self.target:
+                self.args = wl.fill(dict(self.args))
         self._tensors: list[Tensor] | None = None
         self._key: str | None = None
 
@@ -108,7 +111,8 @@ class Task:
         sch, args = self.schedule()
         fn = self.workload.schedules.get(self.target.kind)
         if fn is not None:
-            fn(sch, args, **self.args)
+            with self.target:  # the schedule sizes its blocks from Target.current().cpu
+                fn(sch, args, **self.args)
         return sch, args
 
     def default_trace(self) -> Trace:

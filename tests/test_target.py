@@ -81,3 +81,80 @@ def test_wide_masked_padding_is_exact_on_each_isa(target):
     out = np.full((2, 7, 57), 7.0, "float32")
     f(a, out)
     np.testing.assert_array_equal(out, np.pad(a, ((0, 0), (1, 1), (1, 1))))
+
+
+# the kernels of benchmarks/bench_kernels.py, at test sizes: each default schedule, built for AVX2 and AVX-512
+KERNELS = [
+    ("matmul", dict(M=96, N=128, K=64)),
+    ("conv2d_nchwc", dict(CI=32, H=14, W=14, CO=32)),
+    ("conv2d_nchwc", dict(CI=32, H=14, W=14, CO=64, KH=1, KW=1, stride=2, padding=0)),
+    ("conv2d_nchwc", dict(CI=3, H=30, W=30, CO=32, KH=7, KW=7, stride=2, padding=3)),
+    ("conv2d_nchwc", dict(CI=32, H=9, W=9, CO=32, groups=2)),
+    ("depthwise_conv2d_nchwc", dict(C=32, H=13, W=13)),
+    ("depthwise_conv2d_nchwc", dict(C=48, H=14, W=14, stride=2)),
+    ("dense_pack", dict(N=1, CI=64, CO=200)),
+    ("pool2d_nchwc", dict(C=32, H=15, W=15)),
+    ("pool2d_nchwc", dict(C=16, H=14, W=14, pool_type="avg")),
+    ("softmax", dict(M=2, N=1000)),
+]
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+@pytest.mark.parametrize("name,args", KERNELS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(KERNELS)])
+def test_default_kernels_are_correct_and_gather_free_on_each_isa(name, args, target):
+    from autosched.workloads.reference import get_reference
+
+    task = autosched.Task(name, args, target=target)
+    sch, targs = task.default_schedule()
+    f = autosched.build(sch, targs, target=target)
+    ir = f.get_source("ll")
+    assert "masked.gather" not in ir and "masked.scatter" not in ir, f"{task} gathers on its hot loops"
+    lanes = Target(target).cpu.lanes("float32")  # (a block of 8 channels fills half an AVX-512 vector)
+    assert f"<{lanes} x float>" in ir or f"<{lanes // 2} x float>" in ir, f"{task} is not vectorized"
+    assert f"<{2 * lanes} x float>" not in ir, "vectors wider than the target's are legalised badly by LLVM"
+    if not host_runs(target):
+        return
+    rng = np.random.default_rng(1)
+    ins = [rng.standard_normal([int(d) for d in t.shape]).astype(t.dtype) for t in targs[:-1]]
+    out = np.zeros([int(d) for d in targs[-1].shape], targs[-1].dtype)
+    f(*ins, out)
+    np.testing.assert_allclose(out, get_reference(name)(ins, **task.args), rtol=1e-4, atol=1e-4)
+
+
+def test_blocked_layouts_follow_the_target():
+    assert autosched.Task("conv2d_nchwc", target=AVX512).args["oc_block"] == 16
+    assert autosched.Task("conv2d_nchwc", target=AVX2).args["oc_block"] == 8
+    stem = autosched.Task("conv2d_nchwc", dict(CI=3, KH=7, KW=7, stride=2, padding=3), target=AVX2)
+    assert stem.args["ic_block"] == 1 and stem.tensors()[0].shape[-1].value == 1  # reads NCHW directly
+    assert autosched.Task("dense_pack", dict(CO=1000), target=AVX512).args["block"] == 8
+    with pytest.raises(ValueError, match="ic_block must be a positive divisor of 64"):
+        autosched.Task("conv2d_nchwc", dict(ic_block=24)).tensors()
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+def test_register_tiles_fit_the_registers(target):
+    from autosched.workloads.blocking import conv_tile, matmul_tile
+
+    cpu = Target(target).cpu
+    with Target(target):
+        rows, cols = matmul_tile(1024, 1024)
+        vectors = cols // cpu.lanes()
+        assert rows * vectors + vectors + 1 <= cpu.vector_registers and rows * vectors >= 8
+        blocks, pixels = conv_tile(56, 64 // cpu.lanes(), cpu.lanes())
+        assert blocks * pixels + blocks + 1 <= cpu.vector_registers and blocks * pixels >= 8
+
+
+@pytest.mark.parametrize("name,args", [KERNELS[1], KERNELS[5]], ids=["conv2d_nchwc", "depthwise"])
+def test_blocked_templates_give_correct_kernels(name, args):
+    from autosched.workloads.reference import get_reference
+
+    task = autosched.Task(name, args)
+    space = task.space("template")
+    rng = np.random.default_rng(0)
+    for trace in space.sample(6, rng):
+        sch, targs = task.apply(trace)
+        f = autosched.build(sch, targs)
+        ins = [rng.standard_normal([int(d) for d in t.shape]).astype(t.dtype) for t in targs[:-1]]
+        out = np.zeros([int(d) for d in targs[-1].shape], targs[-1].dtype)
+        f(*ins, out)
+        np.testing.assert_allclose(out, get_reference(name)(ins, **task.args), rtol=1e-4, atol=1e-4)

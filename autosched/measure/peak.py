@@ -48,15 +48,6 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("autosched", appauthor=False))
 
 
-def _vector_lanes(mattr: str) -> int:
-    feats = set(mattr.split(","))
-    if "+avx512f" in feats:
-        return 16
-    if "+avx" in feats or "+avx2" in feats:
-        return 8
-    return 4
-
-
 def _fma_chains(b, fma, x, y, chains: int, start, iters):
     """Emit the peak loop after ``b``'s block: ``chains`` accumulators (``start(k)`` each), every iteration
     ``acc = fma(acc, x, y)``, ``iters`` times; returns their sum, with ``b`` after the loop."""
@@ -128,7 +119,7 @@ def measure_peak(threads: int | None = None, *, seconds: float = 0.3, repeat: in
     threads = int(threads or target.num_cores)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    lanes = _vector_lanes(target.mattr)
+    lanes = target.cpu.lanes("float32")
     engine, fn = _compile_kernel(lanes)
     flop_per_iter = _CHAINS * lanes * 2
     # size the loop so one call lasts about `seconds`
@@ -155,6 +146,39 @@ def measure_peak(threads: int | None = None, *, seconds: float = 0.3, repeat: in
         best = max(best, threads * iters * flop_per_iter / dt / 1e9)
     del engine
     return Peak(cpu=target.mcpu, threads=threads, lanes=lanes, gflops=best, measured_at=time.time())
+
+
+def measure_bandwidth(nbytes: int, threads: int | None = None, *, seconds: float = 0.3) -> float:
+    """GB/s of a parallel, vectorized copy that reads and writes ``nbytes`` in all (half each way), compiled
+    by autosched for this CPU: what the memory hierarchy gives a streaming kernel of that working set (an L2-,
+    L3- or DRAM-sized one), the yardstick of memory-bound kernels. Median of the calls that fit ``seconds``."""
+    import numpy as np
+
+    from autosched import te
+    from autosched.codegen.build import build
+    from autosched.codegen.target import Target
+
+    target = Target("llvm")
+    lanes = target.cpu.lanes("float32")
+    n = max(lanes, nbytes // 8 // lanes * lanes)
+    src = te.placeholder((n,), name="src")
+    dst = te.compute((n,), lambda i: src[i], name="dst")
+    sch = te.create_schedule(dst.op)
+    outer, inner = sch[dst].split(dst.op.axis[0], factor=4 * lanes)
+    sch[dst].parallel(outer)
+    sch[dst].vectorize(inner)
+    fn = build(sch, [src, dst], target=target, name="copy")
+    fn.set_num_threads(int(threads or target.num_cores))
+    a, b = np.ones(n, dtype="float32"), np.empty(n, dtype="float32")
+    fn(a, b)
+    times = []
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end or len(times) < 5:
+        t0 = time.perf_counter()
+        fn(a, b)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return 8 * n / times[len(times) // 2] / 1e9
 
 
 #: a GPU peak kernel: independent FMA chains per thread, iterations per thread, and the launch

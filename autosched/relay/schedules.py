@@ -10,20 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from autosched import te
-
-VECTOR_BYTES = 64  # AVX-512
-
-
-def lanes(dtype: str) -> int:
-    return VECTOR_BYTES // (8 if dtype.endswith("64") else 4)
-
-
-def divisor(n: int, limit: int) -> int:
-    """The largest divisor of ``n`` not above ``limit``."""
-    for f in range(min(n, limit), 0, -1):
-        if n % f == 0:
-            return f
-    return 1
+from autosched.workloads.blocking import divisor, lanes
 
 
 def shape_of(t: te.Tensor) -> tuple[int, ...]:

@@ -242,7 +242,8 @@ class Space(abc.ABC):
         run.sch = sch
         if run._target is not None:
             sch.trace = _CheckingTrace(run._target)
-        self._run(run)
+        with self.task.target:  # templates and rules size their blocks from Target.current().cpu
+            self._run(run)
         gpu = self.task.target.kind == "cuda"
         if (self.validate == "lower" or gpu) and run._prefix is None:
             from autosched.tir.lower import lower

@@ -9,8 +9,10 @@ vectorized block is at most 64 lanes.
 
 from __future__ import annotations
 
+from autosched.space.config import divisors
 from autosched.space.template import register_template
-from autosched.workloads.cpu import _lanes, _producer, _root_elementwise
+from autosched.workloads.blocking import cpu
+from autosched.workloads.cpu import _lanes, _producer, _root_elementwise, blocked_conv_nest
 
 
 @register_template("matmul", "llvm")
@@ -271,3 +273,63 @@ def elementwise_llvm(cfg, sch, tensors, N, C, H, W, op, dtype, **_):
     if cfg["unroll"].val:
         sch[out].unroll(mid)
     sch[out].vectorize(inner)
+
+
+@register_template("conv2d_nchwc", "llvm")
+def conv2d_nchwc_llvm(cfg, sch, tensors, N, CI, H, W, CO, KH, KW, stride, padding, groups, ic_block, oc_block,
+                      dtype, **_):
+    """Blocked convolution: the register tile (output-channel blocks x output pixels) among those that fit the
+    target's registers, rows or channel blocks outermost in the parallel loop, the input-channel block
+    unrolled or not, the kernel width unrolled or not, the padding copied at the root or read in place."""
+    data, weight, out = tensors
+    OW = (W + 2 * padding - KW) // stride + 1
+    regs, per_block = cpu().vector_registers, -(-oc_block // _lanes(dtype))
+    tiles = [[b, p] for b in divisors(CO // oc_block) if b <= 4 for p in divisors(OW)
+             if p <= 32 and b * per_block * (p + 1) + 1 <= regs]
+    cfg.define_knob("register_tile", tiles or [[1, 1]])
+    cfg.define_knob("rows_outer", [True, False])
+    cfg.define_knob("unroll_ib", sorted({1, min(ic_block, 16)}))
+    cfg.define_knob("unroll_kw", [False, True])
+    pad = _producer(out, "pad")
+    cfg.define_knob("pad", ["root", "inline"])
+    if pad is not None:
+        if cfg["pad"].val == "root":
+            _root_elementwise(sch, pad, _lanes(dtype))
+        else:
+            sch[pad].compute_inline()
+    blocks, pixels = cfg["register_tile"].val
+    OL = sch.cache_write(out, "local")
+    blocked_conv_nest(sch, out, OL, blocks=blocks, pixels=pixels, rows_outer=cfg["rows_outer"].val,
+                      unroll_kw=cfg["unroll_kw"].val, unroll_ib=cfg["unroll_ib"].val)
+
+
+@register_template("depthwise_conv2d_nchwc", "llvm")
+def depthwise_conv2d_nchwc_llvm(cfg, sch, tensors, N, C, H, W, KH, KW, stride, padding, block, dtype, **_):
+    """Blocked depthwise convolution: the run of output pixels in registers (up to the target's registers),
+    the kernel width unrolled or not, the padding read in place or copied at the root."""
+    data, weight, out = tensors
+    OW = (W + 2 * padding - KW) // stride + 1
+    per_pixel = -(-block // _lanes(dtype))
+    cfg.define_knob("pixels", [p for p in divisors(OW) if 2 * p * per_pixel < cpu().vector_registers] or [1])
+    cfg.define_knob("unroll_kw", [True, False])
+    cfg.define_knob("pad", ["inline", "root"])
+    pad = _producer(out, "pad")
+    if pad is not None:
+        if cfg["pad"].val == "root":
+            _root_elementwise(sch, pad, _lanes(dtype))
+        else:
+            sch[pad].compute_inline()
+    OL = sch.cache_write(out, "local")
+    n, cb, y, x, c = sch[out].op.axis
+    xo, xi = sch[out].split(x, factor=cfg["pixels"].val)
+    sch[out].reorder(n, cb, y, xo, xi, c)
+    sch[out].parallel(sch[out].fuse(n, cb, y))
+    sch[out].vectorize(c)
+    sch[OL].compute_at(sch[out], xo)
+    _, _, _, cx, cc = sch[OL].op.axis
+    kh, kw = sch[OL].op.reduce_axis
+    sch[OL].reorder(kh, kw, cx, cc)
+    if cfg["unroll_kw"].val:
+        sch[OL].unroll(kw)
+    sch[OL].unroll(cx)
+    sch[OL].vectorize(cc)

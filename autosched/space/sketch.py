@@ -189,8 +189,11 @@ class SketchContext:
         return cache
 
     def vector_lanes(self, dtype: str) -> int:
-        return 64 // (8 if dtype.endswith("64") else 2 if dtype.endswith("16") else 1 if dtype.endswith("8")
-                      else 4)
+        """Elements of ``dtype`` in one native vector of the task's target (a GPU thread's widest access is
+        16 bytes)."""
+        if self.target.kind == "llvm":
+            return self.target.cpu.lanes(dtype)
+        return max(1, 16 // max(1, np.dtype(dtype).itemsize))
 
 
 class GeneratedSpace(Space):

@@ -25,6 +25,9 @@ class Workload:
     doc: str = ""
     schedules: dict[str, Callable] = field(default_factory=dict)  # target kind -> fn(sch, tensors, **args)
     label: Callable[..., str] | None = None  # fn(**args) -> a short name for people (progress, reports)
+    # fn(args) -> args with target-dependent defaults filled in (a layout's block size, say), run under the
+    # task's target: a task's args are then explicit, and the record says what was built
+    fill: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def canonical_args(self, args: Any = None) -> dict[str, Any]:
         """All parameters by name, defaults filled in, values normalised to JSON-able types."""
@@ -100,8 +103,10 @@ def _normalise(v: Any, default: Any) -> Any:
 _WORKLOADS: dict[str, Workload] = {}
 
 
-def register_workload(name: str | Callable | None = None, override: bool = False):
-    """Register a workload function under ``name`` (default: the function's name)."""
+def register_workload(name: str | Callable | None = None, override: bool = False,
+                      fill: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
+    """Register a workload function under ``name`` (default: the function's name). ``fill(args)`` returns the
+    args with target-dependent defaults resolved; a Task calls it under its target (``Target.current()``)."""
 
     def do(func: Callable, wname: str | None) -> Callable:
         wname = wname or func.__name__
@@ -115,7 +120,7 @@ def register_workload(name: str | Callable | None = None, override: bool = False
         params = [(p.name, p.default) for p in sig.parameters.values()
                   if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         old = _WORKLOADS.get(wname)
-        wl = Workload(wname, func, params, inspect.getdoc(func) or "")
+        wl = Workload(wname, func, params, inspect.getdoc(func) or "", fill=fill)
         if old is not None:
             wl.schedules, wl.label = old.schedules, old.label
         _WORKLOADS[wname] = wl
@@ -161,7 +166,7 @@ def _load_builtins() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from autosched.workloads import builtin, cpu  # noqa: F401
+        from autosched.workloads import blocked, builtin, cpu  # noqa: F401
 
 
 __all__ = ["Workload", "register_workload", "register_schedule", "get_workload", "list_workloads"]

@@ -120,6 +120,63 @@ def depthwise_conv2d_ref(inputs, KH=3, KW=3, stride=1, padding=1, **_):
     return np.einsum("ncyxhw,chw->ncyx", win, weight[:, 0], optimize=True)
 
 
+def nchwc_to_nchw(x: np.ndarray) -> np.ndarray:
+    """[N, C/b, H, W, b] -> [N, C, H, W]."""
+    n, cb, h, w, b = x.shape
+    return x.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, w)
+
+
+def nchw_to_nchwc(x: np.ndarray, block: int) -> np.ndarray:
+    """[N, C, H, W] -> [N, C/block, H, W, block]."""
+    n, c, h, w = x.shape
+    return x.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2)
+
+
+def oihw_to_blocked(w: np.ndarray, ic_block: int, oc_block: int) -> np.ndarray:
+    """[O, I, KH, KW] -> [O/oc_block, I/ic_block, KH, KW, ic_block, oc_block]."""
+    o, i, kh, kw = w.shape
+    return w.reshape(o // oc_block, oc_block, i // ic_block, ic_block, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+
+
+def blocked_to_oihw(w: np.ndarray) -> np.ndarray:
+    """[O/ob, I/ib, KH, KW, ib, ob] -> [O, I, KH, KW]."""
+    ocb, icb, kh, kw, ib, ob = w.shape
+    return w.transpose(0, 5, 1, 4, 2, 3).reshape(ocb * ob, icb * ib, kh, kw)
+
+
+@register_reference("conv2d_nchwc")
+def conv2d_nchwc_ref(inputs, KH=3, KW=3, stride=1, padding=1, groups=1, oc_block=1, **_):
+    data, weight = nchwc_to_nchw(inputs[0]), blocked_to_oihw(inputs[1])
+    ci, co = data.shape[1] // groups, weight.shape[0] // groups
+    out = np.concatenate([conv2d_ref([data[:, g * ci:(g + 1) * ci], weight[g * co:(g + 1) * co]], KH=KH, KW=KW,
+                                     stride=stride, padding=padding) for g in range(groups)], axis=1)
+    return nchw_to_nchwc(out, oc_block)
+
+
+@register_reference("depthwise_conv2d_nchwc")
+def depthwise_conv2d_nchwc_ref(inputs, KH=3, KW=3, stride=1, padding=1, block=1, **_):
+    data = nchwc_to_nchw(inputs[0])
+    weight = inputs[1].transpose(0, 5, 1, 2, 3, 4).reshape(data.shape[1], 1, KH, KW)
+    out = depthwise_conv2d_ref([data, weight], KH=KH, KW=KW, stride=stride, padding=padding)
+    return nchw_to_nchwc(out, block)
+
+
+@register_reference("dense_pack")
+def dense_pack_ref(inputs, bias=True, **_):
+    data, weight = inputs[0], inputs[1]
+    jb, ci, b = weight.shape
+    out = data @ weight.transpose(0, 2, 1).reshape(jb * b, ci).T
+    return out + inputs[2][None, :] if bias else out
+
+
+@register_reference("pool2d_nchwc")
+def pool2d_nchwc_ref(inputs, KH=3, KW=3, stride=2, padding=1, pool_type="max", block=1, **_):
+    data = nchwc_to_nchw(inputs[0])
+    out = pool2d_ref([data], H=data.shape[2], W=data.shape[3], KH=KH, KW=KW, stride=stride, padding=padding,
+                     pool_type=pool_type)
+    return nchw_to_nchwc(out, block)
+
+
 @register_reference("pool2d")
 def pool2d_ref(inputs, H=112, W=112, KH=3, KW=3, stride=2, padding=1, pool_type="max", **_):
     (data,) = inputs

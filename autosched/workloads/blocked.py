@@ -1,0 +1,195 @@
+"""Workloads in blocked-channel layouts (NCHW[x]c data, OIHW[x]i[y]o weights), the layout of onnxruntime's
+MLAS and TVM's x86 ``conv2d_NCHWc``: a block of channels is the innermost dimension, so one vector holds the
+same pixel of ``x`` channels. A convolution then broadcasts one input value into a whole vector of output
+channels (no gathers), and weights are packed once, ahead of time, in the order the kernel reads them.
+
+Block sizes left at 0 are the target's (one native vector, :func:`autosched.workloads.blocking.channel_block`),
+filled in when the Task is made, so a task's arguments always say the layout built. ``ic_block=1`` reads plain
+NCHW data (NCHW1c): the 3-channel stem of a classifier reads its input directly.
+
+The te computes (``conv2d_nchwc_compute`` ...) are shared with the relay ops of the blocked layouts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autosched import te
+from autosched.workloads import register_workload
+from autosched.workloads.blocking import channel_block
+
+
+def _out_size(n: int, k: int, stride: int, pad: int) -> int:
+    return (n + 2 * pad - k) // stride + 1
+
+
+def pad_blocked(data: te.Tensor, pad_h: int, pad_w: int, value: float = 0.0, name: str = "pad") -> te.Tensor:
+    """Zero (or ``value``) padding of the two spatial axes of an NCHW[x]c tensor."""
+    if pad_h == 0 and pad_w == 0:
+        return data
+    N, CB, H, W, B = (int(d) for d in data.shape)
+
+    def f(n, c, y, x, b):
+        inside = te.all(y >= pad_h, y < H + pad_h, x >= pad_w, x < W + pad_w)
+        return te.if_then_else(inside, data[n, c, y - pad_h, x - pad_w, b], te.const(value, data.dtype))
+
+    return te.compute((N, CB, H + 2 * pad_h, W + 2 * pad_w, B), f, name=name)
+
+
+def conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: int, padding: int, groups: int = 1,
+                         name: str = "conv2d_nchwc") -> te.Tensor:
+    """``out[n, ob, y, x, o]`` = sum over the input channels of its group and the window of
+    ``pad(data)[n, ib, y*s+kh, x*s+kw, i] * weight[ob, ib', kh, kw, i, o]``; data NCHW[x]c, weight
+    OIHW[x]i[y]o with I the input channels of one group."""
+    N, ICB, H, W, IB = (int(d) for d in data.shape)
+    OCB, ICBg, KH, KW, IB2, OB = (int(d) for d in weight.shape)
+    if IB2 != IB or ICBg * groups != ICB:
+        raise ValueError(f"conv2d_nchwc: weight {tuple(weight.shape)} does not fit data {tuple(data.shape)} "
+                         f"with {groups} groups")
+    OH, OW = _out_size(H, KH, stride, padding), _out_size(W, KW, stride, padding)
+    src = pad_blocked(data, padding, padding)
+    icb = te.reduce_axis((0, ICBg), name="icb")
+    kh = te.reduce_axis((0, KH), name="kh")
+    kw = te.reduce_axis((0, KW), name="kw")
+    ib = te.reduce_axis((0, IB), name="ib")
+    ocb_per_group = OCB // groups
+
+    def f(n, ob, y, x, o):
+        ic = icb if groups == 1 else ob // ocb_per_group * ICBg + icb
+        return te.sum(src[n, ic, y * stride + kh, x * stride + kw, ib] * weight[ob, icb, kh, kw, ib, o],
+                      axis=[icb, kh, kw, ib])
+
+    return te.compute((N, OCB, OH, OW, OB), f, name=name)
+
+
+def depthwise_conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: int, padding: int,
+                                   name: str = "depthwise_conv2d_nchwc") -> te.Tensor:
+    """``out[n, cb, y, x, c]`` = sum over the window of ``pad(data)[n, cb, y*s+kh, x*s+kw, c] *
+    weight[cb, 0, kh, kw, 0, c]``: each channel with its own filter, channels in the vector lanes."""
+    N, CB, H, W, B = (int(d) for d in data.shape)
+    KH, KW = int(weight.shape[2]), int(weight.shape[3])
+    OH, OW = _out_size(H, KH, stride, padding), _out_size(W, KW, stride, padding)
+    src = pad_blocked(data, padding, padding)
+    kh = te.reduce_axis((0, KH), name="kh")
+    kw = te.reduce_axis((0, KW), name="kw")
+    return te.compute((N, CB, OH, OW, B), lambda n, cb, y, x, c: te.sum(
+        src[n, cb, y * stride + kh, x * stride + kw, c] * weight[cb, 0, kh, kw, 0, c], axis=[kh, kw]), name=name)
+
+
+def _check_blocks(op: str, **pairs: tuple[int, int]) -> None:
+    """Each ``name=(channels, block)`` must have block >= 1 dividing channels."""
+    for what, (channels, block) in pairs.items():
+        if block < 1 or channels % block:
+            raise ValueError(f"{op}: {what} must be a positive divisor of {channels}, got {block}")
+
+
+def _fill_conv(args: dict[str, Any]) -> dict[str, Any]:
+    g = args["groups"]
+    if args["ic_block"] == 0:
+        args["ic_block"] = channel_block(args["CI"] // g, args["dtype"]) if args["CI"] % g == 0 else 1
+    if args["oc_block"] == 0:
+        args["oc_block"] = channel_block(args["CO"] // g, args["dtype"]) if args["CO"] % g == 0 else 1
+    return args
+
+
+@register_workload("conv2d_nchwc", fill=_fill_conv)
+def conv2d_nchwc(N: int = 1, CI: int = 64, H: int = 56, W: int = 56, CO: int = 64, KH: int = 3, KW: int = 3,
+                 stride: int = 1, padding: int = 1, groups: int = 1, ic_block: int = 0, oc_block: int = 0,
+                 dtype: str = "float32"):
+    """2-D convolution in blocked layouts: data NCHW[ic_block]c, weights OIHW[ic_block]i[oc_block]o (packed
+    ahead of time), output NCHW[oc_block]c; blocks 0 = one native vector of the target. ``ic_block=1`` reads
+    NCHW data (the 3-channel stem)."""
+    if groups < 1 or CI % groups or CO % groups:
+        raise ValueError(f"conv2d_nchwc: groups={groups} must divide CI={CI} and CO={CO}")
+    _check_blocks("conv2d_nchwc", ic_block=(CI // groups, ic_block), oc_block=(CO // groups, oc_block))
+    data = te.placeholder((N, CI // ic_block, H, W, ic_block), dtype, name="data")
+    weight = te.placeholder((CO // oc_block, CI // groups // ic_block, KH, KW, ic_block, oc_block), dtype,
+                            name="weight")
+    return [data, weight, conv2d_nchwc_compute(data, weight, stride, padding, groups)]
+
+
+def _fill_depthwise(args: dict[str, Any]) -> dict[str, Any]:
+    if args["block"] == 0:
+        args["block"] = channel_block(args["C"], args["dtype"])
+    return args
+
+
+@register_workload("depthwise_conv2d_nchwc", fill=_fill_depthwise)
+def depthwise_conv2d_nchwc(N: int = 1, C: int = 256, H: int = 28, W: int = 28, KH: int = 3, KW: int = 3,
+                           stride: int = 1, padding: int = 1, block: int = 0, dtype: str = "float32"):
+    """Depthwise 2-D convolution in NCHW[block]c (weights [C/block, 1, KH, KW, 1, block]): channels in the
+    vector lanes, so every load is a whole vector."""
+    _check_blocks("depthwise_conv2d_nchwc", block=(C, block))
+    data = te.placeholder((N, C // block, H, W, block), dtype, name="data")
+    weight = te.placeholder((C // block, 1, KH, KW, 1, block), dtype, name="weight")
+    return [data, weight, depthwise_conv2d_nchwc_compute(data, weight, stride, padding)]
+
+
+def dense_pack_compute(data: te.Tensor, weight: te.Tensor, name: str = "dense_pack") -> te.Tensor:
+    """``out[i, j]`` = sum over k of ``data[i, k] * weight[j // b, k, j % b]``: a fully-connected layer whose
+    weights are packed in blocks of ``b`` output features, so a vector of outputs reads one contiguous run of
+    weights per k (a GEMV at batch 1 streams the weights once, with no gathers)."""
+    N, CI = (int(d) for d in data.shape)
+    JB, CI2, B = (int(d) for d in weight.shape)
+    if CI2 != CI:
+        raise ValueError(f"dense_pack: weight {tuple(weight.shape)} does not fit data {tuple(data.shape)}")
+    k = te.reduce_axis((0, CI), name="k")
+    return te.compute((N, JB * B), lambda i, j: te.sum(data[i, k] * weight[j // B, k, j % B], axis=k), name=name)
+
+
+def _fill_dense(args: dict[str, Any]) -> dict[str, Any]:
+    if args["block"] == 0:
+        args["block"] = channel_block(args["CO"], args["dtype"])
+    return args
+
+
+@register_workload("dense_pack", fill=_fill_dense)
+def dense_pack(N: int = 1, CI: int = 512, CO: int = 1000, block: int = 0, bias: bool = True,
+               dtype: str = "float32"):
+    """A fully-connected layer over weights packed ahead of time as [CO/block, CI, block] (block 0: up to a
+    native vector), with an optional bias: at batch 1 a memory-bound GEMV that streams the weights once."""
+    _check_blocks("dense_pack", block=(CO, block))
+    data = te.placeholder((N, CI), dtype, name="data")
+    weight = te.placeholder((CO // block, CI, block), dtype, name="weight")
+    out = dense_pack_compute(data, weight)
+    if not bias:
+        return [data, weight, out]
+    b = te.placeholder((CO,), dtype, name="bias")
+    prev = out
+    return [data, weight, b, te.compute((N, CO), lambda i, j: prev[i, j] + b[j], name="bias_add")]
+
+
+def pool2d_nchwc_compute(data: te.Tensor, KH: int, KW: int, stride: int, padding: int, pool_type: str,
+                         name: str = "pool2d_nchwc") -> te.Tensor:
+    """Max or average pooling of NCHW[x]c data (channels in lanes: every window load is a whole vector);
+    the average counts only the elements inside the input."""
+    N, CB, H, W, B = (int(d) for d in data.shape)
+    OH, OW = _out_size(H, KH, stride, padding), _out_size(W, KW, stride, padding)
+    kh = te.reduce_axis((0, KH), name="kh")
+    kw = te.reduce_axis((0, KW), name="kw")
+    if pool_type == "max":
+        src = pad_blocked(data, padding, padding, value=float("-inf"))
+        return te.compute((N, CB, OH, OW, B), lambda n, c, y, x, b: te.max(
+            src[n, c, y * stride + kh, x * stride + kw, b], axis=[kh, kw]), name=name)
+    if pool_type != "avg":
+        raise ValueError(f"pool2d_nchwc: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    src = pad_blocked(data, padding, padding)
+    s = te.compute((N, CB, OH, OW, B), lambda n, c, y, x, b: te.sum(
+        src[n, c, y * stride + kh, x * stride + kw, b], axis=[kh, kw]), name=name + "_sum")
+
+    def count(y, x):
+        h = te.minimum(y * stride - padding + KH, H) - te.maximum(y * stride - padding, 0)
+        w = te.minimum(x * stride - padding + KW, W) - te.maximum(x * stride - padding, 0)
+        return (h * w).astype(data.dtype)
+
+    return te.compute((N, CB, OH, OW, B), lambda n, c, y, x, b: s[n, c, y, x, b] / count(y, x), name=name)
+
+
+@register_workload("pool2d_nchwc", fill=_fill_depthwise)
+def pool2d_nchwc(N: int = 1, C: int = 64, H: int = 112, W: int = 112, KH: int = 3, KW: int = 3, stride: int = 2,
+                 padding: int = 1, pool_type: str = "max", block: int = 0, dtype: str = "float32"):
+    """Max or average 2-D pooling in NCHW[block]c (block 0: one native vector): a ResNet's max pool after the
+    stem, with the padding read in place."""
+    _check_blocks("pool2d_nchwc", block=(C, block))
+    data = te.placeholder((N, C // block, H, W, block), dtype, name="data")
+    return [data, pool2d_nchwc_compute(data, KH, KW, stride, padding, pool_type)]

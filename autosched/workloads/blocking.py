@@ -1,0 +1,87 @@
+"""Block sizes of CPU schedules, derived from the target's description (:attr:`Target.cpu`).
+
+Every default schedule, expert schedule and template sizes its register tiles and channel blocks here, from
+the current target (``with target:``; :meth:`Target.current`), so nothing assumes one ISA: an AVX-512 CPU
+(32 registers of 16 floats) gets wider and bigger tiles than an AVX2 one (16 registers of 8 floats).
+
+The register tiles follow the usual micro-kernel arithmetic (BLIS, MLAS, oneDNN): a tile of ``rows x vectors``
+accumulators stays in registers beside the ``vectors`` loaded operands and one broadcast, so
+``rows * vectors + vectors + 1 <= registers``, and it needs at least latency x FMA ports (about 8)
+independent accumulators to keep the FMA units busy.
+"""
+
+from __future__ import annotations
+
+from autosched.codegen.target import CPUDescription, Target
+
+#: independent accumulators that hide the FMA latency on two FMA ports (4 cycles x 2)
+MIN_ACCUMULATORS = 8
+
+
+def cpu() -> CPUDescription:
+    """The description of the CPU the schedule being written is for (the current target; the host outside
+    any ``with target:``)."""
+    t = Target.current()
+    return t.cpu if t.kind == "llvm" else Target("llvm").cpu
+
+
+def lanes(dtype: str = "float32") -> int:
+    """Elements of ``dtype`` in one native vector of the current target."""
+    return cpu().lanes(dtype)
+
+
+def divisor(n: int, limit: int) -> int:
+    """The largest divisor of ``n`` not above ``limit``."""
+    for f in range(min(n, limit), 0, -1):
+        if n % f == 0:
+            return f
+    return 1
+
+
+def channel_block(channels: int, dtype: str = "float32") -> int:
+    """The channel block of a blocked layout (NCHW[x]c): the largest power of two that divides ``channels``
+    and fits one native vector (16 floats on AVX-512, 8 on AVX2; 24 channels give 8, 3 channels 1: plain
+    NCHW). Power-of-two blocks keep every vector whole and unmasked."""
+    block, limit = 1, lanes(dtype)
+    while block * 2 <= limit and channels % (block * 2) == 0:
+        block *= 2
+    return block
+
+
+def matmul_tile(M: int, N: int, dtype: str = "float32") -> tuple[int, int]:
+    """``(rows, columns)`` of a C register tile for an (M x N) product: the most accumulators that fit the
+    registers with the loaded B vectors and one broadcast of A, preferring tiles that divide M and N (tails
+    cost masks), then more vectors per row (fewer broadcasts per FMA)."""
+    c = cpu()
+    nl = c.lanes(dtype)
+    best: tuple[int, int, int] | None = None  # (accumulators, vectors, rows)
+    for nv in (4, 3, 2, 1):
+        if N % (nv * nl):
+            continue
+        rows = divisor(M, (c.vector_registers - nv - 1) // nv)
+        cand = (rows * nv, nv, rows)
+        if best is None or cand > best:
+            best = cand
+    if best is None or best[0] < MIN_ACCUMULATORS:  # nothing divides well: accept tails
+        nv = max(1, min(2, -(-N // nl)))
+        rows = max(1, min(M, (c.vector_registers - nv - 1) // nv))
+        return rows, min(N, nv * nl)
+    return best[2], best[1] * nl
+
+
+def conv_tile(out_width: int, out_channel_blocks: int, block: int, dtype: str = "float32") -> tuple[int, int]:
+    """``(blocks, pixels)`` of a blocked convolution's register tile: ``blocks`` output-channel blocks of
+    ``block`` channels (a block takes ceil(block / lanes) vectors) times ``pixels`` output columns. As many
+    blocks as leave room for at least 8 pixels (each broadcast input then feeds several FMAs), then the widest
+    pixel run that divides the row and fits: 2 x 14 on AVX-512 (28 accumulators of 32 registers), 1 x 14 on
+    AVX2 (14 of 16)."""
+    regs = cpu().vector_registers
+    per_block = -(-block // lanes(dtype))
+    blocks = 1
+    for b in (4, 3, 2):
+        v = b * per_block
+        if out_channel_blocks % b == 0 and (regs - v - 1) // v >= MIN_ACCUMULATORS:
+            blocks = b
+            break
+    v = blocks * per_block
+    return blocks, divisor(out_width, max(1, (regs - v - 1) // v))
