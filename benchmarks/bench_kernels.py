@@ -1,12 +1,22 @@
-"""autosched's expert CPU schedules against numpy, PyTorch and onnxruntime, side by side in one run.
+"""autosched's default (untuned) CPU kernels against numpy, PyTorch and onnxruntime, side by side in one run.
 
-    python benchmarks/bench_kernels.py [--threads 1 2] [--peers-python /tmp/autosched-peers/bin/python]
-                                       [--out benchmarks/results]
+    python benchmarks/bench_kernels.py [--threads 1 2] [--rows conv_a dw ...] [--database tuning.db]
+                                       [--peers-python /tmp/autosched-peers/bin/python] [--out benchmarks/results]
 
-The peers run in their own virtualenv (``bash ../shared/peers/setup.sh``), through
-``shared/peers/peers.py vendor``, right after autosched's kernel on the same workload
-and thread count, so both see the same machine. Prints GFLOPS and ratios, the median
-compile time of the matmul schedule, and writes ``kernels.json`` and ``kernels.png``.
+For each kernel (matmul 1024; the convolutions of a ResNet: 3x3 at 64x56x56 and 256x14x14, 1x1 stride 2,
+the 7x7 stride-2 stem; depthwise 256x28x28; dense 512->1000 at batch 1; max pool 3x3/2; softmax over 1000)
+and thread count: autosched's default schedule for this CPU, then the vendor libraries on the same kernel
+(``benchmarks/peer_kernels.py`` in the peers' virtualenv, ``bash ../shared/peers/setup.sh``). Convolutions,
+pooling and dense run in autosched's blocked layouts (NCHW[x]c data, weights packed ahead of time, as in a
+built model); the vendors get NCHW tensors and weights as initializers, so onnxruntime converts its input and
+output to its own blocked layout on every call: the ``+layout`` column adds what autosched's own
+NCHW <-> NCHW[x]c transforms of input and output cost, for a like-for-like single-kernel figure.
+
+Compute-bound rows report the share of ``autosched peak``; memory-bound ones the share of the bandwidth of a
+copy with the same bytes moved (``autosched.measure.peak.measure_bandwidth``). On an AVX-512 host the AVX2
+build (``llvm -mcpu=haswell``) is timed too, against the same vendor figures (which use the host's ISA).
+``--database`` also builds each kernel from its best tuning record there (``autosched tune --workload ...``).
+Prints the CPU; writes ``kernels.json`` and ``kernels.png`` (the ratio to the best vendor library per row).
 On a 2-core machine run it with nothing else running.
 """
 
@@ -24,26 +34,41 @@ from pathlib import Path
 import numpy as np
 
 import autosched
+from autosched import te
+from autosched.codegen.target import Target
 
 HERE = Path(__file__).resolve().parent
-PEERS = HERE.parent.parent / "shared" / "peers" / "peers.py"
 
-# peers.py workload name -> (autosched workload, params)
-WORKLOADS = {
-    "matmul1024": ("matmul", dict(M=1024, N=1024, K=1024)),
-    "conv_a": ("conv2d", dict(N=1, H=56, W=56, CI=64, CO=64, KH=3, KW=3, stride=1, padding=1)),
-    "conv_c": ("conv2d", dict(N=1, H=14, W=14, CI=256, CO=256, KH=3, KW=3, stride=1, padding=1)),
-    "dw_d": ("depthwise_conv2d", dict(N=1, C=256, H=28, W=28, KH=3, KW=3, stride=1, padding=1)),
+# name -> (autosched workload, params, vendor kernel for peer_kernels.py, bound, goal vs the best vendor)
+ROWS = {
+    "matmul": ("matmul", dict(M=1024, N=1024, K=1024), dict(op="matmul", M=1024, N=1024, K=1024), "compute", 0.8),
+    "conv_a": ("conv2d_nchwc", dict(CI=64, H=56, W=56, CO=64, KH=3, KW=3, stride=1, padding=1),
+               dict(op="conv", N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, stride=1, padding=1), "compute", 0.8),
+    "conv_c": ("conv2d_nchwc", dict(CI=256, H=14, W=14, CO=256, KH=3, KW=3, stride=1, padding=1),
+               dict(op="conv", N=1, CI=256, H=14, W=14, CO=256, KH=3, KW=3, stride=1, padding=1), "compute", 0.8),
+    "conv_1x1s2": ("conv2d_nchwc", dict(CI=256, H=28, W=28, CO=512, KH=1, KW=1, stride=2, padding=0),
+                   dict(op="conv", N=1, CI=256, H=28, W=28, CO=512, KH=1, KW=1, stride=2, padding=0),
+                   "compute", 0.8),
+    "stem": ("conv2d_nchwc", dict(CI=3, H=224, W=224, CO=64, KH=7, KW=7, stride=2, padding=3),
+             dict(op="conv", N=1, CI=3, H=224, W=224, CO=64, KH=7, KW=7, stride=2, padding=3), "compute", 0.8),
+    "dw": ("depthwise_conv2d_nchwc", dict(C=256, H=28, W=28, KH=3, KW=3, stride=1, padding=1),
+           dict(op="conv", N=1, CI=256, H=28, W=28, CO=256, KH=3, KW=3, stride=1, padding=1, groups=256),
+           "memory", 1.0),
+    "dense": ("dense_pack", dict(N=1, CI=512, CO=1000), dict(op="dense", N=1, CI=512, CO=1000), "memory", 1.0),
+    "maxpool": ("pool2d_nchwc", dict(C=64, H=112, W=112, KH=3, KW=3, stride=2, padding=1),
+                dict(op="maxpool", N=1, C=64, H=112, W=112, K=3, stride=2, padding=1), "memory", 1.0),
+    "softmax": ("softmax", dict(M=1, N=1000), dict(op="softmax", M=1, N=1000), "memory", 1.0),
 }
+LAYOUT_ROWS = {"conv2d_nchwc", "depthwise_conv2d_nchwc", "pool2d_nchwc"}
 
 
 def median_time(fn, seconds: float = 1.0) -> float:
-    """The same timing rule as peers.py: warm up, then the median of as many runs as fit in ``seconds``."""
+    """The same rule as peer_kernels.py: warm up, then the median of as many runs as fit in ``seconds``."""
     fn()
     t = time.perf_counter()
     fn()
     one = time.perf_counter() - t
-    n = max(5, min(1000, int(seconds / max(one, 1e-6))))
+    n = max(5, min(2000, int(seconds / max(one, 1e-6))))
     ts = []
     for _ in range(n):
         t = time.perf_counter()
@@ -52,44 +77,72 @@ def median_time(fn, seconds: float = 1.0) -> float:
     return statistics.median(ts)
 
 
-def autosched_gflops(name: str, params: dict, threads: int) -> tuple[float, float]:
-    task = autosched.Task(name, params)
-    sch, args = task.default_schedule()
-    mod = autosched.build(sch, args)
+def _arrays(tensors, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = [rng.standard_normal([int(d) for d in t.shape]).astype(t.dtype) for t in tensors[:-1]]
+    return out + [np.zeros([int(d) for d in tensors[-1].shape], tensors[-1].dtype)]
+
+
+def build_task(task: autosched.Task, database: str | None):
+    """The module of ``task``: its best record in ``database`` when given and present, else its default."""
+    if database:
+        sch, args = task.apply_best(database)
+    else:
+        sch, args = task.default_schedule()
+    return autosched.build(sch, args, target=task.target), args
+
+
+def autosched_time(task: autosched.Task, threads: int, database: str | None = None) -> tuple[float, int]:
+    """Median seconds of the kernel (checked against its numpy reference once) and the bytes it moves."""
+    from autosched.workloads.reference import get_reference
+
+    mod, args = build_task(task, database)
     mod.set_num_threads(threads)
-    rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal([int(d) for d in t.shape]).astype(t.dtype) for t in args[:-1]]
-    out = np.zeros([int(d) for d in args[-1].shape], args[-1].dtype)
-    t = median_time(lambda: mod(*arrays, out))
-    return task.flop / t / 1e9, t
+    arrays = _arrays(args)
+    mod(*arrays)
+    ref = get_reference(task.name)
+    if ref is not None:
+        want = ref(arrays[:-1], **task.args)
+        err = float(np.abs(arrays[-1] - want).max() / max(np.abs(want).max(), 1e-30))
+        if err > 1e-4:
+            raise SystemExit(f"{task}: result differs from numpy by {err:.1e} (relative): not benchmarking it")
+    time.sleep(0.05)  # let the previous thread pool park
+    nbytes = sum(a.nbytes for a in arrays)
+    return median_time(lambda: mod(*arrays)), nbytes
 
 
-def peer_gflops(peers_python: str | None, wl: str, threads: int) -> dict[str, float]:
+def layout_transform_time(shape_nchw: tuple[int, ...], block: int, threads: int, to_blocked: bool) -> float:
+    """Seconds of autosched's NCHW -> NCHW[block]c (or back) transform of one tensor, default-scheduled."""
+    from autosched.relay.schedules import injective
+
+    n, c, h, w = shape_nchw
+    if to_blocked:
+        src = te.placeholder((n, c, h, w), name="src")
+        dst = te.compute((n, c // block, h, w, block), lambda a, cb, y, x, b: src[a, cb * block + b, y, x], name="dst")
+    else:
+        src = te.placeholder((n, c // block, h, w, block), name="src")
+        dst = te.compute((n, c, h, w), lambda a, ch, y, x: src[a, ch // block, y, x, ch % block], name="dst")
+    sch = te.create_schedule(dst.op)
+    with Target("llvm"):
+        injective(sch, dst)
+    mod = autosched.build(sch, [src, dst])
+    mod.set_num_threads(threads)
+    arrays = _arrays([src, dst])
+    return median_time(lambda: mod(*arrays), seconds=0.3)
+
+
+def peer_times(peers_python: str | None, kernel: dict, threads: int) -> dict[str, float]:
     if not peers_python or not os.path.exists(peers_python):
         return {}
-    res = subprocess.run([peers_python, str(PEERS), "vendor", wl, "--threads", str(threads)],
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run([peers_python, str(HERE / "peer_kernels.py"), json.dumps(kernel), "--threads",
+                          str(threads)], capture_output=True, text=True, timeout=600)
+    if res.returncode != 0:
+        print(f"  peer_kernels.py failed on {kernel['op']}: {res.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
     out = {}
     for line in res.stdout.splitlines():
         if line.startswith("{"):
             d = json.loads(line)
-            out[d["peer"]] = d["gflops"]
-    if res.returncode != 0:
-        print(f"  peers.py failed for {wl}: {res.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
-    return out
-
-
-def compile_times(n: int = 7) -> list[float]:
-    from autosched.codegen.build import clear_cache
-
-    task = autosched.Task("matmul", dict(M=1024, N=1024, K=1024))
-    out = []
-    for _ in range(n):
-        clear_cache()
-        sch, args = task.default_schedule()
-        t0 = time.perf_counter()
-        autosched.build(sch, args)
-        out.append(time.perf_counter() - t0)
+            out[d["peer"]] = d["seconds"]
     return out
 
 
@@ -99,18 +152,18 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    peers = ["autosched", "numpy", "torch", "torch_channels_last", "onnxruntime"]
-    labels = [f"{r['workload']}\n{r['threads']} thr" for r in rows]
-    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(rows)), 4.5))
-    width = 0.8 / len(peers)
-    for k, p in enumerate(peers):
-        vals = [r["gflops"].get(p, 0.0) for r in rows]
-        if not any(vals):
-            continue
-        ax.bar([i + (k - len(peers) / 2 + 0.5) * width for i in range(len(rows))], vals, width, label=p)
-    ax.set_xticks(range(len(rows)), labels)
-    ax.set_ylabel("GFLOPS (fp32)")
-    ax.set_title("autosched expert schedules vs vendor libraries (same machine, same run)")
+    builds = sorted({b for r in rows for b in r["ratios"]})
+    labels = [f"{r['row']}\n{r['threads']} thr" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(9, 0.9 * len(rows)), 4.8))
+    width = 0.8 / max(1, len(builds))
+    for k, b in enumerate(builds):
+        vals = [r["ratios"].get(b, 0.0) for r in rows]
+        ax.bar([i + (k - len(builds) / 2 + 0.5) * width for i in range(len(rows))], vals, width, label=b)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.axhline(0.8, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylabel("speed / best vendor library")
+    ax.set_title(f"autosched default kernels vs numpy, PyTorch, onnxruntime ({rows[0]['cpu']}, same run)")
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -120,37 +173,65 @@ def plot(rows: list[dict], path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
-    default_peers = os.environ.get("AUTOSCHED_PEERS_PYTHON", "/tmp/autosched-peers/bin/python")
-    ap.add_argument("--peers-python", default=default_peers)
+    ap.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    ap.add_argument("--database", default=None, help="also build each kernel from its best record here")
+    ap.add_argument("--peers-python", default=os.environ.get("AUTOSCHED_PEERS_PYTHON",
+                                                             "/tmp/autosched-peers/bin/python"))
     ap.add_argument("--out", type=Path, default=HERE / "results")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
+    from autosched.measure.peak import get_peak, measure_bandwidth
+
+    host = Target("llvm")
+    targets = {"native": "llvm"}
+    if host.cpu.vector_bytes > 32:
+        targets["avx2"] = "llvm -mcpu=haswell"
+    if a.database:
+        targets["tuned"] = "llvm"
+    print(f"CPU: {host.cpu}")
     if not os.path.exists(a.peers_python):
-        print(f"no peers virtualenv at {a.peers_python}: run `bash ../shared/peers/setup.sh` for PyTorch/onnxruntime;"
-              " numpy only for now", file=sys.stderr)
+        print(f"no peers virtualenv at {a.peers_python}: run `bash ../shared/peers/setup.sh` (vendor columns "
+              "stay empty)", file=sys.stderr)
+    peaks = {t: get_peak(t).gflops for t in a.threads}
+    print("peak: " + ", ".join(f"{t} thr {g:.0f} GFLOPS" for t, g in peaks.items()))
     rows = []
-    for wl in a.workloads:
-        name, params = WORKLOADS[wl]
+    for name in a.rows:
+        wl, params, kernel, bound, goal = ROWS[name]
         for threads in a.threads:
-            g, t = autosched_gflops(name, params, threads)
-            peers = peer_gflops(a.peers_python, wl, threads)
-            if not peers and name == "matmul":
-                x, y = (np.random.default_rng(0).standard_normal((1024, 1024)).astype("float32") for _ in range(2))
-                peers["numpy"] = 2 * 1024**3 / median_time(lambda: x @ y) / 1e9
-            row = {"workload": wl, "threads": threads, "gflops": {"autosched": g, **peers}}
+            vendor = peer_times(a.peers_python, kernel, threads)
+            best_vendor = min(vendor.values()) if vendor else None
+            row = {"row": name, "threads": threads, "bound": bound, "goal": goal, "cpu": host.cpu.name,
+                   "vendor_s": vendor, "autosched_s": {}, "ratios": {}, "share": {}}
+            for label, tgt in targets.items():
+                task = autosched.Task(wl, params, target=tgt)
+                t, nbytes = autosched_time(task, threads, a.database if label == "tuned" else None)
+                row["autosched_s"][label] = t
+                if best_vendor:
+                    row["ratios"][label] = best_vendor / t
+                if bound == "compute":
+                    row["share"][label] = task.flop / t / 1e9 / peaks[threads]
+                else:
+                    row["share"][label] = nbytes / t / 1e9 / measure_bandwidth(nbytes, threads)
+                if label == "native" and wl in LAYOUT_ROWS:
+                    d = task.tensors()[0]
+                    o = task.tensors()[-1]
+                    nchw = lambda s: (int(s[0]), int(s[1]) * int(s[4]), int(s[2]), int(s[3]))  # noqa: E731
+                    extra = (layout_transform_time(nchw(d.shape), int(d.shape[4]), threads, True)
+                             + layout_transform_time(nchw(o.shape), int(o.shape[4]), threads, False))
+                    row["autosched_s"]["native+layout"] = t + extra
+                    if best_vendor:
+                        row["ratios"]["native+layout"] = best_vendor / (t + extra)
+                row["flop"] = task.flop
             rows.append(row)
-            ratios = "  ".join(f"vs {p} {g / v:.2f}x" for p, v in peers.items() if v > 0)
-            print(f"{wl:11s} {threads} thr  autosched {g:7.1f} GFLOPS  "
-                  + "  ".join(f"{p} {v:.1f}" for p, v in peers.items()) + f"   | {ratios}", flush=True)
-    for wl in a.workloads:
-        by = {r["threads"]: r["gflops"]["autosched"] for r in rows if r["workload"] == wl}
-        if 1 in by and 2 in by:
-            print(f"{wl:11s} parallel speed-up 1 -> 2 threads: {by[2] / by[1]:.2f}x")
-    ct = compile_times()
-    print(f"matmul 1024 expert schedule: median build (lower + LLVM -O3 + JIT) {statistics.median(ct) * 1e3:.0f} ms "
-          f"(min {min(ct) * 1e3:.0f}, max {max(ct) * 1e3:.0f})")
-    result = {"rows": rows, "compile_seconds": ct, "cpu": autosched.codegen.target.Target("llvm").key}
+            vend = "  ".join(f"{p} {s * 1e3:.3f}" for p, s in vendor.items())
+            ours = "  ".join(f"{lab} {s * 1e3:.3f} ms ({row['ratios'].get(lab, float('nan')):.2f}x"
+                             + (f", {row['share'][lab]:.0%} of {'peak' if bound == 'compute' else 'bandwidth'})"
+                                if lab in row["share"] else ")")
+                             for lab, s in row["autosched_s"].items())
+            ok = "" if "native" not in row["ratios"] else (
+                "  [goal met]" if row["ratios"]["native"] >= goal else f"  [below the {goal}x goal]")
+            print(f"{name:10s} {threads} thr | autosched {ours} | vendor ms: {vend}{ok}", flush=True)
+    result = {"cpu": str(host.cpu), "peaks": peaks, "rows": rows}
     (a.out / "kernels.json").write_text(json.dumps(result, indent=1))
     plot(rows, a.out / "kernels.png")
     print(f"wrote {a.out / 'kernels.json'} and {a.out / 'kernels.png'}")
