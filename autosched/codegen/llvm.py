@@ -381,9 +381,13 @@ class CodeGenLLVM:
             VectorEmitter(self, s.var, s.extent.value).stmt(s.body)
             return
         width = native
-        if isinstance(s.extent, IntImm):  # equal chunks of at most the native width: 56 lanes -> 4 x 14
-            nchunks = -(-s.extent.value // native)
-            width = -(-s.extent.value // nchunks)
+        if isinstance(s.extent, IntImm):
+            n = s.extent.value
+            half = native // 2
+            if n % native and half >= 4 and n % half == 0:  # whole half vectors (40 -> 5 x 8 on AVX-512): no masks
+                width = half
+            else:  # equal chunks of at most the native width: 56 lanes -> 4 x 14
+                width = -(-n // -(-n // native))
         vo, vi = Var(s.var.name + ".vo"), Var(s.var.name + ".vi")
         idx = vo * width + vi
         body = substitute_stmt(s.body, {s.var: idx})

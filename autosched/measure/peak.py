@@ -74,7 +74,7 @@ def _fma_chains(b, fma, x, y, chains: int, start, iters):
     return total
 
 
-def _compile_kernel(lanes: int):
+def _compile_kernel(lanes: int, target: Any = "llvm"):
     """JIT ``float peak(int64 iters)``: ``_CHAINS`` accumulators, each ``acc = fma(acc, x, y)`` per
     iteration, summed at the end so nothing is optimised away. Returns (engine, ctypes function)."""
     import llvmlite.binding as llvm
@@ -101,7 +101,7 @@ def _compile_kernel(lanes: int):
     total = _fma_chains(b, fma, x, y, _CHAINS, lambda k: ir.Constant(vec, [float(k)] * lanes), fn.args[0])
     b.ret(b.extract_element(total, ir.Constant(ir.IntType(32), 0)))
 
-    tm = target_machine(Target("llvm"))
+    tm = target_machine(Target(target))
     ref = llvm.parse_assembly(str(mod))
     ref.verify()
     engine = llvm.create_mcjit_compiler(ref, tm)
@@ -110,17 +110,19 @@ def _compile_kernel(lanes: int):
     return engine, cfn
 
 
-def measure_peak(threads: int | None = None, *, seconds: float = 0.3, repeat: int = 5) -> Peak:
+def measure_peak(threads: int | None = None, *, seconds: float = 0.3, repeat: int = 5,
+                 target: Any = "llvm") -> Peak:
     """Measure the fp32 peak of ``threads`` threads (default: all cores), best of ``repeat`` runs of about
-    ``seconds`` each."""
+    ``seconds`` each, with the vectors of ``target`` (``llvm -mcpu=haswell``: what AVX2 code can reach on
+    this host)."""
     from autosched.codegen.target import Target
 
-    target = Target("llvm")
+    target = Target(target)
     threads = int(threads or target.num_cores)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     lanes = target.cpu.lanes("float32")
-    engine, fn = _compile_kernel(lanes)
+    engine, fn = _compile_kernel(lanes, target)
     flop_per_iter = _CHAINS * lanes * 2
     # size the loop so one call lasts about `seconds`
     iters = 1 << 16
