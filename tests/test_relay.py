@@ -79,7 +79,7 @@ def np_softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def run(mod_or_func, inputs: dict, params: dict | None = None, opt_level: int = 2) -> list[np.ndarray]:
+def run(mod_or_func, inputs: dict, params: dict | None = None, opt_level: int = 3) -> list[np.ndarray]:
     with transform.PassContext(opt_level=opt_level):
         graph_json, lib, out_params = relay.build(mod_or_func, "llvm", params=params)
     m = graph_executor.GraphModule(graph_json, lib, out_params)
@@ -103,9 +103,12 @@ def test_conv_bias_relu_is_one_kernel_and_matches_numpy():
     assert mod["main"].checked_type.ret_type.shape == (1, 8, 12, 12)
     assert y.checked_type.dtype == "float32"
     assert "nn.conv2d" in str(mod) and "Tensor[(1, 8, 12, 12), float32]" in str(mod)
-    graph_json, lib, params = relay.build(mod, "llvm")
-    ks = kernels_of(graph_json)
+    with relay.transform.PassContext(opt_level=2):  # NCHW kernels: one, with bias and relu in its loops
+        ks = kernels_of(relay.build(mod, "llvm")[0])
     assert len(ks) == 1 and ks[0]["name"].startswith("fused_conv2d_bias_add_relu")
+    graph_json, lib, params = relay.build(mod, "llvm")  # opt_level 3: blocked, reading NCHW, then back to NCHW
+    ks = kernels_of(graph_json)
+    assert [k["name"].rsplit("_", 1)[0] for k in ks] == ["fused_conv2d_nchwc_add_relu", "fused_layout_transform"]
     xd = rand(1, 3, 12, 12)
     m = graph_executor.GraphModule(graph_json, lib, params)
     m.set_input("data", xd)
@@ -192,7 +195,8 @@ def test_batch_norm_is_folded_into_conv_weights():
     fused = relay.optimize(relay.IRModule.from_expr(f), params)
     text = str(fused)
     assert "nn.batch_norm" not in text and "multiply" not in text  # the scale lives in the weights now
-    assert "fused_conv2d_add_relu" in str([n.op.attrs.get("name") for n in [fused["main"].body]])
+    calls = [n for n in relay.expr.post_order(fused["main"].body) if isinstance(n, relay.Call)]
+    assert "fused_conv2d_nchwc_add_relu" in [c.op.attrs.get("name") for c in calls]
     xd = rand(1, 3, 8, 8)
     (out,) = run(f, {"data": xd}, params)
     conv_ref = np_conv2d(xd, params["w"], padding=(1, 1, 1, 1))
@@ -249,13 +253,13 @@ def test_passes_fold_constants_cse_dce_and_opt_level():
 
 
 def _two_conv_model():
-    x = relay.var("data", shape=(1, 4, 10, 10))
-    w1, w2, w3 = (relay.var(n, shape=(4, 4, 3, 3)) for n in ("w1", "w2", "w3"))
+    x = relay.var("data", shape=(1, 8, 10, 10))
+    w1, w2, w3 = (relay.var(n, shape=(8, 8, 3, 3)) for n in ("w1", "w2", "w3"))
     h = relay.nn.relu(relay.nn.conv2d(x, w1, padding=(1, 1)))
     h = relay.nn.relu(relay.nn.conv2d(h, w2, padding=(1, 1)))
     h = relay.add(relay.nn.conv2d(h, w3, strides=(2, 2)), relay.const(np.float32(1.0)))
-    y = relay.nn.dense(relay.nn.batch_flatten(h), relay.var("fc", shape=(3, 64)))
-    params = {"w1": rand(4, 4, 3, 3), "w2": rand(4, 4, 3, 3), "w3": rand(4, 4, 3, 3), "fc": rand(3, 64)}
+    y = relay.nn.dense(relay.nn.batch_flatten(h), relay.var("fc", shape=(3, 128)))
+    params = {"w1": rand(8, 8, 3, 3), "w2": rand(8, 8, 3, 3), "w3": rand(8, 8, 3, 3), "fc": rand(3, 128)}
     return relay.IRModule.from_expr(relay.Function(relay.expr.free_vars(y), y)), params
 
 
@@ -273,7 +277,7 @@ def test_extract_tasks_weights():
 def test_export_folder_runs_without_llvmlite(tmp_path):
     mod, params = _two_conv_model()
     graph_json, lib, out_params = relay.build(mod, "llvm", params=params)
-    xd = rand(1, 4, 10, 10)
+    xd = rand(1, 8, 10, 10)
     m = graph_executor.GraphModule(graph_json, lib, out_params)
     m.set_input("data", xd)
     m.run()
@@ -301,7 +305,7 @@ def test_tuned_record_is_used_by_build(tmp_path, caplog):
     import autosched
 
     mod, params = _two_conv_model()
-    xd = rand(1, 4, 10, 10)
+    xd = rand(1, 8, 10, 10)
     g0, lib0, p0 = relay.build(mod, "llvm", params=params)
     assert all(k["attrs"]["tuned"] == "0" for k in kernels_of(g0))
     m0 = graph_executor.GraphModule(g0, lib0, p0)
@@ -319,7 +323,7 @@ def test_tuned_record_is_used_by_build(tmp_path, caplog):
     g1, lib1, p1 = result
     tuned = [k for k in kernels_of(g1) if k["attrs"]["tuned"] == "1"]
     assert len(tuned) == 1 and tuned[0]["attrs"]["workload_key"] == conv_task.workload_key
-    assert "4 kernels, 1 tuned" in caplog.text
+    assert f"{len(result.kernels)} kernels, 1 tuned" in caplog.text
     assert [k["tuned"] for k in result.kernels].count(True) == 1
     m1 = graph_executor.GraphModule(g1, lib1, p1)
     m1.set_input("data", xd)
@@ -370,7 +374,9 @@ def test_adding_an_op_as_documented():
     w = rand(4, 2, 3, 3)
     y = relay_op.make_call("nn.leaky_relu", [relay.nn.conv2d(x, relay.const(w))], alpha=0.2)
     graph_json, lib, params = relay.build(relay.Function([x], y), "llvm")
-    assert [k["name"] for k in kernels_of(graph_json)] == ["fused_conv2d_leaky_relu_0"]
+    # an elementwise op keeps the blocked layout (AlterOpLayout), so it fuses into the convolution
+    assert [k["name"] for k in kernels_of(graph_json)] == ["fused_conv2d_nchwc_leaky_relu_0",
+                                                            "fused_layout_transform_1"]
     xd = rand(1, 2, 6, 6)
     m = graph_executor.GraphModule(graph_json, lib, params)
     m.set_input("data", xd)
@@ -419,8 +425,13 @@ def test_residual_block_with_batch_norms_fuses_to_two_kernels():
         params[n + "_w"] = rand(4, 4, 3, 3) * 0.3
         params.update({f"{n}_g": rand(4), f"{n}_b": rand(4), f"{n}_m": rand(4), f"{n}_v": np.abs(rand(4)) + 0.5})
     func = relay.Function(relay.expr.free_vars(y), y)
-    graph_json = relay.build(func, "llvm", params=params)[0]
+    with relay.transform.PassContext(opt_level=2):
+        graph_json = relay.build(func, "llvm", params=params)[0]
     assert [k["name"][:-2] for k in kernels_of(graph_json)] == ["fused_conv2d_add_relu", "fused_conv2d_add_add_relu"]
+    graph_json = relay.build(func, "llvm", params=params)[0]  # blocked: the same two convolutions, and transforms
+    names = [k["name"].rsplit("_", 1)[0] for k in kernels_of(graph_json)]
+    assert [n for n in names if "conv2d" in n] == ["fused_conv2d_nchwc_add_relu", "fused_conv2d_nchwc_add_add_relu"]
+    assert set(names) - {"fused_conv2d_nchwc_add_relu", "fused_conv2d_nchwc_add_add_relu"} == {"fused_layout_transform"}
     xd = rand(1, 4, 7, 7)
     (out,) = run(func, {"data": xd}, params)
 

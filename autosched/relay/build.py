@@ -44,11 +44,15 @@ def _as_module(mod: IRModule | Function | Expr) -> IRModule:
 
 def optimize(mod: IRModule | Function, params: dict[str, Any] | None = None) -> IRModule:
     """Bind the parameters, then InferType, SimplifyInference, FoldConstant, EliminateCommonSubexpr,
-    DeadCodeElimination and FuseOps under the current PassContext; returns the fused module."""
+    DeadCodeElimination, AlterOpLayout (blocked layouts, weights packed; opt_level 3, the default) and FuseOps
+    under the current PassContext; returns the fused module."""
+    from autosched.relay.alter_layout import AlterOpLayout
+
     mod = _as_module(mod)
     main = T.bind_params(mod["main"], params or {})
     seq = T.Sequential([T.InferType(), T.SimplifyInference(), T.FoldConstant(), T.EliminateCommonSubexpr(),
-                        T.DeadCodeElimination(), T.FoldConstant(), T.InferType(), T.FuseOps()])
+                        T.DeadCodeElimination(), T.FoldConstant(), T.InferType(), AlterOpLayout(),
+                        T.FoldConstant(), T.InferType(), T.FuseOps()])
     return seq(IRModule({**mod.functions, "main": main}))  # external functions stay as partitioned
 
 
@@ -86,7 +90,9 @@ def extract_tasks(mod: IRModule | Function, params: dict[str, Any] | None = None
     ``task.weight`` = how many times the model runs that kernel. Tune them with
     ``autosched.tune_tasks(tasks, [t.weight for t in tasks])``. Calls of external functions (PartitionGraph)
     are not tasks; ``tasks.external`` and the log say how many went to each external compiler."""
-    with T.PassContext.current():
+    from autosched.codegen.target import Target
+
+    with T.PassContext.current(), Target(target):
         fused = optimize(mod, params)
     external: dict[str, int] = {}
     for node in post_order(fused["main"].body):
@@ -315,7 +321,10 @@ def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any]
     """Compile a model: returns ``(graph_json, lib, params)`` for ``graph_executor.GraphModule``. Under
     ``autosched.apply_history_best(db)`` each kernel uses its best record when one matches, else its default
     schedule; the log (logger ``autosched.relay``, INFO) says how many kernels were tuned."""
-    fused = optimize(mod, params)
+    from autosched.codegen.target import Target
+
+    with Target(target):  # AlterOpLayout sizes the layouts for it
+        fused = optimize(mod, params)
     graph_json, lib, out_params, gb = _build_fused(fused, target, use_records=True)
     kernels = [{"name": n, "workload_key": t.workload_key, "task": t, "tuned": r is not None,
                 "record_id": getattr(r, "id", None)} for n, t, r in gb.kernels.values()]

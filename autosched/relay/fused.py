@@ -116,14 +116,33 @@ def relay_fused(graph: str = _DEFAULT):
     return build_tensors(graph)[0]
 
 
+_BLOCKED = {"conv2d_nchwc": "conv2d", "depthwise_conv2d_nchwc": "depthwise_conv2d", "dense_pack": "dense"}
+
+
+def _logical(shape: list[int]) -> list[int]:
+    """NCHW of NCHW[x]c data, OIHW of OIHW[x]i[y]o (or depthwise [C/x, 1, KH, KW, 1, x]) weights, [units, in] of
+    packed dense weights: the shapes people know a layer by."""
+    if len(shape) == 5:
+        return [shape[0], shape[1] * shape[4], shape[2], shape[3]]
+    if len(shape) == 6:
+        return [shape[0] * shape[5], shape[1] * shape[4], shape[2], shape[3]]
+    if len(shape) == 3:
+        return [shape[0] * shape[2], shape[1]]
+    return shape
+
+
 def _label(graph: str = _DEFAULT) -> str:
-    """``conv2d+add+relu 1x64x56x56 * 64x64x3x3 s1``: the fused ops, the anchor's input shapes and stride."""
+    """``conv2d+add+relu 1x64x56x56 * 64x64x3x3 s1``: the fused ops, the anchor's input shapes (in NCHW and OIHW
+    for blocked layouts, whose block is given last: ``[NCHW16c]``) and stride."""
     desc = json.loads(graph)
     ops = [n[0].split(".")[-1] for n in desc["nodes"]]
-    shapes = ["x".join(map(str, shape)) for shape, _ in desc["inputs"][:2]]
+    blocked = next((n[1].get("out_layout") or n[1].get("data_layout") or n[1].get("layout") for n in desc["nodes"]
+                    if n[0].split(".")[-1] in _BLOCKED or str(n[1].get("layout", "NCHW")) != "NCHW"), None)
+    ops = [_BLOCKED.get(o, o) for o in ops]
+    shapes = ["x".join(map(str, _logical(shape))) for shape, _ in desc["inputs"][:2]]
     strides = next((n[1].get("strides") for n in desc["nodes"] if "strides" in n[1]), None)
     extra = f" s{strides[0]}" if strides and len(set(strides)) == 1 else (f" s{strides}" if strides else "")
-    return f"{'+'.join(ops)} {' * '.join(shapes)}{extra}"
+    return f"{'+'.join(ops)} {' * '.join(shapes)}{extra}" + (f" [{blocked}]" if blocked else "")
 
 
 get_workload("relay.fused").label = _label

@@ -100,6 +100,7 @@ def get_op_attr(op_name: str, attr_key: str, default: Any = None) -> Any:
 
 def _load() -> None:
     import autosched.relay.ops  # noqa: F401  (registers the built-in ops)
+    import autosched.relay.ops_blocked  # noqa: F401  (and those of the blocked layouts)
 
 
 def _expr(x: Any) -> Expr:

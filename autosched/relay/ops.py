@@ -395,49 +395,83 @@ def _pool_geometry(shape, attrs, op):
     return N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW
 
 
+def channel_block_of(layout: str, op: str) -> int | None:
+    """The block of a layout: None for ``NCHW``, ``x`` for ``NCHW[x]c`` (a block of x channels innermost)."""
+    if layout == "NCHW":
+        return None
+    if layout.startswith("NCHW") and layout.endswith("c") and layout[4:-1].isdigit() and int(layout[4:-1]) > 0:
+        return int(layout[4:-1])
+    raise RelayError(f"{op}: layout must be NCHW or NCHW[x]c (NCHW16c), got {layout!r}")
+
+
+def _spatial_input(x: TensorType, layout: str, op: str) -> tuple[tuple[int, int, int, int], tuple[int, ...]]:
+    """``((N, C, H, W), trailing block dims)`` of a data type in ``layout``, checked."""
+    block = channel_block_of(layout, op)
+    if block is None:
+        if len(x.shape) != 4:
+            raise RelayError(f"{op}: data must be 4-D NCHW, got shape {x.shape}")
+        return x.shape, ()
+    if len(x.shape) != 5 or x.shape[4] != block:
+        raise RelayError(f"{op}: data in layout {layout} must be 5-D [N, C/{block}, H, W, {block}], "
+                         f"got shape {x.shape}")
+    N, CB, H, W, B = x.shape
+    return (N, CB * B, H, W), (B,)
+
+
 def _pool_rel(op):
     def rel(types, attrs):
         _nargs(types, 1, op)
         x = _tensor(types, 0, op, "data")
-        if attrs["layout"] != "NCHW":
-            raise RelayError(f"{op}: only layout NCHW is supported, got {attrs['layout']}")
-        if len(x.shape) != 4:
-            raise RelayError(f"{op}: data must be 4-D NCHW, got shape {x.shape}")
-        N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(x.shape, attrs, op)
+        nchw, block = _spatial_input(x, attrs["layout"], op)
+        N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(nchw, attrs, op)
         if OH <= 0 or OW <= 0:
             raise RelayError(f"{op}: data shape {x.shape} with pool_size {(KH, KW)}, strides {(sh, sw)}, "
                              f"padding {(pt, pl, pb, pr)} gives an empty output {OH}x{OW}")
-        return TensorType((N, C, OH, OW), x.dtype)
+        return TensorType((N, x.shape[1], OH, OW) + block, x.dtype)
 
     return rel
 
 
+def _pool_index(x: te.Tensor) -> Any:
+    """``at(n, c, h, w, rest)``: the element of 4-D (NCHW) or 5-D (NCHW[x]c, ``rest`` the block index) data."""
+    return lambda n, c, h, w, rest: x[(n, c, h, w) + tuple(rest)]
+
+
+def _logical_nchw(x: te.Tensor) -> tuple[int, int, int, int]:
+    s = _ishape(x)
+    return s if len(s) == 4 else (s[0], s[1] * s[4], s[2], s[3])
+
+
 def _max_pool_compute(inputs, attrs, out_type):
     (x,) = inputs
-    N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(_ishape(x), attrs, "nn.max_pool2d")
+    N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(_logical_nchw(x), attrs,
+                                                                               "nn.max_pool2d")
     rh = te.reduce_axis((0, KH), name="rh")
     rw = te.reduce_axis((0, KW), name="rw")
+    at = _pool_index(x)
 
-    def f(n, c, y, xx):
+    def f(n, c, y, xx, *rest):
         h = y * sh + rh * dh - pt
         w = xx * sw + rw * dw - pl
         inside = te.all(h >= 0, h < H, w >= 0, w < W)
-        return te.max(te.if_then_else(inside, x[n, c, h, w], te.min_value(x.dtype)), axis=[rh, rw])
+        return te.max(te.if_then_else(inside, at(n, c, h, w, rest), te.min_value(x.dtype)), axis=[rh, rw])
 
     return te.compute(out_type.shape, f, name="max_pool2d", tag="max_pool2d")
 
 
 def _avg_pool_compute(inputs, attrs, out_type):
     (x,) = inputs
-    N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(_ishape(x), attrs, "nn.avg_pool2d")
+    N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(_logical_nchw(x), attrs,
+                                                                               "nn.avg_pool2d")
     rh = te.reduce_axis((0, KH), name="rh")
     rw = te.reduce_axis((0, KW), name="rw")
+    at = _pool_index(x)
 
-    def f(n, c, y, xx):
+    def f(n, c, y, xx, *rest):
         h = y * sh + rh * dh - pt
         w = xx * sw + rw * dw - pl
         inside = te.all(h >= 0, h < H, w >= 0, w < W)
-        return te.sum(te.if_then_else(inside, x[n, c, h, w], te.const(0.0, x.dtype)), axis=[rh, rw])
+        return te.sum(te.if_then_else(inside, at(n, c, h, w, rest), te.const(0.0, x.dtype)), axis=[rh, rw])
 
     s = te.compute(out_type.shape, f, name="pool_sum", tag="avg_pool2d")
     if dh == 1 and dw == 1:
@@ -451,41 +485,41 @@ def _avg_pool_compute(inputs, attrs, out_type):
             w1 = te.minimum(xx * sw - pl + KW, hi_w)
             return te.maximum((h1 - h0) * (w1 - w0), 1).astype(x.dtype)
 
-        return te.compute(out_type.shape, lambda n, c, y, xx: s[n, c, y, xx] / count(y, xx), name="avg_pool2d")
+        return te.compute(out_type.shape, lambda n, c, y, xx, *rest: s[(n, c, y, xx) + rest] / count(y, xx),
+                          name="avg_pool2d")
     raise RelayError("nn.avg_pool2d: dilation other than 1 is not supported")
 
 
 _POOL_ATTRS = {"pool_size": (1, 1), "strides": (1, 1), "dilation": (1, 1), "padding": (0, 0), "layout": "NCHW",
                "ceil_mode": False}
 register_op(OpDef("nn.max_pool2d", _pool_rel("nn.max_pool2d"), _max_pool_compute, OPAQUE, attrs=dict(_POOL_ATTRS),
-                  num_inputs=1, schedule=schedules.reduction, doc="2-D max pooling (NCHW)",
+                  num_inputs=1, schedule=schedules.pool, doc="2-D max pooling (NCHW or NCHW[x]c)",
                   canonical_attrs=_canon_spatial))
 register_op(OpDef("nn.avg_pool2d", _pool_rel("nn.avg_pool2d"), _avg_pool_compute, OPAQUE,
-                  attrs={**_POOL_ATTRS, "count_include_pad": False}, num_inputs=1, schedule=schedules.reduction,
-                  doc="2-D average pooling (NCHW)", canonical_attrs=_canon_spatial))
+                  attrs={**_POOL_ATTRS, "count_include_pad": False}, num_inputs=1, schedule=schedules.pool,
+                  doc="2-D average pooling (NCHW or NCHW[x]c)", canonical_attrs=_canon_spatial))
 
 
 def _gap_rel(types, attrs):
     _nargs(types, 1, "nn.global_avg_pool2d")
     x = _tensor(types, 0, "nn.global_avg_pool2d", "data")
-    if len(x.shape) != 4:
-        raise RelayError(f"nn.global_avg_pool2d: data must be 4-D NCHW, got shape {x.shape}")
-    return TensorType(x.shape[:2] + (1, 1), x.dtype)
+    _, block = _spatial_input(x, attrs["layout"], "nn.global_avg_pool2d")
+    return TensorType(x.shape[:2] + (1, 1) + block, x.dtype)
 
 
 def _gap_compute(inputs, attrs, out_type):
     (x,) = inputs
-    N, C, H, W = _ishape(x)
+    H, W = _ishape(x)[2:4]
     rh = te.reduce_axis((0, H), name="rh")
     rw = te.reduce_axis((0, W), name="rw")
-    s = te.compute((N, C, 1, 1), lambda n, c, y, xx: te.sum(x[n, c, rh, rw], axis=[rh, rw]), name="pool_sum",
-                   tag="global_avg_pool2d")
-    return te.compute((N, C, 1, 1), lambda n, c, y, xx: s[n, c, y, xx] / te.const(float(H * W), x.dtype),
-                      name="global_avg_pool2d")
+    s = te.compute(out_type.shape, lambda n, c, y, xx, *rest: te.sum(x[(n, c, rh, rw) + rest], axis=[rh, rw]),
+                   name="pool_sum", tag="global_avg_pool2d")
+    return te.compute(out_type.shape, lambda n, c, y, xx, *rest: s[(n, c, y, xx) + rest] / te.const(
+        float(H * W), x.dtype), name="global_avg_pool2d")
 
 
 register_op(OpDef("nn.global_avg_pool2d", _gap_rel, _gap_compute, OPAQUE, attrs={"layout": "NCHW"}, num_inputs=1,
-                  schedule=schedules.reduction, doc="mean over H and W (NCHW)"))
+                  schedule=schedules.global_pool, doc="mean over H and W (NCHW or NCHW[x]c)"))
 
 
 # --------------------------------------------------------------- batch_norm

@@ -177,3 +177,128 @@ def dense(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
 
 
 matmul = dense
+
+
+# ------------------------------------------------------------------ blocked layouts (AlterOpLayout's ops)
+def _named_input(t: te.Tensor, name: str) -> te.Tensor | None:
+    return next((x for x in t.op.input_tensors if x.op.name == name and isinstance(x.op, te.ComputeOp)), None)
+
+
+def conv2d_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
+    """Blocked conv2d: the register-tiled nest of the conv2d_nchwc workload (a tile of output-channel blocks x
+    pixels sized for the target's registers) with the epilogue (bias, batch-norm shift, residual add, relu)
+    in the output's loops; the padded input copied at the root (3% of the time, cheaper than guarded edges)."""
+    from autosched.workloads.blocking import conv_tile
+    from autosched.workloads.cpu import _root_elementwise, blocked_conv_nest, weights_outweigh_input
+
+    if shape_of(out) != shape_of(anchor):
+        return reduction(sch, out)
+    pad = _named_input(anchor, "pad")
+    inline_injective(sch, out, (anchor,) + ((pad,) if pad is not None else ()))
+    if pad is not None:
+        _root_elementwise(sch, pad, lanes(out.dtype))
+    OL = _block_stage(sch, out, anchor)
+    data, weight = anchor.op.input_tensors[0], anchor.op.input_tensors[-1]
+    _, OCB, _, OW, ob = shape_of(out)
+    blocks, pixels = conv_tile(OW, OCB, ob, out.dtype)
+    blocked_conv_nest(sch, out, OL, blocks=blocks, pixels=pixels, unroll_ib=divisor(int(weight.shape[4]), 4),
+                      rows_outer=not weights_outweigh_input(weight, data))
+
+
+def depthwise_conv2d_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
+    """Blocked depthwise conv2d: channels in lanes, a run of pixels in registers, the padding read in place,
+    the epilogue in the output's loops."""
+    from autosched.workloads.cpu import _window_nest, depthwise_pixels
+
+    if shape_of(out) != shape_of(anchor):
+        return reduction(sch, out)
+    inline_injective(sch, out, (anchor,))
+    OL = _block_stage(sch, out, anchor)
+    _window_nest(sch, out, OL, depthwise_pixels(int(out.shape[3]), int(out.shape[4]), out.dtype))
+
+
+def pool(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
+    """Pooling: in a blocked layout the depthwise nest (a run of pixels in registers, the window outside it,
+    the padding read in place), an average dividing in the output loop; in NCHW the generic reduction."""
+    from autosched.workloads.cpu import _window_nest, depthwise_pixels
+
+    if len(out.shape) != 5:
+        return reduction(sch, out)
+    red = anchor if is_reduction(anchor) else next(t for t in compute_stages(out) if is_reduction(t))
+    inline_injective(sch, out, (red,))
+    pixels = depthwise_pixels(int(out.shape[3]), int(out.shape[4]), out.dtype)
+    _window_nest(sch, out, sch.cache_write(out, "local") if red is out else red, pixels)
+
+
+def global_pool(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
+    """Global average pooling: in a blocked layout each channel block's sum over the image in a vector of
+    lanes (the image loops outside the lanes), blocks in parallel; in NCHW the generic reduction."""
+    if len(out.shape) != 5:
+        return reduction(sch, out)
+    red = next(t for t in compute_stages(out) if is_reduction(t))
+    inline_injective(sch, out, (red,))
+    n, cb, y, x, b = sch[out].op.axis
+    sch[out].parallel(sch[out].fuse(n, cb))
+    sch[out].vectorize(b)
+    sch[red].compute_at(sch[out], x)
+    *_, rb = sch[red].op.axis
+    rh, rw = sch[red].op.reduce_axis
+    sch[red].reorder(rh, rw, rb)
+    sch[red].vectorize(rb)
+
+
+def dense_pack(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
+    """Packed dense: a tile of output blocks (independent accumulator chains) per row tile, k unrolled by 4,
+    tiles in parallel, the epilogue in the output's loops (the dense_pack workload's nest)."""
+    from autosched.workloads.cpu import dense_tile
+
+    if len(out.shape) != 2 or shape_of(out)[0] != shape_of(anchor)[0]:
+        return reduction(sch, out)
+    acc = anchor if is_reduction(anchor) else next(t for t in compute_stages(out) if is_reduction(t))
+    weight = acc.op.input_tensors[-1]
+    block = int(weight.shape[2])
+    if shape_of(out) != shape_of(acc):  # units cut off from a padded weight: compute the slice only
+        return reduction(sch, out)
+    inline_injective(sch, out, (acc,))
+    DL = _block_stage(sch, out, acc)
+    N, CO = shape_of(out)
+    rows, blocks = dense_tile(N, CO, block, out.dtype)
+    i, j = sch[out].op.axis
+    jo, ji = sch[out].split(j, factor=block * blocks)
+    io, ii = sch[out].split(i, factor=rows)
+    sch[out].reorder(jo, io, ii, ji)
+    par = sch[out].fuse(jo, io)
+    sch[out].parallel(par)
+    sch[out].vectorize(ji)
+    sch[DL].compute_at(sch[out], par)
+    ci, cj = sch[DL].op.axis
+    (k,) = sch[DL].op.reduce_axis
+    cjb, cjl = sch[DL].split(cj, factor=block)
+    ko, ki = sch[DL].split(k, factor=divisor(int(k.dom.extent.value), 4))
+    sch[DL].reorder(ko, ki, ci, cjb, cjl)
+    sch[DL].unroll(ki)
+    sch[DL].unroll(ci)
+    sch[DL].unroll(cjb)
+    sch[DL].vectorize(cjl)
+
+
+def layout_transform(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> None:
+    """A layout transform without gathers: rows in parallel, and a block's channels unrolled innermost, so
+    every load or every store is contiguous (into NCHW[x]c: the output vector by lanes; into NCHW: the
+    block read in order)."""
+    inline_injective(sch, out)
+    if out.op.name != "layout_transform" or len(out.shape) not in (4, 5):
+        return flat_parallel_vector(sch, out)
+    src = out.op.input_tensors[0]
+    if len(out.shape) == 5:
+        n, cb, y, x, b = sch[out].op.axis
+        sch[out].parallel(sch[out].fuse(n, cb, y))
+        sch[out].unroll(b)
+        return
+    if len(src.shape) != 5:
+        return flat_parallel_vector(sch, out)
+    n, c, y, x = sch[out].op.axis
+    cb, b = sch[out].split(c, factor=int(src.shape[4]))
+    sch[out].reorder(n, cb, y, x, b)
+    sch[out].parallel(sch[out].fuse(n, cb, y))
+    sch[out].unroll(b)

@@ -1,8 +1,10 @@
-"""Graph passes: ``Sequential`` under a ``PassContext(opt_level=...)``, as in TVM.
+"""Graph passes: ``Sequential`` under a ``PassContext(opt_level=...)``, as in TVM (the default level is 3:
+everything on, as TVM's tutorials build).
 
 InferType (0), SimplifyInference (0: batch_norm to scale and shift, folded into conv2d weights),
-FoldConstant (2), EliminateCommonSubexpr (3), DeadCodeElimination (1), FuseOps (0; fusion from level 1);
-MergeComposite, AnnotateTarget and PartitionGraph (0) for external compilers (partition.py).
+FoldConstant (2), EliminateCommonSubexpr (3), DeadCodeElimination (1), AlterOpLayout (3: blocked layouts,
+alter_layout.py), FuseOps (0; fusion from level 1); MergeComposite, AnnotateTarget and PartitionGraph (0) for
+external compilers (partition.py).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ _CTX: contextvars.ContextVar[PassContext | None] = contextvars.ContextVar("autos
 class PassContext:
     """``with PassContext(opt_level=3, disabled_pass=["FoldConstant"]):`` settings for the passes run inside."""
 
-    def __init__(self, opt_level: int = 2, required_pass: Sequence[str] = (), disabled_pass: Sequence[str] = (),
+    def __init__(self, opt_level: int = 3, required_pass: Sequence[str] = (), disabled_pass: Sequence[str] = (),
                  config: dict | None = None):
         self.opt_level = int(opt_level)
         self.required_pass = set(required_pass)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from autosched.space.config import divisors
 from autosched.space.template import register_template
 from autosched.workloads.blocking import cpu
+from autosched.workloads.blocking import divisor as _divisor
 from autosched.workloads.cpu import _lanes, _producer, _root_elementwise, blocked_conv_nest
 
 
@@ -288,7 +289,7 @@ def conv2d_nchwc_llvm(cfg, sch, tensors, N, CI, H, W, CO, KH, KW, stride, paddin
              if p <= 32 and b * per_block * (p + 1) + 1 <= regs]
     cfg.define_knob("register_tile", tiles or [[1, 1]])
     cfg.define_knob("rows_outer", [True, False])
-    cfg.define_knob("unroll_ib", sorted({1, min(ic_block, 16)}))
+    cfg.define_knob("unroll_ib", sorted({1, _divisor(ic_block, 4), min(ic_block, 16)}))
     cfg.define_knob("unroll_kw", [False, True])
     pad = _producer(out, "pad")
     cfg.define_knob("pad", ["root", "inline"])

@@ -284,6 +284,8 @@ def compute(
         # parameters with defaults are the closure-capture idiom (lambda i, t=t: ...), not axes
         names = [p.name for p in params if p.default is inspect.Parameter.empty
                  and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        if any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params) and len(names) < len(shape):
+            names += [f"i{d}" for d in range(len(names), len(shape))]  # (n, c, *rest): the rest are numbered
         if len(names) != len(shape):
             raise ValueError(
                 f"compute {name}: fcompute takes {len(names)} arguments but the shape has {len(shape)} dimensions"

@@ -23,31 +23,54 @@ def _out_size(n: int, k: int, stride: int, pad: int) -> int:
     return (n + 2 * pad - k) // stride + 1
 
 
-def pad_blocked(data: te.Tensor, pad_h: int, pad_w: int, value: float = 0.0, name: str = "pad") -> te.Tensor:
-    """Zero (or ``value``) padding of the two spatial axes of an NCHW[x]c tensor."""
-    if pad_h == 0 and pad_w == 0:
+def _pads(padding: Any) -> tuple[int, int, int, int]:
+    """``(top, left, bottom, right)`` from one int (all sides) or four."""
+    if isinstance(padding, int):
+        return (padding,) * 4
+    pt, pl, pb, pr = (int(p) for p in padding)
+    return pt, pl, pb, pr
+
+
+def _strides(stride: Any) -> tuple[int, int]:
+    return (stride, stride) if isinstance(stride, int) else (int(stride[0]), int(stride[1]))
+
+
+def pad_blocked(data: te.Tensor, padding: Any, value: float = 0.0, name: str = "pad") -> te.Tensor:
+    """Zero (or ``value``) padding of the two spatial axes of an NCHW[x]c tensor (padding: one int or
+    ``(top, left, bottom, right)``). Plain NCHW data comes out as NCHW1c."""
+    pt, pl, pb, pr = _pads(padding)
+    if len(data.shape) == 4:  # NCHW read as NCHW1c
+        nchw = data
+        data = te.compute(tuple(int(d) for d in nchw.shape) + (1,), lambda n, c, y, x, b: nchw[n, c, y, x],
+                          name="nchw1c")
+    if pt == pl == pb == pr == 0:
         return data
     N, CB, H, W, B = (int(d) for d in data.shape)
 
     def f(n, c, y, x, b):
-        inside = te.all(y >= pad_h, y < H + pad_h, x >= pad_w, x < W + pad_w)
-        return te.if_then_else(inside, data[n, c, y - pad_h, x - pad_w, b], te.const(value, data.dtype))
+        inside = te.all(y >= pt, y < H + pt, x >= pl, x < W + pl)
+        return te.if_then_else(inside, data[n, c, y - pt, x - pl, b], te.const(value, data.dtype))
 
-    return te.compute((N, CB, H + 2 * pad_h, W + 2 * pad_w, B), f, name=name)
+    return te.compute((N, CB, H + pt + pb, W + pl + pr, B), f, name=name)
 
 
-def conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: int, padding: int, groups: int = 1,
+def conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: Any, padding: Any, groups: int = 1,
                          name: str = "conv2d_nchwc") -> te.Tensor:
     """``out[n, ob, y, x, o]`` = sum over the input channels of its group and the window of
-    ``pad(data)[n, ib, y*s+kh, x*s+kw, i] * weight[ob, ib', kh, kw, i, o]``; data NCHW[x]c, weight
-    OIHW[x]i[y]o with I the input channels of one group."""
-    N, ICB, H, W, IB = (int(d) for d in data.shape)
+    ``pad(data)[n, ib, y*s+kh, x*s+kw, i] * weight[ob, ib', kh, kw, i, o]``; data NCHW[x]c (or NCHW: x = 1),
+    weight OIHW[x]i[y]o with I the input channels of one group; stride one int or (h, w), padding one int
+    or (top, left, bottom, right)."""
+    src = pad_blocked(data, padding)
+    pt, pl, pb, pr = _pads(padding)
+    sh, sw = _strides(stride)
+    N, ICB = int(data.shape[0]), int(data.shape[1])
+    H, W = int(data.shape[2]), int(data.shape[3])
+    IB = int(data.shape[4]) if len(data.shape) == 5 else 1
     OCB, ICBg, KH, KW, IB2, OB = (int(d) for d in weight.shape)
     if IB2 != IB or ICBg * groups != ICB:
         raise ValueError(f"conv2d_nchwc: weight {tuple(weight.shape)} does not fit data {tuple(data.shape)} "
                          f"with {groups} groups")
-    OH, OW = _out_size(H, KH, stride, padding), _out_size(W, KW, stride, padding)
-    src = pad_blocked(data, padding, padding)
+    OH, OW = (H + pt + pb - KH) // sh + 1, (W + pl + pr - KW) // sw + 1
     icb = te.reduce_axis((0, ICBg), name="icb")
     kh = te.reduce_axis((0, KH), name="kh")
     kw = te.reduce_axis((0, KW), name="kw")
@@ -56,24 +79,26 @@ def conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: int, paddin
 
     def f(n, ob, y, x, o):
         ic = icb if groups == 1 else ob // ocb_per_group * ICBg + icb
-        return te.sum(src[n, ic, y * stride + kh, x * stride + kw, ib] * weight[ob, icb, kh, kw, ib, o],
+        return te.sum(src[n, ic, y * sh + kh, x * sw + kw, ib] * weight[ob, icb, kh, kw, ib, o],
                       axis=[icb, kh, kw, ib])
 
     return te.compute((N, OCB, OH, OW, OB), f, name=name)
 
 
-def depthwise_conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: int, padding: int,
+def depthwise_conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: Any, padding: Any,
                                    name: str = "depthwise_conv2d_nchwc") -> te.Tensor:
     """``out[n, cb, y, x, c]`` = sum over the window of ``pad(data)[n, cb, y*s+kh, x*s+kw, c] *
     weight[cb, 0, kh, kw, 0, c]``: each channel with its own filter, channels in the vector lanes."""
     N, CB, H, W, B = (int(d) for d in data.shape)
     KH, KW = int(weight.shape[2]), int(weight.shape[3])
-    OH, OW = _out_size(H, KH, stride, padding), _out_size(W, KW, stride, padding)
-    src = pad_blocked(data, padding, padding)
+    pt, pl, pb, pr = _pads(padding)
+    sh, sw = _strides(stride)
+    OH, OW = (H + pt + pb - KH) // sh + 1, (W + pl + pr - KW) // sw + 1
+    src = pad_blocked(data, padding)
     kh = te.reduce_axis((0, KH), name="kh")
     kw = te.reduce_axis((0, KW), name="kw")
     return te.compute((N, CB, OH, OW, B), lambda n, cb, y, x, c: te.sum(
-        src[n, cb, y * stride + kh, x * stride + kw, c] * weight[cb, 0, kh, kw, 0, c], axis=[kh, kw]), name=name)
+        src[n, cb, y * sh + kh, x * sw + kw, c] * weight[cb, 0, kh, kw, 0, c], axis=[kh, kw]), name=name)
 
 
 def _check_blocks(op: str, **pairs: tuple[int, int]) -> None:
@@ -168,12 +193,12 @@ def pool2d_nchwc_compute(data: te.Tensor, KH: int, KW: int, stride: int, padding
     kh = te.reduce_axis((0, KH), name="kh")
     kw = te.reduce_axis((0, KW), name="kw")
     if pool_type == "max":
-        src = pad_blocked(data, padding, padding, value=float("-inf"))
+        src = pad_blocked(data, padding, value=float("-inf"))
         return te.compute((N, CB, OH, OW, B), lambda n, c, y, x, b: te.max(
             src[n, c, y * stride + kh, x * stride + kw, b], axis=[kh, kw]), name=name)
     if pool_type != "avg":
         raise ValueError(f"pool2d_nchwc: pool_type must be 'max' or 'avg', got {pool_type!r}")
-    src = pad_blocked(data, padding, padding)
+    src = pad_blocked(data, padding)
     s = te.compute((N, CB, OH, OW, B), lambda n, c, y, x, b: te.sum(
         src[n, c, y * stride + kh, x * stride + kw, b], axis=[kh, kw]), name=name + "_sum")
 

@@ -308,7 +308,7 @@ def conv2d_nchwc_cpu(sch, tensors, N, CI, H, W, CO, KH, KW, stride, padding, gro
     blocks, pixels = conv_tile(OW, CO // oc_block, oc_block, dtype)
     OL = sch.cache_write(out, "local")
     blocked_conv_nest(sch, out, OL, blocks=blocks, pixels=pixels,
-                      rows_outer=not weights_outweigh_input(weight, data), unroll_ib=min(ic_block, 16))
+                      rows_outer=not weights_outweigh_input(weight, data), unroll_ib=_divisor(ic_block, 4))
 
 
 def depthwise_pixels(out_width: int, block: int, dtype: str) -> int:

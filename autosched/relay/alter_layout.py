@@ -1,0 +1,262 @@
+"""AlterOpLayout (opt_level 3): a CNN in NCHW becomes one in blocked-channel layouts (NCHW[x]c), the layout
+of onnxruntime's NCHWc transformer and TVM's x86 conv2d_NCHWc.
+
+Each 4-D activation gets a layout as the pass walks the graph in order:
+
+- ``nn.conv2d`` with constant weights becomes ``nn.conv2d_nchwc`` (or ``nn.depthwise_conv2d_nchwc``), its
+  weights packed once here (OIHW -> OIHW[x]i[y]o, a numpy transform folded into the params), reading its input
+  in the input's block when that divides its channels (else one ``layout_transform``); the 3-channel stem
+  reads NCHW directly. Block sizes come from the target (one native vector: 16 floats on AVX-512, 8 on AVX2).
+- Elementwise ops (pattern ELEMWISE, any op of the user's too), and broadcasting binary ones whose other operand
+  is another activation in the same layout, a scalar or a constant broadcast per channel (a bias, a batch-norm
+  scale or shift: re-laid out here), keep the layout;
+  so do pooling, global pooling and a channel concatenation of inputs with one block.
+- ``nn.dense`` with constant weights becomes ``nn.dense_pack`` (weights packed [units/x, in, x]).
+- Anything else, and the function's outputs, get NCHW back through one ``layout_transform`` per tensor.
+
+A tensor needed in two layouts is transformed once per layout; transforms are only made where a consumer
+needs another layout, so back-to-back inverse pairs do not arise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autosched.relay import op as _op
+from autosched.relay.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    TensorType,
+    Tuple,
+    TupleGetItem,
+    Var,
+    post_order,
+)
+from autosched.relay.ops import _pair, pad4
+
+
+def _block_for(channels: int) -> int:
+    from autosched.workloads.blocking import channel_block
+
+    return channel_block(channels)
+
+
+def pack_conv_weight(w: np.ndarray, ic_block: int, oc_block: int) -> np.ndarray:
+    """OIHW (I per group) -> [O/oc_block, I/ic_block, KH, KW, ic_block, oc_block]."""
+    from autosched.workloads.reference import oihw_to_blocked
+
+    return np.ascontiguousarray(oihw_to_blocked(w, ic_block, oc_block))
+
+
+def to_blocked_const(c: np.ndarray, channels: int, block: int) -> np.ndarray | None:
+    """A constant operand of a binary op on an NCHW activation of ``channels`` channels, re-laid out for the
+    activation in NCHW[block]c; None when it does not broadcast per channel (or per element) that way."""
+    a = np.asarray(c)
+    if a.ndim <= 1 and a.size == 1:
+        return a  # a scalar broadcasts in any layout
+    if a.ndim > 4:
+        return None
+    a = a.reshape((1,) * (4 - a.ndim) + a.shape)
+    n, ch, h, w = a.shape
+    if ch == 1:
+        return a.reshape(n, 1, h, w, 1)
+    if ch != channels:
+        return None
+    return np.ascontiguousarray(a.reshape(n, ch // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+class _Alter:
+    def __init__(self) -> None:
+        self.new: dict[int, Expr] = {}  # id(old node) -> rebuilt node
+        self.block: dict[int, int | None] = {}  # id(rebuilt node) -> its block (None: NCHW or not an image)
+        self.converted: dict[tuple[int, int | None], Expr] = {}
+
+    # ------------------------------------------------------------ layouts
+    def in_layout(self, e: Expr, block: int | None) -> Expr:
+        """``e`` (rebuilt) in layout NCHW[block]c (None: NCHW), through one cached layout_transform."""
+        have = self.block.get(id(e))
+        if have == block:
+            return e
+        key = (id(e), block)
+        got = self.converted.get(key)
+        if got is None:
+            src = "NCHW" if have is None else f"NCHW{have}c"
+            dst = "NCHW" if block is None else f"NCHW{block}c"
+            got = self.converted[key] = _op.make_call("layout_transform", [e], src_layout=src, dst_layout=dst)
+            self.block[id(got)] = block
+        return got
+
+    def nchw(self, e: Expr) -> Expr:
+        return self.in_layout(e, None) if self.block.get(id(e)) is not None else e
+
+    def done(self, old: Expr, new: Expr, block: int | None = None) -> None:
+        self.new[id(old)] = new
+        self.block[id(new)] = block
+
+    # -------------------------------------------------------------- rules
+    def visit(self, node: Expr) -> None:
+        if isinstance(node, (Var, Constant)):
+            return self.done(node, node)
+        if isinstance(node, Tuple):
+            return self.done(node, Tuple([self.nchw(self.new[id(f)]) for f in node.fields]))
+        if isinstance(node, TupleGetItem):
+            return self.done(node, TupleGetItem(self.nchw(self.new[id(node.tuple_value)]), node.index))
+        if isinstance(node, Function):
+            return self.done(node, node)
+        if not isinstance(node, Call) or isinstance(node.op, Function):  # an external function's call
+            args = [self.nchw(self.new[id(a)]) for a in node.args] if isinstance(node, Call) else []
+            return self.done(node, Call(node.op, args, node.attrs) if isinstance(node, Call) else node)
+        rule = getattr(self, "_" + node.op.name.replace(".", "_"), None)
+        if rule is None and node.op.pattern == _op.ELEMWISE and len(node.args) == 1:
+            rule = self._unary  # elementwise: any layout (relu, clip, sigmoid, an op of the user's)
+        if rule is None and node.op.pattern == _op.BROADCAST and len(node.args) == 2 and not node.attrs:
+            rule = self._binary  # add, multiply, ...: numpy broadcasting, so a per-channel constant is re-laid out
+        out = rule(node) if rule is not None else None
+        if out is None:
+            out = (Call(node.op, [self._arg_nchw(a) for a in node.args], node.attrs), None)
+        self.done(node, *out)
+
+    def _arg_nchw(self, a: Expr) -> Expr:
+        new = self.new[id(a)]
+        if isinstance(new, Tuple):
+            return Tuple([self.nchw(f) for f in new.fields])
+        return self.nchw(new)
+
+    def _nn_conv2d(self, node: Call) -> tuple[Expr, int | None] | None:
+        data, weight = node.args
+        if not isinstance(weight, Constant) or tuple(node.attrs["dilation"]) != (1, 1) or \
+                node.attrs["data_layout"] != "NCHW" or node.attrs["kernel_layout"] != "OIHW":
+            return None
+        x = self.new[id(data)]
+        w = weight.data
+        N, CI, H, W = data.checked_type.shape
+        CO = w.shape[0]
+        g = int(node.attrs["groups"])
+        have = self.block.get(id(x))
+        common = dict(strides=_pair(node.attrs["strides"], "nn.conv2d", "strides"),
+                      padding=pad4(node.attrs["padding"], "nn.conv2d"))
+        if g > 1 and g == CI == CO and w.shape[1] == 1:  # depthwise: channels in lanes, one block throughout
+            b = have if have is not None and CI % have == 0 else _block_for(CI)
+            packed = np.ascontiguousarray(w.reshape(CI // b, b, 1, *w.shape[2:]).transpose(0, 2, 3, 4, 1)
+                                          [:, :, :, :, None, :])
+            call = _op.make_call("nn.depthwise_conv2d_nchwc", [self.in_layout(x, b), Constant(packed)],
+                                 data_layout=f"NCHW{b}c", **common)
+            return call, b
+        cig, cog = CI // g, CO // g
+        if have is not None and cig % have == 0:
+            ib = have
+        elif have is None and cig < 8:  # a few channels (the stem): read NCHW as it is
+            ib = 1
+        else:
+            ib = _block_for(cig)
+        ob = _block_for(cog)
+        src = x if (ib == 1 and have is None) else self.in_layout(x, ib)
+        call = _op.make_call("nn.conv2d_nchwc", [src, Constant(pack_conv_weight(w, ib, ob))], groups=g,
+                             data_layout="NCHW" if src is x and have is None else f"NCHW{ib}c",
+                             kernel_layout=f"OIHW{ib}i{ob}o", out_layout=f"NCHW{ob}c", **common)
+        return call, ob
+
+    def _nn_dense(self, node: Call) -> tuple[Expr, None] | None:
+        data, weight = node.args
+        if not isinstance(weight, Constant) or len(data.checked_type.shape) != 2:
+            return None
+        w = weight.data
+        b = _block_for(w.shape[0])
+        packed = np.ascontiguousarray(w.reshape(w.shape[0] // b, b, w.shape[1]).transpose(0, 2, 1))
+        return _op.make_call("nn.dense_pack", [self.nchw(self.new[id(data)]), Constant(packed)]), None
+
+    def _unary(self, node: Call) -> tuple[Expr, int | None]:
+        x = self.new[id(node.args[0])]
+        return Call(node.op, [x], node.attrs), self.block.get(id(x))
+
+    def _binary(self, node: Call) -> tuple[Expr, int | None] | None:
+        a, b = (self.new[id(x)] for x in node.args)
+        ba, bb = self.block.get(id(a)), self.block.get(id(b))
+        if ba is None and bb is None:
+            return None
+        t = node.checked_type
+        if not isinstance(t, TensorType) or len(t.shape) != 4:
+            return None
+        block = ba if ba is not None else bb
+        args = []
+        for old, new in zip(node.args, (a, b)):
+            if isinstance(new, Constant):
+                c = to_blocked_const(new.data, t.shape[1], block)
+                if c is None:
+                    return None
+                args.append(Constant(c))
+            elif isinstance(old.checked_type, TensorType) and old.checked_type.shape == t.shape:
+                args.append(self.in_layout(new, block))
+            else:
+                return None
+        return Call(node.op, args, node.attrs), block
+
+    def _nn_bias_add(self, node: Call) -> tuple[Expr, int | None] | None:
+        x, bias = (self.new[id(a)] for a in node.args)
+        block = self.block.get(id(x))
+        t = node.checked_type
+        if block is None or not isinstance(bias, Constant) or node.attrs["axis"] % 4 != 1:
+            return None
+        c = to_blocked_const(bias.data.reshape(-1, 1, 1), t.shape[1], block)
+        return _op.make_call("add", [x, Constant(c)]), block
+
+    def _pool(self, node: Call) -> tuple[Expr, int] | None:
+        x = self.new[id(node.args[0])]
+        block = self.block.get(id(x))
+        if block is None or tuple(node.attrs.get("dilation", (1, 1))) != (1, 1):
+            return None
+        return Call(node.op, [x], {**node.attrs, "layout": f"NCHW{block}c"}), block
+
+    _nn_max_pool2d = _pool
+    _nn_avg_pool2d = _pool
+    _nn_global_avg_pool2d = _pool
+
+    def _concatenate(self, node: Call) -> tuple[Expr, int] | None:
+        (tup,) = node.args
+        fields = self.new[id(tup)].fields if isinstance(self.new[id(tup)], Tuple) else None
+        t = node.checked_type
+        if fields is None or not isinstance(t, TensorType) or len(t.shape) != 4 or node.attrs["axis"] % 4 != 1:
+            return None
+        blocks = [self.block.get(id(f)) for f in fields if self.block.get(id(f)) is not None]
+        if not blocks:
+            return None
+        block = max(set(blocks), key=blocks.count)
+        if any(f.checked_type.shape[1] % block for f in tup.fields):
+            return None
+        return Call(node.op, [Tuple([self.in_layout(f, block) for f in fields])], node.attrs), block
+
+
+def alter_op_layout(func: Function) -> Function:
+    """``func`` rewritten into blocked layouts (see the module docstring); its outputs stay NCHW."""
+    from autosched.relay.transform import infer_type
+
+    infer_type(func)
+    alter = _Alter()
+    for node in post_order(func.body):
+        if id(node) not in alter.new:
+            alter.visit(node)
+    body = alter.new[id(func.body)]
+    body = Tuple([alter.nchw(f) for f in body.fields]) if isinstance(body, Tuple) else alter.nchw(body)
+    out = Function(func.params, body, None, func.attrs)
+    infer_type(out)
+    return out
+
+
+def AlterOpLayout() -> Any:  # noqa: N802 - TVM's name
+    """Rewrite convolutions, pooling and dense layers into blocked layouts with packed weights (opt_level 3)."""
+    from autosched.codegen.target import Target
+    from autosched.relay.transform import Pass, _map_functions
+
+    def run(mod: Any) -> Any:
+        if Target.current().kind != "llvm":  # the blocked kernels have CPU schedules
+            return mod
+        return _map_functions(mod, alter_op_layout)
+
+    return Pass("AlterOpLayout", 3, run)
+
+
+__all__ = ["AlterOpLayout", "alter_op_layout", "pack_conv_weight", "to_blocked_const"]

@@ -1,0 +1,177 @@
+"""Relay ops of the blocked-channel layouts that AlterOpLayout rewrites a model into (TVM's names in brackets):
+
+- ``layout_transform`` (same): NCHW <-> NCHW[x]c and NCHW[x]c <-> NCHW[y]c;
+- ``nn.conv2d_nchwc`` (``nn.contrib_conv2d_NCHWc``): data NCHW[x]c (or NCHW for x = 1: the stem), weights
+  OIHW[x]i[y]o packed ahead of time, output NCHW[y]c; groups;
+- ``nn.depthwise_conv2d_nchwc`` (``nn.contrib_depthwise_conv2d_NCHWc``): weights [C/x, 1, KH, KW, 1, x];
+- ``nn.dense_pack`` (``nn.contrib_dense_pack``): weights [units/x, in, x].
+
+Pooling takes ``layout="NCHW16c"`` on the plain ops (``nn.max_pool2d``, ``nn.avg_pool2d``,
+``nn.global_avg_pool2d``). The computes are those of the blocked workloads (autosched/workloads/blocked.py);
+the default schedules are in autosched/relay/schedules.py.
+"""
+
+from __future__ import annotations
+
+from autosched import te
+from autosched.relay import schedules
+from autosched.relay.expr import RelayError, TensorType
+from autosched.relay.op import INJECTIVE, OUT_ELEMWISE_FUSABLE, OpDef, register_op
+from autosched.relay.ops import _canon_spatial, _nargs, _pair, _same_dtype, _tensor, channel_block_of, pad4
+from autosched.workloads.blocked import conv2d_nchwc_compute, dense_pack_compute, depthwise_conv2d_nchwc_compute
+
+
+# ------------------------------------------------------------ layout_transform
+def _nchw_shape(shape: tuple[int, ...], layout: str, op: str) -> tuple[int, int, int, int]:
+    block = channel_block_of(layout, op)
+    if block is None:
+        if len(shape) != 4:
+            raise RelayError(f"{op}: data in layout NCHW must be 4-D, got shape {shape}")
+        return shape  # type: ignore[return-value]
+    if len(shape) != 5 or shape[4] != block:
+        raise RelayError(f"{op}: data in layout {layout} must be [N, C/{block}, H, W, {block}], got shape {shape}")
+    return shape[0], shape[1] * block, shape[2], shape[3]
+
+
+def _in_layout(nchw: tuple[int, int, int, int], layout: str, op: str) -> tuple[int, ...]:
+    N, C, H, W = nchw
+    block = channel_block_of(layout, op)
+    if block is None:
+        return nchw
+    if C % block:
+        raise RelayError(f"{op}: {C} channels do not divide into blocks of {block} ({layout})")
+    return (N, C // block, H, W, block)
+
+
+def _layout_transform_rel(types, attrs):
+    op = "layout_transform"
+    _nargs(types, 1, op)
+    x = _tensor(types, 0, op, "data")
+    nchw = _nchw_shape(x.shape, attrs["src_layout"], op)
+    return TensorType(_in_layout(nchw, attrs["dst_layout"], op), x.dtype)
+
+
+def _layout_transform_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    src = channel_block_of(attrs["src_layout"], "layout_transform")
+    dst = channel_block_of(attrs["dst_layout"], "layout_transform")
+
+    def read(n, c, y, w):  # the element at logical NCHW index (n, c, y, w)
+        return x[n, c, y, w] if src is None else x[n, c // src, y, w, c % src]
+
+    if dst is None:
+        return te.compute(out_type.shape, lambda n, c, y, w: read(n, c, y, w), name="layout_transform",
+                          tag="layout_transform")
+    return te.compute(out_type.shape, lambda n, cb, y, w, b: read(n, cb * dst + b, y, w), name="layout_transform",
+                      tag="layout_transform")
+
+
+register_op(OpDef("layout_transform", _layout_transform_rel, _layout_transform_compute, INJECTIVE, num_inputs=1,
+                  attrs={"src_layout": "NCHW", "dst_layout": "NCHW"}, schedule=schedules.layout_transform,
+                  doc="NCHW <-> NCHW[x]c, or NCHW[x]c <-> NCHW[y]c"))
+
+
+# ------------------------------------------------------------------- conv2d
+def _blocked_conv_geometry(data: TensorType, weight: TensorType, attrs: dict, op: str):
+    """``(N, CI, H, W, ib, OCB, ICBg, KH, KW, ib_w, ob, OH, OW)`` of a blocked convolution, checked."""
+    N, CI, H, W = _nchw_shape(data.shape, attrs["data_layout"], op)
+    ib = channel_block_of(attrs["data_layout"], op) or 1
+    if len(weight.shape) != 6:
+        raise RelayError(f"{op}: weight must be 6-D [O/y, I/x, KH, KW, x, y] ({attrs['kernel_layout']}), "
+                         f"got shape {weight.shape}")
+    OCB, ICBg, KH, KW, ibw, ob = weight.shape
+    if attrs["kernel_layout"] != f"OIHW{ibw}i{ob}o" or attrs["out_layout"] != f"NCHW{ob}c":
+        raise RelayError(f"{op}: weight shape {weight.shape} is in OIHW{ibw}i{ob}o with output NCHW{ob}c, but the "
+                         f"attributes say {attrs['kernel_layout']} and {attrs['out_layout']}")
+    sh, sw = _pair(attrs["strides"], op, "strides")
+    pt, pl, pb, pr = pad4(attrs["padding"], op)
+    OH, OW = (H + pt + pb - KH) // sh + 1, (W + pl + pr - KW) // sw + 1
+    return N, CI, H, W, ib, OCB, ICBg, KH, KW, ibw, ob, OH, OW
+
+
+def _conv2d_nchwc_rel(types, attrs):
+    op = "nn.conv2d_nchwc"
+    _nargs(types, 2, op)
+    d, w = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    N, CI, H, W, ib, OCB, ICBg, KH, KW, ibw, ob, OH, OW = _blocked_conv_geometry(d, w, attrs, op)
+    g = int(attrs["groups"])
+    if ibw != ib or ICBg * ib * g != CI or OCB % g:
+        raise RelayError(f"{op}: data {d.shape} ({attrs['data_layout']}) and weight {w.shape} do not match with "
+                         f"groups={g}")
+    if OH <= 0 or OW <= 0:
+        raise RelayError(f"{op}: data {d.shape} with weight {w.shape} gives an empty output {OH}x{OW}")
+    return TensorType((N, OCB, OH, OW, ob), _same_dtype(op, d, w))
+
+
+def _conv2d_nchwc_compute(inputs, attrs, out_type):
+    data, weight = inputs
+    return conv2d_nchwc_compute(data, weight, _pair(attrs["strides"], "nn.conv2d_nchwc", "strides"),
+                                pad4(attrs["padding"], "nn.conv2d_nchwc"), int(attrs["groups"]),
+                                name="conv2d_nchwc")
+
+
+register_op(OpDef(
+    "nn.conv2d_nchwc", _conv2d_nchwc_rel, _conv2d_nchwc_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
+    attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "groups": 1, "data_layout": "NCHW16c",
+           "kernel_layout": "OIHW16i16o", "out_layout": "NCHW16c"},
+    schedule=schedules.conv2d_nchwc, doc="2-D convolution in blocked layouts (weights packed ahead of time)",
+    canonical_attrs=_canon_spatial))
+
+
+def _depthwise_rel(types, attrs):
+    op = "nn.depthwise_conv2d_nchwc"
+    _nargs(types, 2, op)
+    d, w = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    N, C, H, W = _nchw_shape(d.shape, attrs["data_layout"], op)
+    b = channel_block_of(attrs["data_layout"], op)
+    if b is None or len(w.shape) != 6 or w.shape[0] * b != C or w.shape[1] != 1 or w.shape[4] != 1 or w.shape[5] != b:
+        raise RelayError(f"{op}: weight must be [C/{b}, 1, KH, KW, 1, {b}] for data {d.shape}, got {w.shape}")
+    KH, KW = w.shape[2], w.shape[3]
+    sh, sw = _pair(attrs["strides"], op, "strides")
+    pt, pl, pb, pr = pad4(attrs["padding"], op)
+    OH, OW = (H + pt + pb - KH) // sh + 1, (W + pl + pr - KW) // sw + 1
+    if OH <= 0 or OW <= 0:
+        raise RelayError(f"{op}: data {d.shape} with weight {w.shape} gives an empty output {OH}x{OW}")
+    return TensorType((N, d.shape[1], OH, OW, b), _same_dtype(op, d, w))
+
+
+def _depthwise_compute(inputs, attrs, out_type):
+    data, weight = inputs
+    op = "nn.depthwise_conv2d_nchwc"
+    return depthwise_conv2d_nchwc_compute(data, weight, _pair(attrs["strides"], op, "strides"),
+                                          pad4(attrs["padding"], op), name="depthwise_conv2d_nchwc")
+
+
+register_op(OpDef(
+    "nn.depthwise_conv2d_nchwc", _depthwise_rel, _depthwise_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
+    attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "data_layout": "NCHW16c"},
+    schedule=schedules.depthwise_conv2d_nchwc, doc="depthwise 2-D convolution, channels in vector lanes",
+    canonical_attrs=_canon_spatial))
+
+
+# -------------------------------------------------------------------- dense
+def _dense_pack_rel(types, attrs):
+    op = "nn.dense_pack"
+    _nargs(types, 2, op)
+    d, w = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    if len(d.shape) != 2 or len(w.shape) != 3 or d.shape[1] != w.shape[1]:
+        raise RelayError(f"{op}: data [N, in] and weight [units/x, in, x] do not match: {d.shape}, {w.shape}")
+    units = int(attrs["units"]) if attrs.get("units") is not None else w.shape[0] * w.shape[2]
+    if not (w.shape[0] - 1) * w.shape[2] < units <= w.shape[0] * w.shape[2]:
+        raise RelayError(f"{op}: units={units} does not fit weight {w.shape}")
+    return TensorType((d.shape[0], units), _same_dtype(op, d, w))
+
+
+def _dense_pack_compute(inputs, attrs, out_type):
+    data, weight = inputs
+    full = dense_pack_compute(data, weight, name="dense_pack")
+    units = out_type.shape[1]
+    if units == int(full.shape[1]):
+        return full
+    return te.compute(out_type.shape, lambda i, j: full[i, j], name="dense_pack_units")
+
+
+register_op(OpDef("nn.dense_pack", _dense_pack_rel, _dense_pack_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
+                  attrs={"units": None}, schedule=schedules.dense_pack,
+                  doc="data @ weight.T with the weight packed [units/x, in, x] ahead of time"))
+
