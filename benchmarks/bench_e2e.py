@@ -1,16 +1,22 @@
-"""A whole model, end to end: ResNet-18-shaped (batch 1) on autosched, onnxruntime and PyTorch, in one run.
+"""Whole models, end to end: ResNet-18, ResNet-50 and MobileNetV2 (batch 1) on autosched, onnxruntime and
+PyTorch, in one run.
 
-    python benchmarks/bench_e2e.py [--image 224] [--threads 2] [--db tuning_logs/resnet18.jsonl]
-                                   [--peers-python /tmp/autosched-peers/bin/python] [--out benchmarks/results]
+    python benchmarks/bench_e2e.py [--models resnet18 resnet50 mobilenet_v2] [--image 224] [--threads 2]
+                                   [--db tuning.db] [--layers] [--peers-python /tmp/autosched-peers/bin/python]
+                                   [--out benchmarks/results]
 
-The model comes from ``tests/_onnx_models.make_resnet18`` (seeded random weights, the real layer shapes).
-autosched imports it with ``relay.frontend.from_onnx`` and builds it twice: untuned (every kernel with
-its default schedule) and inside ``apply_history_best(--db)`` (each kernel with its best tuning record when
-there is one: the shipped ``tuning_logs/resnet18.jsonl`` by default, made with ``autosched tune --model``).
-onnxruntime runs in this environment; PyTorch in the peers' virtualenv (``bash ../shared/peers/setup.sh``)
-through ``benchmarks/peer_torch_onnx.py``. Every latency is the median of as many runs as fit in two
-seconds, one after the other on the same machine. Every autosched output is checked against onnxruntime's.
-Writes ``e2e.json`` and ``e2e.png``. On a 2-core machine run it with nothing else running.
+The models come from ``tests/_onnx_models`` (seeded random weights, the real layer shapes). autosched imports
+each with ``relay.frontend.from_onnx`` and builds it twice: untuned (every kernel with its default schedule)
+and inside ``apply_history_best(--db)`` (each kernel with its best record there; make them with
+``autosched tune --model M.onnx --time-budget 20m --db tuning.db``: ``--save-models DIR`` writes the ONNX
+files). The tuning time spent on a model is read from the database's tuning runs. onnxruntime runs in this
+environment (all graph optimisations, its weights as initializers); PyTorch in the peers' virtualenv
+(``bash ../shared/peers/setup.sh``) through ``benchmarks/peer_torch_onnx.py``. Every latency is the median of
+as many runs as fit in two seconds, one after the other on the same machine; every autosched output is
+checked against onnxruntime's. ``--layers`` adds a per-layer table: each convolution kernel's time and GFLOPS
+in the model (``GraphModule.profile``) next to onnxruntime's on the same convolution as a one-node model.
+Prints the CPU and the number of layout_transform kernels; writes ``e2e.json`` and ``e2e.png``.
+On a 2-core machine run it with nothing else running.
 """
 
 from __future__ import annotations
@@ -37,6 +43,13 @@ from autosched import relay  # noqa: E402
 from autosched.codegen.target import Target  # noqa: E402
 from autosched.runtime.graph_executor import GraphModule  # noqa: E402
 
+MODELS = {
+    "resnet18": _onnx_models.make_resnet18,
+    "resnet50": _onnx_models.make_resnet50,
+    "mobilenet_v2": _onnx_models.make_mobilenet_v2,
+}
+GOALS = {"resnet18": 0.9, "resnet50": 1.0, "mobilenet_v2": 1.0}  # tuned latency / onnxruntime's
+
 
 def median_time(fn, seconds: float = 2.0) -> float:
     fn()
@@ -53,40 +66,25 @@ def median_time(fn, seconds: float = 2.0) -> float:
     return statistics.median(ts)
 
 
-def build_autosched(mod, params, db: str | None) -> tuple[GraphModule, float, int, int]:
-    """(module, compile seconds, kernels, kernels tuned)."""
+def build_autosched(mod, params, db: str | None):
+    """(GraphModule, build result, compile seconds)."""
     t0 = time.perf_counter()
     if db:
         with autosched.apply_history_best(db):
             res = relay.build(mod, target="llvm", params=params)
     else:
         res = relay.build(mod, target="llvm", params=params)
-    seconds = time.perf_counter() - t0
-    graph_json, lib, built = res
-    return GraphModule(graph_json, lib, built), seconds, len(res.kernels), sum(k["tuned"] for k in res.kernels)
+    return GraphModule(*res), res, time.perf_counter() - t0
 
 
-def run_autosched(m: GraphModule, x: np.ndarray) -> tuple[float, np.ndarray]:
-    m.set_input("data", x)
-
-    def once():
-        m.run()
-
-    t = median_time(once)
-    return t, m.get_output(0)
-
-
-def run_onnxruntime(path: str, x: np.ndarray, threads: int) -> tuple[float, np.ndarray, str]:
+def ort_session(model_bytes: bytes, threads: int):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    feed = {"data": x}
-    t = median_time(lambda: sess.run(None, feed))
-    return t, sess.run(None, feed)[0], ort.__version__
+    return ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
 
 
 def run_torch(peers_python: str, path: str, x: np.ndarray, threads: int) -> dict | None:
@@ -104,71 +102,186 @@ def run_torch(peers_python: str, path: str, x: np.ndarray, threads: int) -> dict
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def tuning_seconds(db: str) -> float | None:
+    """Seconds spent in the tuning runs stored in ``db`` (one database per model tuned, as
+    ``autosched tune --model M.onnx --db`` makes it); None when it does not say."""
+    from autosched.database.database import open_database
+
+    try:
+        database, own = open_database(db, create=False)
+    except Exception:  # noqa: BLE001 - a log file or a missing database: no run history
+        return None
+    try:
+        return sum(r.ended_at - r.started_at for r in database.runs() if r.ended_at and r.started_at) or None
+    finally:
+        if own:
+            database.close()
+
+
+def conv_layers(res) -> list[dict]:
+    """The convolution kernels of a build: name, logical shapes and attributes from their descriptions."""
+    out = []
+    for k in res.kernels:
+        task = k.get("task")
+        if task is None:
+            continue
+        desc = json.loads(task.args["graph"])
+        node = next((n for n in desc["nodes"] if "conv2d" in n[0]), None)
+        if node is None:
+            continue
+        op, attrs, _ = node
+        d, w = desc["inputs"][0][0], desc["inputs"][1][0]
+        ci = d[1] * d[4] if len(d) == 5 else d[1]
+        if op == "nn.conv2d_winograd_nchwc":
+            co, kh, kw, groups, strides = w[2] * w[4], 3, 3, 1, [1, 1]
+        elif op == "nn.depthwise_conv2d_nchwc":
+            co, kh, kw, groups, strides = ci, w[2], w[3], ci, attrs["strides"]
+        else:
+            co, kh, kw, groups, strides = w[0] * w[5], w[2], w[3], attrs.get("groups", 1), attrs["strides"]
+        out.append({"name": k["name"], "label": task.label, "flop": task.flop if op != "nn.conv2d_winograd_nchwc"
+                    else 2 * co * ci * 9 * _out_pixels(d, attrs), "N": d[0], "CI": ci, "H": d[2], "W": d[3],
+                    "CO": co, "KH": kh, "KW": kw, "groups": groups, "strides": strides, "pads": attrs["padding"]})
+    return out
+
+
+def _out_pixels(d: list[int], attrs: dict) -> int:
+    pt, pl, pb, pr = attrs["padding"]
+    return (d[2] + pt + pb - 2) * (d[3] + pl + pr - 2)
+
+
+def ort_conv_seconds(layer: dict, threads: int) -> float:
+    """onnxruntime's median seconds on the same convolution as a one-node model (weights as initializer)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((layer["N"], layer["CI"], layer["H"], layer["W"])).astype("float32")
+    w = rng.standard_normal((layer["CO"], layer["CI"] // layer["groups"], layer["KH"], layer["KW"])).astype("float32")
+    pt, pl, pb, pr = layer["pads"]
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[layer["KH"], layer["KW"]],
+                            strides=layer["strides"], pads=[pt, pl, pb, pr], group=layer["groups"])
+    g = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    s = ort_session(m.SerializeToString(), threads)
+    return median_time(lambda: s.run(None, {"x": x}), seconds=0.5)
+
+
+def bench_model(name: str, args, db: str | None) -> dict:
+    import onnx
+
+    model = MODELS[name](batch=1, image=args.image)
+    x = np.random.default_rng(0).standard_normal((1, 3, args.image, args.image)).astype(np.float32)
+    out: dict = {"model": name, "rows": []}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, f"{name}.onnx")
+        onnx.save(model, path)
+        if args.save_models:
+            Path(args.save_models).mkdir(parents=True, exist_ok=True)
+            onnx.save(model, os.path.join(args.save_models, f"{name}.onnx"))
+        mod, params = relay.frontend.from_onnx(model, shape={"data": x.shape})
+        sess = ort_session(model.SerializeToString(), args.threads)
+        t_ort = median_time(lambda: sess.run(None, {"data": x}))
+        ref = sess.run(None, {"data": x})[0]
+        out["rows"].append({"name": "onnxruntime", "seconds": t_ort})
+        builds = [("autosched untuned", None)]
+        if db:
+            builds.append(("autosched tuned", db))
+        for label, db in builds:
+            m, res, compile_s = build_autosched(mod, params, db)
+            m.set_input("data", x)
+            t = median_time(m.run)
+            y = m.get_output(0)
+            row = {"name": label, "seconds": t, "compile_s": compile_s, "kernels": len(res.kernels),
+                   "tuned": sum(k["tuned"] for k in res.kernels),
+                   "layout_transforms": sum("layout_transform" in k["name"] for k in res.kernels),
+                   "max_rel_err": float(np.abs(y - ref).max() / np.abs(ref).max())}
+            if db:
+                row["tuning_seconds"] = tuning_seconds(db)
+            if args.layers:
+                prof = {p["name"]: p["seconds"] for p in m.profile(20)}
+                row["layers"] = []
+                for layer in conv_layers(res):
+                    s = prof.get(layer["name"])
+                    t_layer = ort_conv_seconds(layer, args.threads)
+                    row["layers"].append({**layer, "seconds": s, "ort_seconds": t_layer})
+            out["rows"].append(row)
+        tr = run_torch(args.peers_python, path, x, args.threads)
+        if tr is not None:
+            out["rows"].append({"name": f"PyTorch {tr['version']}", "seconds": tr["seconds"]})
+    return out
+
+
+def plot(results: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.6), dpi=100, squeeze=False)
+    for ax, r in zip(axes[0], results):
+        names = [row["name"] for row in r["rows"]]
+        ms = [row["seconds"] * 1e3 for row in r["rows"]]
+        bars = ax.barh(names, ms, color=["tab:blue" if "autosched" in n else "tab:gray" for n in names])
+        for b, v in zip(bars, ms):
+            ax.annotate(f"{v:.1f}", (v, b.get_y() + b.get_height() / 2), va="center", fontsize=8)
+        ax.set_title(r["model"], fontsize=10)
+        ax.set_xlabel("ms (lower is better)")
+        ax.invert_yaxis()
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     ap.add_argument("--image", type=int, default=224)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--db", default=str(HERE.parent / "tuning_logs" / "resnet18.jsonl"),
-                    help="tuning records for the tuned build (database URL, path or .jsonl log)")
+    ap.add_argument("--db", nargs="+", default=None,
+                    help="tuning records for the tuned builds: one database, or one per model (in --models order)")
+    ap.add_argument("--layers", action="store_true", help="a per-layer table of the convolutions")
+    ap.add_argument("--save-models", default=None, metavar="DIR", help="also write the ONNX models here")
     ap.add_argument("--peers-python", default="/tmp/autosched-peers/bin/python")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
     os.environ["AUTOSCHED_NUM_THREADS"] = str(args.threads)
     logging.basicConfig(level=logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
-    import onnx
-
-    model = _onnx_models.make_resnet18(batch=1, image=args.image)
-    x = np.random.default_rng(0).standard_normal((1, 3, args.image, args.image)).astype(np.float32)
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "resnet18.onnx")
-        onnx.save(model, path)
-        mod, params = relay.frontend.from_onnx(model, shape={"data": x.shape})
-        rows = []
-        t_ort, ref, ort_version = run_onnxruntime(path, x, args.threads)
-        rows.append({"name": f"onnxruntime {ort_version}", "seconds": t_ort})
-        m, compile_s, n_kernels, _ = build_autosched(mod, params, None)
-        t, y = run_autosched(m, x)
-        err = float(np.max(np.abs(y - ref)))
-        rows.append({"name": "autosched untuned", "seconds": t, "compile_s": compile_s, "kernels": n_kernels,
-                     "tuned": 0, "max_abs_err": err})
-        if args.db and (os.path.exists(args.db) or "://" in args.db):
-            m, compile_s, n_kernels, tuned = build_autosched(mod, params, args.db)
-            t, y = run_autosched(m, x)
-            rows.append({"name": "autosched tuned", "seconds": t, "compile_s": compile_s, "kernels": n_kernels,
-                         "tuned": tuned, "max_abs_err": float(np.max(np.abs(y - ref))), "db": args.db})
-        else:
-            print(f"tuned build skipped: no tuning records at {args.db}", file=sys.stderr)
-        tr = run_torch(args.peers_python, path, x, args.threads)
-        if tr is not None:
-            rows.append({"name": f"PyTorch {tr['version']} (TorchScript, frozen)", "seconds": tr["seconds"]})
-    print(f"ResNet-18-shaped, batch 1, {args.image}x{args.image}, {args.threads} threads "
-          f"({Target('llvm').key})")
-    for r in rows:
-        extra = ""
-        if "kernels" in r:
-            extra = (f"  {r['tuned']}/{r['kernels']} kernels tuned, built in {r['compile_s']:.1f} s, "
-                     f"max |err| vs onnxruntime {r['max_abs_err']:.1e}")
-        ratio = t_ort / r["seconds"]
-        print(f"  {r['name']:<40} {r['seconds'] * 1e3:8.2f} ms   speed vs onnxruntime {ratio:5.2f}x{extra}")
-    (args.out / "e2e.json").write_text(json.dumps({"image": args.image, "threads": args.threads, "rows": rows},
-                                                  indent=1))
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 3.6), dpi=100)
-    names = [r["name"] for r in rows]
-    ms = [r["seconds"] * 1e3 for r in rows]
-    bars = ax.barh(names, ms, color=["tab:gray" if "autosched" not in n else "tab:blue" for n in names])
-    for b, v in zip(bars, ms):
-        ax.annotate(f"{v:.1f} ms", (v, b.get_y() + b.get_height() / 2), va="center", fontsize=8)
-    ax.set_xlabel("latency (ms, lower is better)")
-    ax.set_title(f"ResNet-18-shaped, batch 1, {args.image}x{args.image}, {args.threads} threads", fontsize=10)
-    ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(args.out / "e2e.png")
+    cpu = Target("llvm").cpu
+    print(f"CPU: {cpu}\nbatch 1, {args.image}x{args.image}, {args.threads} threads")
+    results = []
+    dbs = args.db or []
+    if len(dbs) not in (0, 1, len(args.models)):
+        ap.error(f"--db: give one database, or one per model ({len(args.models)})")
+    for k, name in enumerate(args.models):
+        r = bench_model(name, args, dbs[k] if len(dbs) > 1 else (dbs[0] if dbs else None))
+        results.append(r)
+        t_ort = r["rows"][0]["seconds"]
+        print(f"\n{name}")
+        for row in r["rows"]:
+            extra = ""
+            if "kernels" in row:
+                extra = (f"  {row['tuned']}/{row['kernels']} kernels tuned, {row['layout_transforms']} layout "
+                         f"transforms, built in {row['compile_s']:.1f} s, rel err vs onnxruntime "
+                         f"{row['max_rel_err']:.1e}")
+                if row.get("tuning_seconds"):
+                    extra += f", tuned for {row['tuning_seconds'] / 60:.1f} min"
+            print(f"  {row['name']:<28} {row['seconds'] * 1e3:8.2f} ms  {row['seconds'] / t_ort:5.2f}x onnxruntime's"
+                  f" latency{extra}")
+        for row in r["rows"]:
+            if row.get("layers"):
+                print(f"  per-layer ({row['name']}): kernel time and GFLOPS in the model, onnxruntime's on the same "
+                      "convolution alone")
+                print(f"  {'layer':<64} {'us':>8} {'GFLOPS':>7} {'ort us':>8} {'ort GFLOPS':>10}")
+                for lay in row["layers"]:
+                    s, o = lay["seconds"], lay["ort_seconds"]
+                    print(f"  {lay['label'][:64]:<64} {s * 1e6:8.1f} {lay['flop'] / s / 1e9:7.1f} {o * 1e6:8.1f} "
+                          f"{lay['flop'] / o / 1e9:10.1f}")
+    (args.out / "e2e.json").write_text(json.dumps({"cpu": str(cpu), "image": args.image, "threads": args.threads,
+                                                    "results": results}, indent=1, default=str))
+    plot(results, args.out / "e2e.png", f"{cpu.name}, batch 1, {args.image}x{args.image}, {args.threads} threads")
     print(f"wrote {args.out / 'e2e.json'} and {args.out / 'e2e.png'}")
     return 0
 

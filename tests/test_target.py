@@ -140,8 +140,10 @@ def test_register_tiles_fit_the_registers(target):
         rows, cols = matmul_tile(1024, 1024)
         vectors = cols // cpu.lanes()
         assert rows * vectors + vectors + 1 <= cpu.vector_registers and rows * vectors >= 8
-        blocks, pixels = conv_tile(56, 64 // cpu.lanes(), cpu.lanes())
-        assert blocks * pixels + blocks + 1 <= cpu.vector_registers and blocks * pixels >= 8
+        for h, w in ((56, 56), (14, 14), (7, 7), (13, 13)):
+            blocks, rows, pixels = conv_tile(h, w, 512 // cpu.lanes(), cpu.lanes())
+            acc = blocks * rows * pixels
+            assert acc + blocks + 1 <= cpu.vector_registers and acc >= 8, (h, w, blocks, rows, pixels)
 
 
 @pytest.mark.parametrize("name,args", [KERNELS[1], KERNELS[5]], ids=["conv2d_nchwc", "depthwise"])

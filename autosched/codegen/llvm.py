@@ -247,11 +247,26 @@ class CodeGenLLVM:
         return self.b.xor(self.expr(e.a), ir.Constant(I1, 1))
 
     def _e_Select(self, e: E.Select):
+        known = self._known(e.cond)
+        if known is not None:  # decided by unrolled loops (a transform's coefficients): emit one branch only
+            return self.expr(e.t if known else e.f)
         cond = self.expr(e.cond)
         if not _has_load(e.t) and not _has_load(e.f):
             return self.b.select(cond, self.expr(e.t), self.expr(e.f))
         # the branch not taken may read out of bounds (padding): evaluate only the chosen one
         return ops.branch(self, cond, lambda: self.expr(e.t), lambda: self.expr(e.f), "sel")
+
+    def _known(self, cond: Expr) -> bool | None:
+        """The value of an integer condition whose variables are all constants here (unrolled loops), else
+        None."""
+        vmap = {}
+        for v in E.free_vars(cond):
+            val = self.cur.vars.get(v)
+            if not isinstance(val, ir.Constant) or not isinstance(val.constant, int):
+                return None
+            vmap[v] = IntImm(val.constant, v.dtype)
+        c = simplify(E.substitute(cond, vmap)) if vmap else simplify(cond)
+        return bool(c.value) if isinstance(c, IntImm) else None
 
     def _e_Cast(self, e: E.Cast):
         return ops.cast(self.b, self.expr(e.value), e.value.dtype, e.dtype, ltype(e.dtype))

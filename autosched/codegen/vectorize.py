@@ -245,6 +245,10 @@ class VectorEmitter:
         return self.b.xor(self.vec(e.a), self.const_vec(I1, 1)), True
 
     def _e_Select(self, e: E.Select):
+        if not self.varying(e.cond):
+            known = self.cg._known(e.cond)
+            if known is not None:  # decided by unrolled loops: only that branch
+                return self.expr(e.t if known else e.f)
         cond = self.vec(e.cond)
         saved = self.mask
         self.mask = self.and_mask(cond)

@@ -338,9 +338,48 @@ def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any]
     logger.info("relay.build: %d kernels, %d tuned (from records), %d with default schedules%s",
                 len(kernels) - n_ext, tuned, len(kernels) - n_ext - tuned,
                 f", and {n_ext} external functions" if n_ext else "")
+    _note_other_cpus(kernels, gb.kernels)
     res = BuildResult((graph_json, lib, out_params))
     res.kernels = kernels
     return res
+
+
+def _note_other_cpus(kernels: list[dict], built: dict) -> None:
+    """One WARNING when the active databases hold records of this model's kernels made on other CPUs only
+    (they are not applied unless asked: a schedule tuned for one CPU can be slow on another), or when such
+    records were applied (``allow_other_cpus``): which CPUs, and how to tune for this one."""
+    if "autosched.database.apply" not in sys.modules:
+        return
+    from autosched.database.apply import current_contexts
+
+    contexts = current_contexts()
+    if not contexts:
+        return
+    here = next((k["task"].target.key for k in kernels if "task" in k), None)
+    missing: dict[str, int] = {}
+    for k in kernels:
+        if "task" in k and not k["tuned"]:
+            for t in {t for c in contexts for t in c.database.targets(k["task"])} - {here}:
+                missing[t] = missing.get(t, 0) + 1
+    applied: dict[str, int] = {}
+    for _, task, rec in built.values():
+        if rec is not None and rec.target != task.target.key:
+            applied[rec.target] = applied.get(rec.target, 0) + 1
+    dbs = ", ".join(str(c.database) for c in contexts)
+    how = f"tune for this CPU with `autosched tune --model MODEL.onnx --db {contexts[-1].database}`"
+    if applied:
+        logger.warning("relay.build: %s use records tuned on another CPU (%s), not on this one (%s); %s",
+                       _kernels(sum(applied.values())), ", ".join(sorted(applied)), here, how)
+    if missing:
+        logger.warning("relay.build: %s have no record for this CPU (%s) in %s, but records made on %s; they "
+                       "use their default schedules: %s (or build inside apply_history_best(db, "
+                       "allow_other_cpus=True) to use the other CPU's schedules)",
+                       _kernels(max(missing.values())), here, dbs,
+                       ", ".join(f"{t} ({n} kernels)" for t, n in sorted(missing.items())), how)
+
+
+def _kernels(n: int) -> str:
+    return f"{n} kernel{'s' if n != 1 else ''}"
 
 
 def evaluate(exprs: Sequence[Expr], target: Any = "llvm") -> list[np.ndarray]:

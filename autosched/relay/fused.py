@@ -116,7 +116,8 @@ def relay_fused(graph: str = _DEFAULT):
     return build_tensors(graph)[0]
 
 
-_BLOCKED = {"conv2d_nchwc": "conv2d", "depthwise_conv2d_nchwc": "depthwise_conv2d", "dense_pack": "dense"}
+_BLOCKED = {"conv2d_nchwc": "conv2d", "depthwise_conv2d_nchwc": "depthwise_conv2d", "dense_pack": "dense",
+            "conv2d_winograd_nchwc": "conv2d"}
 
 
 def _logical(shape: list[int]) -> list[int]:
@@ -138,8 +139,14 @@ def _label(graph: str = _DEFAULT) -> str:
     ops = [n[0].split(".")[-1] for n in desc["nodes"]]
     blocked = next((n[1].get("out_layout") or n[1].get("data_layout") or n[1].get("layout") for n in desc["nodes"]
                     if n[0].split(".")[-1] in _BLOCKED or str(n[1].get("layout", "NCHW")) != "NCHW"), None)
+    winograd = next((n[1]["tile"] for n in desc["nodes"] if n[0] == "nn.conv2d_winograd_nchwc"), None)
     ops = [_BLOCKED.get(o, o) for o in ops]
-    shapes = ["x".join(map(str, _logical(shape))) for shape, _ in desc["inputs"][:2]]
+    shapes = [_logical(shape) for shape, _ in desc["inputs"][:2]]
+    if winograd is not None:  # the filters are transformed: [alpha, alpha, O/y, I, y]
+        u = desc["inputs"][1][0]
+        shapes[1] = [u[2] * u[4], u[3], 3, 3]
+        blocked = f"{blocked}, Winograd F({winograd},3)"
+    shapes = ["x".join(map(str, s)) for s in shapes]
     strides = next((n[1].get("strides") for n in desc["nodes"] if "strides" in n[1]), None)
     extra = f" s{strides[0]}" if strides and len(set(strides)) == 1 else (f" s{strides}" if strides else "")
     return f"{'+'.join(ops)} {' * '.join(shapes)}{extra}" + (f" [{blocked}]" if blocked else "")
@@ -154,12 +161,28 @@ def relay_fused_cpu(sch: Any, tensors: list, graph: str, **_: Any) -> None:
     out = tensors[-1]
     _, anchor_fresh, attrs = build_tensors(graph)
     if anchor_fresh is None:
+        axis = _concat_axis(graph, out)
+        if axis is not None:
+            return schedules.concatenate(sch, out, axis)
         return schedules.injective(sch, out)
     # the schedule's tensors are another build of the same description: find the anchor stage in them
     anchor = _match_anchor(out, anchor_fresh)
     opdef = _op.get(attrs["op"])
     fn = opdef.schedule or schedules.reduction
     fn(sch, out, anchor, attrs)
+
+
+def _concat_axis(graph: str, out: te.Tensor) -> int | None:
+    """The axis of a concatenation whose result the kernel's output keeps, index for index (the concatenation
+    itself, or it followed by elementwise ops), else None."""
+    desc = json.loads(graph)
+    for name, attrs, args in desc["nodes"]:
+        if name == "concatenate":
+            nd = len(out.shape)
+            later = desc["nodes"][desc["nodes"].index([name, attrs, args]) + 1:]
+            if all(_op.get(n[0]).pattern <= _op.BROADCAST for n in later):
+                return attrs.get("axis", 0) % nd
+    return None
 
 
 def _match_anchor(out: te.Tensor, anchor_fresh: te.Tensor) -> te.Tensor:

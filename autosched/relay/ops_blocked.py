@@ -175,3 +175,36 @@ register_op(OpDef("nn.dense_pack", _dense_pack_rel, _dense_pack_compute, OUT_ELE
                   attrs={"units": None}, schedule=schedules.dense_pack,
                   doc="data @ weight.T with the weight packed [units/x, in, x] ahead of time"))
 
+
+
+# ----------------------------------------------------------------- Winograd
+def _winograd_rel(types, attrs):
+    op = "nn.conv2d_winograd_nchwc"
+    _nargs(types, 2, op)
+    d, u = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    N, C, H, W = _nchw_shape(d.shape, attrs["data_layout"], op)
+    tile = int(attrs["tile"])
+    if len(u.shape) != 5 or u.shape[0] != tile + 2 or u.shape[1] != tile + 2 or u.shape[3] != C:
+        raise RelayError(f"{op}: the transformed weight must be [{tile + 2}, {tile + 2}, O/y, {C}, y] for F({tile}, 3) "
+                         f"on data {d.shape}, got {u.shape}")
+    if attrs["out_layout"] != f"NCHW{u.shape[4]}c":
+        raise RelayError(f"{op}: weight {u.shape} gives output NCHW{u.shape[4]}c, the attributes say "
+                         f"{attrs['out_layout']}")
+    pt, pl, pb, pr = pad4(attrs["padding"], op)
+    return TensorType((N, u.shape[2], H + pt + pb - 2, W + pl + pr - 2, u.shape[4]), _same_dtype(op, d, u))
+
+
+def _winograd_compute(inputs, attrs, out_type):
+    from autosched.workloads.blocked import conv2d_winograd_nchwc_compute
+
+    data, u = inputs
+    return conv2d_winograd_nchwc_compute(data, u, pad4(attrs["padding"], "nn.conv2d_winograd_nchwc"),
+                                         int(attrs["tile"]), name="conv2d_winograd_nchwc")
+
+
+register_op(OpDef(
+    "nn.conv2d_winograd_nchwc", _winograd_rel, _winograd_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
+    attrs={"padding": (1, 1, 1, 1), "tile": 4, "data_layout": "NCHW16c", "out_layout": "NCHW16c"},
+    schedule=schedules.conv2d_winograd_nchwc,
+    doc="3x3 stride-1 conv2d by Winograd's F(tile, 3), filters transformed ahead of time",
+    canonical_attrs=_canon_spatial))

@@ -42,9 +42,21 @@ def inline_injective(sch: Any, out: te.Tensor, keep: tuple = ()) -> None:
             sch[t].compute_inline()
 
 
+def _blocked_innermost(t: te.Tensor) -> bool:
+    """Whether ``t``'s innermost axis is a channel block of whole vectors (NCHW[x]c): vectorized alone, its
+    lanes index every operand directly (fused with the axes before it, they would need a division per lane)."""
+    nl = lanes(t.dtype)
+    return len(t.shape) == 5 and int(t.shape[-1]) % nl == 0
+
+
 def flat_parallel_vector(sch: Any, t: te.Tensor) -> None:
-    """All axes fused, chunks of four vectors, chunks in parallel (the default for injective kernels)."""
+    """All axes fused, chunks of four vectors, chunks in parallel (the default for injective kernels); in a
+    blocked layout the outer axes fused in parallel and the channel block vectorized."""
     axes = sch[t].op.axis
+    if _blocked_innermost(t):
+        sch[t].parallel(sch[t].fuse(*axes[:-2]))
+        sch[t].vectorize(axes[-1])
+        return
     fused = sch[t].fuse(*axes) if len(axes) > 1 else axes[0]
     size = 1
     for d in t.shape:
@@ -71,6 +83,31 @@ def injective(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -
     """Elementwise / injective kernels: everything inlined into one parallel, vectorized loop."""
     inline_injective(sch, out)
     flat_parallel_vector(sch, out)
+
+
+def concatenate(sch: Any, out: te.Tensor, axis: int) -> None:
+    """A concatenation (and elementwise ops after it): the concatenated axis is a serial loop inside the
+    parallel rows, so loop partitioning cuts it into one plain, vectorized copy per input (a flat loop would
+    choose the input lane by lane)."""
+    inline_injective(sch, out)
+    axes = list(sch[out].op.axis)
+    if axis == len(axes) - 1 or len(axes) < 2:
+        return flat_parallel_vector(sch, out)
+    outer, k, first, rest = axes[:axis], axes[axis], axes[axis + 1], axes[axis + 2:]
+    sch[out].reorder(*outer, first, k, *rest)
+    par = sch[out].fuse(*outer, first) if outer else first
+    sch[out].parallel(par)
+    if rest and _blocked_innermost(out):
+        sch[out].vectorize(rest[-1])
+    elif rest:
+        inner = sch[out].fuse(*rest) if len(rest) > 1 else rest[0]
+        size = 1
+        for d in out.shape[axis + 2:]:
+            size *= int(d)
+        step = 4 * lanes(out.dtype)
+        if size > step:
+            _, inner = sch[out].split(inner, factor=step)
+        sch[out].vectorize(inner)
 
 
 def reduction(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> None:
@@ -186,22 +223,23 @@ def _named_input(t: te.Tensor, name: str) -> te.Tensor | None:
 
 def conv2d_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """Blocked conv2d: the register-tiled nest of the conv2d_nchwc workload (a tile of output-channel blocks x
-    pixels sized for the target's registers) with the epilogue (bias, batch-norm shift, residual add, relu)
-    in the output's loops; the padded input copied at the root (3% of the time, cheaper than guarded edges)."""
+    pixels sized for the target's registers, the padding placed as there) with the epilogue (bias,
+    batch-norm shift, residual add, relu) in the output's loops."""
     from autosched.workloads.blocking import conv_tile
-    from autosched.workloads.cpu import _root_elementwise, blocked_conv_nest, weights_outweigh_input
+    from autosched.workloads.cpu import blocked_conv_nest, place_padding, weights_outweigh_input
 
     if shape_of(out) != shape_of(anchor):
         return reduction(sch, out)
     pad = _named_input(anchor, "pad")
     inline_injective(sch, out, (anchor,) + ((pad,) if pad is not None else ()))
-    if pad is not None:
-        _root_elementwise(sch, pad, lanes(out.dtype))
+    strides = attrs["strides"]
+    place_padding(sch, pad, int(strides if isinstance(strides, int) else strides[0]), out.dtype)
     OL = _block_stage(sch, out, anchor)
     data, weight = anchor.op.input_tensors[0], anchor.op.input_tensors[-1]
-    _, OCB, _, OW, ob = shape_of(out)
-    blocks, pixels = conv_tile(OW, OCB, ob, out.dtype)
-    blocked_conv_nest(sch, out, OL, blocks=blocks, pixels=pixels, unroll_ib=divisor(int(weight.shape[4]), 4),
+    _, OCB, OH, OW, ob = shape_of(out)
+    blocks, rows, pixels = conv_tile(OH, OW, OCB, ob, out.dtype)
+    blocked_conv_nest(sch, out, OL, blocks=blocks, rows=rows, pixels=pixels,
+                      unroll_ib=divisor(int(weight.shape[4]), 4),
                       rows_outer=not weights_outweigh_input(weight, data))
 
 
@@ -302,3 +340,18 @@ def layout_transform(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = 
     sch[out].reorder(n, cb, y, x, b)
     sch[out].parallel(sch[out].fuse(n, cb, y))
     sch[out].unroll(b)
+
+
+def conv2d_winograd_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
+    """Winograd conv2d: the nests of the conv2d_winograd_nchwc workload, the epilogue in the output
+    transform's loops (the output tile is computed once, then biased, added and clipped in place)."""
+    from autosched.workloads.blocking import conv_tile
+    from autosched.workloads.cpu import winograd_nest
+
+    if shape_of(out) != shape_of(anchor):
+        return reduction(sch, out)
+    inline_injective(sch, out, tuple(t for t in compute_stages(out) if t.op.name.startswith("winograd_")))
+    gemm = next(t for t in compute_stages(out) if t.op.name == "winograd_gemm")
+    _, _, OCB, P, ob = shape_of(gemm)
+    blocks, _, pixels = conv_tile(1, P, OCB, ob, out.dtype)
+    winograd_nest(sch, out, tile=int(attrs["tile"]), blocks=blocks, pixels=pixels)

@@ -100,7 +100,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="a workload parameter (repeatable), e.g. --param CI=128")
     p.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...",
                    help="with --model: an input's shape (repeatable)")
-    p.add_argument("--trials", type=int, default=200, help="new candidates to measure in this run (default 200)")
+    p.add_argument("--trials", type=int, default=None,
+                   help="new candidates to measure in this run (default 200; no limit but the --time-budget)")
+    p.add_argument("--time-budget", default=None, metavar="DURATION",
+                   help="stop after this long (90s, 20m, 1.5h), after the batch in flight; with --model, the task "
+                        "scheduler spends it where the model gains most (--trials is then only a ceiling)")
     p.add_argument("--policy", default="evolutionary",
                    help="search policy: random, grid, annealing, evolutionary or an installed one "
                         "(default evolutionary)")
@@ -214,6 +218,33 @@ class StopOnSignal:
             state.interrupted = True
 
 
+def parse_duration(text: str) -> float:
+    """Seconds of ``90``, ``90s``, ``20m``, ``1.5h``."""
+    t = text.strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
+    try:
+        seconds = float(t[:-1] if scale else t) * (scale or 1)
+    except ValueError:
+        raise UsageError(f"--time-budget takes a duration such as 90s, 20m or 1.5h, got {text!r}") from None
+    if seconds <= 0:
+        raise UsageError(f"--time-budget must be positive, got {text!r}")
+    return seconds
+
+
+class TimeBudget:
+    """A tune callback (and ``should_stop`` of the task scheduler) that ends the run once ``seconds`` passed."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.deadline = None if seconds is None else time.time() + seconds
+
+    def spent(self) -> bool:
+        return self.deadline is not None and time.time() >= self.deadline
+
+    def __call__(self, state: Any, inputs: Any, results: Any) -> None:
+        if self.spent():
+            state.stop_reason = "the time budget is spent"
+
+
 class AppendLog:
     """A tune callback that appends each batch's records to a JSON-lines log (one write per batch)."""
 
@@ -250,6 +281,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    args.budget = parse_duration(args.time_budget) if args.time_budget else None
+    if args.trials is None:
+        args.trials = 200 if args.budget is None else 1_000_000  # a budget alone decides when to stop
     if args.trials < 0 or args.batch_size < 1:
         raise UsageError(f"--trials must be >= 0 and --batch-size >= 1 (got {args.trials}, {args.batch_size})")
     if args.workers is not None and args.workers < 1:
@@ -316,6 +350,7 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
     where = "Ray at " + args.ray_address if args.ray_address else (args.backend or "ray") + " (this machine)"
     print(f"database: {db}   workers: {where}   policy: {policy_cls.name}", file=out, flush=True)
     t0 = time.time()
+    budget = TimeBudget(args.budget)
     with StopOnSignal(out) as stopper:
         try:
             measurer = Measurer(backend=args.backend, config=RunConfig(timeout=args.timeout, num_threads=args.threads),
@@ -324,7 +359,7 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
         except ImportError as e:
             raise UsageError(str(e)) from None
         try:
-            callbacks: list[Any] = [stopper]
+            callbacks: list[Any] = [stopper, budget]
             if not args.quiet:
                 callbacks.insert(0, TuneProgress(peak, stream=out))
             if log_fh is not None:
@@ -339,7 +374,7 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
                     # rounds small enough that every task gets one when the budget allows it
                     rounds = max(args.batch_size, min(32, args.trials // len(tasks)))
                     tune_tasks(tasks, weights, args.trials, round_trials=rounds,
-                               should_stop=lambda: stopper.signal is not None, **common)
+                               should_stop=lambda: stopper.signal is not None or budget.spent(), **common)
             except TuningFailed as e:
                 print(f"autosched tune: error: {e}", file=sys.stderr)
                 return EXIT_FAILED

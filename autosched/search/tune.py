@@ -167,6 +167,8 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
         _resume(state, db, warm_start)
         default = _default_trace(task) if measure_default else None
         state.pending = [default] if default is not None and ctx.is_new(default) else []
+        if not state.resumed:  # the best schedules found on other CPUs are the first candidates here
+            state.pending += [t for t in _other_cpu_seeds(task, db) if ctx.is_new(t) and t not in state.pending]
         if own_measurer:
             measurer = (Measurer(builder, runner, config=run_config) if builder is not None or runner is not None
                         else Measurer(backend=backend, config=run_config, seed=seed))
@@ -198,6 +200,23 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
             measurer.close()
         if own_db:
             db.close()
+
+
+def _other_cpu_seeds(task: Any, db: Any, k: int = 8) -> list:
+    """The traces of the best ``k`` records of ``task`` tuned on each other CPU (same workload, another
+    target key): a good start on a new CPU, measured here before the search proposes its own."""
+    from autosched.database.database import _cpu_agnostic
+
+    seeds = []
+    here = task.target.key
+    for target in db.targets(task):
+        if target == here or _cpu_agnostic(target) != _cpu_agnostic(here):
+            continue
+        recs = [r for r in db.best(task, target=target, k=k) if r.result.ok]
+        if recs:
+            log.info("%s: the %d best records tuned on %s seed the search here", task, len(recs), target)
+            seeds.extend(r.trace for r in recs)
+    return seeds
 
 
 def _default_trace(task: Any) -> Any:

@@ -103,9 +103,9 @@ def _load_builtin_rules() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from autosched.space import gpu_rules, rules
+        from autosched.space import blocked_rules, gpu_rules, rules
 
-        for r in rules.BUILTIN_RULES:
+        for r in blocked_rules.BLOCKED_RULES + rules.BUILTIN_RULES:
             _RULES.setdefault("llvm", []).append(r)
         for r in gpu_rules.GPU_RULES:
             _RULES.setdefault("cuda", []).append(r)

@@ -192,6 +192,29 @@ def linear(e: Expr) -> Lin:
     return lin
 
 
+def _merge_divmod(lin: Lin) -> Lin:
+    """``k*c*(a // c) + k*(a % c)`` -> ``k*a`` in a sum: a flattened index split again (a fused loop over
+    blocked dimensions, split and vectorized) is the plain index, so its accesses are seen to be contiguous."""
+    mods = {}
+    for key, (c, atom) in lin.terms.items():
+        if type(atom) is E.FloorMod and type(atom.b) is IntImm and atom.b.value > 0:
+            mods[(skey(atom.a), atom.b.value)] = (key, c)
+    if not mods:
+        return lin
+    out = lin
+    for key, (c, atom) in lin.terms.items():
+        if type(atom) is not E.FloorDiv or type(atom.b) is not IntImm or atom.b.value <= 0:
+            continue
+        d = atom.b.value
+        hit = mods.get((skey(atom.a), d))
+        if hit is None or c % d or hit[1] * d != c or key not in out.terms or hit[0] not in out.terms:
+            continue
+        k = hit[1]
+        rest = {kk: list(v) for kk, v in out.terms.items() if kk not in (key, hit[0])}
+        out = Lin(rest, out.const, out.dtype).plus(linear(atom.a).scaled(k))
+    return out
+
+
 def _fold_int(op: type, a: int, b: int) -> int | None:
     if op is E.Add:
         return a + b
@@ -369,9 +392,9 @@ class Simplifier:
         la, lb = self._lin_of(e.a), self._lin_of(e.b)
         t = type(e)
         if t is E.Add:
-            return la.plus(lb)
+            return _merge_divmod(la.plus(lb))
         if t is E.Sub:
-            return la.plus(lb, -1)
+            return _merge_divmod(la.plus(lb, -1))
         if lb.is_const():
             return la.scaled(lb.const)
         if la.is_const():

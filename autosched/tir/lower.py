@@ -118,7 +118,8 @@ class _Lowerer:
         params = [self.arg_buf[id(sch[t])] for t in self.args]
         scalars = self.scalar_params(params, body)
         body = simplify_stmt(body, {})
-        if any(isinstance(x, S.IfThenElse) for x in S.walk_stmts(body)):
+        if any(isinstance(x, S.IfThenElse) or (isinstance(x, S.BufferStore) and any(
+                isinstance(y, E.Select) for y in E.walk(x.value))) for x in S.walk_stmts(body)):
             body = simplify_stmt(partition_loops(body), {})
         return S.PrimFunc(self.name, params, scalars, body)
 
@@ -407,10 +408,18 @@ class _Lowerer:
         leaf_ranges = info.simp  # the leaf ranges have not changed since inference
         all_ranges = Simplifier(dict(self.loop_range))
 
-        def add_guard(cond: Expr, simp: Simplifier) -> None:
-            c = simp.run(cond)
+        # loops of one iteration disappear (their variable is 0): a guard must not be placed at them
+        unit = {iv.var: IntImm(0, iv.var.dtype) for iv in leaves
+                if isinstance(info.extent[iv], IntImm) and info.extent[iv].value == 1}
+
+        padding: set = set()  # keys of the guards that skip a reduction step: they never guard its init
+
+        def add_guard(cond: Expr, simp: Simplifier, skips_step: bool = False) -> None:
+            c = simp.run(E.substitute(cond, unit) if unit else cond)
             if isinstance(c, IntImm) and c.value == 1:
                 return
+            if skips_step:
+                padding.add(skey(c))
             vs = [pos_of[v] for v in E.free_vars(c) if v in pos_of]
             (guards.setdefault(max(vs), []) if vs else top_guards).append(c)
 
@@ -433,15 +442,17 @@ class _Lowerer:
             p = next(k for k, iv in enumerate(leaves) if iv.kind == "reduce")
             src, pads = _peel_padding(src, red.combiner, st.op.dtype)
             for c in pads:  # padding: skip the step (a guard at its innermost loop) instead of adding zero
-                if max((pos_of[v] for v in E.free_vars(c) if v in pos_of), default=-1) >= p:
-                    add_guard(c, leaf_ranges)
+                inner = E.free_vars(E.substitute(c, unit) if unit else c)
+                if max((pos_of[v] for v in inner if v in pos_of), default=-1) >= p:  # inside the reduction
+                    add_guard(c, leaf_ranges, skips_step=True)
                 else:
                     src = _guarded(src, c, red.combiner, st.op.dtype)
             cur = S.BufferLoad(buf, out_idx)
             stmt: S.Stmt = S.BufferStore(buf, red.combiner.combine(cur, src), out_idx)
             if red.condition is not None:
                 stmt = S.IfThenElse(self.load_expr(red.condition, rmap), stmt)
-            init = self.emit_init(st, info, out_idx, red.combiner.identity(st.op.dtype), p, guards)
+            init = self.emit_init(st, info, out_idx, red.combiner.identity(st.op.dtype), p,
+                                  {k: [c for c in cs if skey(c) not in padding] for k, cs in guards.items()})
         else:
             stmt = S.BufferStore(buf, self.load_expr(body_expr, rmap), out_idx)
             p, init = None, None

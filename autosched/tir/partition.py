@@ -11,7 +11,10 @@ need none: their variable is a constant in each copy, so their guards fold):
   and a suffix; a one-iteration prefix or suffix gets its variable as a constant, so guards inside it fold
   when inner loops are unrolled (TVM's LoopPartition does the same for ``likely`` conditions).
 
-Partitions copy loop bodies, so each function gets a budget of them (outer loops first).
+Guards are ``if`` statements and ``select`` conditions (a concatenation's choice of input, padding at the
+root): partitioning a loop over the concatenated axis leaves one plain copy per input.
+
+Partitions copy loop bodies, so each function gets a budget of copied statements (outer loops first).
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from autosched.tir import stmt as S
 from autosched.tir.arith import interval, linear, simplify
 from autosched.tir.transform import substitute_stmt
 
-#: loop partitions per function: each copies a loop body up to twice
-PARTITION_BUDGET = 6
+#: statements (counted once per iteration of the unrolled loops around them) partitioning may copy per function
+PARTITION_BUDGET = 4096
+#: a loop whose every iteration has guards is split into single iterations when it has at most this many
+PEEL_ITERATIONS = 4
 
 
 def partition_loops(body: S.Stmt, budget: int = PARTITION_BUDGET) -> S.Stmt:
@@ -131,11 +136,14 @@ class _Partitioner:
 
     # ---------------------------------------------------------- partitioning
     def _partition(self, s: S.For) -> list[S.Stmt] | None:
-        if self.budget <= 0 or not isinstance(s.extent, IntImm) or s.extent.value < 2:
+        """Cut ``s`` where a guard linear in its variable changes from always false to depending on inner
+        loops (mixed) to always true over the inner loops' values: a guard is then decided in each piece
+        (the simplifier drops it) or mixed in a piece that, if short, is peeled into constant iterations."""
+        if not isinstance(s.extent, IntImm) or s.extent.value < 2:
             return None
         v, n = s.var, s.extent.value
-        lo, hi = 0, n
-        found = False
+        cuts: set[int] = set()
+        mixed: list[tuple[int, int]] = []  # the ranges of v where some guard depends on the inner loops
         for c, ranges in _guards(s.body, {}):
             f = _as_nonneg(c)
             split = _split_linear(f, v) if f is not None else None
@@ -143,18 +151,32 @@ class _Partitioner:
                 continue
             coef, rest = split
             iv = interval(rest, ranges)
-            if iv is None or not isinstance(iv[0], IntImm):
+            if iv is None or not isinstance(iv[0], IntImm) or not isinstance(iv[1], IntImm):
                 continue  # depends on outer variables (or is unbounded): not decidable here
-            found = True
-            rmin = iv[0].value
-            if coef > 0:  # holds for every inner value when coef*v >= -rmin
-                lo = max(lo, -(rmin // coef))
-            else:
-                hi = min(hi, _floordiv(rmin, -coef) + 1)
-        if not found or lo >= hi or (lo == 0 and hi == n):
-            return None  # no interior, or the guards always hold there (the simplifier drops them)
-        self.budget -= 1
-        return [p for p in (_piece(s, 0, lo), _piece(s, lo, hi), _piece(s, hi, n)) if p is not None]
+            rmin, rmax = iv[0].value, iv[1].value
+            if coef > 0:  # coef*v + rest >= 0: false below ceil(-rmax/coef), true from ceil(-rmin/coef)
+                a, b = -(rmax // coef), -(rmin // coef)
+            else:  # true up to floor(rmin/-coef), false from floor(rmax/-coef) + 1
+                a, b = _floordiv(rmin, -coef) + 1, _floordiv(rmax, -coef) + 1
+            a, b = max(0, min(n, a)), max(0, min(n, b))
+            cuts.update(x for x in (a, b) if 0 < x < n)
+            if a < b:
+                mixed.append((a, b))
+        if not cuts:
+            if mixed and n <= PEEL_ITERATIONS:
+                # every iteration has guards that depend on inner loops, but there are few: one copy each, its
+                # variable a constant, so the guards fold where inner loops are unrolled (an edge tile)
+                cost = (n - 1) * _size(s.body)
+                if cost <= self.budget:
+                    self.budget -= cost
+                    return [_piece(s, k, k + 1) for k in range(n)]
+            return None
+        bounds = [0, *sorted(cuts), n]
+        cost = (len(bounds) - 2) * _size(s.body)
+        if cost > self.budget:
+            return None
+        self.budget -= cost
+        return [_piece(s, lo, hi) for lo, hi in zip(bounds, bounds[1:])]
 
 
 def _piece(s: S.For, begin: int, end: int) -> S.Stmt | None:
@@ -171,9 +193,31 @@ def _piece(s: S.For, begin: int, end: int) -> S.Stmt | None:
                  s.thread_tag)
 
 
-def _guards(s: S.Stmt, ranges: dict):
-    """Every guard conjunct under ``s`` with the constant ranges of the loops between ``s`` and it."""
+def _size(s: S.Stmt) -> int:
+    """Stores under ``s``, each counted once per iteration of the unrolled loops around it (what code
+    generation emits)."""
+    if isinstance(s, S.BufferStore):
+        return 1
     if isinstance(s, S.For):
+        inner = _size(s.body)
+        return inner * s.extent.value if s.kind == "unrolled" and isinstance(s.extent, IntImm) else inner
+    return sum(_size(c) for c in S.stmt_children(s))
+
+
+def _selects(e: Expr):
+    for x in E.walk(e):
+        if isinstance(x, E.Select):
+            yield from _conjuncts(x.cond)
+
+
+def _guards(s: S.Stmt, ranges: dict):
+    """Every guard conjunct (of an ``if`` or a ``select``) under ``s`` with the constant ranges of the loops
+    between ``s`` and it."""
+    if isinstance(s, S.BufferStore):
+        for e in (s.value, *s.indices):
+            for c in _selects(e):
+                yield c, ranges
+    elif isinstance(s, S.For):
         inner = dict(ranges)
         if isinstance(s.extent, IntImm):
             inner[s.var] = (IntImm(0, s.var.dtype), IntImm(s.extent.value - 1, s.var.dtype))

@@ -218,3 +218,118 @@ def pool2d_nchwc(N: int = 1, C: int = 64, H: int = 112, W: int = 112, KH: int = 
     _check_blocks("pool2d_nchwc", block=(C, block))
     data = te.placeholder((N, C // block, H, W, block), dtype, name="data")
     return [data, pool2d_nchwc_compute(data, KH, KW, stride, padding, pool_type)]
+
+
+# ------------------------------------------------------------------------------------------------- Winograd
+#: F(m x m, 3 x 3) transforms (Lavin and Gray): V = B^T d B on alpha x alpha input tiles (alpha = m + 2),
+#: U = G g G^T on the filters (ahead of time), the output tile A^T (U . V) A
+WINOGRAD = {
+    2: {"BT": [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+        "G": [[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]],
+        "AT": [[1, 1, 1, 0], [0, 1, -1, -1]]},
+    4: {"BT": [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+               [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
+        "G": [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+              [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]],
+        "AT": [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]},
+}
+
+
+def winograd_weight(weight_oihw, tile: int, oc_block: int):
+    """The filters of a 3x3 convolution transformed for F(tile, 3), ahead of time (numpy):
+    ``[alpha, alpha, O/oc_block, I, oc_block]`` with ``U = G g G^T`` per (output, input) channel pair."""
+    import numpy as np
+
+    g = np.asarray(WINOGRAD[tile]["G"], dtype=np.float64)
+    w = np.asarray(weight_oihw, dtype=np.float64)
+    o, i = w.shape[:2]
+    u = np.einsum("ak,oikl,bl->aboi", g, w, g)  # [alpha, alpha, O, I]
+    a = u.shape[0]
+    return np.ascontiguousarray(u.reshape(a, a, o // oc_block, oc_block, i).transpose(0, 1, 2, 4, 3)
+                                .astype(weight_oihw.dtype))
+
+
+def _lincomb(coefs, term, dtype: str):
+    """``sum_k coefs[k] * term(k)`` written out without the zero terms and without multiplying by +-1."""
+    out = None
+    for k, c in enumerate(coefs):
+        if c == 0:
+            continue
+        t = term(k)
+        t = t if c == 1 else (-t if c == -1 else t * te.const(float(c), dtype))
+        out = t if out is None else out + t
+    return out if out is not None else te.const(0.0, dtype)
+
+
+def _by_index(i, n: int, value):
+    """``value(k)`` for ``k == i`` among ``0..n-1``, as a chain of selects (folds once ``i`` is a constant:
+    the transform loops are unrolled)."""
+    out = value(n - 1)
+    for k in range(n - 2, -1, -1):
+        out = te.if_then_else(i == k, value(k), out)
+    return out
+
+
+def conv2d_winograd_nchwc_compute(data: te.Tensor, U: te.Tensor, padding: Any, tile: int,
+                                  name: str = "conv2d_winograd_nchwc") -> te.Tensor:
+    """A 3x3 stride-1 convolution of NCHW[x]c data by Winograd's F(tile x tile, 3x3): input tiles transformed
+    (``B^T d B``, two passes), per tile element a product summed over the input channels with the filters
+    transformed ahead of time (``U``: [alpha, alpha, O/y, I, y]), output tiles transformed back (``A^T M A``).
+    For m = 4 about a quarter of the multiplications of the direct convolution. Output NCHW[y]c."""
+    mat = WINOGRAD[tile]
+    BT, AT = mat["BT"], mat["AT"]
+    alpha = tile + 2
+    N, ICB, H, W, IB = (int(d) for d in data.shape)
+    a2, a3, OCB, IC, OB = (int(d) for d in U.shape)
+    if a2 != alpha or a3 != alpha or IC != ICB * IB:
+        raise ValueError(f"conv2d_winograd_nchwc: transformed weight {tuple(U.shape)} does not fit F({tile}, 3) "
+                         f"on data {tuple(data.shape)}")
+    pt, pl, pb, pr = _pads(padding)
+    OH, OW = H + pt + pb - 2, W + pl + pr - 2
+    TH, TW = -(-OH // tile), -(-OW // tile)
+    P = N * TH * TW
+    dt = data.dtype
+
+    def d(p, ic, a, b):  # element (a, b) of the input tile p for channel ic, zero outside the image
+        n, t = p // (TH * TW), p % (TH * TW)
+        y, x = t // TW * tile + a - pt, t % TW * tile + b - pl
+        inside = te.all(y >= 0, y < H, x >= 0, x < W)
+        return te.if_then_else(inside, data[n, ic // IB, y, x, ic % IB], te.const(0.0, dt))
+
+    # B^T d, then (B^T d) B: each an explicit sum of the nonzero coefficients, chosen by index
+    bt_d = te.compute((alpha, alpha, P, IC), lambda xi, b, p, ic: _by_index(
+        xi, alpha, lambda k: _lincomb(BT[k], lambda a: d(p, ic, a, b), dt)), name="winograd_in1")
+    V = te.compute((alpha, alpha, P, IC), lambda xi, nu, p, ic: _by_index(
+        nu, alpha, lambda k: _lincomb(BT[k], lambda b: bt_d[xi, b, p, ic], dt)), name="winograd_in")
+    ic = te.reduce_axis((0, IC), name="ic")
+    M = te.compute((alpha, alpha, OCB, P, OB), lambda xi, nu, ob, p, o: te.sum(
+        U[xi, nu, ob, ic, o] * V[xi, nu, p, ic], axis=ic), name="winograd_gemm")
+    # M A, then A^T (M A): the output tile's columns, then its rows
+    m_a = te.compute((alpha, OCB, P, tile, OB), lambda xi, ob, p, j, o: _by_index(
+        j, tile, lambda k: _lincomb(AT[k], lambda nu: M[xi, nu, ob, p, o], dt)), name="winograd_out1")
+
+    def out(n, ob, y, x, o):
+        p = (n * TH + y // tile) * TW + x // tile
+        return _by_index(y % tile, tile, lambda k: _lincomb(AT[k], lambda xi: m_a[xi, ob, p, x % tile, o], dt))
+
+    return te.compute((N, OCB, OH, OW, OB), out, name=name)
+
+
+def _fill_winograd(args: dict[str, Any]) -> dict[str, Any]:
+    filled = _fill_conv({**args, "groups": 1})
+    return {k: filled[k] for k in args}
+
+
+@register_workload("conv2d_winograd_nchwc", fill=_fill_winograd)
+def conv2d_winograd_nchwc(N: int = 1, CI: int = 64, H: int = 56, W: int = 56, CO: int = 64, padding: int = 1,
+                          tile: int = 4, ic_block: int = 0, oc_block: int = 0, dtype: str = "float32"):
+    """A 3x3 stride-1 convolution by Winograd's F(tile, 3) (tile 2 or 4) in blocked layouts: data
+    NCHW[ic_block]c, filters transformed ahead of time ([tile+2, tile+2, CO/oc_block, CI, oc_block], see
+    ``winograd_weight``), output NCHW[oc_block]c. The same result as ``conv2d_nchwc`` up to rounding."""
+    if tile not in WINOGRAD:
+        raise ValueError(f"conv2d_winograd_nchwc: tile must be one of {sorted(WINOGRAD)}, got {tile}")
+    _check_blocks("conv2d_winograd_nchwc", ic_block=(CI, ic_block), oc_block=(CO, oc_block))
+    alpha = tile + 2
+    data = te.placeholder((N, CI // ic_block, H, W, ic_block), dtype, name="data")
+    U = te.placeholder((alpha, alpha, CO // oc_block, CI, oc_block), dtype, name="weight")
+    return [data, U, conv2d_winograd_nchwc_compute(data, U, padding, tile)]

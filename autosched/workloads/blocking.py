@@ -69,19 +69,35 @@ def matmul_tile(M: int, N: int, dtype: str = "float32") -> tuple[int, int]:
     return best[2], best[1] * nl
 
 
-def conv_tile(out_width: int, out_channel_blocks: int, block: int, dtype: str = "float32") -> tuple[int, int]:
-    """``(blocks, pixels)`` of a blocked convolution's register tile: ``blocks`` output-channel blocks of
-    ``block`` channels (a block takes ceil(block / lanes) vectors) times ``pixels`` output columns. As many
-    blocks as leave room for at least 8 pixels (each broadcast input then feeds several FMAs), then the widest
-    pixel run that divides the row and fits: 2 x 14 on AVX-512 (28 accumulators of 32 registers), 1 x 14 on
-    AVX2 (14 of 16)."""
+def conv_tile(out_height: int, out_width: int, out_channel_blocks: int, block: int,
+              dtype: str = "float32") -> tuple[int, int, int]:
+    """``(blocks, rows, pixels)`` of a blocked convolution's register tile: ``blocks`` output-channel blocks of
+    ``block`` channels (ceil(block / lanes) vectors each) times ``rows x pixels`` output pixels, the
+    accumulators fitting beside the weight vectors and one broadcast. Each step of the reduction loads a weight
+    vector per block and broadcasts one input per pixel, so the tile is scored by the FMA rate it allows:
+    loads no faster than FMAs (two of each per cycle), at least 8 independent accumulators (FMA latency x
+    ports), less the work lost to partial tiles at the end of a row (loop partitioning makes them cheap, not
+    free); then by accumulators. A short row (7 pixels) takes two rows. For a 56-wide image: 2 x 1 x 14 on
+    AVX-512 (28 accumulators of 32 registers), 1 x 1 x 14 on AVX2."""
     regs = cpu().vector_registers
     per_block = -(-block // lanes(dtype))
-    blocks = 1
-    for b in (4, 3, 2):
+    best: tuple | None = None
+    for b in range(1, 5):
+        if out_channel_blocks % b:
+            continue
         v = b * per_block
-        if out_channel_blocks % b == 0 and (regs - v - 1) // v >= MIN_ACCUMULATORS:
-            blocks = b
-            break
-    v = blocks * per_block
-    return blocks, divisor(out_width, max(1, (regs - v - 1) // v))
+        room = (regs - v - 1) // v  # pixels whose accumulators fit
+        for r in (1, 2, 4):
+            if r > out_height or room // r < 1:
+                continue
+            p = min(out_width, room // r)
+            if r > 1 and p < out_width:
+                continue  # rows only when a tile spans the whole width
+            acc = v * r * p
+            useful = out_width / (-(-out_width // p) * p) * out_height / (-(-out_height // r) * r)
+            rate = useful * min(1.0, acc / (v + r * p)) * min(1.0, acc / MIN_ACCUMULATORS)
+            score = (round(rate, 3), acc, -r, p, b, r)
+            if best is None or score > best:
+                best = score
+    assert best is not None
+    return best[4], best[5], best[3]

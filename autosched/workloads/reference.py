@@ -177,6 +177,29 @@ def pool2d_nchwc_ref(inputs, KH=3, KW=3, stride=2, padding=1, pool_type="max", b
     return nchw_to_nchwc(out, block)
 
 
+@register_reference("conv2d_winograd_nchwc")
+def conv2d_winograd_nchwc_ref(inputs, padding=1, tile=4, oc_block=1, **_):
+    """Winograd's algorithm in float64 from the transformed filters (they cannot be turned back into the
+    direct ones), on the padded input: the arithmetic the kernel must reproduce."""
+    from autosched.workloads.blocked import WINOGRAD
+
+    data, U = nchwc_to_nchw(inputs[0]).astype(np.float64), inputs[1].astype(np.float64)
+    bt, at = np.asarray(WINOGRAD[tile]["BT"], np.float64), np.asarray(WINOGRAD[tile]["AT"], np.float64)
+    n, c, h, w = data.shape
+    oh, ow = h + 2 * padding - 2, w + 2 * padding - 2
+    th, tw = -(-oh // tile), -(-ow // tile)
+    alpha = tile + 2
+    x = np.zeros((n, c, th * tile + 2, tw * tile + 2))
+    x[:, :, padding:padding + h, padding:padding + w] = data
+    tiles = np.lib.stride_tricks.sliding_window_view(x, (alpha, alpha), axis=(2, 3))[:, :, ::tile, ::tile][
+        :, :, :th, :tw]  # n, c, th, tw, alpha, alpha
+    v = np.einsum("ia,nctuab,jb->ijnctu", bt, tiles, bt)
+    u = U.transpose(0, 1, 2, 4, 3).reshape(alpha, alpha, -1, c)  # alpha, alpha, O, I
+    m = np.einsum("ijoc,ijnctu->ijnotu", u, v)
+    y = np.einsum("ki,ijnotu,lj->notkul", at, m, at).reshape(n, -1, th * tile, tw * tile)[:, :, :oh, :ow]
+    return nchw_to_nchwc(y.astype(inputs[0].dtype), oc_block)
+
+
 @register_reference("pool2d")
 def pool2d_ref(inputs, H=112, W=112, KH=3, KW=3, stride=2, padding=1, pool_type="max", **_):
     (data,) = inputs

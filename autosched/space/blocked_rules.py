@@ -1,0 +1,109 @@
+"""Sketch rules for blocked-channel convolutions (``conv2d_nchwc`` and ``depthwise_conv2d_nchwc`` stages, in
+the workloads and in fused relay kernels alike): the generated space of such a kernel is the family of
+register-tiled nests of the expert schedule, its choices decisions of the space.
+
+Multi-level tiling does not find these nests (the reduction over a channel block must sit outside a tile of
+pixels x channel blocks, broadcasting one input into several FMAs), and a space of them is small: a few
+hundred points, all of them fast on some CPU. The rules run first; other stages of the kernel (a padded copy
+at the root) are left to the built-in rules.
+"""
+
+from __future__ import annotations
+
+from autosched.space.sketch import SketchContext, SketchRule
+from autosched.te.schedule import Stage
+
+
+def _blocked_kind(st: Stage) -> str | None:
+    name = st.op.name
+    if name.endswith("depthwise_conv2d_nchwc") and len(st.op.reduce_axis) == 2 and len(st.op.axis) == 5:
+        return "depthwise"
+    if name.endswith("conv2d_nchwc") and len(st.op.reduce_axis) == 4 and len(st.op.axis) == 5:
+        return "conv"
+    return None
+
+
+def _pad_of(ctx: SketchContext, st: Stage) -> Stage | None:
+    return next((p for p in ctx.flow.reads(st) if not p.is_placeholder and p.op.name == "pad"), None)
+
+
+class PlanBlockedConv(SketchRule):
+    """Prepare: the padding read in place or copied at the root (a decision), the epilogue inlined into the
+    kernel's output, and the accumulator stage chosen (a local cache of the convolution when the convolution
+    is itself the output)."""
+
+    name = "blocked_conv_plan"
+    phase = "prepare"
+
+    def condition(self, ctx, st):
+        return not st.is_placeholder and _blocked_kind(st) is not None and not ctx.info(st)
+
+    def apply(self, ctx, st):
+        kind = _blocked_kind(st)
+        pad = _pad_of(ctx, st)
+        if pad is not None and pad.attach_type == "root":
+            inline = kind == "depthwise" or ctx.decide(f"pad/{ctx.key(st)}", (True, False), kind="location",
+                                                       weights=(1.0, 1.0))
+            if inline:
+                pad.compute_inline()
+        for other in list(ctx.live_stages()):  # the epilogue: every elementwise stage after the convolution
+            if other is not st and not other.is_output and not other.is_reduction and \
+                    ctx.sch.consumes(other, st):
+                other.compute_inline()
+        if st.is_output:
+            acc = ctx.cache_write(st, "local")
+            out = st
+        else:
+            acc, out = st, next(s for s in ctx.live_stages() if s.is_output)
+        ctx.info(out)["blocked"] = {"kind": kind, "acc": acc}
+        # placed with its output; "tile" keeps multi-level tiling from planning it again
+        ctx.info(acc).update(blocked_done=True, tile="blocked")
+
+
+class ScheduleBlockedConv(SketchRule):
+    """Schedule: the kernel's output gets the register-tiled nest, its tile (channel blocks x rows x pixels,
+    among those that fit the target's registers), parallel order and unrolling decided; the accumulator stage
+    is placed by it."""
+
+    name = "blocked_conv"
+
+    def condition(self, ctx, st):
+        info = ctx.info(st)
+        return "blocked" in info or "blocked_done" in info
+
+    def apply(self, ctx, st):
+        from autosched.workloads.blocking import MIN_ACCUMULATORS, conv_tile, cpu, lanes
+        from autosched.workloads.cpu import _window_nest, blocked_conv_nest
+
+        plan = ctx.info(st).get("blocked")
+        if plan is None:
+            return None  # the accumulator stage: placed with its output
+        acc = plan["acc"]
+        out, acc_t = st.op.output(0), acc.op.output(0)
+        _, ocb, oh, ow, block = (int(d) for d in out.shape)
+        key = ctx.key(st)
+        per = -(-block // lanes(out.dtype))
+        regs = cpu().vector_registers
+        if plan["kind"] == "depthwise":
+            pixels = [p for p in range(1, min(ow, 32) + 1) if 2 * p * per < regs]
+            _window_nest(ctx.sch, out, acc_t, ctx.decide(f"pixels/{key}", pixels, kind="tile"))
+            return None
+        default = conv_tile(oh, ow, ocb, block, out.dtype)
+        # tiles with enough accumulators to hide the FMA latency, that fit the registers; bigger ones likelier
+        tiles = [(b, r, p) for b in range(1, 5) if ocb % b == 0 for r in (1, 2) if oh % r == 0
+                 for p in range(1, min(ow, 32) + 1) if b * per * (r * p + 1) + 1 <= regs and (r == 1 or p == ow)
+                 and b * per * r * p >= min(MIN_ACCUMULATORS, b * per * r * ow)]
+        tiles.sort(key=lambda t: t != default)  # the target's default first: it is the run's default point
+        b, r, p = ctx.decide(f"register_tile/{key}", tiles, kind="tile",
+                             weights=[8.0 if t == default else (t[0] * t[1] * t[2]) ** 0.5 for t in tiles])
+        ib = int(acc.op.reduce_axis[3].dom.extent.value)
+        # the channel block unrolled by 4 at most: fully unrolled (16) it compiled 6x slower and ran no faster
+        unroll_ib = ctx.decide(f"unroll_ib/{key}", sorted({min(ib, 4), 1}, reverse=True), kind="unroll")
+        rows_outer = ctx.decide(f"rows_outer/{key}", (True, False), kind="parallel")
+        unroll_kw = ctx.decide(f"unroll_kw/{key}", (False, True), kind="unroll", weights=(3.0, 1.0))
+        blocked_conv_nest(ctx.sch, out, acc_t, blocks=b, rows=r, pixels=p, rows_outer=rows_outer,
+                          unroll_ib=unroll_ib if ib % unroll_ib == 0 else 1, unroll_kw=unroll_kw)
+        return None
+
+
+BLOCKED_RULES: list[SketchRule] = [PlanBlockedConv(), ScheduleBlockedConv()]

@@ -1,0 +1,132 @@
+"""AlterOpLayout: models built in blocked layouts (the default, opt_level 3) compute what the NCHW build
+(opt_level 2) computes; a ResNet keeps no layout transform inside and no weight transform at run time; the
+layout built is the layout tuned; records made on another CPU are named, once, with the command to tune here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import autosched  # noqa: E402
+from _onnx_models import make_densenet121, make_mobilenet_v2, make_resnet18, random_inputs  # noqa: E402
+from autosched import relay  # noqa: E402
+from autosched.relay.frontend import from_onnx  # noqa: E402
+from autosched.runtime.graph_executor import GraphModule  # noqa: E402
+
+MODELS = {
+    "resnet": lambda: make_resnet18(image=32, width=16, num_classes=10),
+    "mobilenet_v2": lambda: make_mobilenet_v2(image=32, width_mult=0.5, num_classes=10),
+    "densenet": lambda: make_densenet121(image=32, block_config=(2, 2), growth=16, init_features=32,
+                                         num_classes=10),
+}
+
+
+def _build(model, opt_level: int, target: str = "llvm"):
+    x = random_inputs(model)["data"]
+    mod, params = from_onnx(model, shape={"data": x.shape})
+    with relay.transform.PassContext(opt_level=opt_level):
+        res = relay.build(mod, target=target, params=params)
+    m = GraphModule(*res)
+    m.set_input("data", x)
+    m.run()
+    return res, m.get_output(0)
+
+
+def _ops(graph_json: str) -> list[str]:
+    return [n["name"] for n in json.loads(graph_json)["nodes"] if n["op"] == "tvm_op"]
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_blocked_build_equals_the_nchw_build(name, target):
+    model = MODELS[name]()
+    blocked, y = _build(model, 3, target)
+    _, ref = _build(model, 2, target)
+    assert any("nchwc" in k for k in _ops(blocked[0])), "the default build is blocked"
+    err = float(np.abs(y - ref).max() / np.abs(ref).max())
+    assert err <= 1e-4, f"{name}: blocked build differs from NCHW by {err:.1e}"
+
+
+def test_resnet_keeps_layouts_and_packs_weights_ahead_of_time():
+    model = make_resnet18(image=64, width=16, num_classes=10)
+    res, _ = _build(model, 3)
+    kernels = _ops(res[0])
+    transforms = [k for k in kernels if "layout_transform" in k]
+    # the stem reads the NCHW input directly; the only transform is after global pooling, before the classifier
+    assert len(transforms) == 1 and "batch_flatten" in transforms[0], kernels
+    assert "conv2d_nchwc" in kernels[0]
+    graph = json.loads(res[0])
+    params = res[2]
+    # every weight is already in its kernel's layout: no kernel reads a parameter only to transform it
+    for node in graph["nodes"]:
+        if node["op"] == "tvm_op" and "layout_transform" in node["name"]:
+            src = graph["nodes"][node["inputs"][0][0]]
+            assert src["op"] != "null" or src["name"] not in params
+    conv_weights = [v for v in params.values() if v.ndim == 6]  # OIHW[x]i[y]o
+    assert conv_weights and all(w.shape[-1] == autosched.codegen.target.Target("llvm").cpu.lanes()
+                                for w in conv_weights if w.shape[0] * w.shape[-1] >= 16)
+
+
+def test_a_tuned_records_layout_is_the_layout_built(tmp_path):
+    model = make_resnet18(image=16, width=16, num_classes=10)
+    x = random_inputs(model)["data"]
+    mod, params = from_onnx(model, shape={"data": x.shape})
+    for target, block in (("llvm -mcpu=haswell", 8), ("llvm -mcpu=skylake-avx512", 16)):
+        tasks = relay.extract_tasks(mod, params, target)
+        conv = next(t for t in tasks if "conv2d_nchwc" in t.args["graph"] and "[1,1,1,1]" in t.args["graph"])
+        assert f'"out_layout":"NCHW{block}c"' in conv.args["graph"]
+    tasks = relay.extract_tasks(mod, params, "llvm -mcpu=haswell")
+    conv = next(t for t in tasks if "conv2d_nchwc" in t.args["graph"])
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    autosched.tune(conv, trials=2, backend="local", database=db, seed=0)
+    with autosched.apply_history_best(db):
+        res = relay.build(mod, target="llvm -mcpu=haswell", params=params)
+    tuned = [k for k in res.kernels if k["tuned"]]
+    assert [k["workload_key"] for k in tuned] == [conv.workload_key]
+
+
+def test_records_of_another_cpu_warn_once_with_the_command(tmp_path, caplog):
+    model = make_resnet18(image=16, width=8, num_classes=10)
+    x = random_inputs(model)["data"]
+    mod, params = from_onnx(model, shape={"data": x.shape})
+    other = "llvm -mcpu=skylake-avx512"
+    db = f"sqlite:///{tmp_path / 'other.db'}"
+    _store_defaults(relay.extract_tasks(mod, params, other), db)
+    # the same kernels built for a CPU of another name (same vector class: same layouts, same keys)
+    here = "llvm -mcpu=icelake-server"
+    with caplog.at_level(logging.WARNING, logger="autosched.relay"):
+        with autosched.apply_history_best(db):
+            relay.build(mod, target=here, params=params)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "skylake-avx512" in warnings[0] and "autosched tune --model" in warnings[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="autosched.relay"):
+        with autosched.apply_history_best(db, allow_other_cpus=True):
+            res = relay.build(mod, target=here, params=params)
+    assert all(k["tuned"] for k in res.kernels if k["task"] is not None and "conv2d" in k["task"].label)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "another CPU (llvm -mcpu=skylake-avx512)" in warnings[0], warnings
+
+
+def _store_defaults(tasks, db_url):
+    """Records of ``tasks`` with their default schedules, written as if measured there (the host may not run
+    the other CPU's code): what a teammate's database would hold."""
+    from autosched.database.database import open_database
+    from autosched.measure.result import MeasureInput, MeasureResult
+
+    db, _ = open_database(db_url)
+    try:
+        db.commit_many([(MeasureInput(t, t.default_trace()), MeasureResult(costs=[1e-3])) for t in tasks])
+    finally:
+        db.close()
