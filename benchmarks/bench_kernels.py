@@ -3,8 +3,9 @@
     python benchmarks/bench_kernels.py [--threads 1 2] [--rows conv_a dw ...] [--database tuning.db]
                                        [--peers-python /tmp/autosched-peers/bin/python] [--out benchmarks/results]
 
-For each kernel (matmul 1024; the convolutions of a ResNet: 3x3 at 64x56x56 and 256x14x14, 1x1 stride 2,
-the 7x7 stride-2 stem; depthwise 256x28x28; dense 512->1000 at batch 1; max pool 3x3/2; softmax over 1000)
+For each kernel (matmul 1024; the convolutions of a ResNet: 3x3 at 64x56x56 and 256x14x14, direct and by
+Winograd's F(4, 3), 1x1 stride 2, the 7x7 stride-2 stem; depthwise 256x28x28; dense 512->1000 at batch 1;
+max pool 3x3/2; softmax over 1000)
 and thread count: autosched's default schedule for this CPU, then the vendor libraries on the same kernel
 (``benchmarks/peer_kernels.py`` in the peers' virtualenv, ``bash ../shared/peers/setup.sh``). Convolutions,
 pooling and dense run in autosched's blocked layouts (NCHW[x]c data, weights packed ahead of time, as in a
@@ -15,7 +16,8 @@ NCHW <-> NCHW[x]c transforms of input and output cost, for a like-for-like singl
 Compute-bound rows report the share of ``autosched peak``; memory-bound ones the share of the bandwidth of a
 copy with the same bytes moved (``autosched.measure.peak.measure_bandwidth``). On an AVX-512 host the AVX2
 build (``llvm -mcpu=haswell``) is timed too, against the same vendor figures (which use the host's ISA).
-``--database`` also builds each kernel from its best tuning record there (``autosched tune --workload ...``).
+``--database`` also builds each kernel from its best tuning record there (``autosched tune --workload ...``;
+``--tune 200`` runs that first for every row).
 Prints the CPU; writes ``kernels.json`` and ``kernels.png`` (the ratio to the best vendor library per row).
 On a 2-core machine run it with nothing else running.
 """
@@ -45,8 +47,14 @@ ROWS = {
     "matmul": ("matmul", dict(M=1024, N=1024, K=1024), dict(op="matmul", M=1024, N=1024, K=1024), "compute", 0.8),
     "conv_a": ("conv2d_nchwc", dict(CI=64, H=56, W=56, CO=64, KH=3, KW=3, stride=1, padding=1),
                dict(op="conv", N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, stride=1, padding=1), "compute", 0.8),
+    "conv_a_winograd": ("conv2d_winograd_nchwc", dict(CI=64, H=56, W=56, CO=64, padding=1, tile=4),
+                        dict(op="conv", N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, stride=1, padding=1),
+                        "compute", 0.8),
     "conv_c": ("conv2d_nchwc", dict(CI=256, H=14, W=14, CO=256, KH=3, KW=3, stride=1, padding=1),
                dict(op="conv", N=1, CI=256, H=14, W=14, CO=256, KH=3, KW=3, stride=1, padding=1), "compute", 0.8),
+    "conv_c_winograd": ("conv2d_winograd_nchwc", dict(CI=256, H=14, W=14, CO=256, padding=1, tile=4),
+                        dict(op="conv", N=1, CI=256, H=14, W=14, CO=256, KH=3, KW=3, stride=1, padding=1),
+                        "compute", 0.8),
     "conv_1x1s2": ("conv2d_nchwc", dict(CI=256, H=28, W=28, CO=512, KH=1, KW=1, stride=2, padding=0),
                    dict(op="conv", N=1, CI=256, H=28, W=28, CO=512, KH=1, KW=1, stride=2, padding=0),
                    "compute", 0.8),
@@ -60,7 +68,10 @@ ROWS = {
                 dict(op="maxpool", N=1, C=64, H=112, W=112, K=3, stride=2, padding=1), "memory", 1.0),
     "softmax": ("softmax", dict(M=1, N=1000), dict(op="softmax", M=1, N=1000), "memory", 1.0),
 }
-LAYOUT_ROWS = {"conv2d_nchwc", "depthwise_conv2d_nchwc", "pool2d_nchwc"}
+LAYOUT_ROWS = {"conv2d_nchwc", "conv2d_winograd_nchwc", "depthwise_conv2d_nchwc", "pool2d_nchwc"}
+# Winograd's GFLOPS and share of peak count the direct convolution's multiply-adds (its own are about a quarter)
+DIRECT_FLOP = {"conv2d_winograd_nchwc": lambda a: 2 * a["CO"] * a["CI"] * 9 * (a["H"] + 2 * a["padding"] - 2)
+               * (a["W"] + 2 * a["padding"] - 2)}
 
 
 def median_time(fn, seconds: float = 1.0) -> float:
@@ -182,6 +193,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
     ap.add_argument("--database", default=None, help="also build each kernel from its best record here")
+    ap.add_argument("--tune", type=int, default=0, metavar="TRIALS",
+                    help="first tune each kernel (this CPU) for TRIALS new trials into --database, as "
+                         "`autosched tune --workload W --trials TRIALS` would (default policy, expert schedule first)")
     ap.add_argument("--peers-python", default=os.environ.get("AUTOSCHED_PEERS_PYTHON",
                                                              "/tmp/autosched-peers/bin/python"))
     ap.add_argument("--out", type=Path, default=HERE / "results")
@@ -189,6 +203,15 @@ def main() -> None:
     a.out.mkdir(parents=True, exist_ok=True)
     from autosched.measure.peak import get_peak, measure_bandwidth, measure_peak
 
+    if a.tune:
+        if not a.database:
+            ap.error("--tune needs --database")
+        for name in a.rows:
+            wl, params, *_ = ROWS[name]
+            task = autosched.Task(wl, params)
+            t0 = time.time()
+            autosched.tune(task, a.tune, database=a.database, measure_default=True, seed=0)
+            print(f"tuned {task.label} for {a.tune} trials in {time.time() - t0:.0f} s", flush=True)
     host = Target("llvm")
     targets = {"native": "llvm"}
     if host.cpu.vector_bytes > 32:
@@ -217,8 +240,9 @@ def main() -> None:
                 row["autosched_s"][label] = t
                 if best_vendor:
                     row["ratios"][label] = best_vendor / t
+                flop = DIRECT_FLOP[wl](task.args) if wl in DIRECT_FLOP else task.flop
                 if bound == "compute":
-                    row["share"][label] = task.flop / t / 1e9 / peaks[label, threads]
+                    row["share"][label] = flop / t / 1e9 / peaks[label, threads]
                 else:
                     row["share"][label] = nbytes / t / 1e9 / measure_bandwidth(nbytes, threads)
                 if label == "native":
@@ -232,7 +256,7 @@ def main() -> None:
                     row["autosched_s"]["native+layout"] = t + extra
                     if best_vendor:
                         row["ratios"]["native+layout"] = best_vendor / (t + extra)
-                row["flop"] = task.flop
+                row["flop"] = flop
             rows.append(row)
             vend = "  ".join(f"{p} {s * 1e3:.3f}" for p, s in vendor.items())
             ours = "  ".join(f"{lab} {s * 1e3:.3f} ms ({row['ratios'].get(lab, float('nan')):.2f}x"

@@ -40,6 +40,9 @@ class OnnxModule(torch.nn.Module):
         for n in self.graph.node:
             a, ins = attrs(n), [env[i] if i else None for i in n.input]
             op = n.op_type
+            if op == "Constant":
+                env[n.output[0]] = torch.from_numpy(numpy_helper.to_array(a["value"]).copy())
+                continue
             if op == "Conv":
                 p = a.get("pads", [0, 0, 0, 0])
                 y = F.conv2d(ins[0], ins[1], ins[2] if len(ins) > 2 else None, stride=a.get("strides", 1),
@@ -51,6 +54,7 @@ class OnnxModule(torch.nn.Module):
             elif op == "Clip":
                 lo = a.get("min", float(ins[1]) if len(ins) > 1 and ins[1] is not None else None)
                 hi = a.get("max", float(ins[2]) if len(ins) > 2 and ins[2] is not None else None)
+                lo, hi = (None if v is None else float(v) for v in (lo, hi))
                 y = torch.clamp(ins[0], lo, hi)
             elif op == "MaxPool":
                 p = a.get("pads", [0, 0, 0, 0])

@@ -196,7 +196,8 @@ def test_batch_norm_is_folded_into_conv_weights():
     text = str(fused)
     assert "nn.batch_norm" not in text and "multiply" not in text  # the scale lives in the weights now
     calls = [n for n in relay.expr.post_order(fused["main"].body) if isinstance(n, relay.Call)]
-    assert "fused_conv2d_nchwc_add_relu" in [c.op.attrs.get("name") for c in calls]
+    # one kernel: the convolution, the shift left of the batch norm and the relu (4 channels stay NCHW)
+    assert "fused_conv2d_add_relu" in [c.op.attrs.get("name") for c in calls]
     xd = rand(1, 3, 8, 8)
     (out,) = run(f, {"data": xd}, params)
     conv_ref = np_conv2d(xd, params["w"], padding=(1, 1, 1, 1))
@@ -371,7 +372,7 @@ def test_adding_an_op_as_documented():
         attrs={"alpha": 0.01}, num_inputs=1, doc="x if x > 0 else alpha * x"))
 
     x = relay.var("data", shape=(1, 2, 6, 6))
-    w = rand(4, 2, 3, 3)
+    w = rand(16, 2, 3, 3)
     y = relay_op.make_call("nn.leaky_relu", [relay.nn.conv2d(x, relay.const(w))], alpha=0.2)
     graph_json, lib, params = relay.build(relay.Function([x], y), "llvm")
     # an elementwise op keeps the blocked layout (AlterOpLayout), so it fuses into the convolution
@@ -417,13 +418,14 @@ def test_residual_block_with_batch_norms_fuses_to_two_kernels():
         stats = [relay.var(f"{name}_{t}", shape=(cin,)) for t in "gbmv"]
         return relay.nn.batch_norm(relay.nn.conv2d(x, w, padding=1), *stats)[0]
 
-    x = relay.var("data", shape=(1, 4, 7, 7))
-    h = relay.nn.relu(conv_bn(x, 4, "a"))
-    y = relay.nn.relu(relay.add(conv_bn(h, 4, "b"), x))
+    x = relay.var("data", shape=(1, 16, 7, 7))
+    h = relay.nn.relu(conv_bn(x, 16, "a"))
+    y = relay.nn.relu(relay.add(conv_bn(h, 16, "b"), x))
     params = {}
     for n in "ab":
-        params[n + "_w"] = rand(4, 4, 3, 3) * 0.3
-        params.update({f"{n}_g": rand(4), f"{n}_b": rand(4), f"{n}_m": rand(4), f"{n}_v": np.abs(rand(4)) + 0.5})
+        params[n + "_w"] = rand(16, 16, 3, 3) * 0.1
+        params.update({f"{n}_g": rand(16), f"{n}_b": rand(16), f"{n}_m": rand(16),
+                       f"{n}_v": np.abs(rand(16)) + 0.5})
     func = relay.Function(relay.expr.free_vars(y), y)
     with relay.transform.PassContext(opt_level=2):
         graph_json = relay.build(func, "llvm", params=params)[0]
@@ -432,7 +434,7 @@ def test_residual_block_with_batch_norms_fuses_to_two_kernels():
     names = [k["name"].rsplit("_", 1)[0] for k in kernels_of(graph_json)]
     assert [n for n in names if "conv2d" in n] == ["fused_conv2d_nchwc_add_relu", "fused_conv2d_nchwc_add_add_relu"]
     assert set(names) - {"fused_conv2d_nchwc_add_relu", "fused_conv2d_nchwc_add_add_relu"} == {"fused_layout_transform"}
-    xd = rand(1, 4, 7, 7)
+    xd = rand(1, 16, 7, 7)
     (out,) = run(func, {"data": xd}, params)
 
     def ref_conv_bn(v, n):

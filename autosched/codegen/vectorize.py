@@ -249,6 +249,9 @@ class VectorEmitter:
             known = self.cg._known(e.cond)
             if known is not None:  # decided by unrolled loops: only that branch
                 return self.expr(e.t if known else e.f)
+            if self.mask is None:  # the same choice in every lane: one branch, not both under masks
+                c = self.scalar(e.cond)
+                return ops.branch(self.cg, c, lambda: self.vec(e.t), lambda: self.vec(e.f), "vsel"), True
         cond = self.vec(e.cond)
         saved = self.mask
         self.mask = self.and_mask(cond)

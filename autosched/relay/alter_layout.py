@@ -45,6 +45,16 @@ def _block_for(channels: int) -> int:
     return channel_block(channels)
 
 
+def _worth_blocking(channels: int) -> bool:
+    """Whether ``channels`` divide into blocks of at least 8 floats (a whole AVX2 vector, half an AVX-512
+    one): 116 channels would give blocks of 4, quarter vectors, and the split, shuffled and concatenated
+    tensors of such models (ShuffleNet) would pay a layout transform at every step (measured: 3x slower than
+    staying in NCHW), as onnxruntime's NCHWc transformer also leaves such layers alone."""
+    from autosched.workloads.blocking import lanes
+
+    return _block_for(channels) >= min(8, lanes())
+
+
 def _winograd_tile(node: Call, w: np.ndarray) -> int | None:
     """F(m, 3)'s m for a 3x3 stride-1 convolution that Winograd's algorithm makes faster (the PassContext
     option ``relay.winograd`` = False turns it off), else None. Measured on blocked layouts here: 2x faster
@@ -158,6 +168,8 @@ class _Alter:
         common = dict(strides=_pair(node.attrs["strides"], "nn.conv2d", "strides"),
                       padding=pad4(node.attrs["padding"], "nn.conv2d"))
         if g > 1 and g == CI == CO and w.shape[1] == 1:  # depthwise: channels in lanes, one block throughout
+            if not _worth_blocking(CI):
+                return None
             b = have if have is not None and CI % have == 0 else _block_for(CI)
             packed = np.ascontiguousarray(w.reshape(CI // b, b, 1, *w.shape[2:]).transpose(0, 2, 3, 4, 1)
                                           [:, :, :, :, None, :])
@@ -165,6 +177,8 @@ class _Alter:
                                  data_layout=f"NCHW{b}c", **common)
             return call, b
         cig, cog = CI // g, CO // g
+        if not _worth_blocking(cog):
+            return None
         winograd = _winograd_tile(node, w) if have is not None and cig % have == 0 else None
         if winograd is not None:
             ob = _block_for(CO)
@@ -176,7 +190,7 @@ class _Alter:
             return call, ob
         if have is not None and cig % have == 0:
             ib = have
-        elif have is None and cig < 8:  # a few channels (the stem): read NCHW as it is
+        elif have is None and (cig < 8 or not _worth_blocking(cig)):  # read NCHW as it is (the stem)
             ib = 1
         else:
             ib = _block_for(cig)

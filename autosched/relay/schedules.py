@@ -45,8 +45,7 @@ def inline_injective(sch: Any, out: te.Tensor, keep: tuple = ()) -> None:
 def _blocked_innermost(t: te.Tensor) -> bool:
     """Whether ``t``'s innermost axis is a channel block of whole vectors (NCHW[x]c): vectorized alone, its
     lanes index every operand directly (fused with the axes before it, they would need a division per lane)."""
-    nl = lanes(t.dtype)
-    return len(t.shape) == 5 and int(t.shape[-1]) % nl == 0
+    return len(t.shape) == 5 and int(t.shape[-1]) >= min(8, lanes(t.dtype))
 
 
 def flat_parallel_vector(sch: Any, t: te.Tensor) -> None:
@@ -56,6 +55,14 @@ def flat_parallel_vector(sch: Any, t: te.Tensor) -> None:
     if _blocked_innermost(t):
         sch[t].parallel(sch[t].fuse(*axes[:-2]))
         sch[t].vectorize(axes[-1])
+        return
+    if len(axes) >= 3 and int(t.shape[-1]) * int(t.shape[-2]) >= lanes(t.dtype):
+        # images: planes in parallel, each plane one vectorized run (a channel shuffle, slice or concat then
+        # computes its source once per plane instead of once per lane)
+        sch[t].parallel(sch[t].fuse(*axes[:-2]))
+        plane = sch[t].fuse(axes[-2], axes[-1])
+        _, inner = sch[t].split(plane, factor=4 * lanes(t.dtype))
+        sch[t].vectorize(inner)
         return
     fused = sch[t].fuse(*axes) if len(axes) > 1 else axes[0]
     size = 1

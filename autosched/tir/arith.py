@@ -571,6 +571,9 @@ class Simplifier:
             return quot.to_expr() if t is E.FloorDiv else rest_e
         if rng is not None and rng[0] // c == rng[1] // c and t is E.FloorDiv:
             return simplify_lin(E.Add(quot.to_expr(), IntImm(rng[0] // c, lin.dtype), lin.dtype))
+        nested = self._nested_divmod(t, lin, c)
+        if nested is not None:
+            return nested
         if t is E.FloorMod:
             if not r_terms and not q_terms:
                 return IntImm(lin.const % c, lin.dtype)
@@ -582,6 +585,28 @@ class Simplifier:
         if q_terms:
             return quot.to_expr()
         return e
+
+
+    def _nested_divmod(self, t: type, lin: Lin, c: int) -> Expr | None:
+        """``(k*q + r) // (m*k)`` -> ``q // m`` and ``(k*q + r) % (m*k)`` -> ``(q % m)*k + r`` when
+        ``0 <= r < k``: a reshape's flattened index (``c*784 + pixel``, the pixel below 784) split again by a
+        multiple of 784 gives the channel's quotient, not an expression of the pixel."""
+        coefs = [abs(v[0]) for v in lin.terms.values()]
+        for k in sorted({d for d in range(2, c) if c % d == 0 and any(x % d == 0 for x in coefs)}, reverse=True):
+            q_terms = {key: [v[0] // k, v[1]] for key, v in lin.terms.items() if v[0] % k == 0}
+            r_terms = {key: v for key, v in lin.terms.items() if v[0] % k}
+            q_const, r_const = divmod(lin.const, k)
+            rest = Lin(r_terms, r_const, lin.dtype)
+            rng = self._const_interval(rest.to_expr())
+            if rng is None or rng[0] < 0 or rng[1] >= k:
+                continue
+            q = Lin(q_terms, q_const, lin.dtype).to_expr()
+            m = IntImm(c // k, lin.dtype)
+            if t is E.FloorDiv:
+                return self.run(E.FloorDiv(q, m, lin.dtype))
+            return self.run(E.Add(E.Mul(E.FloorMod(q, m, lin.dtype), IntImm(k, lin.dtype), lin.dtype),
+                                  rest.to_expr(), lin.dtype))
+        return None
 
 
 def simplify_lin(e: Expr) -> Expr:
