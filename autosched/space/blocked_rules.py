@@ -1,6 +1,6 @@
-"""Sketch rules for blocked-channel convolutions (``conv2d_nchwc`` and ``depthwise_conv2d_nchwc`` stages, in
-the workloads and in fused relay kernels alike): the generated space of such a kernel is the family of
-register-tiled nests of the expert schedule, its choices decisions of the space.
+"""Sketch rules for blocked-channel convolutions (``conv2d_nchwc``, ``depthwise_conv2d_nchwc`` and Winograd's
+``conv2d_winograd_nchwc`` stages, in the workloads and in fused relay kernels alike): the generated space of
+such a kernel is the family of register-tiled nests of the expert schedule, its choices decisions of the space.
 
 Multi-level tiling does not find these nests (the reduction over a channel block must sit outside a tile of
 pixels x channel blocks, broadcasting one input into several FMAs), and a space of them is small: a few
@@ -106,4 +106,70 @@ class ScheduleBlockedConv(SketchRule):
         return None
 
 
-BLOCKED_RULES: list[SketchRule] = [PlanBlockedConv(), ScheduleBlockedConv()]
+WINOGRAD_STAGES = ("winograd_in1", "winograd_in", "winograd_gemm", "winograd_out1")
+
+
+def _is_winograd(st: Stage) -> bool:
+    return st.op.name.endswith("conv2d_winograd_nchwc") and not st.op.reduce_axis and len(st.op.axis) == 5
+
+
+class PlanWinograd(SketchRule):
+    """Prepare a Winograd convolution (``conv2d_winograd_nchwc``): its epilogue inlined into the kernel's
+    output, and its transform and product stages claimed for the Winograd nest. Generic rules would inline
+    the transforms into one another before their loops are unrolled, and the select chains that pick a
+    transform coefficient by index would then multiply into expressions of thousands of terms."""
+
+    name = "winograd_plan"
+    phase = "prepare"
+
+    def condition(self, ctx, st):
+        return not st.is_placeholder and _is_winograd(st) and not ctx.info(st)
+
+    def apply(self, ctx, st):
+        out = st if st.is_output else next(s for s in ctx.live_stages() if s.is_output)
+        if tuple(out.op.output(0).shape) != tuple(st.op.output(0).shape):
+            return False  # an epilogue that changes the shape: left to the generic rules
+        for other in list(ctx.live_stages()):  # the epilogue (and the convolution itself) into the output
+            if other is not out and not other.is_reduction and other.op.name not in WINOGRAD_STAGES and \
+                    (other is st or ctx.sch.consumes(other, st)):
+                other.compute_inline()
+        for other in ctx.live_stages():
+            if other.op.name in WINOGRAD_STAGES:
+                ctx.info(other).update(winograd_done=True, tile="winograd")
+        ctx.info(out)["winograd"] = True
+
+
+class ScheduleWinograd(SketchRule):
+    """Schedule: the nests of :func:`autosched.workloads.cpu.winograd_nest`, with the product's register tile
+    (output-channel blocks x tiles, among those that fit the target's registers) and the unrolling of its
+    input-channel loop decided."""
+
+    name = "winograd"
+
+    def condition(self, ctx, st):
+        info = ctx.info(st)
+        return "winograd" in info or "winograd_done" in info
+
+    def apply(self, ctx, st):
+        from autosched.workloads.blocking import MIN_ACCUMULATORS, conv_tile, cpu, lanes
+        from autosched.workloads.cpu import winograd_nest
+
+        if "winograd" not in ctx.info(st):
+            return None  # a transform or the product: placed by the output's nest
+        gemm = next(s for s in ctx.live_stages() if s.op.name == "winograd_gemm").op.output(0)
+        alpha, _, ocb, tiles_n, block = (int(d) for d in gemm.shape)
+        key = ctx.key(st)
+        per, regs = -(-block // lanes(gemm.dtype)), cpu().vector_registers
+        default = conv_tile(1, tiles_n, ocb, block, gemm.dtype)
+        default = (default[0], default[2])
+        tiles = [(b, p) for b in range(1, 5) if ocb % b == 0 for p in range(1, min(tiles_n, 32) + 1)
+                 if b * per * (p + 1) + 1 <= regs and b * per * p >= min(MIN_ACCUMULATORS, b * per * tiles_n)]
+        tiles.sort(key=lambda t: t != default)
+        b, p = ctx.decide(f"register_tile/{key}", tiles, kind="tile",
+                          weights=[8.0 if t == default else (t[0] * t[1]) ** 0.5 for t in tiles])
+        unroll_ic = ctx.decide(f"unroll_ic/{key}", (4, 2, 1), kind="unroll", weights=(2.0, 1.0, 1.0))
+        winograd_nest(ctx.sch, st.op.output(0), tile=alpha - 2, blocks=b, pixels=p, unroll_ic=unroll_ic)
+        return None
+
+
+BLOCKED_RULES: list[SketchRule] = [PlanBlockedConv(), ScheduleBlockedConv(), PlanWinograd(), ScheduleWinograd()]
