@@ -130,3 +130,25 @@ def _store_defaults(tasks, db_url):
         db.commit_many([(MeasureInput(t, t.default_trace()), MeasureResult(costs=[1e-3])) for t in tasks])
     finally:
         db.close()
+
+
+def test_generated_space_of_a_fused_winograd_kernel_is_its_nest():
+    """A fused Winograd kernel (conv, bias, relu) tunes in the family of Winograd nests: every sampled candidate
+    keeps the transforms as their own unrolled stages (generic rules inlined them into one another, and one
+    candidate then took minutes to lower), and computes what the default schedule computes."""
+    model = make_resnet18(image=32, width=32, num_classes=10)
+    x = random_inputs(model)["data"]
+    mod, params = from_onnx(model, shape={"data": x.shape})
+    task = next(t for t in relay.extract_tasks(mod, params, "llvm") if "Winograd" in t.label)
+    sch, args = task.default_schedule()
+    rng = np.random.default_rng(0)
+    ins = [rng.standard_normal([int(d) for d in a.shape]).astype(a.dtype) for a in args[:-1]]
+    ref = np.zeros([int(d) for d in args[-1].shape], args[-1].dtype)
+    autosched.build(sch, args)(*ins, ref)
+    for trace in task.space("generated").sample(4, rng):
+        sch, args = task.apply(trace)
+        transforms = [st for st in sch.stages if st.op.name.startswith("winograd_")]
+        assert len(transforms) >= 4 and all(st.attach_type != "inline" for st in transforms), trace
+        out = np.zeros_like(ref)
+        autosched.build(sch, args)(*ins, out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))

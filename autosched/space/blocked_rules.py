@@ -127,7 +127,7 @@ class PlanWinograd(SketchRule):
 
     def apply(self, ctx, st):
         out = st if st.is_output else next(s for s in ctx.live_stages() if s.is_output)
-        if tuple(out.op.output(0).shape) != tuple(st.op.output(0).shape):
+        if [int(d) for d in out.op.output(0).shape] != [int(d) for d in st.op.output(0).shape]:
             return False  # an epilogue that changes the shape: left to the generic rules
         for other in list(ctx.live_stages()):  # the epilogue (and the convolution itself) into the output
             if other is not out and not other.is_reduction and other.op.name not in WINOGRAD_STAGES and \
