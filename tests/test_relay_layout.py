@@ -152,3 +152,14 @@ def test_generated_space_of_a_fused_winograd_kernel_is_its_nest():
         out = np.zeros_like(ref)
         autosched.build(sch, args)(*ins, out)
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+
+
+def test_winograd_only_on_images_where_it_pays():
+    """F(4, 3) at 8x8 outputs and more; smaller images (a ResNet's last stage) keep the direct kernel, whose
+    filters are smaller than the transformed ones."""
+    model = make_resnet18(image=64, width=32, num_classes=10)  # 3x3 stride-1 convs at 16, 8, 4 and 2 pixels
+    mod, params = from_onnx(model, shape={"data": (1, 3, 64, 64)})
+    labels = [t.label for t in relay.extract_tasks(mod, params, "llvm")]
+    winograd = [s for s in labels if "Winograd" in s]
+    assert len(winograd) >= 4 and all("F(4,3)" in s for s in winograd), labels
+    assert any("x4x4 * 128x128x3x3 s1 [NCHW16c]" in s for s in labels), labels

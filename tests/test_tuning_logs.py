@@ -44,3 +44,27 @@ def test_best_record_of_the_log_replays_and_equals_numpy(name, tmp_path):
     mod(*ins, out)
     want = get_reference(name)([a.astype(np.float64) for a in ins], **task.args)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_resnet18_log_covers_every_kernel_of_the_model_it_was_made_for(tmp_path):
+    """The model log keys each fused kernel by its graph in blocked layouts: a change to the layout pass or the
+    fusion rules that orphans it (the build would silently fall back to defaults) fails here."""
+    import json
+    import sys
+
+    pytest.importorskip("onnx")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _onnx_models import make_resnet18
+    from autosched import relay
+    from autosched.relay.frontend import from_onnx
+
+    log = Path(LOGS[0]).parent / "resnet18.jsonl"
+    targets = {json.loads(line)["target"] for line in log.read_text().splitlines()}
+    assert len(targets) == 1, targets
+    mod, params = from_onnx(make_resnet18(batch=1, image=224), shape={"data": (1, 3, 224, 224)})
+    tasks = relay.extract_tasks(mod, params, targets.pop())
+    with Database(str(tmp_path / "t.db")) as db:
+        db.import_(log)
+        tuned = {r.workload_key for r in db.records(ok=True)}
+    missing = [t.label for t in tasks if t.workload_key not in tuned]
+    assert len(tasks) >= 18 and not missing, missing
