@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 
 import pytest
@@ -11,7 +12,9 @@ import autosched.database.database as dbmod
 from _database_helpers import make_url, ok, task, trace
 from autosched.database import Database, DatabaseError, SchemaVersionError, default_location
 from autosched.database.location import resolve
+from autosched.database.record import TuningRecord
 from autosched.database.schema import SCHEMA_VERSION
+from autosched.measure.result import ResultFlag
 
 
 def test_locations(tmp_path, monkeypatch):
@@ -143,3 +146,27 @@ def test_no_migration_path_is_an_error(url, monkeypatch):
 def test_unreachable_server_is_a_clear_error():
     with pytest.raises(DatabaseError, match="cannot open tuning database postgresql"):
         Database("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+
+
+def test_schema_1_database_gains_flags_and_machine(url):
+    """A database written by schema 1 (no flags, host or node_id columns) is upgraded and keeps its records;
+    new records carry their flags and the host that measured them."""
+    with Database(url) as db:
+        db.commit(task(), trace(1), ok(1e-3))
+    eng = _engine(url)
+    with eng.begin() as c:
+        for col in ("flags", "host", "node_id"):
+            c.execute(text(f"ALTER TABLE autosched_records DROP COLUMN {col}"))
+        c.execute(text("UPDATE autosched_schema SET version = 1"))
+    eng.dispose()
+    with Database(url) as db:
+        assert db.schema_version == SCHEMA_VERSION == 2
+        old = db.best(task())[0]
+        assert old.trace == trace(1) and old.flags == [] and old.host == "unknown"
+        res = ok(2e-3)
+        res.flags = [ResultFlag.UNCHECKED]
+        db.commit(task(), trace(2), res)
+        new = [r for r in db.records(task()) if r.trace == trace(2)][0]
+        assert new.flags == [ResultFlag.UNCHECKED] and new.host == socket.gethostname()
+        assert new.result.flags == [ResultFlag.UNCHECKED]
+        assert TuningRecord.loads(new.dumps()).flags == [ResultFlag.UNCHECKED]

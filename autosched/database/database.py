@@ -490,10 +490,14 @@ class Database:
             "llvm_version": rec.llvm_version,
             "host_cpu": rec.host_cpu,
             "run_id": run_id,
+            "flags": ",".join(rec.flags) or None,
+            "host": None if rec.host == "unknown" else rec.host,
+            "node_id": rec.node_id,
         }
 
     _UPDATABLE = ("costs", "cost", "mean_cost", "error_kind", "error_msg", "build_seconds", "run_seconds",
-                  "timestamp", "record_version", "autosched_version", "llvm_version", "host_cpu", "run_id")
+                  "timestamp", "record_version", "autosched_version", "llvm_version", "host_cpu", "run_id",
+                  "flags", "host", "node_id")
 
     def _upsert(self, on_conflict: str):
         stmt = self._stmts.get(on_conflict)  # built once: building one costs more than running it
@@ -596,7 +600,8 @@ class Database:
             trace_json=r.trace, costs=costs, error_kind=r.error_kind, error_msg=r.error_msg or "",
             build_seconds=r.build_seconds, run_seconds=r.run_seconds, timestamp=r.timestamp,
             autosched_version=r.autosched_version, llvm_version=r.llvm_version, host_cpu=r.host_cpu,
-            version=r.record_version, id=r.id, run_id=r.run_id)
+            version=r.record_version, id=r.id, run_id=r.run_id,
+            flags=r.flags.split(",") if r.flags else [], host=r.host or "unknown", node_id=r.node_id)
 
     def _filters(self, task_or_key: Any, target: Any, workload_name: str | None, ok: bool | None,
                  run: Any, since: float | None, until: float | None) -> list | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import socket
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,9 +61,9 @@ def producer_info() -> dict[str, str]:
 
         llvm_version = ".".join(str(x) for x in llvm.llvm_version_info)
         host_cpu = llvm.get_host_cpu_name() or "unknown"
-    except Exception:  # ImportError, or a broken LLVM install: the record is still worth keeping
+    except ImportError:  # the runtime works without llvmlite: the record is still worth keeping
         pass
-    return {"autosched": __version__, "llvm": llvm_version, "host_cpu": host_cpu}
+    return {"autosched": __version__, "llvm": llvm_version, "host_cpu": host_cpu, "host": socket.gethostname()}
 
 
 def trace_text(trace: Trace | list | str) -> str:
@@ -107,6 +108,9 @@ class TuningRecord:
     version: int = LOG_VERSION  # the record-format version it was written under
     id: int | None = None  # the database row id, when it came from a database
     run_id: int | None = None
+    flags: list[str] = field(default_factory=list)  # ResultFlag values: "unchecked", "noisy"
+    host: str = "unknown"  # the machine that measured it
+    node_id: str | None = None  # its Ray node id, when measured on a cluster
 
     # ------------------------------------------------------------------ derived views
     @property
@@ -137,7 +141,7 @@ class TuningRecord:
     def result(self) -> MeasureResult:
         return MeasureResult(costs=list(self.costs), error_kind=self.error_kind, error_msg=self.error_msg,
                              build_seconds=self.build_seconds, run_seconds=self.run_seconds,
-                             timestamp=self.timestamp)
+                             timestamp=self.timestamp, flags=list(self.flags))
 
     def task(self):
         """The ``autosched.Task`` this record measured (its workload must be registered)."""
@@ -173,6 +177,8 @@ class TuningRecord:
             autosched_version=prod.get("autosched", "unknown"),
             llvm_version=prod.get("llvm", "unknown"),
             host_cpu=prod.get("host_cpu", "unknown"),
+            flags=list(result.flags),
+            host=prod.get("host", "unknown"),
         )
 
     # ------------------------------------------------------------------ the JSON-lines form
@@ -190,9 +196,12 @@ class TuningRecord:
                 "build_seconds": self.build_seconds,
                 "run_seconds": self.run_seconds,
                 "timestamp": self.timestamp,
+                **({"flags": list(self.flags)} if self.flags else {}),
             },
             "producer": {"autosched": self.autosched_version, "llvm": self.llvm_version,
-                         "host_cpu": self.host_cpu},
+                         "host_cpu": self.host_cpu,
+                         **({"host": self.host} if self.host != "unknown" else {}),
+                         **({"node_id": self.node_id} if self.node_id else {})},
         }
 
     def dumps(self) -> str:
@@ -250,6 +259,9 @@ class TuningRecord:
         prod = obj.get("producer") or {}
         if not isinstance(prod, dict):
             raise LogFormatError("'producer' must be an object")
+        flags = res.get("flags", [])
+        if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+            raise LogFormatError(f"'result.flags' must be a list of strings, got {flags!r}")
         try:
             return TuningRecord(
                 workload_key=key,
@@ -267,6 +279,9 @@ class TuningRecord:
                 llvm_version=str(prod.get("llvm", "unknown")),
                 host_cpu=str(prod.get("host_cpu", "unknown")),
                 version=v,
+                flags=list(flags),
+                host=str(prod.get("host", "unknown")),
+                node_id=str(prod["node_id"]) if prod.get("node_id") else None,
             )
         except (TypeError, ValueError) as e:
             raise LogFormatError(f"bad value in 'result': {e}") from None

@@ -31,7 +31,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 #: Version of the tables' layout. A database with a newer one is refused; an older one is upgraded
 #: in place by the functions in MIGRATIONS.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Base(DeclarativeBase):
@@ -98,6 +98,11 @@ class RecordRow(Base):
     llvm_version: Mapped[str] = mapped_column(String(32), nullable=False)
     host_cpu: Mapped[str] = mapped_column(String(64), nullable=False)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("autosched_runs.id"), nullable=True)
+    # since schema 2: ResultFlag values, comma-separated ("unchecked", "noisy"); NULL for a plain result
+    flags: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # since schema 2: which machine measured it (host name; the Ray node id on a cluster)
+    host: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    node_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     __table_args__ = (
         UniqueConstraint("workload_id", "target", "trace_hash", name="uq_autosched_records_candidate"),
@@ -114,3 +119,12 @@ TABLE_NAMES = {t.name for t in TABLES}
 #: MIGRATIONS[n] upgrades a database of schema version n to n + 1, inside the upgrading transaction.
 #: Each one must be written against the layout of version n (not against the models above).
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+
+def _add_flags_and_machine(conn: Connection) -> None:
+    """1 -> 2: a result's flags (unchecked, noisy) and the machine that measured it."""
+    for col, typ in (("flags", "VARCHAR(200)"), ("host", "VARCHAR(200)"), ("node_id", "VARCHAR(64)")):
+        conn.exec_driver_sql(f"ALTER TABLE autosched_records ADD COLUMN {col} {typ}")
+
+
+MIGRATIONS[1] = _add_flags_and_machine

@@ -20,14 +20,27 @@ class ErrorKind:
     COMPILE_ERROR = "compile_error"  # LLVM or the linker failed
     BUILD_TIMEOUT = "build_timeout"
     RUNTIME_CRASH = "runtime_crash"  # the kernel killed its worker (segfault, abort)
-    RUN_TIMEOUT = "run_timeout"  # slower than the time limit (absolute or relative to the best)
+    RUN_TIMEOUT = "run_timeout"  # one run took longer than the absolute time limit (RunConfig.timeout)
+    CUT_OFF = "cut_off"  # stopped on purpose: one run took over timeout_factor x the task's best (slow, not broken)
     WRONG_RESULT = "wrong_result"  # output differs from the reference
     UNKNOWN = "unknown"
 
     ALL = (INVALID_SCHEDULE, LOWERING_ERROR, COMPILE_ERROR, BUILD_TIMEOUT, RUNTIME_CRASH, RUN_TIMEOUT,
-           WRONG_RESULT, UNKNOWN)
+           CUT_OFF, WRONG_RESULT, UNKNOWN)
+
+    #: kinds that are not faults: the candidate ran correctly, just too slowly to be worth timing
+    NOT_FAULTS = (CUT_OFF,)
 
     BUILD = (INVALID_SCHEDULE, LOWERING_ERROR, COMPILE_ERROR, BUILD_TIMEOUT)  # raised before anything runs
+
+
+class ResultFlag:
+    """Marks on a result that has times but deserves less trust. Stored in ``MeasureResult.flags``."""
+
+    UNCHECKED = "unchecked"  # the output was not compared with a reference (none could be computed)
+    NOISY = "noisy"  # the timing was disturbed (spread far above usual, or a re-measure disagreed)
+
+    ALL = (UNCHECKED, NOISY)
 
 
 @dataclass
@@ -52,6 +65,7 @@ class MeasureResult:
     build_seconds: float = 0.0  # compiling it (in the builder)
     run_seconds: float = 0.0  # loading, checking and timing it (in the runner; for an error: until known)
     timestamp: float = field(default_factory=time.time)
+    flags: list[str] = field(default_factory=list)  # ResultFlag values: how far to trust the times
 
     @property
     def ok(self) -> bool:
@@ -81,6 +95,7 @@ class MeasureResult:
             "build_seconds": self.build_seconds,
             "run_seconds": self.run_seconds,
             "timestamp": self.timestamp,
+            **({"flags": list(self.flags)} if self.flags else {}),
         }
 
     @staticmethod
@@ -92,6 +107,7 @@ class MeasureResult:
             build_seconds=float(d.get("build_seconds", 0.0)),
             run_seconds=float(d.get("run_seconds", 0.0)),
             timestamp=float(d.get("timestamp", time.time())),
+            flags=[str(f) for f in d.get("flags", [])],
         )
 
 
