@@ -67,7 +67,7 @@ def _peak(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(peak.to_json()))
     else:
-        how = "cached" if cached else "measured now"
+        how = ("cached, " if cached else "") + peak.describe()
         if gpu:
             print(f"fp32 peak: {peak.gflops:.1f} GFLOPS on {peak.cpu} ({how})")
         else:

@@ -104,9 +104,12 @@ def _fmt_record(rec: Any, flop: int | None) -> str:
         if flop:
             perf += f" {flop / rec.cost / 1e9:9.2f} GFLOPS"
         perf += f"  spread {rec.spread:5.1%}"
+        if rec.flags:
+            perf += f"  [{', '.join(rec.flags)}]"
     else:
         perf = f"{rec.error_kind}: {rec.error_msg.splitlines()[0][:80] if rec.error_msg else ''}"
-    return f"#{rec.id:<8} {rec.workload_name:<16} {rec.target:<32} {when}  {perf}  ({len(rec.trace)} steps)"
+    where = f"  on {rec.host}" + (f" (node {rec.node_id[:12]})" if rec.node_id else "") if rec.host != "unknown" else ""
+    return f"#{rec.id:<8} {rec.workload_name:<16} {rec.target:<32} {when}  {perf}  ({len(rec.trace)} steps){where}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -204,7 +207,7 @@ def _stats(db: Any, args: argparse.Namespace) -> int:
     if not rows:
         print(f"{db}: no records")
         return EXIT_OK
-    print(f"{'workload':<44} {'target':<30} {'records':>8} {'ok':>7} {'best GFLOPS':>12}  failures")
+    print(f"{'workload':<44} {'target':<30} {'records':>8} {'ok':>7} {'best GFLOPS':>12}  other results")
     for r in rows:
         wargs = ",".join(f"{k}={v}" for k, v in r["args"].items() if k != "dtype")
         name = f"{r['name']}({wargs})"
@@ -216,7 +219,11 @@ def _stats(db: Any, args: argparse.Namespace) -> int:
                 best = f"{Task(r['name'], r['args']).flop / r['best_cost'] / 1e9:.1f}"
             except Exception:  # noqa: BLE001 - a workload not registered here has no FLOP count
                 best = f"{r['best_cost'] * 1e6:.1f} us"
-        errors = ", ".join(f"{k} {n}" for k, n in sorted(r["errors"].items(), key=lambda kv: -kv[1])) or "-"
+        from autosched.measure.result import ResultFlag, outcome_summary
+
+        errors = outcome_summary(r["errors"], r["flags"].get(ResultFlag.NOISY, 0))
+        if r["flags"].get(ResultFlag.UNCHECKED):
+            errors += f"  unchecked: {r['flags'][ResultFlag.UNCHECKED]}"
         print(f"{name[:44]:<44} {r['target'][:30]:<30} {r['records']:>8} {r['ok']:>7} {best:>12}  {errors}")
     total = sum(r["records"] for r in rows)
     print(f"{total} records, {len(rows)} workload/target pairs, {len(db.runs())} tuning runs")

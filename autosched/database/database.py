@@ -721,17 +721,20 @@ class Database:
             return [WorkloadInfo(k, n, json.loads(a), h, int(c)) for k, n, a, h, c in conn.execute(stmt)]
 
     def stats(self) -> list[dict[str, Any]]:
-        """Per workload and target: records, successful ones, the best cost, and failures by error kind."""
-        stmt = (select(_W.c.key, _W.c.name, _W.c.args, _R.c.target, _R.c.error_kind, func.count(),
+        """Per workload and target: records, successful ones, the best cost, failures by error kind (cut-offs
+        included, as ``cut_off``) and results by flag (``noisy``, ``unchecked``)."""
+        stmt = (select(_W.c.key, _W.c.name, _W.c.args, _R.c.target, _R.c.error_kind, _R.c.flags, func.count(),
                        func.min(_R.c.cost), func.min(_R.c.timestamp), func.max(_R.c.timestamp))
                 .join(_W, _W.c.id == _R.c.workload_id)
-                .group_by(_W.c.key, _W.c.name, _W.c.args, _R.c.target, _R.c.error_kind))
+                .group_by(_W.c.key, _W.c.name, _W.c.args, _R.c.target, _R.c.error_kind, _R.c.flags))
         out: dict[tuple[str, str], dict[str, Any]] = {}
         with self._read() as conn:
-            for key, name, args, target, kind, n, best, first, last in conn.execute(stmt):
+            for key, name, args, target, kind, flags, n, best, first, last in conn.execute(stmt):
                 row = out.setdefault((key, target), {"key": key, "name": name, "args": json.loads(args),
                                                      "target": target, "records": 0, "ok": 0, "best_cost": None,
-                                                     "errors": {}, "first": first, "last": last})
+                                                     "errors": {}, "flags": {}, "first": first, "last": last})
+                for flag in (flags.split(",") if flags else []):
+                    row["flags"][flag] = row["flags"].get(flag, 0) + int(n)
                 row["records"] += int(n)
                 row["first"], row["last"] = min(row["first"], first), max(row["last"], last)
                 if kind is None:
@@ -739,7 +742,7 @@ class Database:
                     if best is not None:
                         row["best_cost"] = best if row["best_cost"] is None else min(row["best_cost"], best)
                 else:
-                    row["errors"][kind] = int(n)
+                    row["errors"][kind] = row["errors"].get(kind, 0) + int(n)
         return sorted(out.values(), key=lambda r: (r["name"], r["key"], r["target"]))
 
     def gc(self, *, failed: bool = False, keep: int | None = None, dry_run: bool = False) -> dict[str, int]:

@@ -115,7 +115,7 @@ def plot(path: str, task: Any, curves: list[RunCurve], best_gflops: float, peak:
         colors.append("tab:gray")
     bars = ax2.bar(names, values, color=colors)
     for b, v in zip(bars, values):
-        share = f"\n{v / peak:.0%} of peak" if peak and b is not bars[-1] else ""
+        share = f"\n{min(v / peak, 1.0):.0%} of peak" if peak and b is not bars[-1] else ""
         ax2.annotate(f"{v:.1f}{share}", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
     ax2.set_ylabel("GFLOPS")
     ax2.set_title("against the machine")
@@ -166,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, task: Any, db: Any) -> int:
-    from autosched.measure.peak import get_peak
+    from autosched.measure.peak import PeakWatch, share_of_peak
+    from autosched.measure.result import ResultFlag, outcome_summary
     from autosched.search.cli import UsageError
 
     curves = run_curves(db, task)
@@ -176,7 +177,9 @@ def _report(args: argparse.Namespace, task: Any, db: Any) -> int:
               f"tune it first: autosched tune --workload {task.name} ...", file=sys.stderr)
         return EXIT_NOT_FOUND
     best_g = best[0].gflops(task.flop)
-    peak = get_peak(args.threads).gflops
+    watch = PeakWatch(args.threads)
+    watch.observe(best_g)  # a record faster than the cached peak means the peak is stale: measured again
+    peak = watch.gflops
     npg = None if args.no_numpy else numpy_gflops(task)
     print(f"{task}")
     print(f"{'run':<44} {'trials':>7} {'best GFLOPS':>12} {'90% at trial':>13}")
@@ -184,7 +187,11 @@ def _report(args: argparse.Namespace, task: Any, db: Any) -> int:
         t90 = c.trials_to(0.9)
         print(f"{c.label:<44} {len(c.gflops):>7} {c.best:>12.1f} {t90 if t90 else '-':>13}")
     print(f"best kernel: {best_g:.1f} GFLOPS ({best[0].cost * 1e6:,.1f} us, record #{best[0].id}) = "
-          f"{best_g / peak:.0%} of this machine's fp32 peak ({peak:.0f} GFLOPS)")
+          f"{share_of_peak(best_g, peak)} of this machine's fp32 peak ({peak:.0f} GFLOPS, {watch.peak.describe()})")
+    row = next((r for r in db.stats() if r["key"] == task.workload_key and r["target"] == task.target.key), None)
+    if row is not None:
+        print(f"{row['records']} records: {row['ok']} ok; "
+              f"{outcome_summary(row['errors'], row['flags'].get(ResultFlag.NOISY, 0))}")
     if npg is not None:
         print(f"numpy, same computation, timed now: {npg:.1f} GFLOPS (best kernel / numpy = {best_g / npg:.2f}x)")
     if args.plot:

@@ -25,7 +25,15 @@ from typing import Any
 from autosched.measure.builder import Builder
 from autosched.measure.process import WorkerProcess, close_all
 from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
-from autosched.measure.runner import LOAD_TIMEOUT, LimitFn, ResultCallback, RunConfig, RunJobOutcome, Runner
+from autosched.measure.runner import (
+    LOAD_TIMEOUT,
+    TURN_TIMEOUT,
+    LimitFn,
+    ResultCallback,
+    RunConfig,
+    RunJobOutcome,
+    Runner,
+)
 from autosched.measure.worker import task_state, workload_shipment
 
 STARTUP_TIMEOUT = 120.0  # seconds a fresh worker may take to import numpy/llvmlite and say it is ready
@@ -235,6 +243,14 @@ class _RunJob(RunJobOutcome, _Job):
                 return None
             self.phase = "warming up"
             return self.warm_deadline()
+        if tag == "waiting":
+            self.phase = "waiting for the machine"
+            self.runner.waiting(value)
+            return TURN_TIMEOUT + 30.0
+        if tag == "turn":
+            self.runner.waited(*value)
+            self.phase = "warming up"
+            return self.warm_deadline()
         if tag == "warm":
             if isinstance(value, tuple):
                 self.finish(kind=value[0], msg=value[1])
@@ -242,9 +258,9 @@ class _RunJob(RunJobOutcome, _Job):
             self.phase = "timing"
             return self.cfg.deadline_after_warmup(value)
         if tag == "done":
-            costs, inside = value
+            costs, inside, flags = value
             if costs:
-                self.finish(costs=costs, inside=inside)
+                self.finish(costs=costs, inside=inside, flags=flags)
             else:
                 self.finish(kind=ErrorKind.UNKNOWN, msg="the worker returned no timings")
             return None

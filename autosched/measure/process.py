@@ -159,6 +159,11 @@ def _serve_run(conn: Any, worker: Any, args: dict) -> None:
     conn.send(("loaded", err))
     if err is not None:
         return
+    if not worker.turn.held:  # another process is timing on this machine: say so, then wait for it
+        from autosched.measure.machine import holder
+
+        conn.send(("waiting", holder()))
+        conn.send(("turn", worker.take_turn()))
     cfg = args["config"]
     warm = worker.warmup(cfg.warmup, args["limit"], cfg.check)
     conn.send(("warm", warm))
@@ -166,7 +171,7 @@ def _serve_run(conn: Any, worker: Any, args: dict) -> None:
         worker.unload()
         return
     costs = worker.time(cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.flush_cache)
-    conn.send(("done", (costs, worker.last_seconds)))
+    conn.send(("done", (costs, worker.last_seconds, worker.last_flags)))
 
 
 def _reference(shipment: Any, state: tuple, inputs: list) -> Any:

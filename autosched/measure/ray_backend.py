@@ -35,7 +35,15 @@ import ray.exceptions
 
 from autosched.measure.builder import Builder
 from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
-from autosched.measure.runner import LOAD_TIMEOUT, LimitFn, ResultCallback, RunConfig, RunJobOutcome, Runner
+from autosched.measure.runner import (
+    LOAD_TIMEOUT,
+    TURN_TIMEOUT,
+    LimitFn,
+    ResultCallback,
+    RunConfig,
+    RunJobOutcome,
+    Runner,
+)
 from autosched.measure.worker import BuildWorker, RunWorker, task_state, workload_shipment
 
 log = logging.getLogger("autosched.measure")
@@ -164,16 +172,25 @@ class RunActor:
         return os.getpid()
 
     def load(self, key: str, data_ref: list, path: str | None, artifact: bytes | None) -> Any:
+        """``(error or None, who has the machine's measurement turn or None when this actor has it)``."""
         if not self.worker.has_data(key):
             self.worker.put_data(ray.get(data_ref[0]))  # fetched once per task per actor
-        return self.worker.load(key, path, artifact)
+        err = self.worker.load(key, path, artifact)
+        if err is not None or self.worker.turn.held:
+            return err, None
+        from autosched.measure.machine import holder
+
+        return None, holder()
+
+    def take_turn(self) -> tuple[float, str]:
+        return self.worker.take_turn(TURN_TIMEOUT)
 
     def warmup(self, warmup: int, limit: float | None, check: bool) -> Any:
         return self.worker.warmup(warmup, limit, check)
 
     def time(self, number: int, repeat: int, min_repeat_ms: float, flush_cache: bool) -> Any:
         costs = self.worker.time(number, repeat, min_repeat_ms, flush_cache)
-        return costs, self.worker.last_seconds
+        return costs, self.worker.last_seconds, self.worker.last_flags
 
     def cleanup(self) -> None:
         self.worker.cleanup()
@@ -427,9 +444,18 @@ class _RayRunJob(RunJobOutcome, _RayJob):
     def handle(self, value: Any, actor: Any) -> tuple[Any, float] | None:
         cfg = self.cfg
         if self.phase == "loading":
-            if value is not None:
-                self.finish(kind=value[0], msg=value[1])
+            err, busy_with = value
+            if err is not None:
+                self.finish(kind=err[0], msg=err[1])
                 return None
+            if busy_with is not None:  # another process is timing on that machine: wait for it
+                self.phase = "waiting for the machine"
+                self.runner.waiting(busy_with)
+                return actor.take_turn.remote(), TURN_TIMEOUT + 30.0
+            value = None
+        if self.phase == "waiting for the machine" and value is not None:
+            self.runner.waited(*value)
+        if self.phase in ("loading", "waiting for the machine"):
             self.phase = "warming up"
             return (actor.warmup.remote(cfg.warmup, self.limit, cfg.check),
                     self.warm_deadline())
@@ -440,9 +466,9 @@ class _RayRunJob(RunJobOutcome, _RayJob):
             self.phase = "timing"
             return (actor.time.remote(cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.flush_cache),
                     cfg.deadline_after_warmup(value))
-        costs, inside = value
+        costs, inside, flags = value
         if costs:
-            self.finish(costs=costs, inside=inside)
+            self.finish(costs=costs, inside=inside, flags=flags)
         else:
             self.finish(kind=ErrorKind.UNKNOWN, msg="the runner returned no timings")
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,7 +142,7 @@ def summarize_errors(results: Iterable[MeasureResult], top: int = 3, width: int 
     """``'12 of 16 failed: 8 x compile_error (e.g. ...); 4 x runtime_crash (e.g. ...)'``: the most common
     error kinds of a batch, each with the first message seen, so a failing run says why."""
     results = list(results)
-    failed = [r for r in results if not r.ok]
+    failed = [r for r in results if not r.ok and r.error_kind not in ErrorKind.NOT_FAULTS]
     if not failed:
         return f"all {len(results)} candidates measured"
     counts = Counter(r.error_kind or ErrorKind.UNKNOWN for r in failed)
@@ -159,3 +159,24 @@ def summarize_errors(results: Iterable[MeasureResult], top: int = 3, width: int 
     if rest > 0:
         parts.append(f"{rest} more kind{'s' if rest > 1 else ''}")
     return f"{len(failed)} of {len(results)} candidates failed: " + "; ".join(parts)
+
+
+def kind_label(kind: str, cutoff_factor: float | None = None) -> str:
+    """How a result kind is named to a person: the error kinds by name; a cut-off as what it is."""
+    if kind == ErrorKind.CUT_OFF:
+        return f"cut off (> {cutoff_factor:g}x best)" if cutoff_factor else "cut off (slower than the best allows)"
+    return kind
+
+
+def outcome_summary(kinds: Mapping[str | None, int], noisy: int = 0, cutoff_factor: float | None = None) -> str:
+    """``'errors: compile_error 2, run_timeout 1  cut off (> 10x best): 109  noisy: 3'``: faults apart from
+    candidates that were only too slow to time fully, and from timings another process disturbed. The
+    progress line, the summary of ``autosched tune``, ``autosched db`` and ``autosched report`` use it."""
+    faults = Counter({k: n for k, n in kinds.items() if k is not None and k not in ErrorKind.NOT_FAULTS and n})
+    text = "errors: " + (", ".join(f"{k} {n}" for k, n in faults.most_common()) or "none")
+    cut = kinds.get(ErrorKind.CUT_OFF, 0)
+    if cut:
+        text += f"  {kind_label(ErrorKind.CUT_OFF, cutoff_factor)}: {cut}"
+    if noisy:
+        text += f"  noisy: {noisy}"
+    return text

@@ -80,6 +80,7 @@ class RunConfig:
 
 
 LOAD_TIMEOUT = 60.0  # seconds to receive a task's data and load a library
+TURN_TIMEOUT = 600.0  # seconds a worker waits for another process's measurements on its machine
 
 
 class RunJobOutcome:
@@ -99,13 +100,19 @@ class RunJobOutcome:
     t0: float
 
     def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "",
-               inside: float | None = None) -> None:
+               inside: float | None = None, flags: list[str] | None = None) -> None:
         import time
 
+        from autosched.measure.result import ErrorKind
+
         elapsed = time.perf_counter() - self.t0
+        if kind == ErrorKind.RUN_TIMEOUT and self.limit < self.cfg.timeout:
+            # the limit was the measurer's multiple of the best so far, not the absolute one: slow, not broken
+            kind = ErrorKind.CUT_OFF
+            msg = f"cut off at {self.limit:.3g} s per run (a multiple of the best so far): {msg}"
         res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
                             build_seconds=self.br.build_seconds,
-                            run_seconds=elapsed if inside is None else inside)
+                            run_seconds=elapsed if inside is None else inside, flags=list(flags or []))
         self.results[self.index] = res
         if self.on_result is not None:
             self.on_result(self.index, res)
@@ -119,6 +126,9 @@ class RunJobOutcome:
 
         if self.phase == "loading":
             self.finish(kind=ErrorKind.UNKNOWN, msg=f"loading the library took more than {LOAD_TIMEOUT:g} s")
+        elif self.phase == "waiting for the machine":
+            self.finish(kind=ErrorKind.UNKNOWN,
+                        msg=f"another process kept this machine's measurement turn over {TURN_TIMEOUT:g} s")
         elif self.phase == "warming up":
             self.finish(kind=ErrorKind.RUN_TIMEOUT,
                         msg=f"one run took more than {self.limit:.3g} s; its worker was stopped")
@@ -134,6 +144,20 @@ class Runner(abc.ABC):
         self.config = config or RunConfig()
         self.seed = seed
         self._task_data: OrderedDict[tuple, TaskData] = OrderedDict()
+        self.turn_waits = 0  # candidates that waited for another process's measurements on their machine
+        self.turn_wait_seconds = 0.0
+        self._said_waiting = False
+
+    def waiting(self, who: str) -> None:
+        """A worker waits for another process's measurement turn: say so once per runner."""
+        if not self._said_waiting:
+            self._said_waiting = True
+            log.warning("another autosched process is timing kernels on this machine (%s): measurements take "
+                        "turns, so this run waits for them (builds go on)", who or "holder unknown")
+
+    def waited(self, seconds: float, who: str = "") -> None:
+        self.turn_waits += 1
+        self.turn_wait_seconds += float(seconds)
 
     @abc.abstractmethod
     def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult], *,

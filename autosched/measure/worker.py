@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 
 from autosched.measure.data import TaskData
-from autosched.measure.result import BuildResult, ErrorKind
+from autosched.measure.machine import LoadMeter, MeasureTurn, build_turn
+from autosched.measure.result import BuildResult, ErrorKind, ResultFlag
 
 # ---------------------------------------------------------------------------
 # tasks and workloads across processes
@@ -271,6 +272,11 @@ class BuildWorker:
         import autosched.tir.lower  # noqa: F401
 
     def build(self, shipment: Shipment, state: tuple, trace: Any) -> BuildResult:
+        """Build one candidate; never while another autosched process on this machine times a kernel."""
+        with build_turn():
+            return self._build(shipment, state, trace)
+
+    def _build(self, shipment: Shipment, state: tuple, trace: Any) -> BuildResult:
         from autosched.errors import CodegenError, LoweringError, ScheduleError
 
         t0 = time.perf_counter()
@@ -459,6 +465,16 @@ def _unnice() -> None:
 
 
 IDLE_SECONDS = 0.25  # a worker that timed nothing for this long is treated as cold
+TIMING_ATTEMPTS = 3  # a disturbed timing is repeated this many times in all before it is marked noisy
+
+
+def _median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+def _spread(xs: list[float]) -> float:
+    m = _median(xs)
+    return (max(xs) - min(xs)) / m if m > 0 else 0.0
 HEAT_SECONDS = 0.15  # how long a cold worker runs its kernel before timing it
 
 
@@ -486,6 +502,9 @@ class RunWorker:
         self._t_start = 0.0
         self._busy_until = -math.inf  # when this worker last finished timing a kernel
         self.last_seconds = 0.0  # load to end of timing, of the last candidate timed
+        self.last_flags: list[str] = []  # ResultFlag values of the last candidate timed
+        self.turn = MeasureTurn()  # this machine's one-measurement-at-a-time turn (see measure.machine)
+        self._spreads: list[float] = []  # spreads of recent undisturbed timings: what "usual" is here
         self.pid = os.getpid()
         _unnice()
         # keep libgomp loaded for the life of the worker: unloading a kernel must never unmap the OpenMP
@@ -546,7 +565,13 @@ class RunWorker:
         self._current = data
         self._arrays = [aligned_copy(a) for a in data.arrays]
         self._failed = False
+        self.turn.try_take()  # the parent calls take_turn() (and may wait) if another process has it
         return None
+
+    def take_turn(self, timeout: float = 600.0) -> tuple[float, str]:
+        """Wait for this machine's measurement turn; ``(seconds waited, who had it)``."""
+        waited = self.turn.take(timeout)
+        return waited, self.turn.waited_for
 
     def _caller(self) -> Any:
         """A zero-overhead call of the kernel on the current arrays (ctypes directly, checks done once)."""
@@ -644,26 +669,53 @@ class RunWorker:
                 if self._flusher is None:
                     self._flusher = CacheFlusher()
                 flush = self._flusher
-            costs = []
             perf = time.perf_counter
-            for _ in range(repeat):
-                if flush is not None:
-                    flush(self._arrays)
-                t0 = perf()
-                if gpu:
-                    call(number)  # launched back to back, one wait for the batch
-                else:
-                    for _ in range(number):
-                        call()
-                costs.append((perf() - t0) / number)
-            return costs
+
+            def timed() -> list[float]:
+                costs = []
+                for _ in range(repeat):
+                    if flush is not None:
+                        flush(self._arrays)
+                    t0 = perf()
+                    if gpu:
+                        call(number)  # launched back to back, one wait for the batch
+                    else:
+                        for _ in range(number):
+                            call()
+                    costs.append((perf() - t0) / number)
+                return costs
+
+            self.last_flags = []
+            best: list[float] | None = None
+            meter = LoadMeter()
+            for attempt in range(TIMING_ATTEMPTS):
+                meter.start()
+                costs = timed()
+                meter.stop()
+                if best is None or _median(costs) < _median(best):
+                    best = costs
+                if not self._disturbed(costs, meter):
+                    self._spreads = (self._spreads + [_spread(costs)])[-32:]
+                    return costs
+                time.sleep(0.05 * (attempt + 1))  # let whatever else runs here get on with it
+            self.last_flags = [ResultFlag.NOISY]  # kept, but said to be disturbed
+            return best
         finally:
             self._busy_until = time.perf_counter()
             self.last_seconds = time.perf_counter() - self._t_start
             self.unload()
 
+    def _disturbed(self, costs: list[float], meter: LoadMeter) -> bool:
+        """Whether other processes shared the cores while ``costs`` were timed, or the repeats spread far
+        more than timings on this worker usually do."""
+        if meter.disturbed():
+            return True
+        usual = sorted(self._spreads)[len(self._spreads) // 2] if len(self._spreads) >= 5 else 0.05
+        return len(costs) >= 3 and _spread(costs) > max(0.3, 4 * usual)
+
     def unload(self) -> None:
-        """Drop the current library and unmap it (a tuning run loads thousands)."""
+        """Drop the current library and unmap it (a tuning run loads thousands); give the turn back."""
+        self.turn.give()
         lib = self._lib
         self._mod = None
         self._lib = None
@@ -683,6 +735,7 @@ class RunWorker:
 
     def cleanup(self) -> None:
         self.unload()
+        self.turn.close()
         if self._local_dir:
             shutil.rmtree(self._local_dir, ignore_errors=True)
 

@@ -328,7 +328,7 @@ def _model_tasks(args: argparse.Namespace) -> tuple[list, list[float]]:
 def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cls: Any, options: dict, db: Any,
           log_fh: Any, out: Any) -> int:
     from autosched.measure.measurer import Measurer
-    from autosched.measure.peak import get_peak
+    from autosched.measure.peak import PeakWatch
     from autosched.measure.runner import RunConfig
     from autosched.search.progress import TuneProgress
     from autosched.search.scheduler import tune_tasks
@@ -344,7 +344,7 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
             how = "`autosched peak --target cuda`" if gpu else "`autosched peak`"
             print(f"measuring {what} once; later runs read it from the cache ({how})", file=out, flush=True)
         try:
-            peak = get_peak(threads, target=target if gpu else None).gflops
+            peak = PeakWatch(threads, target=target if gpu else None)
         except Exception as e:  # noqa: BLE001 - the share of peak is cosmetic; the GPU is checked when measuring
             print(f"(no peak figure: {e})", file=out, flush=True)
     where = "Ray at " + args.ray_address if args.ray_address else (args.backend or "ray") + " (this machine)"
@@ -361,7 +361,7 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
         try:
             callbacks: list[Any] = [stopper, budget]
             if not args.quiet:
-                callbacks.insert(0, TuneProgress(peak, stream=out))
+                callbacks.insert(0, TuneProgress(peak, stream=out, cutoff_factor=measurer.timeout_factor))
             if log_fh is not None:
                 callbacks.append(AppendLog(log_fh))
             common = dict(policy=policy_cls, cost_model=args.cost_model, database=db, measurer=measurer,
@@ -380,7 +380,7 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
                 return EXIT_FAILED
         finally:
             measurer.close()
-    _summary(tasks, db, peak, time.time() - t0, stopper.signal, out)
+    _summary(tasks, db, peak, time.time() - t0, stopper.signal, out, measurer, args.db)
     if stopper.signal is not None:
         print("interrupted: the measured records are committed. Run the same command again to resume.",
               file=out, flush=True)
@@ -397,22 +397,65 @@ def _peak_missing(threads: int, target: Any) -> bool:
         return False
 
 
-def _summary(tasks: list, db: Any, peak: float | None, elapsed: float, interrupted: str | None, out: Any) -> None:
-    """The closing lines: per task, the best kernel and what the database holds for it."""
+def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str | None, out: Any,
+             measurer: Any = None, db_arg: str | None = None) -> None:
+    """The closing lines: per task, the best kernel (remeasured), what the database holds, and what to run next."""
+    from autosched.measure.peak import share_of_peak
+    from autosched.measure.result import ResultFlag, outcome_summary
+
+    factor = getattr(measurer, "timeout_factor", None)
     print(f"{'interrupted' if interrupted else 'done'} in {elapsed:,.1f} s", file=out)
+    runner = getattr(measurer, "runner", None)
+    if runner is not None and runner.turn_waits:
+        print(f"{runner.turn_waits} candidates waited {runner.turn_wait_seconds:,.1f} s in all for other "
+              f"tuners' measurements on this machine (measurements take turns)", file=out)
+    stats = {(r["key"], r["target"]): r for r in db.stats()}
     if len(tasks) > 1:
         print(f"{'kernel':<52} {'weight':>6} {'records':>8} {'best us':>10} {'GFLOPS':>8}", file=out)
     for task in tasks:
         best = db.best(task, k=1)
-        n, ok = db.count(task), db.count(task, ok=True)
+        row = stats.get((task.workload_key, task.target.key), {"records": 0, "ok": 0, "errors": {}, "flags": {}})
+        n, ok = row["records"], row["ok"]
         if len(tasks) > 1:
             cost, g = (f"{best[0].cost * 1e6:,.1f}", f"{best[0].gflops(task.flop):.1f}") if best else ("-", "-")
             print(f"{task.label[:52]:<52} {getattr(task, 'weight', 1):>6} {n:>8} {cost:>10} {g:>8}", file=out)
         elif best:
             g = best[0].gflops(task.flop)
-            share = f" = {g / peak:.0%} of the {peak:.0f} GFLOPS peak" if peak and math.isfinite(g) else ""
+            peak_g = getattr(peak, "gflops", peak)
+            share = (f" = {share_of_peak(g, peak_g)} of the {peak_g:.0f} GFLOPS peak"
+                     if peak_g and math.isfinite(g) else "")
+            how = "" if interrupted else f", remeasured with {_remeasure_repeats(measurer)} longer repeats"
             print(f"{task.label}: best {best[0].cost * 1e6:,.1f} us, {g:.1f} GFLOPS{share} "
-                  f"(record #{best[0].id}; {ok} of {n} records ok)", file=out)
+                  f"(record #{best[0].id}{how})", file=out)
+            noisy = row["flags"].get(ResultFlag.NOISY, 0)
+            print(f"  {n} records: {ok} ok; {outcome_summary(row['errors'], noisy, factor)}", file=out)
         else:
-            print(f"{task.label}: no successful record ({n} records)", file=out)
-    print(f"records are in {db}; `autosched db best --workload NAME` shows them", file=out, flush=True)
+            print(f"{task.label}: no successful record ({n} records: "
+                  f"{outcome_summary(row['errors'], 0, factor)})", file=out)
+    print(f"records are in {db}", file=out)
+    if len(tasks) == 1:
+        t = tasks[0]
+        params = " ".join(f"--param {k}={v}" for k, v in t.args.items() if _non_default(t, k, v))
+        db_opt = f" --db {db_arg}" if db_arg else ""
+        print(f"next: `autosched db best --workload {t.name}{(' ' + params) if params else ''}{db_opt}` lists the "
+              f"best kernels; `autosched report --workload {t.name}{(' ' + params) if params else ''}{db_opt} "
+              f"--plot {t.name}.png` plots the run", file=out, flush=True)
+    else:
+        print("next: `autosched db stats` lists every kernel's records; `autosched build --model ...` builds "
+              "the model with them", file=out, flush=True)
+
+
+def _remeasure_repeats(measurer: Any) -> str:
+    cfg = getattr(measurer, "remeasure_config", None)
+    return str(cfg.repeat) if cfg is not None else "more"
+
+
+def _non_default(task: Any, name: str, value: Any) -> bool:
+    """Whether a workload parameter differs from the workload's default (only those need naming)."""
+    import inspect
+
+    try:
+        default = inspect.signature(task.workload.func).parameters[name].default
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return True
+    return default is inspect.Parameter.empty or default != value

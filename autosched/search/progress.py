@@ -16,23 +16,26 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import IO, Any
 
-
-def _fmt_errors(errors: Counter) -> str:
-    return ", ".join(f"{k} {n}" for k, n in errors.most_common()) if errors else "none"
+from autosched.measure.peak import PeakWatch, share_of_peak
+from autosched.measure.result import ResultFlag, outcome_summary
 
 
 class TuneProgress:
-    """A ``tune`` callback that shows how the run goes. ``peak_gflops``: the machine's fp32 peak for the
-    threads the kernels use (for the "% of peak" figure); ``live``: force (True) or forbid (False) the live
-    panel (default: live when ``stream`` is a terminal); ``label``: what is being tuned (default: the task)."""
+    """A ``tune`` callback that shows how the run goes. ``peak``: the machine's fp32 peak for the threads the
+    kernels use (for the "% of peak" figure), a number or a :class:`~autosched.measure.peak.PeakWatch` (then
+    re-measured between batches when a kernel beats it); ``live``: force (True) or forbid (False) the live
+    panel (default: live when ``stream`` is a terminal); ``label``: what is being tuned (default: the task);
+    ``cutoff_factor``: the measurer's ``timeout_factor``, to name cut-off candidates."""
 
-    def __init__(self, peak_gflops: float | None = None, *, stream: IO[str] | None = None,
-                 live: bool | None = None, label: str | None = None):
+    def __init__(self, peak: float | PeakWatch | None = None, *, stream: IO[str] | None = None,
+                 live: bool | None = None, label: str | None = None, cutoff_factor: float | None = None):
         self.stream = stream or sys.stderr
-        self.peak = peak_gflops
+        self.peak = peak
         self.live = self.stream.isatty() if live is None else live
         self.label = label
-        self.errors: Counter = Counter()
+        self.cutoff_factor = cutoff_factor
+        self.errors: Counter = Counter()  # results by kind (cut-offs included)
+        self.noisy = 0
         self._live: Any = None
         self._console: Any = None
         self._state: Any = None
@@ -54,6 +57,9 @@ class TuneProgress:
     def __call__(self, state: Any, inputs: Sequence[Any], results: Sequence[Any]) -> None:
         self._state = state
         self.errors.update(r.error_kind for r in results if r.error_kind is not None)
+        self.noisy += sum(1 for r in results if ResultFlag.NOISY in r.flags)
+        if isinstance(self.peak, PeakWatch) and math.isfinite(state.best_cost):
+            self.peak.observe(state.best_gflops)  # between batches: no kernel is being timed
         if self._live is not None:
             self._live.refresh()
         else:
@@ -75,12 +81,16 @@ class TuneProgress:
         if not math.isfinite(state.best_cost):
             return "-"
         g = state.best_gflops
-        share = f" ({g / self.peak:.0%} of peak)" if self.peak else ""
+        peak = self.peak.gflops if isinstance(self.peak, PeakWatch) else self.peak
+        share = f" ({share_of_peak(g, peak)} of peak)" if peak else ""
         return f"{g:.1f} GFLOPS{share}"
+
+    def _outcomes(self) -> str:
+        return outcome_summary(self.errors, self.noisy, self.cutoff_factor)
 
     def _line(self, state: Any) -> str:
         return (f"[{state.trials_done}/{state.trials}] {self._rate(state):.2f} trials/s  "
-                f"best {self._gflops_text(state)}  errors: {_fmt_errors(self.errors)}")
+                f"best {self._gflops_text(state)}  {self._outcomes()}")
 
     # ---------------------------------------------------------------- the live panel (rich)
     def _start_live(self) -> None:
@@ -123,7 +133,7 @@ class TuneProgress:
                 else:
                     best += "   from an earlier run"
             grid.add_row("best", best)
-            grid.add_row("errors", _fmt_errors(self.errors))
+            grid.add_row("results", self._outcomes())
             if state.resumed:
                 grid.add_row("resumed", f"{state.resumed} records from the database")
         return grid
