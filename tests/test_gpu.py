@@ -195,15 +195,30 @@ def test_same_index_bound_twice_on_one_path():
     gpu_error(s, [A, B], "bound to threadIdx.x inside loop")
 
 
-def test_symbolic_launch_dimension():
+def vector_add(factor=64, nparts=None):
+    """The getting-started tutorial's kernel: C = A + B over a symbolic n, split and bound."""
     n = te.var("n")
     A = te.placeholder((n,), name="A")
-    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
-    s = te.create_schedule(B.op)
-    bx, tx = s[B].split(B.op.axis[0], factor=64)
-    s[B].bind(bx, te.thread_axis("blockIdx.x"))
-    s[B].bind(tx, te.thread_axis("threadIdx.x"))
-    gpu_error(s, [A, B], "not a constant")
+    B = te.placeholder((n,), name="B")
+    C = te.compute(A.shape, lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=factor) if nparts is None else s[C].split(C.op.axis[0], nparts=nparts)
+    s[C].bind(bx, te.thread_axis("blockIdx.x"))
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    return s, [A, B, C]
+
+
+def test_symbolic_grid_is_an_expression_of_the_shapes_and_the_tail_is_guarded():
+    s, args = vector_add()
+    kernel, launch = prepare_kernel(autosched.lower(s, args, name="myadd"))
+    assert str(launch.grid[0]) == "(n + 63) // 64" and launch.grid[1:] == (1, 1) and launch.block == (64, 1, 1)
+    assert launch.to_json(kernel.scalar_params)["grid"] == [["//", ["+", ["var", 0], 63], 64], 1, 1]
+    assert "if (i.outer*64 + i.inner < n)" in str(kernel)  # the last block's extra threads store nothing
+
+
+def test_symbolic_thread_extent_is_refused():
+    s, args = vector_add(nparts=64)  # 64 blocks of n/64 threads: the block size would change with n
+    gpu_error(s, args, "threads of a block are fixed when the kernel is built")
 
 
 def test_too_much_shared_memory():
@@ -297,11 +312,11 @@ def test_the_builder_makes_ptx_artifacts_for_cuda_candidates():
 
 @needs_ptxas
 def test_a_block_that_needs_too_many_registers_is_refused_at_build():
-    """1024 threads with a 64-element register tile each need more registers than a block may have: the
+    """1024 threads with a 32-element register tile each need more registers than a block may have: the
     driver would refuse the launch, so the build refuses it, naming the counts and what to change."""
-    task = autosched.Task("matmul", dict(M=256, N=256, K=64), target="cuda -arch=sm_90")
-    trace = task.space("template").trace_of({"shared": False, "tile_i": (1, 32, 8), "tile_j": (1, 32, 8),
-                                             "tile_k": (32, 2), "unroll_k": True})
+    task = autosched.Task("matmul", dict(M=512, N=512, K=64), target="cuda -arch=sm_90")
+    trace = task.space("template").trace_of({"shared": False, "tile_i": (1, 16, 32), "tile_j": (8, 64),
+                                             "tile_k": (2, 32), "unroll_k": True})
     with pytest.raises(autosched.ScheduleError, match=r"1024 threads per block x \d+ registers.*65536"):
         autosched.build(*task.apply(trace), target=task.target)
 
@@ -345,3 +360,88 @@ def test_gpu_peak_is_measured():
 
     peak = measure_gpu_peak(repeat=2)
     assert peak.gflops > 1000 and "sm_" in peak.cpu
+
+
+# ------------------------------------------------------------------- coalesced stores
+def store_runs(func, samples=3, seed=0):
+    """Per store to a global buffer (an argument) of a lowered kernel: ``(buffer, steps, shortest run)``: the
+    address steps (in elements) between consecutive threadIdx.x, and the fewest consecutive threads that store
+    consecutive addresses, over every threadIdx.x and a few seeded values of the other loop variables."""
+    from autosched.te import expr as E
+    from autosched.tir import stmt as S
+    from autosched.tir.arith import simplify
+
+    rng = np.random.default_rng(seed)
+    params = {id(b) for b in func.params}
+    out = []
+
+    def flat(s):
+        idx, stride = 0, 1
+        for i, d in zip(reversed(s.indices), reversed(s.buffer.shape)):
+            idx, stride = idx + i * stride, stride * int(d)
+        return idx
+
+    def visit(s, loops, lets):
+        if isinstance(s, S.For):
+            loops = loops + [s]
+        elif isinstance(s, S.LetStmt):
+            lets = lets + [(s.var, s.value)]
+        elif isinstance(s, S.BufferStore) and id(s.buffer) in params:
+            tx = next((f for f in loops if f.thread_tag == "threadIdx.x"), None)
+            assert tx is not None, f"a store to {s.buffer.name} outside any threadIdx.x loop"
+            e = flat(s)
+            for v, val in reversed(lets):
+                e = E.substitute(e, {v: val})
+            steps, shortest = set(), int(tx.extent)
+            for _ in range(samples):
+                env = {f.var: E.const(int(rng.integers(0, int(f.extent))) if isinstance(f.extent, E.IntImm) else 0)
+                       for f in loops if f is not tx}
+                addr = [simplify(E.substitute(e, {**env, tx.var: E.const(t)})) for t in range(int(tx.extent))]
+                assert all(isinstance(a, E.IntImm) for a in addr), addr
+                run = 1
+                for a, b in zip(addr, addr[1:]):
+                    steps.add(b.value - a.value)
+                    if b.value - a.value == 1:
+                        run += 1
+                    else:
+                        shortest, run = min(shortest, run), 1
+                shortest = min(shortest, run)
+            out.append((s.buffer.name, steps, shortest))
+        for c in S.stmt_children(s):
+            visit(c, loops, lets)
+
+    visit(func.body, [], [])
+    return out
+
+
+def assert_coalesced(func, what=""):
+    """Consecutive threadIdx.x store consecutive addresses, in runs of at least 8 threads (8 floats: a whole
+    32-byte memory sector), or whole rows of the output where its rows are shorter."""
+    runs = store_runs(func)
+    assert runs, f"{what}: no store to a global buffer"
+    for name, steps, shortest in runs:
+        row = int(next(b for b in func.params if b.name == name).shape[-1])
+        assert 1 in steps or len(steps) == 0, f"{what}: no two threads store to {name} side by side: {steps}"
+        assert shortest >= min(8, row), (
+            f"{what}: runs of {shortest} threads store consecutive elements of {name} (steps {sorted(steps)})")
+
+
+def test_the_stride_check_sees_uncoalesced_stores():
+    """The check itself: a thread that computes 4 consecutive elements stores 4 elements from its neighbour."""
+    s, A, B = elementwise(1024)
+    rest, inner = s[B].split(B.op.axis[0], factor=4)
+    bx, tx = s[B].split(rest, factor=64)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    assert store_runs(autosched.lower(s, [A, B], target="cuda")) == [("B", {4}, 1)]
+
+
+@pytest.mark.parametrize("kind", SPACES)
+@pytest.mark.parametrize("name,args", CASES + [("conv2d", dict(H=14, W=14, CI=16, CO=32, layout="NHWC"))],
+                         ids=[c[0] for c in CASES] + ["conv2d_nhwc"])
+def test_sampled_gpu_schedules_store_coalesced(name, args, kind):
+    """In every sampled point of the cuda templates and generated spaces, consecutive threadIdx.x write
+    consecutive addresses of the output."""
+    task = autosched.Task(name, args, target="cuda")
+    for trace in valid_samples(task, 8, kind):
+        assert_coalesced(autosched.lower(*task.apply(trace), target="cuda"), trace.dumps())

@@ -7,14 +7,16 @@ prepare:
                               accumulators live in registers
 schedule (consumers first; first match wins):
   ``gpu_tile``                the output of a tiled reduction: each spatial axis split into block, thread
-                              and per-thread levels; the block levels fused and bound to ``blockIdx.x``,
-                              the thread levels to ``threadIdx.x``; the local stage computed at the thread
-                              loop, its reduction split in two, and each input it reads directly maybe
-                              staged in ``shared`` memory (fetched by all the block's threads, at the outer
-                              reduction loop); inner loops unrolled
+                              and per-thread levels (the innermost axis into block and thread only, so
+                              consecutive threads store consecutive addresses); the block levels fused and
+                              bound to ``blockIdx.x``, the thread levels to ``threadIdx.x``; the local stage
+                              computed at the thread loop, its reduction split in two, and each input it
+                              reads directly maybe staged in ``shared`` memory (fetched by all the block's
+                              threads, at the outer reduction loop); inner loops unrolled
   ``gpu_default``             everything else: at the root, its spatial axes fused and split over blocks,
-                              threads and a few elements per thread; a non-output stage computed at its
-                              consumer's thread loop instead (a private copy per thread)
+                              a few elements per thread and threads (innermost: coalesced); a non-output
+                              stage computed at its consumer's thread loop instead (a private copy per
+                              thread)
 
 Every point passes the GPU rules (threads per block, shared memory) or is redrawn: generated spaces for
 ``cuda`` lower and check each candidate (:func:`autosched.tir.gpu.prepare_kernel`).
@@ -38,6 +40,7 @@ MAX_REDUCE_INNER = 32  # reduction steps per shared-memory tile
 THREADS = (32, 64, 128, 256, 512)  # threads per block of the default rule
 PER_THREAD = (1, 2, 4)
 MAX_THREADS = 1024
+COALESCED_RUN = 8  # threads storing consecutive floats: one 32-byte memory sector
 
 
 @lru_cache(maxsize=2048)
@@ -47,6 +50,16 @@ def gpu_tile_candidates(n: int) -> tuple[tuple, tuple]:
     cands = tuple(c for c in factorizations(n, 3) if c[1] <= MAX_THREAD_TILE and c[2] <= MAX_INNER_TILE)
     weights = tuple((2.0 if 4 <= c[1] <= 32 else 1.0) * (2.0 if 2 <= c[2] <= 4 else 1.0) for c in cands)
     return cands, weights
+
+
+def coalescing(cands: tuple, weights: tuple, n: int) -> tuple[tuple, tuple]:
+    """The tilings of an output's innermost axis (extent ``n``) under which a warp's stores are coalesced:
+    no per-thread tile (consecutive threads, consecutive addresses), and at least 8 threads along it (a
+    32-byte sector of floats) where ``n`` has such a factor."""
+    keep = [(c, w) for c, w in zip(cands, weights) if c[2] == 1]
+    wide = [(c, w) for c, w in keep if c[1] >= min(COALESCED_RUN, n)]
+    cs, ws = zip(*(wide or keep))
+    return cs, ws
 
 
 class GPUInline(SketchRule):
@@ -86,8 +99,11 @@ class GPUTile(SketchRule):
         local = ctx.info(st)["follow"]
         org = ctx.origin(local)
         tiles = []
-        for i, n in enumerate(static_extents(st.op.axis)):
+        extents = static_extents(st.op.axis)
+        for i, n in enumerate(extents):
             cands, w = gpu_tile_candidates(n)
+            if i == len(extents) - 1:
+                cands, w = coalescing(cands, w, n)
             tiles.append(ctx.decide(f"tile/{org}/s{i}", cands, kind="tile", weights=w, hint=split_hint(0)))
         threads = math.prod(t[1] for t in tiles)
         if threads > MAX_THREADS:
@@ -170,8 +186,9 @@ class GPUDefault(SketchRule):
         nthreads = ctx.decide(f"threads/{key}", THREADS, kind="tile")
         if total is not None:  # no block of idle threads for a small stage
             nthreads = min(nthreads, max(1, -(-total // per)))
-        rest, inner = st.split(fused, factor=per)
-        bx, tx = st.split(rest, factor=nthreads)
+        rest, tx = st.split(fused, factor=nthreads)  # a thread's elements a block's width apart: coalesced
+        bx, inner = st.split(rest, factor=per)
+        st.reorder(bx, inner, tx)
         st.bind(bx, "blockIdx.x")
         st.bind(tx, "threadIdx.x")
         if per > 1:
