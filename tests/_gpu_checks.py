@@ -56,11 +56,12 @@ def store_runs(func, samples=3, seed=0):
 
 def assert_coalesced(func, what=""):
     """Consecutive threadIdx.x store consecutive addresses, in runs of at least 8 threads (8 floats: a whole
-    32-byte memory sector), or whole rows of the output where its rows are shorter."""
+    32-byte memory sector), or whole rows of the output (its innermost axis longer than 1) where shorter."""
     runs = store_runs(func)
     assert runs, f"{what}: no store to a global buffer"
     for name, steps, shortest in runs:
-        row = int(next(b for b in func.params if b.name == name).shape[-1])
-        assert 1 in steps or len(steps) == 0, f"{what}: no two threads store to {name} side by side: {steps}"
+        shape = [int(d) for d in next(b for b in func.params if b.name == name).shape]
+        row = next((d for d in reversed(shape) if d > 1), 1)  # the innermost axis longer than 1
+        assert 1 in steps or not steps or row == 1, f"{what}: no two threads store to {name} side by side: {steps}"
         assert shortest >= min(8, row), (
             f"{what}: runs of {shortest} threads store consecutive elements of {name} (steps {sorted(steps)})")

@@ -301,3 +301,29 @@ def test_bench_gpu_says_no_cuda_device():
     res = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_gpu.py"), "--trials", "1"],
                          capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 2 and "no CUDA device" in res.stderr
+
+
+def test_the_generated_cuda_space_tunes_fused_kernels(resnet):
+    """A model's kernels with an epilogue (conv2d + bias + relu) have cuda sketches: the epilogue is tiled,
+    reading the accumulators in registers; samples store coalesced and compute what the CPU build does."""
+    from autosched.relay.build import extract_tasks
+    from autosched.tir.gpu import prepare_kernel, serialize_bindings
+
+    mod, params = resnet
+    tasks = extract_tasks(mod, params, "cuda")
+    assert len(tasks) == 18
+    rng = np.random.default_rng(0)
+    for task in tasks:
+        for trace in task.space("generated").sample(2, np.random.default_rng(0)):
+            kernel = autosched.lower(*task.apply(trace), target="cuda")
+            assert_coalesced(kernel, task.label)
+    conv = next(t for t in tasks if t.label.startswith("conv2d+add+relu"))
+    cpu = autosched.Task(conv.name, conv.args)
+    ins = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in cpu.tensors()[:-1]]
+    want = np.zeros([int(d) for d in cpu.tensors()[-1].shape], "float32")
+    autosched.build(*cpu.default_schedule())(*ins, want)
+    for trace in conv.space("generated").sample(3, np.random.default_rng(1)):
+        kernel, _ = prepare_kernel(autosched.lower(*conv.apply(trace)))
+        got = np.zeros_like(want)
+        autosched.build(serialize_bindings(kernel), target="llvm")(*ins, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=trace.dumps())

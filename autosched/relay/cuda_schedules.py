@@ -65,10 +65,10 @@ def generic(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> 
 def conv2d(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """conv2d NCHW: a thread computes one output pixel for :data:`CHANNELS_PER_THREAD` channels, threadIdx.x
     along the row, threadIdx.y over channel groups; the padding read in place; the epilogue in the output's
-    loops. Grouped convolutions and other layouts take :func:`generic`."""
+    loops. Grouped convolutions, other layouts and outputs one pixel wide take :func:`generic`."""
     if (len(out.shape) != 4 or shape_of(out) != shape_of(anchor) or int(attrs.get("groups", 1)) != 1
-            or str(attrs.get("data_layout", "NCHW")) != "NCHW"):
-        return generic(sch, out)
+            or str(attrs.get("data_layout", "NCHW")) != "NCHW" or int(out.shape[3]) == 1):
+        return generic(sch, out)  # (a one-pixel-wide output: its rows run along the channels)
     inline_injective(sch, out, (anchor,))
     OL = _block_stage(sch, out, anchor)
     N, CO, OH, OW = shape_of(out)

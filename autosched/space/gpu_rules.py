@@ -4,15 +4,17 @@ prepare:
   ``gpu_inline``              inline every elementwise, non-output stage (a kernel keeps no intermediate
                               in global memory)
   ``gpu_multi_level_tiling``  a reduction with data reuse gets a ``local`` cache_write stage: its
-                              accumulators live in registers
+                              accumulators live in registers; an elementwise consumer (a fused kernel's
+                              epilogue) reads them directly and is tiled in its place
 schedule (consumers first; first match wins):
-  ``gpu_tile``                the output of a tiled reduction: each spatial axis split into block, thread
-                              and per-thread levels (the innermost axis into block and thread only, so
-                              consecutive threads store consecutive addresses); the block levels fused and
-                              bound to ``blockIdx.x``, the thread levels to ``threadIdx.x``; the local stage
-                              computed at the thread loop, its reduction split in two, and each input it
-                              reads directly maybe staged in ``shared`` memory (fetched by all the block's
-                              threads, at the outer reduction loop); inner loops unrolled
+  ``gpu_tile``                the output of a tiled reduction (or its elementwise epilogue): each
+                              spatial axis split into block, thread and per-thread levels (the innermost
+                              axis longer than 1 into block and thread only, so consecutive threads store
+                              consecutive addresses); the block levels fused and bound to ``blockIdx.x``,
+                              the thread levels to ``threadIdx.x``; the local stage computed at the thread
+                              loop, its reduction split in two, and each input it reads directly maybe
+                              staged in ``shared`` memory (fetched by all the block's threads, at the outer
+                              reduction loop); inner loops unrolled
   ``gpu_default``             everything else: at the root, its spatial axes fused and split over blocks,
                               a few elements per thread and threads (innermost: coalesced); a non-output
                               stage computed at its consumer's thread loop instead (a private copy per
@@ -83,8 +85,30 @@ class GPUMultiLevelTilingPlan(MultiLevelTilingPlan):
 
     def apply(self, ctx, st):
         cache = ctx.cache_write(st, "local")
+        readers = ctx.flow.readers(st)
+        if not st.is_output and len(readers) == 1 and "follow" not in ctx.info(readers[0]) and (
+                _elementwise_reader(ctx, st, readers[0])):
+            # an elementwise epilogue (bias, relu of a fused kernel): it is tiled instead, reading the
+            # accumulators in registers; the copy out of them is inlined into it
+            st.compute_inline()
+            st = readers[0]
         ctx.info(cache)["tile"] = {"consumer": st}
         ctx.info(st)["follow"] = cache
+
+
+def _elementwise_reader(ctx: SketchContext, producer: Stage, consumer: Stage) -> bool:
+    """Whether ``consumer`` reads ``producer`` element for element (at its own axes; an axis of extent 1,
+    a batch of one, may be read at 0)."""
+    if consumer.is_reduction or len(consumer.op.axis) != len(producer.op.axis):
+        return False
+    ext = static_extents(consumer.op.axis)
+    if ext is None or ext != static_extents(producer.op.axis):
+        return False
+    loads = ctx.flow.loads(consumer, producer)
+    own = [ax.var for ax in consumer.op.axis]
+    return bool(loads) and all(
+        len(idx) == len(own) and all(i is v or (n == 1 and const_int(i) == 0) for i, v, n in zip(idx, own, ext))
+        for idx in loads)
 
 
 class GPUTile(SketchRule):
@@ -100,9 +124,10 @@ class GPUTile(SketchRule):
         org = ctx.origin(local)
         tiles = []
         extents = static_extents(st.op.axis)
+        inner = max((i for i, n in enumerate(extents) if n > 1), default=len(extents) - 1)  # where rows run
         for i, n in enumerate(extents):
             cands, w = gpu_tile_candidates(n)
-            if i == len(extents) - 1:
+            if i == inner:
                 cands, w = coalescing(cands, w, n)
             tiles.append(ctx.decide(f"tile/{org}/s{i}", cands, kind="tile", weights=w, hint=split_hint(0)))
         threads = math.prod(t[1] for t in tiles)
