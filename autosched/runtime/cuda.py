@@ -138,23 +138,37 @@ def cuda_available() -> bool:
         return False
 
 
-class _DeviceArrays:
-    """Device copies of a kernel's arguments; freed with this object."""
+class DeviceBuffers:
+    """Device memory: ``ptrs[k]`` holds ``nbytes[k]`` bytes (a kernel's arguments, a graph's storage); freed
+    with this object."""
 
-    def __init__(self, drv: _Driver, arrays: list[np.ndarray]):
-        self.drv = drv
+    def __init__(self, nbytes: list[int]):
+        self.drv = _Driver.get()
+        self.drv.activate()
         self.ptrs: list[int] = []
         try:
-            for a in arrays:
-                p = drv.alloc(a.nbytes)
-                self.ptrs.append(p)
-                drv.copy_in(p, a)
+            for n in nbytes:
+                self.ptrs.append(self.drv.alloc(n))
         except BaseException:
             self.close()
             raise
 
-    def download(self, k: int, out: np.ndarray) -> None:
-        self.drv.copy_out(out, self.ptrs[k])
+    @staticmethod
+    def of(arrays: list[np.ndarray]) -> DeviceBuffers:
+        """Device copies of ``arrays``."""
+        dev = DeviceBuffers([a.nbytes for a in arrays])
+        for p, a in zip(dev.ptrs, arrays):
+            dev.upload(p, a)
+        return dev
+
+    def upload(self, ptr: int, arr: np.ndarray) -> None:
+        self.drv.copy_in(ptr, np.ascontiguousarray(arr))
+
+    def download(self, ptr: int, out: np.ndarray) -> None:
+        self.drv.copy_out(out, ptr)
+
+    def synchronize(self) -> None:
+        self.drv.check(self.drv.lib.cuCtxSynchronize(), "waiting for the GPU")
 
     def close(self) -> None:
         for p in self.ptrs:
@@ -203,6 +217,7 @@ class CUDAFunction(PackedFunc):
         """``launch(number=1, sync=True)`` of the kernel on device memory the caller owns (``pointers``, one
         per argument, as ints): ``number`` launches back to back, then a wait unless ``sync=False``."""
         drv = _Driver.get()
+        drv.activate()  # the context is current per thread: the one that makes the launcher launches
         handle = self._module.device_module(self.kernel).function(drv, self.kernel)
         vals = [ctypes.c_uint64(p) for p in pointers] + [ctypes.c_int64(v) for v in env]
         params = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
@@ -222,13 +237,11 @@ class CUDAFunction(PackedFunc):
 
     def __call__(self, *arrays: Any) -> None:
         env = self.check_args(arrays)
-        drv = _Driver.get()
-        drv.activate()
-        dev = _DeviceArrays(drv, list(arrays))
+        dev = DeviceBuffers.of(list(arrays))
         try:
             self.launcher(dev.ptrs, env)()
             for k in sorted(self._outputs):
-                dev.download(k, arrays[k])
+                dev.download(dev.ptrs[k], arrays[k])
         finally:
             dev.close()
 
@@ -237,9 +250,7 @@ class CUDAFunction(PackedFunc):
         ``number`` times back to back and waits for them (what a measurement times: one wait per batch keeps
         the host's synchronisation out of short kernels' times). The device memory lives as long as the call."""
         env = self.check_args(tuple(arrays))
-        drv = _Driver.get()
-        drv.activate()
-        dev = _DeviceArrays(drv, list(arrays))
+        dev = DeviceBuffers.of(list(arrays))
         launch = self.launcher(dev.ptrs, env)
 
         def call(number: int = 1) -> None:
@@ -429,42 +440,6 @@ class CUDAModule(Module):
 
     def set_num_threads(self, n: int) -> None:
         """Threads are the launch's business on a GPU: nothing to set."""
-
-
-class DeviceBuffers:
-    """Device memory the caller sizes (a graph's storage): ``ptrs[k]`` holds ``nbytes[k]`` bytes; freed with
-    this object."""
-
-    def __init__(self, nbytes: list[int]):
-        self.drv = _Driver.get()
-        self.drv.activate()
-        self.ptrs: list[int] = []
-        try:
-            for n in nbytes:
-                self.ptrs.append(self.drv.alloc(n))
-        except BaseException:
-            self.close()
-            raise
-
-    def upload(self, ptr: int, arr: np.ndarray) -> None:
-        self.drv.copy_in(ptr, np.ascontiguousarray(arr))
-
-    def download(self, ptr: int, out: np.ndarray) -> None:
-        self.drv.copy_out(out, ptr)
-
-    def synchronize(self) -> None:
-        self.drv.check(self.drv.lib.cuCtxSynchronize(), "waiting for the GPU")
-
-    def close(self) -> None:
-        for p in self.ptrs:
-            self.drv.free(p)
-        self.ptrs = []
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
 
 __all__ = ["CUDAError", "CUDAFunction", "CUDAModule", "DeviceBuffers", "PTXModule", "cuda_available",
