@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import autosched
+from _gpu_checks import assert_coalesced, store_runs
 from autosched import te
 from autosched.codegen.nvptx import ptxas_path
 from autosched.runtime.cuda import cuda_available
@@ -195,15 +196,30 @@ def test_same_index_bound_twice_on_one_path():
     gpu_error(s, [A, B], "bound to threadIdx.x inside loop")
 
 
-def test_symbolic_launch_dimension():
+def vector_add(factor=64, nparts=None):
+    """The getting-started tutorial's kernel: C = A + B over a symbolic n, split and bound."""
     n = te.var("n")
     A = te.placeholder((n,), name="A")
-    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
-    s = te.create_schedule(B.op)
-    bx, tx = s[B].split(B.op.axis[0], factor=64)
-    s[B].bind(bx, te.thread_axis("blockIdx.x"))
-    s[B].bind(tx, te.thread_axis("threadIdx.x"))
-    gpu_error(s, [A, B], "not a constant")
+    B = te.placeholder((n,), name="B")
+    C = te.compute(A.shape, lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=factor) if nparts is None else s[C].split(C.op.axis[0], nparts=nparts)
+    s[C].bind(bx, te.thread_axis("blockIdx.x"))
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    return s, [A, B, C]
+
+
+def test_symbolic_grid_is_an_expression_of_the_shapes_and_the_tail_is_guarded():
+    s, args = vector_add()
+    kernel, launch = prepare_kernel(autosched.lower(s, args, name="myadd"))
+    assert str(launch.grid[0]) == "(n + 63) // 64" and launch.grid[1:] == (1, 1) and launch.block == (64, 1, 1)
+    assert launch.to_json(kernel.scalar_params)["grid"] == [["//", ["+", ["var", 0], 63], 64], 1, 1]
+    assert "if (i.outer*64 + i.inner < n)" in str(kernel)  # the last block's extra threads store nothing
+
+
+def test_symbolic_thread_extent_is_refused():
+    s, args = vector_add(nparts=64)  # 64 blocks of n/64 threads: the block size would change with n
+    gpu_error(s, args, "threads of a block are fixed when the kernel is built")
 
 
 def test_too_much_shared_memory():
@@ -297,11 +313,11 @@ def test_the_builder_makes_ptx_artifacts_for_cuda_candidates():
 
 @needs_ptxas
 def test_a_block_that_needs_too_many_registers_is_refused_at_build():
-    """1024 threads with a 64-element register tile each need more registers than a block may have: the
+    """1024 threads with a 32-element register tile each need more registers than a block may have: the
     driver would refuse the launch, so the build refuses it, naming the counts and what to change."""
-    task = autosched.Task("matmul", dict(M=256, N=256, K=64), target="cuda -arch=sm_90")
-    trace = task.space("template").trace_of({"shared": False, "tile_i": (1, 32, 8), "tile_j": (1, 32, 8),
-                                             "tile_k": (32, 2), "unroll_k": True})
+    task = autosched.Task("matmul", dict(M=512, N=512, K=64), target="cuda -arch=sm_90")
+    trace = task.space("template").trace_of({"shared": False, "tile_i": (1, 16, 32), "tile_j": (8, 64),
+                                             "tile_k": (2, 32), "unroll_k": True})
     with pytest.raises(autosched.ScheduleError, match=r"1024 threads per block x \d+ registers.*65536"):
         autosched.build(*task.apply(trace), target=task.target)
 
@@ -345,3 +361,25 @@ def test_gpu_peak_is_measured():
 
     peak = measure_gpu_peak(repeat=2)
     assert peak.gflops > 1000 and "sm_" in peak.cpu
+
+
+# ------------------------------------------------------------------- coalesced stores
+def test_the_stride_check_sees_uncoalesced_stores():
+    """The check itself: a thread that computes 4 consecutive elements stores 4 elements from its neighbour."""
+    s, A, B = elementwise(1024)
+    rest, inner = s[B].split(B.op.axis[0], factor=4)
+    bx, tx = s[B].split(rest, factor=64)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    assert store_runs(autosched.lower(s, [A, B], target="cuda")) == [("B", {4}, 1)]
+
+
+@pytest.mark.parametrize("kind", SPACES)
+@pytest.mark.parametrize("name,args", CASES + [("conv2d", dict(H=14, W=14, CI=16, CO=32, layout="NHWC"))],
+                         ids=[c[0] for c in CASES] + ["conv2d_nhwc"])
+def test_sampled_gpu_schedules_store_coalesced(name, args, kind):
+    """In every sampled point of the cuda templates and generated spaces, consecutive threadIdx.x write
+    consecutive addresses of the output."""
+    task = autosched.Task(name, args, target="cuda")
+    for trace in valid_samples(task, 8, kind):
+        assert_coalesced(autosched.lower(*task.apply(trace), target="cuda"), trace.dumps())

@@ -171,17 +171,19 @@ def compile_object(ir_text: str, target: Target) -> bytes:
             ctx.close()
 
 
-def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | None = None) -> LLVMModule:
+def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | None = None) -> Module:
     """Compile several PrimFuncs into one module (one LLVM module; one shared library on export), e.g. the
-    kernels of a model. Function names must differ."""
+    kernels of a model. Function names must differ. For a ``cuda`` target: one host module, one PTX module."""
     tgt = Target(target)
-    if tgt.kind != "llvm":
-        raise CodegenError(f"target {tgt} is not supported by build yet (only llvm)")
     if not funcs:
         raise ValueError("build_many needs at least one function")
     names = [f.name for f in funcs]
     if len(set(names)) != len(names):
         raise ValueError(f"build_many: function names must be unique, got {names}")
+    if tgt.kind == "cuda":
+        return build_cuda(funcs, tgt, entry)
+    if tgt.kind != "llvm":
+        raise CodegenError(f"target {tgt} is not supported by build (llvm or cuda)")
     cg = CodeGenLLVM(names[0], int(tgt.options.get("num-cores", 0)), tgt.cpu.vector_bytes)
     sigs = []
     for f in funcs:
@@ -235,14 +237,15 @@ def generate_ptx(funcs: Sequence[S.PrimFunc], target: Target) -> tuple[str, str,
     for f in funcs:
         k, launch = prepare_kernel(f)
         prepared.append(k)
-        launches[f.name] = launch.to_json()
+        launches[f.name] = launch.to_json(f.scalar_params)
     ir_text = generate_ptx_ir(prepared)
     return compile_ptx(ir_text, target.arch), ir_text, [signature(f) for f in prepared], launches
 
 
-def build_cuda(funcs: Sequence[S.PrimFunc], target: Any = "cuda") -> Module:
+def build_cuda(funcs: Sequence[S.PrimFunc], target: Any = "cuda", entry: str | None = None) -> Module:
     """Kernels for a ``cuda`` target: PTX from llvmlite's NVPTX backend, checked by ``ptxas`` when it is
-    installed (it refuses what LLVM lets through: too many registers or too much shared memory)."""
+    installed (it refuses what LLVM lets through: too many registers or too much shared memory). Returns the
+    host module (launch dimensions per function) with the device module (the PTX) imported."""
     from autosched.codegen.nvptx import check_registers, ptxas_check, ptxas_path, ptxas_registers
     from autosched.runtime.cuda import CUDAModule
 
@@ -252,7 +255,7 @@ def build_cuda(funcs: Sequence[S.PrimFunc], target: Any = "cuda") -> Module:
         for name, regs in ptxas_registers(ptxas_check(ptx, tgt.arch)).items():
             if name in launches:
                 check_registers(name, regs, launches[name]["block"])
-    return CUDAModule(ptx, sigs, launches, funcs[0].name, tgt.arch, ir_text)
+    return CUDAModule(ptx, sigs, launches, entry or funcs[0].name, tgt.arch, ir_text)
 
 
 def clear_cache() -> None:

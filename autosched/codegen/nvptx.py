@@ -39,6 +39,7 @@ from autosched.errors import CodegenError, ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import IntImm
 from autosched.tir import stmt as S
+from autosched.tir.arith import skey
 from autosched.tir.gpu import Launch
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -94,7 +95,11 @@ class CodeGenNVPTX(CodeGenLLVM):
                 self.stmt(s.body)
 
             launch_extent = self.launch.extents.get(s.thread_tag, 1) if self.launch else 1
-            if isinstance(s.extent, IntImm) and s.extent.value >= launch_extent:
+            if isinstance(launch_extent, int):
+                covers = isinstance(s.extent, IntImm) and s.extent.value >= launch_extent
+            else:  # a block extent evaluated at launch: no guard where the loop is the launch dimension
+                covers = skey(s.extent) == skey(launch_extent)
+            if covers:
                 body()
             else:
                 from autosched.codegen import ops

@@ -305,10 +305,15 @@ class BuildResult(tuple):
 
 def _build_fused(fused: IRModule, target: Any, use_records: bool) -> tuple[str, Any, dict, _GraphBuilder]:
     from autosched.codegen.build import build_many
+    from autosched.codegen.target import Target
 
     gb = _GraphBuilder(fused["main"], target, use_records)
     graph_json = gb.run()
     ext = [m for _, m in gb.external.values()]
+    if ext and Target(target).kind == "cuda":
+        raise RelayError(f"relay.build: functions partitioned for external compilers "
+                         f"({', '.join(sorted({c for c, _ in gb.external.values()}))}) run on the CPU, and a cuda "
+                         f"graph runs on the GPU: build for llvm, or do not partition the graph")
     if not gb.prims and not ext:
         raise RelayError("relay.build: the model computes nothing (its outputs are its inputs)")
     lib = build_many(gb.prims, target) if gb.prims else ext.pop(0)

@@ -172,6 +172,20 @@ def relay_fused_cpu(sch: Any, tensors: list, graph: str, **_: Any) -> None:
     fn(sch, out, anchor, attrs)
 
 
+@register_schedule("relay.fused", "cuda")
+def relay_fused_cuda(sch: Any, tensors: list, graph: str, **_: Any) -> None:
+    """The anchor op's GPU default (conv2d, dense) with the epilogue in its loops, else one thread per output
+    element (:mod:`autosched.relay.cuda_schedules`)."""
+    from autosched.relay import cuda_schedules
+
+    out = tensors[-1]
+    _, anchor_fresh, attrs = build_tensors(graph)
+    if anchor_fresh is None:
+        return cuda_schedules.generic(sch, out)
+    fn = cuda_schedules.BY_OP.get(attrs["op"], cuda_schedules.generic)
+    fn(sch, out, _match_anchor(out, anchor_fresh), attrs)
+
+
 def _concat_axis(graph: str, out: te.Tensor) -> int | None:
     """The axis of a concatenation whose result the kernel's output keeps, index for index (the concatenation
     itself, or it followed by elementwise ops), else None."""

@@ -1,15 +1,23 @@
 """CUDA kernels at run time: PTX loaded and launched through the CUDA driver API, by ctypes.
 
 No Python package is needed: the driver's C API (``libcuda.so.1``, installed
-with the NVIDIA driver) is stable and small, so the handful of calls a kernel
-launch takes are declared here. The driver compiles the PTX for the GPU it
-finds (PTX for ``sm_80`` runs on any newer GPU).
+with the NVIDIA driver; ``$AUTOSCHED_LIBCUDA`` names another file) is stable
+and small, so the handful of calls a kernel launch takes are declared here.
+The driver compiles the PTX for the GPU it finds (PTX for ``sm_80`` runs on
+any newer GPU).
 
-A :class:`CUDAModule` holds PTX and, per kernel, its signature and launch
-dimensions. Calling a kernel with numpy arrays copies them to the GPU, runs
-it, waits, and copies the outputs back; :meth:`CUDAFunction.device_caller`
-keeps the arrays on the GPU and returns a call that only launches and waits,
-which is what a measurement times.
+A cuda build is two modules, as in TVM: the host module (:class:`CUDAModule`)
+holds, per function, its signature and its launch dimensions, which may be
+expressions of the shape variables (``(n + 63) // 64`` blocks) evaluated on
+each call; the device module (:class:`PTXModule`, ``host.imported_modules[0]``)
+holds the PTX. Each can be saved and loaded apart (``export_library("f.so")``,
+``save("f.ptx")``) and joined again with ``import_module``.
+
+Calling a host function with numpy arrays copies them to the GPU, launches,
+waits, and copies the outputs back; :meth:`CUDAFunction.device_caller` keeps
+the arrays on the GPU and returns a call that only launches and waits, which
+is what a measurement times; :meth:`CUDAFunction.launcher` launches on device
+memory the caller owns (the graph executor's).
 """
 
 from __future__ import annotations
@@ -17,13 +25,14 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from autosched.runtime.module import Module, PackedFunc
+from autosched.runtime.module import METADATA_SYMBOL, Module, PackedFunc, _dim_str, _eval_dim
 
 _CUDA_SUCCESS = 0
 _ATTR_CC_MAJOR, _ATTR_CC_MINOR = 75, 76
@@ -40,10 +49,11 @@ class _Driver:
     _lock = threading.Lock()
 
     def __init__(self, device: int = 0):
+        path = os.environ.get("AUTOSCHED_LIBCUDA") or "libcuda.so.1"
         try:
-            self.lib = ctypes.CDLL("libcuda.so.1")
+            self.lib = ctypes.CDLL(path)
         except OSError as e:
-            raise CUDAError(f"no CUDA driver (libcuda.so.1 does not load: {e}); no CUDA device here") from None
+            raise CUDAError(f"no CUDA driver ({path} does not load: {e}); no CUDA device here") from None
         L = self.lib
         u64, i32, u32, vp = ctypes.c_uint64, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p
         sigs = {
@@ -97,6 +107,12 @@ class _Driver:
             self.lib.cuGetErrorName(rc, ctypes.byref(name))
             raise CUDAError(f"{what} failed: {(name.value or b'?').decode()} ({rc})")
 
+    def copy_in(self, ptr: int, arr: np.ndarray) -> None:
+        self.check(self.lib.cuMemcpyHtoD_v2(ptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD")
+
+    def copy_out(self, out: np.ndarray, ptr: int) -> None:
+        self.check(self.lib.cuMemcpyDtoH_v2(out.ctypes.data, ptr, out.nbytes), "cuMemcpyDtoH")
+
     def alloc(self, nbytes: int) -> int:
         p = ctypes.c_uint64()
         self.check(self.lib.cuMemAlloc_v2(ctypes.byref(p), max(1, nbytes)), f"cuMemAlloc({nbytes} bytes)")
@@ -122,23 +138,37 @@ def cuda_available() -> bool:
         return False
 
 
-class _DeviceArrays:
-    """Device copies of a kernel's arguments; freed with this object."""
+class DeviceBuffers:
+    """Device memory: ``ptrs[k]`` holds ``nbytes[k]`` bytes (a kernel's arguments, a graph's storage); freed
+    with this object."""
 
-    def __init__(self, drv: _Driver, arrays: list[np.ndarray]):
-        self.drv = drv
+    def __init__(self, nbytes: list[int]):
+        self.drv = _Driver.get()
+        self.drv.activate()
         self.ptrs: list[int] = []
         try:
-            for a in arrays:
-                p = drv.alloc(a.nbytes)
-                self.ptrs.append(p)
-                drv.check(drv.lib.cuMemcpyHtoD_v2(p, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
+            for n in nbytes:
+                self.ptrs.append(self.drv.alloc(n))
         except BaseException:
             self.close()
             raise
 
-    def download(self, k: int, out: np.ndarray) -> None:
-        self.drv.check(self.drv.lib.cuMemcpyDtoH_v2(out.ctypes.data, self.ptrs[k], out.nbytes), "cuMemcpyDtoH")
+    @staticmethod
+    def of(arrays: list[np.ndarray]) -> DeviceBuffers:
+        """Device copies of ``arrays``."""
+        dev = DeviceBuffers([a.nbytes for a in arrays])
+        for p, a in zip(dev.ptrs, arrays):
+            dev.upload(p, a)
+        return dev
+
+    def upload(self, ptr: int, arr: np.ndarray) -> None:
+        self.drv.copy_in(ptr, np.ascontiguousarray(arr))
+
+    def download(self, ptr: int, out: np.ndarray) -> None:
+        self.drv.copy_out(out, ptr)
+
+    def synchronize(self) -> None:
+        self.drv.check(self.drv.lib.cuCtxSynchronize(), "waiting for the GPU")
 
     def close(self) -> None:
         for p in self.ptrs:
@@ -152,48 +182,66 @@ class _DeviceArrays:
             pass
 
 
+#: the largest number of blocks along x, y, z (CUDA's limits since sm_30)
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+PTX_SYMBOL = "__autosched_ptx"  # the device code embedded in an exported host library (JSON: list of PTX)
+
+
 class CUDAFunction(PackedFunc):
-    """A kernel of a :class:`CUDAModule`: same argument checks as a CPU kernel, run on the GPU."""
+    """A host function of a :class:`CUDAModule`: the same argument checks as a CPU kernel; the launch
+    dimensions evaluated from the arguments' shapes; the kernel run on the GPU."""
 
     def __init__(self, sig: dict, launch: dict, module: CUDAModule):
         self.sig = sig
         self.name = sig["name"]
         self.launch = launch
+        self.kernel = launch.get("kernel", self.name)  # the PTX entry it launches
         self._module = module
         self._dtypes = [np.dtype(a["dtype"]) for a in sig["args"]]
         self._outputs = set(sig.get("outputs", []))
-        self._handle: ctypes.c_void_p | None = None
 
-    def _launcher(self, dev: _DeviceArrays, env: list) -> Callable[[], None]:
-        drv = dev.drv
-        if self._handle is None:
-            h = ctypes.c_void_p()
-            drv.check(drv.lib.cuModuleGetFunction(ctypes.byref(h), self._module._loaded(drv), self.name.encode()),
-                      f"cuModuleGetFunction({self.name})")
-            self._handle = h
-        vals = [ctypes.c_uint64(p) for p in dev.ptrs] + [ctypes.c_int64(v) for v in env]
+    def launch_dims(self, env: list) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """``(grid, block)`` for shape variables ``env``; a grid over CUDA's limits is refused, naming the
+        shapes that ask for it."""
+        grid = tuple(_eval_dim(g, env) for g in self.launch["grid"])
+        block = tuple(int(b) for b in self.launch["block"])
+        for k, (n, limit) in enumerate(zip(grid, GRID_LIMITS)):
+            if n > limit:
+                shapes = ", ".join(f"{v} = {x}" for v, x in zip(self.sig["vars"], env))
+                raise ValueError(f"{self.name}: {shapes} needs {n} blocks along blockIdx.{'xyz'[k]} "
+                                 f"({_dim_str(self.launch['grid'][k], self.sig['vars'])}), over CUDA's limit "
+                                 f"of {limit}")
+        return grid, block  # type: ignore[return-value]
+
+    def launcher(self, pointers: list[int], env: list) -> Callable[..., None]:
+        """``launch(number=1, sync=True)`` of the kernel on device memory the caller owns (``pointers``, one
+        per argument, as ints): ``number`` launches back to back, then a wait unless ``sync=False``."""
+        drv = _Driver.get()
+        drv.activate()  # the context is current per thread: the one that makes the launcher launches
+        handle = self._module.device_module(self.kernel).function(drv, self.kernel)
+        vals = [ctypes.c_uint64(p) for p in pointers] + [ctypes.c_int64(v) for v in env]
         params = (ctypes.c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in vals])
-        (gx, gy, gz), (bx, by, bz) = self.launch["grid"], self.launch["block"]
-        handle, lib = self._handle, drv.lib
+        (gx, gy, gz), (bx, by, bz) = self.launch_dims(env)
+        empty = gx * gy * gz == 0  # a zero-sized argument: nothing to compute, and the driver refuses 0 blocks
+        lib, what = drv.lib, f"launching {self.kernel} (grid {gx}x{gy}x{gz}, block {bx}x{by}x{bz})"
 
-        def launch(number: int = 1) -> None:
-            for _ in range(number):
-                drv.check(lib.cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, 0, None, params, None),
-                          f"launching {self.name}")
-            drv.check(lib.cuCtxSynchronize(), f"running {self.name}")
+        def launch(number: int = 1, sync: bool = True) -> None:
+            if not empty:
+                for _ in range(number):
+                    drv.check(lib.cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, 0, None, params, None), what)
+            if sync:
+                drv.check(lib.cuCtxSynchronize(), f"running {self.kernel}")
 
-        launch._keep = (vals, params, dev)  # type: ignore[attr-defined]
+        launch._keep = (vals, params)  # type: ignore[attr-defined]
         return launch
 
     def __call__(self, *arrays: Any) -> None:
         env = self.check_args(arrays)
-        drv = _Driver.get()
-        drv.activate()
-        dev = _DeviceArrays(drv, list(arrays))
+        dev = DeviceBuffers.of(list(arrays))
         try:
-            self._launcher(dev, env)()
+            self.launcher(dev.ptrs, env)()
             for k in sorted(self._outputs):
-                dev.download(k, arrays[k])
+                dev.download(dev.ptrs[k], arrays[k])
         finally:
             dev.close()
 
@@ -202,67 +250,197 @@ class CUDAFunction(PackedFunc):
         ``number`` times back to back and waits for them (what a measurement times: one wait per batch keeps
         the host's synchronisation out of short kernels' times). The device memory lives as long as the call."""
         env = self.check_args(tuple(arrays))
-        drv = _Driver.get()
-        drv.activate()
-        return self._launcher(_DeviceArrays(drv, list(arrays)), env)
+        dev = DeviceBuffers.of(list(arrays))
+        launch = self.launcher(dev.ptrs, env)
+
+        def call(number: int = 1) -> None:
+            launch(number)
+
+        call._keep = dev  # type: ignore[attr-defined]
+        return call
 
 
-class CUDAModule(Module):
-    """PTX with its kernels' signatures and launch dimensions; :meth:`save` / ``runtime.load_module``."""
+def _ptx_kernels(ptx: str) -> list[str]:
+    return re.findall(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(", ptx)
 
-    def __init__(self, ptx: str, sigs: list[dict], launches: dict[str, dict], entry: str | None = None,
-                 arch: str = "sm_80", ir_text: str = ""):
+
+class PTXModule(Module):
+    """The device module of a cuda build: PTX, its kernels (its ``.entry`` functions) and the architecture
+    it was printed for. Its kernels run through the host module that imports it, which knows their
+    launch dimensions; ``save("f.ptx")`` writes the plain PTX, ``runtime.load_module("f.ptx")`` reads it."""
+
+    def __init__(self, ptx: str, arch: str | None = None, ir_text: str = ""):
+        kernels = _ptx_kernels(ptx)
+        if not kernels:
+            raise ValueError("PTXModule: the PTX defines no kernel (no '.entry NAME(' line)")
+        m = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M)
         self.ptx = ptx
-        self.sigs = sigs
-        self.launches = launches
-        self.arch = arch
+        self.arch = arch or (m.group(1) if m else "sm_80")
         self.ir_text = ir_text
-        self._cu_module: ctypes.c_void_p | None = None
-        funcs = {s["name"]: CUDAFunction(s, launches[s["name"]], self) for s in sigs}
-        super().__init__(funcs, entry)
+        self.kernels = kernels
+        self._loaded: tuple[_Driver, ctypes.c_void_p] | None = None
+        self._handles: dict[str, ctypes.c_void_p] = {}
+        super().__init__({}, None)
 
-    def _loaded(self, drv: _Driver) -> ctypes.c_void_p:
-        if self._cu_module is None:
+    def function(self, drv: _Driver, kernel: str) -> ctypes.c_void_p:
+        """The driver's handle of ``kernel`` (the PTX is loaded on first use, once per driver)."""
+        if self._loaded is None or self._loaded[0] is not drv:
             m = ctypes.c_void_p()
+            drv.activate()
             drv.check(drv.lib.cuModuleLoadData(ctypes.byref(m), self.ptx.encode() + b"\0"),
                       f"loading the PTX (built for {self.arch}) on {drv.arch}")
-            self._cu_module = m
-        return self._cu_module
+            self._loaded, self._handles = (drv, m), {}
+        h = self._handles.get(kernel)
+        if h is None:
+            h = ctypes.c_void_p()
+            drv.check(drv.lib.cuModuleGetFunction(ctypes.byref(h), self._loaded[1], kernel.encode()),
+                      f"cuModuleGetFunction({kernel})")
+            self._handles[kernel] = h
+        return h
+
+    def get_function(self, name: str) -> PackedFunc:
+        raise AttributeError(f"{name!r} is a kernel of a device module: call it through the host module that "
+                             f"imports this one (host.import_module(device)), which knows its launch dimensions")
 
     def get_source(self, fmt: str = "ptx") -> str:
         if fmt in ("ptx", "", "asm"):
             return self.ptx
         if fmt in ("ll", "llvm") and self.ir_text:
             return self.ir_text
-        raise ValueError(f"unknown source format {fmt!r} for a CUDA module; use 'ptx' or 'll'")
+        raise ValueError(f"unknown source format {fmt!r} for a device module; use 'ptx' or 'll'")
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the PTX, signatures and launch dimensions as one JSON file (``*.cuda.json``)."""
+        """Write the PTX as text (``NAME.ptx``): what ``ptxas`` and the driver read."""
         path = os.fspath(path)
-        if not path.endswith(".cuda.json"):
-            raise ValueError(f"a CUDA module is saved as NAME.cuda.json, got {path!r}")
+        if not path.endswith(".ptx"):
+            raise ValueError(f"a device module is saved as NAME.ptx, got {path!r}")
         with open(path, "w") as f:
-            json.dump({"version": 1, "arch": self.arch, "entry": self.entry_name, "functions": self.sigs,
-                       "launch": self.launches, "ptx": self.ptx}, f)
-
-    export_library = save
+            f.write(self.ptx)
 
     @staticmethod
-    def load(path: str | os.PathLike) -> CUDAModule:
+    def load(path: str | os.PathLike) -> PTXModule:
         with open(path) as f:
-            d = json.load(f)
-        return CUDAModule(d["ptx"], d["functions"], d["launch"], d.get("entry"), d.get("arch", "sm_80"))
+            return PTXModule(f.read())
 
-    def set_num_threads(self, n: int) -> None:
-        """Threads are the launch's business on a GPU: nothing to set."""
+    def export_library(self, path: str | os.PathLike) -> None:
+        raise ValueError("a device module is exported with its host module (host.export_library(path) embeds "
+                         "the PTX), or saved alone with save('NAME.ptx')")
 
     def __del__(self) -> None:
-        m = self._cu_module
-        if m is not None and _Driver._instance is not None:
+        loaded = self._loaded
+        if loaded is not None and _Driver._instance is loaded[0]:
             try:
-                _Driver._instance.lib.cuModuleUnload(m)
+                loaded[0].lib.cuModuleUnload(loaded[1])
             except Exception:  # noqa: BLE001 - interpreter shutdown
                 pass
 
 
-__all__ = ["CUDAError", "CUDAFunction", "CUDAModule", "cuda_available", "device_info"]
+class CUDAModule(Module):
+    """The host module of a cuda build: per function its signature and launch dimensions (ints, or
+    expressions of the shape variables evaluated on each call); the PTX lives in an imported
+    :class:`PTXModule`. ``save("f.cuda.json")`` writes both in one file; ``export_library("f.so")`` a
+    library loadable by ``runtime.load_module`` with the PTX embedded."""
+
+    def __init__(self, ptx: str | None, sigs: list[dict], launches: dict[str, dict], entry: str | None = None,
+                 arch: str = "sm_80", ir_text: str = ""):
+        self.sigs = sigs
+        self.launches = launches
+        self.arch = arch
+        missing = [s["name"] for s in sigs if s["name"] not in launches]
+        if missing:
+            raise ValueError(f"CUDAModule: no launch dimensions for {', '.join(missing)}")
+        funcs = {s["name"]: CUDAFunction(s, launches[s["name"]], self) for s in sigs}
+        super().__init__(funcs, entry)
+        if ptx is not None:
+            self.import_module(PTXModule(ptx, arch, ir_text))
+
+    def import_module(self, other: Module) -> None:
+        """Import device code (a :class:`PTXModule`: it replaces the device module that defines the same
+        kernels, e.g. the PTX a library carried), or any other module as :meth:`Module.import_module` does."""
+        if not isinstance(other, PTXModule):
+            return super().import_module(other)
+        new = set(other.kernels)
+        kept = [m for m in self.imported_modules if not (isinstance(m, PTXModule) and set(m.kernels) <= new)]
+        clash = new & {k for m in kept if isinstance(m, PTXModule) for k in m.kernels}
+        if clash:
+            raise ValueError(f"import_module: an imported device module already defines {', '.join(sorted(clash))}"
+                             " and others this one does not")
+        self.imported_modules = kept + [other]
+
+    def device_module(self, kernel: str) -> PTXModule:
+        """The imported device module that defines ``kernel``."""
+        for m in reversed(self.imported_modules):
+            if isinstance(m, PTXModule) and kernel in m.kernels:
+                return m
+        raise CUDAError(f"no device code for kernel {kernel!r}: this host module imports none that defines it; "
+                        f"load its PTX and import it: host.import_module(runtime.load_module('NAME.ptx'))")
+
+    def _device_modules(self) -> list[PTXModule]:
+        return [m for m in self.imported_modules if isinstance(m, PTXModule)]
+
+    @property
+    def ptx(self) -> str:
+        """The PTX of the imported device modules (one text when there is one)."""
+        mods = self._device_modules()
+        if not mods:
+            raise CUDAError("this host module imports no device module (no PTX)")
+        return "\n".join(m.ptx for m in mods)
+
+    def get_source(self, fmt: str = "ptx") -> str:
+        """The device code (``'ptx'``, or ``'ll'``: the NVPTX LLVM IR it was printed from)."""
+        mods = self._device_modules()
+        if not mods:
+            raise CUDAError("this host module imports no device module (no PTX)")
+        return "\n".join(m.get_source(fmt) for m in mods)
+
+    def _meta(self) -> dict:
+        return {"version": 2, "device": "cuda", "arch": self.arch, "entry": self.entry_name, "functions": self.sigs,
+                "launch": self.launches}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the host functions and the PTX as one JSON file (``NAME.cuda.json``)."""
+        path = os.fspath(path)
+        if not path.endswith(".cuda.json"):
+            raise ValueError(f"a CUDA host module is saved as NAME.cuda.json (its device module alone as "
+                             f"NAME.ptx, with imported_modules[0].save), got {path!r}")
+        with open(path, "w") as f:
+            json.dump({**self._meta(), "ptx": self.ptx}, f)
+
+    def export_library(self, path: str | os.PathLike) -> None:
+        """Write a shared library holding the host functions (signatures, launch dimensions) and the PTX of
+        the imported device modules; ``runtime.load_module`` loads it with the device code imported."""
+        import tempfile
+
+        from autosched.runtime.cc import c_string, compile_c, link_shared
+
+        if any(not isinstance(m, PTXModule) for m in self.imported_modules):
+            raise ValueError("export_library: a CUDA host module exports only its device (PTX) modules")
+        meta = json.dumps(self._meta()).encode()
+        ptx = json.dumps([m.ptx for m in self._device_modules()]).encode()
+        src = (f"const char {METADATA_SYMBOL}[] = {c_string(meta)};\n"
+               f"const char {PTX_SYMBOL}[] = {c_string(ptx)};\n")
+        with tempfile.TemporaryDirectory(prefix="autosched-export-") as tmp:
+            obj = os.path.join(tmp, "host.o")
+            compile_c(src, obj, flags=("-O0", "-fPIC"), what="export_library (CUDA host module)")
+            link_shared([obj], os.fspath(path), [])
+
+    @staticmethod
+    def from_metadata(meta: dict, ptx: list[str]) -> CUDAModule:
+        mod = CUDAModule(None, meta["functions"], meta["launch"], meta.get("entry"), meta.get("arch", "sm_80"))
+        for text in ptx:
+            mod.import_module(PTXModule(text, meta.get("arch")))
+        return mod
+
+    @staticmethod
+    def load(path: str | os.PathLike) -> CUDAModule:
+        """A module saved by :meth:`save` (``.cuda.json``)."""
+        with open(path) as f:
+            d = json.load(f)
+        return CUDAModule.from_metadata(d, [d["ptx"]] if d.get("ptx") else [])
+
+    def set_num_threads(self, n: int) -> None:
+        """Threads are the launch's business on a GPU: nothing to set."""
+
+
+__all__ = ["CUDAError", "CUDAFunction", "CUDAModule", "DeviceBuffers", "PTXModule", "cuda_available",
+           "device_info"]

@@ -41,6 +41,31 @@ def _allocate(shapes: list, dtypes: list, storage_ids: list | None) -> list[np.n
     return [pools[sid][:n].view(d).reshape(tuple(s)) for sid, n, s, d in zip(storage_ids, nbytes, shapes, dtypes)]
 
 
+def _is_cuda(lib: Module) -> bool:
+    from autosched.runtime.cuda import CUDAModule, PTXModule
+
+    if isinstance(lib, CUDAModule):
+        if any(not isinstance(m, PTXModule) for m in lib.imported_modules):
+            raise ValueError("GraphModule: a CUDA library with imported CPU modules cannot run as one graph")
+        return True
+    return False
+
+
+def _device_storage(shapes: list, dtypes: list, storage_ids: list | None) -> tuple[Any, list[int]]:
+    """Device memory for a graph's entries, one allocation per storage id: ``(buffers, pointer per entry)``."""
+    from autosched.runtime.cuda import DeviceBuffers
+
+    nbytes = [int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for s, d in zip(shapes, dtypes)]
+    sids = storage_ids if storage_ids is not None else list(range(len(shapes)))
+    size: dict[int, int] = {}
+    for sid, n in zip(sids, nbytes):
+        size[sid] = max(size.get(sid, 0), n)
+    order = sorted(size)
+    bufs = DeviceBuffers([max(1, size[sid]) for sid in order])
+    ptr = dict(zip(order, bufs.ptrs))
+    return bufs, [ptr[sid] for sid in sids]
+
+
 class GraphModule:
     """An executor of one graph: inputs by name, ``run()``, outputs by index."""
 
@@ -52,7 +77,10 @@ class GraphModule:
         self._row = g["node_row_ptr"]
         shapes = g["attrs"]["shape"][1]
         dtypes = g["attrs"]["dltype"][1]
-        self._entries = _allocate(shapes, dtypes, g["attrs"].get("storage_id", [None, None])[1])
+        storage_ids = g["attrs"].get("storage_id", [None, None])[1]
+        self._entries = _allocate(shapes, dtypes, storage_ids)
+        # a CUDA library: every entry also lives in device memory, where the kernels read and write it
+        self._device = _device_storage(shapes, dtypes, storage_ids) if _is_cuda(lib) else None
         self._input_index = {self._nodes[n]["name"]: n for n in g["arg_nodes"]}
         self._ops = []
         self._op_nodes: list[int] = []  # the node of each entry of _ops
@@ -60,11 +88,14 @@ class GraphModule:
             if node["op"] != "tvm_op":
                 continue
             f = lib.get_function(node["attrs"]["func_name"])
-            args = [self._entries[self._row[e[0]] + e[1]] for e in node["inputs"]]
-            outs = [self._entries[self._row[nid] + k] for k in range(int(node["attrs"].get("num_outputs", 1)))]
-            arrays = args + outs
+            index = [self._row[e[0]] + e[1] for e in node["inputs"]]
+            index += [self._row[nid] + k for k in range(int(node["attrs"].get("num_outputs", 1)))]
+            arrays = [self._entries[k] for k in index]
             self._op_nodes.append(nid)
-            if type(f).__call__ is PackedFunc.__call__:  # a CPU kernel: check its buffers once, call it directly
+            if self._device is not None:  # the kernel launched on the entries' device memory
+                env = f.check_args(tuple(arrays))
+                self._ops.append(f.launcher([self._device[1][k] for k in index], env))
+            elif type(f).__call__ is PackedFunc.__call__:  # a CPU kernel: check its buffers once, call it directly
                 env = f.check_args(tuple(arrays))
                 self._ops.append(functools.partial(f.raw_call, [data_pointer(a)[0] for a in arrays] + env))
             else:
@@ -93,21 +124,36 @@ class GraphModule:
             if arr.dtype != dst.dtype:
                 raise TypeError(f"input {name!r} has dtype {arr.dtype}, the graph expects {dst.dtype}")
             np.copyto(dst, arr)
+            if self._device is not None:
+                self._device[0].upload(self._device[1][self._row[nid]], dst)
+
+    def _fetch(self, entry: int) -> np.ndarray:
+        """Entry ``entry``'s value as a new array (copied from the device for a CUDA graph)."""
+        out = self._entries[entry].copy()
+        if self._device is not None:
+            self._device[0].download(self._device[1][entry], out)
+        return out
 
     def get_input(self, name: str) -> np.ndarray:
-        return self._entries[self._row[self._input_index[name]]].copy()
+        return self._fetch(self._row[self._input_index[name]])
 
     def run(self, **inputs: Any) -> None:
-        """Run every kernel once, in order (inputs given here are set first)."""
+        """Run every kernel once, in order (inputs given here are set first); on a GPU, the kernels are
+        launched back to back and waited for at the end."""
         if inputs:
             self.set_input(**inputs)
+        if self._device is None:
+            for call in self._ops:
+                call()
+            return
         for call in self._ops:
-            call()
+            call(sync=False)
+        self._device[0].synchronize()
 
     def profile(self, number: int = 20) -> list[dict]:
         """Per kernel of the graph, in execution order: ``{"name", "node", "seconds"}`` (the median of
         ``number`` calls of that kernel alone, after a warm-up run of the whole graph), as TVM's debug
-        executor reports. Where the time of a model goes, kernel by kernel."""
+        executor reports. Where the time of a model goes, kernel by kernel (on a GPU, each call waits)."""
         self.run()
         out = []
         for call, nid in zip(self._ops, self._op_nodes):
@@ -132,12 +178,13 @@ class GraphModule:
         """Output ``index`` of the last run, as a new numpy array."""
         if not 0 <= index < len(self._heads):
             raise IndexError(f"output {index} out of range: the graph has {len(self._heads)} outputs")
-        return self._entries[self._heads[index]].copy()
+        return self._fetch(self._heads[index])
 
     def benchmark(self, device: Any = None, number: int = 10, repeat: int = 3,
                   min_repeat_ms: float = 0.0) -> BenchmarkResult:
         """Seconds per run of the whole graph over ``repeat`` repeats of ``number`` runs (after one warm-up
-        run; a repeat runs at least ``min_repeat_ms``). ``device`` is accepted for TVM's spelling (CPU only)."""
+        run; a repeat runs at least ``min_repeat_ms``; on a GPU each run waits for its kernels). ``device`` is
+        accepted for TVM's spelling (the library decides where the graph runs)."""
         if number < 1 or repeat < 1:
             raise ValueError(f"benchmark: number and repeat must be >= 1, got {number} and {repeat}")
         self.run()

@@ -319,11 +319,7 @@ class DSOModule(Module):
             self._lib = ctypes.CDLL(os.path.abspath(self.path))
         except OSError as e:
             raise OSError(f"cannot load {self.path}: {e}") from e
-        try:
-            raw = ctypes.c_char.in_dll(self._lib, METADATA_SYMBOL)
-        except ValueError:
-            raise ValueError(f"{self.path} is not an autosched library (no {METADATA_SYMBOL} symbol)") from None
-        meta = json.loads(ctypes.string_at(ctypes.addressof(raw)).decode())
+        meta = _library_string(self._lib, METADATA_SYMBOL, self.path)
         try:
             self.num_threads_address = ctypes.addressof(ctypes.c_int32.in_dll(self._lib, NUM_THREADS_SYMBOL))
         except ValueError:
@@ -352,12 +348,34 @@ class DSOModule(Module):
         shutil.copyfile(self.path, os.fspath(path))
 
 
-def load_module(path: str | os.PathLike) -> Module:
-    """Load a library written by ``Module.export_library`` (a ``.so``; needs only ctypes and numpy), or a CUDA
-    module saved by ``CUDAModule.save`` (a ``.cuda.json``; runs through the CUDA driver)."""
-    path = os.fspath(path)
-    if path.endswith(".cuda.json"):
-        from autosched.runtime.cuda import CUDAModule
+def _library_string(lib: ctypes.CDLL, symbol: str, path: str, required: bool = True) -> Any:
+    """The JSON string ``symbol`` of a loaded library, decoded (None when absent and not ``required``)."""
+    try:
+        raw = ctypes.c_char.in_dll(lib, symbol)
+    except ValueError:
+        if not required:
+            return None
+        raise ValueError(f"{path} is not an autosched library (no {symbol} symbol)") from None
+    return json.loads(ctypes.string_at(ctypes.addressof(raw)).decode())
 
-        return CUDAModule.load(path)
+
+def load_module(path: str | os.PathLike) -> Module:
+    """Load a library written by ``Module.export_library`` (a ``.so``; needs only ctypes and numpy; a CUDA host
+    library comes back with its embedded PTX imported), a CUDA device module saved by ``PTXModule.save`` (a
+    ``.ptx``), or a CUDA host and device module saved together by ``CUDAModule.save`` (a ``.cuda.json``)."""
+    path = os.fspath(path)
+    if path.endswith(".cuda.json") or path.endswith(".ptx"):
+        from autosched.runtime.cuda import CUDAModule, PTXModule
+
+        return CUDAModule.load(path) if path.endswith(".cuda.json") else PTXModule.load(path)
+    if os.path.exists(path):
+        try:
+            lib = ctypes.CDLL(os.path.abspath(path))
+        except OSError as e:
+            raise OSError(f"cannot load {path}: {e}") from e
+        meta = _library_string(lib, METADATA_SYMBOL, path)
+        if meta.get("device") == "cuda":
+            from autosched.runtime.cuda import PTX_SYMBOL, CUDAModule
+
+            return CUDAModule.from_metadata(meta, _library_string(lib, PTX_SYMBOL, path, required=False) or [])
     return DSOModule(path)

@@ -4,17 +4,21 @@ prepare:
   ``gpu_inline``              inline every elementwise, non-output stage (a kernel keeps no intermediate
                               in global memory)
   ``gpu_multi_level_tiling``  a reduction with data reuse gets a ``local`` cache_write stage: its
-                              accumulators live in registers
+                              accumulators live in registers; an elementwise consumer (a fused kernel's
+                              epilogue) reads them directly and is tiled in its place
 schedule (consumers first; first match wins):
-  ``gpu_tile``                the output of a tiled reduction: each spatial axis split into block, thread
-                              and per-thread levels; the block levels fused and bound to ``blockIdx.x``,
+  ``gpu_tile``                the output of a tiled reduction (or its elementwise epilogue): each
+                              spatial axis split into block, thread and per-thread levels (the innermost
+                              axis longer than 1 into block and thread only, so consecutive threads store
+                              consecutive addresses); the block levels fused and bound to ``blockIdx.x``,
                               the thread levels to ``threadIdx.x``; the local stage computed at the thread
                               loop, its reduction split in two, and each input it reads directly maybe
                               staged in ``shared`` memory (fetched by all the block's threads, at the outer
                               reduction loop); inner loops unrolled
   ``gpu_default``             everything else: at the root, its spatial axes fused and split over blocks,
-                              threads and a few elements per thread; a non-output stage computed at its
-                              consumer's thread loop instead (a private copy per thread)
+                              a few elements per thread and threads (innermost: coalesced); a non-output
+                              stage computed at its consumer's thread loop instead (a private copy per
+                              thread)
 
 Every point passes the GPU rules (threads per block, shared memory) or is redrawn: generated spaces for
 ``cuda`` lower and check each candidate (:func:`autosched.tir.gpu.prepare_kernel`).
@@ -38,6 +42,7 @@ MAX_REDUCE_INNER = 32  # reduction steps per shared-memory tile
 THREADS = (32, 64, 128, 256, 512)  # threads per block of the default rule
 PER_THREAD = (1, 2, 4)
 MAX_THREADS = 1024
+COALESCED_RUN = 8  # threads storing consecutive floats: one 32-byte memory sector
 
 
 @lru_cache(maxsize=2048)
@@ -47,6 +52,16 @@ def gpu_tile_candidates(n: int) -> tuple[tuple, tuple]:
     cands = tuple(c for c in factorizations(n, 3) if c[1] <= MAX_THREAD_TILE and c[2] <= MAX_INNER_TILE)
     weights = tuple((2.0 if 4 <= c[1] <= 32 else 1.0) * (2.0 if 2 <= c[2] <= 4 else 1.0) for c in cands)
     return cands, weights
+
+
+def coalescing(cands: tuple, weights: tuple, n: int) -> tuple[tuple, tuple]:
+    """The tilings of an output's innermost axis (extent ``n``) under which a warp's stores are coalesced:
+    no per-thread tile (consecutive threads, consecutive addresses), and at least 8 threads along it (a
+    32-byte sector of floats) where ``n`` has such a factor."""
+    keep = [(c, w) for c, w in zip(cands, weights) if c[2] == 1]
+    wide = [(c, w) for c, w in keep if c[1] >= min(COALESCED_RUN, n)]
+    cs, ws = zip(*(wide or keep))
+    return cs, ws
 
 
 class GPUInline(SketchRule):
@@ -70,8 +85,30 @@ class GPUMultiLevelTilingPlan(MultiLevelTilingPlan):
 
     def apply(self, ctx, st):
         cache = ctx.cache_write(st, "local")
+        readers = ctx.flow.readers(st)
+        if not st.is_output and len(readers) == 1 and "follow" not in ctx.info(readers[0]) and (
+                _elementwise_reader(ctx, st, readers[0])):
+            # an elementwise epilogue (bias, relu of a fused kernel): it is tiled instead, reading the
+            # accumulators in registers; the copy out of them is inlined into it
+            st.compute_inline()
+            st = readers[0]
         ctx.info(cache)["tile"] = {"consumer": st}
         ctx.info(st)["follow"] = cache
+
+
+def _elementwise_reader(ctx: SketchContext, producer: Stage, consumer: Stage) -> bool:
+    """Whether ``consumer`` reads ``producer`` element for element (at its own axes; an axis of extent 1,
+    a batch of one, may be read at 0)."""
+    if consumer.is_reduction or len(consumer.op.axis) != len(producer.op.axis):
+        return False
+    ext = static_extents(consumer.op.axis)
+    if ext is None or ext != static_extents(producer.op.axis):
+        return False
+    loads = ctx.flow.loads(consumer, producer)
+    own = [ax.var for ax in consumer.op.axis]
+    return bool(loads) and all(
+        len(idx) == len(own) and all(i is v or (n == 1 and const_int(i) == 0) for i, v, n in zip(idx, own, ext))
+        for idx in loads)
 
 
 class GPUTile(SketchRule):
@@ -86,8 +123,12 @@ class GPUTile(SketchRule):
         local = ctx.info(st)["follow"]
         org = ctx.origin(local)
         tiles = []
-        for i, n in enumerate(static_extents(st.op.axis)):
+        extents = static_extents(st.op.axis)
+        inner = max((i for i, n in enumerate(extents) if n > 1), default=len(extents) - 1)  # where rows run
+        for i, n in enumerate(extents):
             cands, w = gpu_tile_candidates(n)
+            if i == inner:
+                cands, w = coalescing(cands, w, n)
             tiles.append(ctx.decide(f"tile/{org}/s{i}", cands, kind="tile", weights=w, hint=split_hint(0)))
         threads = math.prod(t[1] for t in tiles)
         if threads > MAX_THREADS:
@@ -170,8 +211,9 @@ class GPUDefault(SketchRule):
         nthreads = ctx.decide(f"threads/{key}", THREADS, kind="tile")
         if total is not None:  # no block of idle threads for a small stage
             nthreads = min(nthreads, max(1, -(-total // per)))
-        rest, inner = st.split(fused, factor=per)
-        bx, tx = st.split(rest, factor=nthreads)
+        rest, tx = st.split(fused, factor=nthreads)  # a thread's elements a block's width apart: coalesced
+        bx, inner = st.split(rest, factor=per)
+        st.reorder(bx, inner, tx)
         st.bind(bx, "blockIdx.x")
         st.bind(tx, "threadIdx.x")
         if per > 1:

@@ -7,11 +7,26 @@ accumulator computed at the thread loop, the reduction split, and (matmul)
 threads. They lower with :func:`autosched.lower`; compiling bound loops is the
 GPU code generator's job (building them for ``llvm`` is refused with a clear
 error).
+
+Stores are coalesced: threadIdx.x runs along the output's innermost axis,
+which is split into (block, thread) only, so the threads of a warp write
+consecutive addresses; a thread's register tile spans the other axes.
 """
 
 from __future__ import annotations
 
+from autosched.space.config import factorizations
+from autosched.space.gpu_rules import COALESCED_RUN
 from autosched.space.template import register_template
+
+
+def _coalesced_threads(n: int, max_factor: int):
+    """A define_split filter for the innermost output axis (blocks, threads): at least 8 threads along it (a
+    warp stores whole 32-byte sectors), or all of it when it is shorter; None where no factor allows it."""
+    need = min(COALESCED_RUN, n)
+    if not any(c[1] >= need for c in factorizations(n, 2, max_factor)):
+        return None
+    return lambda e: e.size[1] >= need
 
 
 def _cooperative_fetch(sch, cache, nthreads_x: int) -> None:
@@ -25,7 +40,7 @@ def _cooperative_fetch(sch, cache, nthreads_x: int) -> None:
 def matmul_cuda(cfg, sch, tensors, M, N, K, dtype, **_):
     A, B, C = tensors
     cfg.define_split("tile_i", M, num_outputs=3, max_factor=32)
-    cfg.define_split("tile_j", N, num_outputs=3, max_factor=32)
+    cfg.define_split("tile_j", N, num_outputs=2, max_factor=64, filter=_coalesced_threads(N, 64))  # coalesced
     cfg.define_split("tile_k", K, num_outputs=2, max_factor=32)
     cfg.define_knob("shared", [True, False])
     cfg.define_knob("unroll_k", [True, False])
@@ -35,8 +50,8 @@ def matmul_cuda(cfg, sch, tensors, M, N, K, dtype, **_):
     BS = sch.cache_read(B, "shared", [CL]) if shared else None
     i, j = sch[C].op.axis
     by, ty, ii = cfg["tile_i"].apply(sch, C, i)
-    bx, tx, ji = cfg["tile_j"].apply(sch, C, j)
-    sch[C].reorder(by, bx, ty, tx, ii, ji)
+    bx, tx = cfg["tile_j"].apply(sch, C, j)
+    sch[C].reorder(by, bx, ty, tx, ii)
     sch[C].bind(by, "blockIdx.y")
     sch[C].bind(bx, "blockIdx.x")
     sch[C].bind(ty, "threadIdx.y")
@@ -56,13 +71,18 @@ def matmul_cuda(cfg, sch, tensors, M, N, K, dtype, **_):
 
 @register_template("conv2d", "cuda")
 def conv2d_cuda(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layout, dtype, **_):
+    """Output tiles over blocks and threads: threadIdx.x along the innermost axis of the layout (x in NCHW,
+    the channels in NHWC; split in two: blocks, threads), threadIdx.y along the rows, threadIdx.z along the
+    other axis; a thread's register tile over the rows and that axis."""
     data, weight, out = tensors
     OH = (H + 2 * padding - KH) // stride + 1
     OW = (W + 2 * padding - KW) // stride + 1
     nchw = layout == "NCHW"
-    cfg.define_split("tile_f", CO, num_outputs=3, max_factor=32)
+    cfg.define_split("tile_f", CO, num_outputs=3 if nchw else 2, max_factor=32,
+                     filter=None if nchw else _coalesced_threads(CO, 32))
     cfg.define_split("tile_y", OH, num_outputs=3, max_factor=16)
-    cfg.define_split("tile_x", OW, num_outputs=3, max_factor=16)
+    cfg.define_split("tile_x", OW, num_outputs=2 if nchw else 3, max_factor=16,
+                     filter=_coalesced_threads(OW, 16) if nchw else None)
     cfg.define_split("tile_rc", CI, num_outputs=2, max_factor=32)
     cfg.define_knob("shared_weight", [True, False])
     pad = next((t for t in out.op.input_tensors if "pad" in t.op.name), None)
@@ -74,18 +94,19 @@ def conv2d_cuda(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, lay
         n, f, y, x = sch[out].op.axis
     else:
         n, y, x, f = sch[out].op.axis
-    bf, tf, fi = cfg["tile_f"].apply(sch, out, f)
+    fs = cfg["tile_f"].apply(sch, out, f)
     by, ty, yi = cfg["tile_y"].apply(sch, out, y)
-    bx, tx, xi = cfg["tile_x"].apply(sch, out, x)
-    sch[out].reorder(n, bf, by, bx, tf, ty, tx, fi, yi, xi)
-    bz = sch[out].fuse(n, bf)
+    xs = cfg["tile_x"].apply(sch, out, x)
+    (bo, to, oi), (bi, ti) = (fs, xs) if nchw else (xs, fs)  # the other axis, the innermost axis
+    sch[out].reorder(n, bo, by, bi, to, ty, ti, oi, yi)
+    bz = sch[out].fuse(n, bo)
     sch[out].bind(bz, "blockIdx.z")
     sch[out].bind(by, "blockIdx.y")
-    sch[out].bind(bx, "blockIdx.x")
-    sch[out].bind(tf, "threadIdx.z")
+    sch[out].bind(bi, "blockIdx.x")
+    sch[out].bind(to, "threadIdx.z")
     sch[out].bind(ty, "threadIdx.y")
-    sch[out].bind(tx, "threadIdx.x")
-    sch[OL].compute_at(sch[out], tx)
+    sch[out].bind(ti, "threadIdx.x")
+    sch[OL].compute_at(sch[out], ti)
     if nchw:
         _, cf, cy, cx = sch[OL].op.axis
         rc, rh, rw = sch[OL].op.reduce_axis
@@ -96,20 +117,20 @@ def conv2d_cuda(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, lay
     sch[OL].reorder(rco, rh, rw, rci, cf, cy, cx)
     if WS is not None:
         sch[WS].compute_at(sch[OL], rco)
-        _cooperative_fetch(sch, WS, cfg["tile_x"].size[1])
+        _cooperative_fetch(sch, WS, cfg["tile_x" if nchw else "tile_f"].size[1])
 
 
 @register_template("elementwise", "cuda")
 def elementwise_cuda(cfg, sch, tensors, N, C, H, W, op, dtype, **_):
-    """The axes fused and split into (block, thread, per-thread) parts: each thread computes ``per_thread``
-    consecutive elements, unrolled (1 gives fully coalesced accesses; more gives fewer, longer threads)."""
+    """The axes fused and split into (block, per-thread, thread) parts: each thread computes ``per_thread``
+    elements a block's width apart (unrolled), so consecutive threads always touch consecutive elements."""
     out = tensors[-1]
     cfg.define_knob("threads", [64, 128, 256, 512, 1024])
     cfg.define_knob("per_thread", [1, 2, 4])
     fused = sch[out].fuse(*sch[out].op.axis)
-    outer, inner = sch[out].split(fused, factor=cfg["per_thread"].val)
-    bx, tx = sch[out].split(outer, factor=cfg["threads"].val)
-    sch[out].reorder(bx, tx, inner)
+    rest, tx = sch[out].split(fused, factor=cfg["threads"].val)
+    bx, inner = sch[out].split(rest, factor=cfg["per_thread"].val)
+    sch[out].reorder(bx, inner, tx)
     sch[out].bind(bx, "blockIdx.x")
     sch[out].bind(tx, "threadIdx.x")
     sch[out].unroll(inner)

@@ -17,6 +17,7 @@ from autosched.errors import ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import IntImm
 from autosched.tir import stmt as S
+from autosched.tir.arith import skey
 
 #: the largest extent of each launch dimension (CUDA's limits since sm_30)
 LAUNCH_LIMITS = {"blockIdx.x": 2**31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535,
@@ -29,26 +30,34 @@ _BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int1
 
 @dataclass
 class Launch:
-    """Launch dimensions of a kernel: ``grid`` = blocks (x, y, z), ``block`` = threads per block (x, y, z)."""
+    """Launch dimensions of a kernel: ``grid`` = blocks (x, y, z), ``block`` = threads per block (x, y, z).
 
-    grid: tuple[int, int, int] = (1, 1, 1)
+    A block extent is an int, or an expression of the kernel's shape variables (``(n + 63) // 64``) that the
+    host wrapper evaluates on each call; thread extents are always ints (the block is fixed at build)."""
+
+    grid: tuple[int | E.Expr, int | E.Expr, int | E.Expr] = (1, 1, 1)
     block: tuple[int, int, int] = (1, 1, 1)
     shared_bytes: int = 0
-    extents: dict[str, int] = field(default_factory=dict)
+    extents: dict[str, int | E.Expr] = field(default_factory=dict)
 
     @property
     def threads_per_block(self) -> int:
         return self.block[0] * self.block[1] * self.block[2]
 
-    def to_json(self) -> dict:
-        return {"grid": list(self.grid), "block": list(self.block), "shared_bytes": self.shared_bytes}
+    def to_json(self, scalars: list[E.Var] | None = None) -> dict:
+        """The launch as JSON; a symbolic block extent is serialised over ``scalars`` (the kernel's shape
+        variables, in parameter order) as ``runtime.module`` evaluates shapes."""
+        from autosched.codegen.build import dim_to_json
+
+        grid = [g if isinstance(g, int) else dim_to_json(g, scalars or []) for g in self.grid]
+        return {"grid": grid, "block": list(self.block), "shared_bytes": self.shared_bytes}
 
 
 def prepare_kernel(func: S.PrimFunc) -> tuple[S.PrimFunc, Launch]:
     """Check ``func`` against the GPU rules, insert barriers; returns the kernel and its launch dimensions."""
     _check_structure(func)
     extents = _bound_extents(func)
-    block = tuple(extents.get(f"threadIdx.{a}", 1) for a in "xyz")
+    block = tuple(int(extents.get(f"threadIdx.{a}", 1)) for a in "xyz")
     grid = tuple(extents.get(f"blockIdx.{a}", 1) for a in "xyz")
     nthreads = block[0] * block[1] * block[2]
     if nthreads > MAX_THREADS_PER_BLOCK:
@@ -124,26 +133,49 @@ def _check_structure(func: S.PrimFunc) -> None:
     visit(func.body, {}, False)
 
 
-def _bound_extents(func: S.PrimFunc) -> dict[str, int]:
-    """Launch extent of each tag: the largest constant extent of the loops bound to it."""
-    out: dict[str, int] = {}
+def _bound_extents(func: S.PrimFunc) -> dict[str, int | E.Expr]:
+    """Launch extent of each tag: the largest extent of the loops bound to it. A thread extent must be a
+    constant; a block extent may be an expression of the shape variables (the host evaluates it per call)."""
+    out: dict[str, int | E.Expr] = {}
     for s in S.walk_stmts(func.body):
         if isinstance(s, S.For) and s.kind == "thread_binding":
-            if not isinstance(s.extent, IntImm):
+            if s.thread_tag not in LAUNCH_LIMITS:
                 raise ScheduleError(
-                    f"kernel {func.name}: loop '{s.var.name}' bound to {s.thread_tag} has extent {s.extent}, which "
-                    f"is not a constant; launch dimensions are fixed when the kernel is built")
+                    f"kernel {func.name}: loop '{s.var.name}' is bound to {s.thread_tag}, which the cuda target "
+                    f"does not launch; bind it to one of {', '.join(LAUNCH_LIMITS)}")
+            if not isinstance(s.extent, IntImm):
+                if s.thread_tag.startswith("threadIdx"):
+                    raise ScheduleError(
+                        f"kernel {func.name}: loop '{s.var.name}' bound to {s.thread_tag} has extent {s.extent}, "
+                        f"which is not a constant; the threads of a block are fixed when the kernel is built: "
+                        f"split the loop by a constant factor and bind the inner part to {s.thread_tag}")
+                if E.free_vars(s.extent) - set(func.scalar_params):
+                    raise ScheduleError(
+                        f"kernel {func.name}: loop '{s.var.name}' bound to {s.thread_tag} has extent {s.extent}, "
+                        f"which depends on another loop; a launch dimension may depend only on the shape "
+                        f"variables ({', '.join(v.name for v in func.scalar_params) or 'none'})")
+                prev = out.get(s.thread_tag)
+                if prev is None or skey(prev) == skey(s.extent):
+                    out[s.thread_tag] = s.extent
+                else:
+                    out[s.thread_tag] = E.Max(_as_expr(prev), s.extent)
+                continue
             n = s.extent.value
             limit = LAUNCH_LIMITS[s.thread_tag]
             if n > limit:
                 raise ScheduleError(
                     f"kernel {func.name}: loop '{s.var.name}' bound to {s.thread_tag} has extent {n}, over the "
                     f"limit of {limit}: split it and bind a smaller part")
-            out[s.thread_tag] = max(out.get(s.thread_tag, 1), n)
+            prev = out.get(s.thread_tag, 1)
+            out[s.thread_tag] = max(prev, n) if isinstance(prev, int) else E.Max(prev, s.extent)
     if not out:
         raise ScheduleError(f"kernel {func.name}: no loop is bound to a block or thread index; a cuda target needs "
                             f"bind(axis, te.thread_axis('blockIdx.x')) and 'threadIdx.x' on the outer loops")
     return out
+
+
+def _as_expr(v: int | E.Expr) -> E.Expr:
+    return E.const(v, "int64") if isinstance(v, int) else v
 
 
 def _shared_bytes(func: S.PrimFunc) -> int:

@@ -1,0 +1,329 @@
+"""The host side of cuda builds, without a GPU: the getting-started tutorial's vector add (a symbolic n) and a
+ResNet-shaped model built for cuda, their PTX assembled by ``ptxas`` for sm_80 and sm_90, the host and
+device modules saved, loaded and joined again, and the launches the host wrapper makes observed through a
+stand-in for the CUDA driver (tests/cuda_driver_stub.c, loaded as ``$AUTOSCHED_LIBCUDA``). The stand-in
+records launches and copies; it runs no kernel, so results are checked on the CPU (each kernel's grid run
+serially) and, where a GPU is present, by tests/test_gpu.py.
+"""
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import autosched
+from _gpu_checks import assert_coalesced
+from autosched import relay, te
+from autosched.codegen.nvptx import ptxas_check, ptxas_path
+from autosched.runtime import cuda, load_module
+from autosched.runtime.graph_executor import GraphModule
+
+HERE = Path(__file__).resolve().parent
+needs_ptxas = pytest.mark.skipif(ptxas_path() is None, reason="ptxas (CUDA's PTX assembler) is not installed")
+needs_cc = pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler for the driver stand-in")
+ARCHS = ("sm_80", "sm_90")
+
+
+class _Launch(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 256), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared", ctypes.c_uint), ("nparams", ctypes.c_int), ("params", ctypes.c_uint64 * 64)]
+
+
+class DriverStub:
+    """What the stand-in driver saw: launches (name, grid, block, parameters), PTX loaded, copies."""
+
+    def __init__(self, path: Path):
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.stub_launch.restype = ctypes.POINTER(_Launch)
+        self.lib.stub_counter.restype = ctypes.c_long
+        self.lib.stub_last_image.restype = ctypes.c_char_p
+
+    def launches(self) -> list[dict]:
+        out = []
+        for k in range(self.lib.stub_launch_count()):
+            x = self.lib.stub_launch(k).contents
+            out.append({"name": x.name.decode(), "grid": tuple(x.grid), "block": tuple(x.block),
+                        "params": list(x.params[:x.nparams])})
+        return out
+
+    def counter(self, what: str) -> int:
+        return self.lib.stub_counter(["modules", "htod", "dtoh", "alloc", "free"].index(what))
+
+    @property
+    def last_ptx(self) -> str:
+        return self.lib.stub_last_image().decode()
+
+    def reset(self) -> None:
+        self.lib.stub_reset()
+
+
+@pytest.fixture(scope="module")
+def stub_library(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("driver") / "libcuda_stub.so"
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", str(out), str(HERE / "cuda_driver_stub.c")],
+                   check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture
+def driver(stub_library, monkeypatch):
+    """The stand-in as the process's CUDA driver for one test (a real one, if any, comes back after)."""
+    monkeypatch.setenv("AUTOSCHED_LIBCUDA", str(stub_library))
+    monkeypatch.setattr(cuda._Driver, "_instance", None)
+    stub = DriverStub(stub_library)
+    stub.reset()
+    yield stub
+    cuda._Driver._instance = None
+
+
+def vector_add():
+    """The tutorial: n = te.var("n"), split by 64, the outer loop on blockIdx.x, the inner on threadIdx.x."""
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute(A.shape, lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=64)
+    s[C].bind(bx, te.thread_axis("blockIdx.x"))
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    return s, [A, B, C]
+
+
+def arrays(n: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(n).astype("float32"), rng.standard_normal(n).astype("float32"),
+            np.zeros(n, "float32")]
+
+
+@pytest.fixture(scope="module")
+def myadd():
+    s, args = vector_add()
+    return autosched.build(s, args, target="cuda", name="myadd")
+
+
+# ----------------------------------------------------------------------------- the tutorial's vector add
+@needs_ptxas
+@pytest.mark.parametrize("arch", ARCHS)
+def test_vector_add_ptx_assembles(myadd, arch):
+    ptx = myadd.imported_modules[0].get_source()
+    assert ".visible .entry myadd(" in ptx and "%ctaid.x" in ptx and "%tid.x" in ptx
+    assert "Used" in ptxas_check(ptx, arch)
+
+
+@needs_cc
+def test_the_host_wrapper_computes_the_grid_from_n_on_each_call(myadd, driver):
+    a, b, c = arrays(1000)
+    myadd(a, b, c)
+    a1, b1, c1 = arrays(1)
+    myadd(a1, b1, c1)
+    myadd(*arrays(0))  # nothing to compute: no launch (the driver refuses a grid of 0 blocks)
+    first, second = driver.launches()
+    assert (first["name"], first["grid"], first["block"]) == ("myadd", (16, 1, 1), (64, 1, 1))
+    assert (second["grid"], second["block"]) == ((1, 1, 1), (64, 1, 1))
+    # parameters: three device pointers, then n
+    assert first["params"][3] == 1000 and second["params"][3] == 1
+    assert len(set(first["params"][:3])) == 3 and all(first["params"][:3])
+    # one PTX load, the three arrays copied in each call, the output copied back, everything freed
+    assert driver.counter("modules") == 1 and driver.last_ptx.startswith(myadd.get_source()[:200])
+    assert driver.counter("htod") == 9 and driver.counter("dtoh") == 3
+    assert driver.counter("alloc") == driver.counter("free") == 9
+
+
+@needs_cc
+def test_device_caller_launches_back_to_back_on_resident_arrays(myadd, driver):
+    call = myadd.entry_func.device_caller(arrays(4096))
+    call(5)
+    assert [x["grid"] for x in driver.launches()] == [(64, 1, 1)] * 5 and driver.counter("htod") == 3
+
+
+def test_a_grid_over_the_limit_is_refused_by_the_host_naming_the_shape():
+    n = te.var("n")
+    A = te.placeholder((n, 4), name="A")
+    B = te.compute(A.shape, lambda i, j: A[i, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.y"))
+    s[B].bind(B.op.axis[1], te.thread_axis("threadIdx.x"))
+    mod = autosched.build(s, [A, B], target="cuda")
+    assert mod["main"].launch_dims([100]) == ((1, 100, 1), (4, 1, 1))
+    with pytest.raises(ValueError, match=r"n = 70000 needs 70000 blocks along blockIdx.y \(n\), over CUDA's limit"):
+        mod["main"].launch_dims([70000])
+
+
+# ----------------------------------------------------------------------------- save, load, import
+@needs_cc
+def test_host_and_device_modules_saved_apart_and_joined_again(myadd, driver, tmp_path):
+    """The tutorial's round trip: export the host library, save the PTX, load both, import, call."""
+    myadd.export_library(tmp_path / "myadd.so")
+    myadd.imported_modules[0].save(tmp_path / "myadd.ptx")
+    assert (tmp_path / "myadd.ptx").read_text() == myadd.get_source("ptx")
+    host = load_module(tmp_path / "myadd.so")
+    dev = load_module(tmp_path / "myadd.ptx")
+    assert isinstance(host, cuda.CUDAModule) and isinstance(dev, cuda.PTXModule) and dev.kernels == ["myadd"]
+    host.import_module(dev)
+    assert host.imported_modules == [dev]  # the loaded PTX replaces the copy the library carried
+    assert host["myadd"].launch == myadd["myadd"].launch and host["myadd"].sig == myadd["myadd"].sig
+    host(*arrays(1000))
+    assert driver.last_ptx == myadd.get_source("ptx")
+    assert [(x["name"], x["grid"], x["block"]) for x in driver.launches()] == [("myadd", (16, 1, 1), (64, 1, 1))]
+
+
+@needs_cc
+def test_single_file_export_carries_the_ptx(myadd, driver, tmp_path):
+    myadd.export_library(tmp_path / "myadd_pack.so")
+    packed = load_module(tmp_path / "myadd_pack.so")
+    assert [m.kernels for m in packed.imported_modules] == [["myadd"]]
+    assert packed.get_source("ptx") == myadd.get_source("ptx")
+    packed(*arrays(1))
+    assert driver.launches()[0]["grid"] == (1, 1, 1) and driver.last_ptx == myadd.get_source("ptx")
+
+
+def test_a_host_module_without_device_code_says_what_to_import(myadd):
+    host = cuda.CUDAModule(None, myadd.sigs, myadd.launches, "myadd")
+    with pytest.raises(cuda.CUDAError, match=r"no device code for kernel 'myadd'.*import_module"):
+        host.device_module("myadd")
+    with pytest.raises(AttributeError, match="through the host module"):
+        myadd.imported_modules[0].get_function("myadd")
+
+
+# ----------------------------------------------------------------------------- relay.build for cuda
+@pytest.fixture(scope="module")
+def resnet():
+    from _onnx_models import make_resnet18
+
+    model = make_resnet18(image=32, width=8, num_classes=10)
+    return relay.frontend.from_onnx(model, shape={"data": (1, 3, 32, 32)})
+
+
+@pytest.fixture(scope="module")
+def resnet_cuda(resnet):
+    mod, params = resnet
+    return relay.build(mod, target="cuda", params=params)
+
+
+@needs_ptxas
+def test_relay_build_for_cuda_gives_graph_ptx_and_params(resnet_cuda):
+    graph_json, lib, params = resnet_cuda
+    graph = json.loads(graph_json)
+    kernels = [n["attrs"]["func_name"] for n in graph["nodes"] if n["op"] == "tvm_op"]
+    ops = " ".join(kernels)
+    for op in ("conv2d", "max_pool2d", "global_avg_pool2d", "dense", "batch_flatten"):
+        assert op in ops
+    distinct = sorted(set(kernels))  # 24 calls of 19 kernels (the identical residual blocks share theirs)
+    assert len(kernels) == 24 and len(distinct) == 19 and sorted(lib.function_names) == distinct
+    ptx = lib.imported_modules[0]
+    assert sorted(ptx.kernels) == distinct
+    for arch in ARCHS:
+        report = ptxas_check(ptx.get_source(), arch)
+        assert report.count("Compiling entry function") == len(distinct)
+    inputs = {graph["nodes"][k]["name"] for k in graph["arg_nodes"]}
+    assert inputs == set(params) | {"data"} and all(isinstance(v, np.ndarray) for v in params.values())
+    assert sum(v.ndim == 4 and v.shape[2:] in ((7, 7), (3, 3), (1, 1)) and v.shape[1] > 1 for v in params.values()
+               ) == 20  # the 20 conv weights (batch norm folded into them and into biases)
+
+
+def test_the_cuda_kernels_of_a_model_compute_what_the_cpu_build_does(resnet):
+    """Each of the model's GPU kernels with its grid run serially on the CPU, in the same graph: equal to
+    the CPU build of the model."""
+    from autosched.codegen.build import build_many
+    from autosched.codegen.target import Target
+    from autosched.relay.build import _GraphBuilder, optimize
+    from autosched.tir.gpu import prepare_kernel, serialize_bindings
+
+    mod, params = resnet
+    with Target("cuda"):
+        fused = optimize(mod, params)
+    gb = _GraphBuilder(fused["main"], "cuda", use_records=False)
+    graph_json = gb.run()
+    serial = build_many([serialize_bindings(prepare_kernel(f)[0]) for f in gb.prims], "llvm")
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype("float32")
+    got = GraphModule(graph_json, serial, gb.params)
+    got.run(data=x)
+    want = GraphModule(*relay.build(mod, target="llvm", params=params))
+    want.run(data=x)
+    np.testing.assert_allclose(got.get_output(0), want.get_output(0), rtol=1e-4, atol=1e-5)
+
+
+@needs_cc
+def test_the_graph_executor_runs_a_cuda_graph_on_device_memory(resnet_cuda, driver, tmp_path):
+    graph_json, lib, params = resnet_cuda
+    graph = json.loads(graph_json)
+    ops = [n["attrs"]["func_name"] for n in graph["nodes"] if n["op"] == "tvm_op"]
+    m = GraphModule(graph_json, lib, params)
+    assert driver.counter("htod") == len(params)  # parameters uploaded once
+    x = np.ones((1, 3, 32, 32), "float32")
+    m.set_input("data", x)
+    m.run()
+    m.run()
+    launches = driver.launches()
+    assert [x["name"] for x in launches] == ops * 2  # every kernel, in graph order, no copies in between
+    assert driver.counter("htod") == len(params) + 1 and driver.counter("dtoh") == 0
+    out = m.get_output(0)
+    assert out.shape == (1, 10) and driver.counter("dtoh") == 1
+    np.testing.assert_array_equal(m.get_input("data"), x)  # the input round-trips through device memory
+    # the launch of a conv2d kernel: its grid and block are the default schedule's, its pointers distinct
+    first = launches[0]
+    assert first["block"][0] * first["block"][1] * first["block"][2] <= 1024 and len(set(first["params"])) == 4
+    # a deployable folder: graph, library with the PTX embedded, params
+    from autosched.runtime import graph_executor
+
+    graph_executor.export(tmp_path / "deploy", graph_json, lib, params)
+    again = graph_executor.load(tmp_path / "deploy")
+    again.run(data=x)
+    assert [x["name"] for x in driver.launches()[len(launches):]] == ops
+
+
+# ----------------------------------------------------------------------------- default schedules coalesce
+def test_relay_cuda_defaults_store_coalesced(resnet):
+    """Every kernel of the model under its default cuda schedule: consecutive threadIdx.x store consecutive
+    addresses (runs of at least 8 floats, or whole rows)."""
+    from autosched.codegen.target import Target
+    from autosched.relay.build import _GraphBuilder, optimize
+    from autosched.tir.gpu import prepare_kernel
+
+    mod, params = resnet
+    with Target("cuda"):
+        fused = optimize(mod, params)
+    gb = _GraphBuilder(fused["main"], "cuda", use_records=False)
+    gb.run()
+    for f in gb.prims:
+        assert_coalesced(prepare_kernel(f)[0], f.name)
+
+
+def test_bench_gpu_says_no_cuda_device():
+    root = HERE.parent
+    env = {**os.environ, "AUTOSCHED_LIBCUDA": "/nonexistent/libcuda.so.1", "PYTHONPATH": str(root)}
+    res = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_gpu.py"), "--trials", "1"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 2 and "no CUDA device" in res.stderr
+
+
+def test_the_generated_cuda_space_tunes_fused_kernels(resnet):
+    """A model's kernels with an epilogue (conv2d + bias + relu) have cuda sketches: the epilogue is tiled,
+    reading the accumulators in registers; samples store coalesced and compute what the CPU build does."""
+    from autosched.relay.build import extract_tasks
+    from autosched.tir.gpu import prepare_kernel, serialize_bindings
+
+    mod, params = resnet
+    tasks = extract_tasks(mod, params, "cuda")
+    assert len(tasks) == 18
+    rng = np.random.default_rng(0)
+    for task in tasks:
+        for trace in task.space("generated").sample(2, np.random.default_rng(0)):
+            kernel = autosched.lower(*task.apply(trace), target="cuda")
+            assert_coalesced(kernel, task.label)
+    conv = next(t for t in tasks if t.label.startswith("conv2d+add+relu"))
+    cpu = autosched.Task(conv.name, conv.args)
+    ins = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in cpu.tensors()[:-1]]
+    want = np.zeros([int(d) for d in cpu.tensors()[-1].shape], "float32")
+    autosched.build(*cpu.default_schedule())(*ins, want)
+    for trace in conv.space("generated").sample(3, np.random.default_rng(1)):
+        kernel, _ = prepare_kernel(autosched.lower(*conv.apply(trace)))
+        got = np.zeros_like(want)
+        autosched.build(serialize_bindings(kernel), target="llvm")(*ins, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=trace.dumps())
