@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from typing import Any
 
 from autosched.codegen.target import Target
@@ -18,6 +19,9 @@ from autosched.te.schedule import Schedule, create_schedule
 from autosched.te.tensor import Tensor
 from autosched.te.trace import Trace
 from autosched.workloads import Workload, get_workload
+
+log = logging.getLogger("autosched")
+_bad_labels: set[str] = set()  # workloads whose label function failed (said once each)
 
 
 class Task:
@@ -136,8 +140,11 @@ class Task:
         if self.workload.label is not None:
             try:
                 return self.workload.label(**self.args)
-            except Exception:  # noqa: BLE001 - a label is cosmetic: fall back to the plain form
-                pass
+            except Exception as e:  # noqa: BLE001 - a label is cosmetic: fall back to the plain form, and say so
+                if self.name not in _bad_labels:
+                    _bad_labels.add(self.name)
+                    log.warning("the label function of workload %s fails (%s: %s); tasks show as name(args)",
+                                self.name, type(e).__name__, e)
         args = ", ".join(f"{k}={v}" for k, v in self.args.items() if not (k == "dtype" and v == "float32"))
         return f"{self.name}({args})"
 

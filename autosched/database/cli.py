@@ -106,7 +106,9 @@ def _fmt_record(rec: Any, flop: int | None) -> str:
         perf += f"  spread {rec.spread:5.1%}"
     else:
         perf = f"{rec.error_kind}: {rec.error_msg.splitlines()[0][:80] if rec.error_msg else ''}"
-    return f"#{rec.id:<8} {rec.workload_name:<16} {rec.target:<32} {when}  {perf}  ({len(rec.trace)} steps)"
+    flags = f"  [{', '.join(rec.flags)}]" if rec.flags else ""  # e.g. unchecked: no reference compared it
+    return (f"#{rec.id:<8} {rec.workload_name:<16} {rec.target:<32} {when}  {perf}  ({len(rec.trace)} steps)"
+            f"{flags}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -141,8 +141,9 @@ def _after_fork() -> None:  # pooled connections must not cross a fork
     for db in list(_OPEN):
         try:
             db.engine.dispose(close=False)
-        except Exception:  # pragma: no cover
-            pass
+        except Exception as e:  # noqa: BLE001 - a fork must go on; the child then opens fresh connections
+            logger.warning("after fork: could not drop the pooled connections of %s inherited from the parent "
+                           "(%s: %s)", db, type(e).__name__, e)
 
 
 if hasattr(os, "register_at_fork"):

@@ -225,8 +225,8 @@ class _ActorPool:
         for a in self.actors:
             try:
                 ray.kill(a, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+            except ray.exceptions.RayError as e:  # already gone
+                log.debug("killing a Ray actor: %s", e)
 
 
 class _RayJob:
@@ -393,8 +393,8 @@ class RayBuilder(Builder):
         if ray.is_initialized():
             try:
                 ray.get([a.cleanup.remote() for a in self._pool.actors], timeout=10)
-            except Exception:  # noqa: BLE001 - best effort; the directory is a temporary one
-                pass
+            except ray.exceptions.RayError as e:  # best effort; the directory is a temporary one
+                log.warning("RayBuilder: an actor did not clean up its build directory: %s", _error_line(e))
             self._pool.kill()
         if self._rmdir is not None:
             self._rmdir()
@@ -511,8 +511,8 @@ class RayRunner(Runner):
         if ray.is_initialized():
             try:
                 ray.get([a.cleanup.remote() for a in self._pool.actors], timeout=10)
-            except Exception:  # noqa: BLE001
-                pass
+            except ray.exceptions.RayError as e:  # best effort: the actors are killed next
+                log.warning("RayRunner: an actor did not clean up: %s", _error_line(e))
             self._pool.kill()
         self._refs.clear()
 

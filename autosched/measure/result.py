@@ -39,8 +39,12 @@ class ResultFlag:
 
     UNCHECKED = "unchecked"  # the output was not compared with a reference (none could be computed)
     NOISY = "noisy"  # the timing was disturbed (spread far above usual, or a re-measure disagreed)
+    # the build did not do all its schedule asked (autosched.codegen.llvm logs why, once, at WARNING):
+    SERIAL = "serial"  # a parallel loop ran serial (no libgomp where it was built)
+    SCALAR = "scalar"  # a vectorized loop ran as a scalar loop (its body cannot be vectorised)
+    NOT_UNROLLED = "not_unrolled"  # an unrolled loop stayed a loop (past the unroll limit, or not constant)
 
-    ALL = (UNCHECKED, NOISY)
+    ALL = (UNCHECKED, NOISY, SERIAL, SCALAR, NOT_UNROLLED)
 
 
 @dataclass
@@ -119,6 +123,7 @@ class BuildResult:
     machine (a Ray cluster); the runner writes them to its own disk when
     ``artifact_path`` does not exist there. ``cached`` says the library was
     already built (an identical candidate, by content hash of its LLVM IR).
+    ``flags`` (ResultFlag values) name schedule annotations the build did not honour.
     """
 
     artifact_path: str | None = None
@@ -127,6 +132,7 @@ class BuildResult:
     build_seconds: float = 0.0
     cached: bool = False
     artifact: bytes | None = None
+    flags: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autosched.measure.data import TaskData, prepare_task_data
-from autosched.measure.result import BuildResult, MeasureInput, MeasureResult
+from autosched.measure.result import BuildResult, MeasureInput, MeasureResult, ResultFlag
 
 log = logging.getLogger("autosched.measure")
 
@@ -85,12 +85,14 @@ LOAD_TIMEOUT = 60.0  # seconds to receive a task's data and load a library
 class RunJobOutcome:
     """How one candidate's timing ends, shared by the process-pool and Ray runners.
 
-    A job sets ``index``, ``br`` (its BuildResult), ``results``, ``on_result``, ``cfg`` (RunConfig),
-    ``limit`` (seconds one run may take), ``phase`` ("loading", "warming up", "timing") and ``t0``.
+    A job sets ``index``, ``br`` (its BuildResult), ``data`` (TaskData), ``results``, ``on_result``, ``cfg``
+    (RunConfig), ``limit`` (seconds one run may take), ``phase`` ("loading", "warming up", "timing") and ``t0``.
+    A timed result carries the build's flags, and ``unchecked`` when its output was not compared.
     """
 
     index: int
     br: BuildResult
+    data: TaskData
     results: list
     on_result: Callable[[int, MeasureResult], None] | None
     cfg: RunConfig
@@ -103,9 +105,12 @@ class RunJobOutcome:
         import time
 
         elapsed = time.perf_counter() - self.t0
+        flags = list(self.br.flags)
+        if costs and (not self.cfg.check or self.data.reference is None):
+            flags.append(ResultFlag.UNCHECKED)
         res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
                             build_seconds=self.br.build_seconds,
-                            run_seconds=elapsed if inside is None else inside)
+                            run_seconds=elapsed if inside is None else inside, flags=flags)
         self.results[self.index] = res
         if self.on_result is not None:
             self.on_result(self.index, res)

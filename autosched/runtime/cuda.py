@@ -148,7 +148,7 @@ class _DeviceArrays:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
+        except (AttributeError, TypeError):  # interpreter shutdown: the driver's globals are already gone
             pass
 
 
@@ -261,7 +261,7 @@ class CUDAModule(Module):
         if m is not None and _Driver._instance is not None:
             try:
                 _Driver._instance.lib.cuModuleUnload(m)
-            except Exception:  # noqa: BLE001 - interpreter shutdown
+            except (AttributeError, TypeError):  # interpreter shutdown: the driver's globals are already gone
                 pass
 
 

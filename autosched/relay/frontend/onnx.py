@@ -21,6 +21,7 @@ every unsupported op type with its count (:class:`OpNotImplemented`).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections import Counter
@@ -30,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autosched.errors import AutoschedError
+
+logger = logging.getLogger("autosched.relay")
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -232,7 +235,11 @@ class _GraphConverter:
                     dims.add().dim_value = d
         try:
             inferred = onnx.shape_inference.infer_shapes(m, data_prop=True)
-        except Exception:  # an invalid model: relay's type inference is still there as the fallback
+        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
+            # relay's type inference still runs; what it cannot do without ONNX's shapes fails at that node
+            logger.warning("from_onnx: ONNX shape inference failed, so intermediate shapes come from relay's type "
+                           "inference only (a node that needs a static shape may then fail): %s; check the model "
+                           "with onnx.checker.check_model(model, full_check=True)", " ".join(str(e).split()))
             return
         for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
             tt = vi.type.tensor_type
