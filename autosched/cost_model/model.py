@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract
-from autosched.measure.result import MeasureInput, MeasureResult
+from autosched.result import MeasureInput, MeasureResult
 
 log = logging.getLogger("autosched.cost_model")
 

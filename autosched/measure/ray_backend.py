@@ -490,17 +490,8 @@ class RayRunner(Runner):
             limits: LimitFn | None = None, on_result: ResultCallback | None = None) -> list[MeasureResult]:
         if self._closed:
             raise RuntimeError("this RayRunner is closed")
-        if len(inputs) != len(build_results):
-            raise ValueError(f"run: {len(inputs)} inputs but {len(build_results)} build results")
-        results: list[Any] = [None] * len(inputs)
-        jobs = []
-        for i, (inp, br) in enumerate(zip(inputs, build_results)):
-            if not br.ok:
-                results[i] = br.as_measure_result()
-                if on_result is not None:
-                    on_result(i, results[i])
-                continue
-            jobs.append(_RayRunJob(i, inp, br, self, limits, results, on_result))
+        results, to_time = self._split_built(inputs, build_results, on_result)
+        jobs = [_RayRunJob(i, inp, br, self, limits, results, on_result) for i, inp, br in to_time]
         _ray_dispatch(self._pool, jobs)
         return results
 

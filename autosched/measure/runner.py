@@ -146,6 +146,23 @@ class Runner(abc.ABC):
         """One result per input, in order. ``limits`` may lower the per-run time limit of a candidate below
         ``config.timeout`` (adaptive timeouts); ``on_result`` hears of each result as soon as it exists."""
 
+    def _split_built(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult],
+                     on_result: ResultCallback | None) -> tuple[list[Any], list[tuple[int, MeasureInput, BuildResult]]]:
+        """``(results, to_time)``: a result for each candidate that failed to build (told to ``on_result`` at
+        once) and ``(index, input, build)`` of the built ones, which the runner times."""
+        if len(inputs) != len(build_results):
+            raise ValueError(f"run: {len(inputs)} inputs but {len(build_results)} build results")
+        results: list[Any] = [None] * len(inputs)
+        to_time = []
+        for i, (inp, br) in enumerate(zip(inputs, build_results)):
+            if br.ok:
+                to_time.append((i, inp, br))
+                continue
+            results[i] = br.as_measure_result()
+            if on_result is not None:
+                on_result(i, results[i])
+        return results, to_time
+
     def task_data(self, task: Any) -> TaskData:
         """Seeded inputs and reference output of ``task``, computed once per runner."""
         cfg = self.config
