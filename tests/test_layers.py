@@ -1,4 +1,4 @@
-"""The import layering of autosched's packages, as docs/architecture says, kept true by a test.
+"""The import layering of autosched's packages, kept true by a test.
 
 Bottom to top: errors; te and tir; runtime; codegen; workloads; space; task; the neutral results module
 (``autosched.result``); measure, database and cost_model beside each other (none imports another); search;
