@@ -56,6 +56,19 @@ def __getattr__(name: str):
 __version__ = "0.1.0"
 
 
+def _apply_best(task, db_or_log=None, *, allow_other_cpus: bool = False):
+    """Task.apply_best's records come from the database layer, imported on first use (SQLAlchemy stays
+    unloaded until then); wired here, above both, so that tasks do not import the database."""
+    from autosched.database.apply import apply_best
+
+    return apply_best(task, db_or_log, allow_other_cpus=allow_other_cpus)
+
+
+from autosched import task as _task  # noqa: E402 - after __version__, which the task module does not need
+
+_task.set_apply_best_source(_apply_best)
+
+
 def lower(sch, args, name: str = "main", target=None):
     """Lower a schedule to the loop IR (a PrimFunc whose ``str()`` is readable). With a ``cuda`` target the
     GPU rules are checked and barriers inserted, as the GPU build does."""

@@ -26,7 +26,7 @@ def make_parser() -> argparse.ArgumentParser:
     from autosched.search import cli as tune_cli
 
     tune_cli.add_parser(sub)
-    from autosched.database import report
+    from autosched.search import report
 
     report.add_parser(sub)
     _add_peak_parser(sub)
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return tune_cli.run(args)
     if args.command == "report":
-        from autosched.database import report
+        from autosched.search import report
 
         return report.run(args)
     if args.command == "peak":

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from autosched.codegen.target import Target
@@ -18,6 +20,19 @@ from autosched.te.schedule import Schedule, create_schedule
 from autosched.te.tensor import Tensor
 from autosched.te.trace import Trace
 from autosched.workloads import Workload, get_workload
+
+log = logging.getLogger("autosched")
+_bad_labels: set[str] = set()  # workloads whose label function failed (said once each)
+
+#: what answers Task.apply_best: the database layer, which sits above tasks (its records hold tasks). The
+#: autosched package installs it (autosched/__init__.py), so this module imports nothing above it.
+_apply_best_source: Callable[..., tuple] | None = None
+
+
+def set_apply_best_source(fn: Callable[..., tuple]) -> None:
+    """Install the function :meth:`Task.apply_best` calls: ``fn(task, db_or_log, allow_other_cpus=...)``."""
+    global _apply_best_source
+    _apply_best_source = fn
 
 
 class Task:
@@ -125,9 +140,10 @@ class Task:
         looked for) when there is none. ``db_or_log``: a Database, URL, path or ``.jsonl`` log; None
         uses the active ``apply_history_best`` contexts, else the default database (if it exists).
         ``allow_other_cpus=True`` reuses records tuned on another CPU when this one has none."""
-        from autosched.database.apply import apply_best
-
-        return apply_best(self, db_or_log, allow_other_cpus=allow_other_cpus)
+        if _apply_best_source is None:
+            raise RuntimeError("Task.apply_best has no record source; the autosched package installs "
+                               "autosched.database.apply's when it is imported")
+        return _apply_best_source(self, db_or_log, allow_other_cpus=allow_other_cpus)
 
     @property
     def label(self) -> str:
@@ -136,8 +152,11 @@ class Task:
         if self.workload.label is not None:
             try:
                 return self.workload.label(**self.args)
-            except Exception:  # noqa: BLE001 - a label is cosmetic: fall back to the plain form
-                pass
+            except Exception as e:  # noqa: BLE001 - a label is cosmetic: fall back to the plain form, and say so
+                if self.name not in _bad_labels:
+                    _bad_labels.add(self.name)
+                    log.warning("the label function of workload %s fails (%s: %s); tasks show as name(args)",
+                                self.name, type(e).__name__, e)
         args = ", ".join(f"{k}={v}" for k, v in self.args.items() if not (k == "dtype" and v == "float32"))
         return f"{self.name}({args})"
 

@@ -7,7 +7,8 @@ Each family (tests/_onnx_models.FAMILIES: batch 1, 3x224x224, seeded random weig
 time is measured), then the graph executor and an onnxruntime session (``--threads`` intra-op threads, all graph
 optimisations) run it one after the other; each latency is the median of as many runs as fit in ``--seconds``
 (at least 10). The logits are compared (max|diff| / max|ref|). Prints a markdown table; on a 2-core machine run
-it with nothing else running.
+it with nothing else running. ``--per-kernel`` also times each kernel alone (``GraphModule.profile``) and prints,
+per family, where the time goes by kernel kind (the fused op names, e.g. ``concatenate_batch_norm_relu``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,19 @@ from autosched.codegen.target import Target  # noqa: E402
 from autosched.runtime.graph_executor import GraphModule  # noqa: E402
 
 
-def bench(name: str, threads: int, seconds: float) -> dict:
+def by_kind(profile: list[dict], top: int = 5) -> list[tuple[str, int, float]]:
+    """``(kind, kernels, total ms)`` of the ``top`` kernel kinds taking most time: a kind is a kernel's name
+    without its ``fused_`` prefix and index suffix."""
+    total: Counter[str] = Counter()
+    count: Counter[str] = Counter()
+    for p in profile:
+        kind = p["name"].removeprefix("fused_").rsplit("_", 1)[0]
+        total[kind] += p["seconds"] * 1e3
+        count[kind] += 1
+    return [(k, count[k], ms) for k, ms in total.most_common(top)]
+
+
+def bench(name: str, threads: int, seconds: float, per_kernel: bool = False) -> dict:
     """Build and time one family on both; returns a row of the table."""
     import onnxruntime as ort
 
@@ -48,6 +61,7 @@ def bench(name: str, threads: int, seconds: float) -> dict:
     m = GraphModule(*res)
     m.set_input("data", x)
     t_as = median_time(m.run, seconds)
+    kinds = by_kind(m.profile(20)) if per_kernel else []
     y = m.get_output(0)
     y = np.asarray(y.numpy() if hasattr(y, "numpy") else y)
     del m, res, mod, params
@@ -63,7 +77,7 @@ def bench(name: str, threads: int, seconds: float) -> dict:
     err = float(np.abs(y.astype(np.float64) - ref).max() / np.abs(ref).max())
     return {"family": name, "ops": ops, "nodes": len(model.graph.node), "kernels": n_kernels,
             "build_s": build_s, "autosched_ms": t_as * 1e3, "ort_ms": t_ort * 1e3, "rel_err": err,
-            "ort_version": ort.__version__}
+            "ort_version": ort.__version__, "kinds": kinds}
 
 
 def main() -> int:
@@ -72,6 +86,8 @@ def main() -> int:
     ap.add_argument("--families", default=",".join(_onnx_models.FAMILIES),
                     help=f"comma-separated subset of {', '.join(_onnx_models.FAMILIES)}")
     ap.add_argument("--seconds", type=float, default=2.0, help="time budget of each latency measurement")
+    ap.add_argument("--per-kernel", action="store_true",
+                    help="also time each kernel alone and print where each family's time goes, by kernel kind")
     args = ap.parse_args()
     os.environ["AUTOSCHED_NUM_THREADS"] = str(args.threads)
     logging.basicConfig(level=logging.WARNING)
@@ -81,7 +97,7 @@ def main() -> int:
         ap.error(f"unknown families {unknown}; known: {', '.join(_onnx_models.FAMILIES)}")
     rows = []
     for name in names:
-        r = bench(name, args.threads, args.seconds)
+        r = bench(name, args.threads, args.seconds, args.per_kernel)
         rows.append(r)
         print(f"{name}: built in {r['build_s']:.1f} s, autosched {r['autosched_ms']:.1f} ms, onnxruntime "
               f"{r['ort_ms']:.1f} ms, rel err {r['rel_err']:.1e}", file=sys.stderr, flush=True)
@@ -94,6 +110,11 @@ def main() -> int:
         print(f"| {r['family']} | {', '.join(r['ops'])} | {r['nodes']} / {r['kernels']} | {r['build_s']:.1f} | "
               f"{r['autosched_ms']:.1f} | {r['ort_ms']:.1f} | {r['autosched_ms'] / r['ort_ms']:.2f}x | "
               f"{r['rel_err']:.1e} |")
+    for r in rows:
+        if r["kinds"]:
+            print(f"\n{r['family']}, kernels alone (ms, sum by kind; the {len(r['kinds'])} largest):")
+            for kind, n, ms in r["kinds"]:
+                print(f"  {ms:8.2f}  {n:4d} x {kind}")
     return 0
 
 

@@ -145,10 +145,17 @@ def pairwise_accuracy(pred: np.ndarray, truth: np.ndarray) -> float:
     return float((d_pred[mask] == d_true[mask]).mean()) if mask.any() else float("nan")
 
 
+def kendall_tau(pred: np.ndarray, truth: np.ndarray) -> float:
+    """Kendall's tau-b (ties in either ranking discounted, as scipy.stats.kendalltau computes it)."""
+    iu = np.triu_indices(len(pred), 1)
+    d_pred = np.sign(pred[:, None] - pred[None, :])[iu]
+    d_true = np.sign(truth[:, None] - truth[None, :])[iu]
+    den = np.sqrt(float(np.count_nonzero(d_pred)) * float(np.count_nonzero(d_true)))
+    return float((d_pred * d_true).sum() / den) if den else float("nan")
+
+
 def model_quality(runs: list[dict], wl: str, train_n: int = 256) -> dict | None:
     """Train on the first ``train_n`` records of the random run of the lowest seed; rank the other runs'."""
-    from scipy.stats import kendalltau
-
     from autosched.cost_model import XGBCostModel
 
     mine = [r for r in runs if r["workload"] == wl]
@@ -173,7 +180,7 @@ def model_quality(runs: list[dict], wl: str, train_n: int = 256) -> dict | None:
             continue
         pred = model.predict([MeasureInput(task, r.trace) for r in recs])
         thr = np.array([1.0 / r.cost for r in recs])
-        tau = kendalltau(pred, thr).statistic
+        tau = kendall_tau(pred, thr)
         out[label] = {"records": len(recs), "pairwise_accuracy": pairwise_accuracy(pred, thr), "kendall_tau": tau}
     return out
 

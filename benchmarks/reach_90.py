@@ -21,7 +21,7 @@ import numpy as np
 
 import autosched
 from autosched.database import Database
-from autosched.database.report import RunCurve, run_curves
+from autosched.search.report import RunCurve, run_curves
 
 
 def runs_in(path: str, task, trials: int) -> list[RunCurve]:

@@ -1,9 +1,21 @@
-"""Loop-IR features and the cost models (XGBoost and random)."""
+"""Loop-IR features and the cost models (XGBoost and random).
+
+The XGBoost model is trained and judged on real measurements: ``tests/data/cost_model_records.jsonl`` holds
+64 candidates each of a 64^3 matmul and a 14x14x16x16 conv2d, sampled at random from their generated spaces
+and timed on this project's 2-core Sapphire Rapids-class Xeon (one thread) by
+
+    autosched tune --workload matmul --param M=64 --param N=64 --param K=64 --trials 64 --policy random \
+        --backend local --threads 1 --seed 0 --db /tmp/cm.db --log tests/data/cost_model_records.jsonl
+    autosched tune --workload conv2d --param H=14 --param W=14 --param CI=16 --param CO=16 --trials 64 \
+        --policy random --backend local --threads 1 --seed 0 --db /tmp/cm.db --log tests/data/cost_model_records.jsonl
+
+Feature extraction speed is measured in benchmarks/bench_features.py, not here.
+"""
 
 from __future__ import annotations
 
 import itertools
-import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,9 +23,11 @@ import pytest
 import autosched
 from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract, extract_batch
 from autosched.cost_model.model import CostModel, RandomCostModel, XGBCostModel, normalised_throughput
+from autosched.database.record import TuningRecord
 from autosched.measure.result import MeasureInput, MeasureResult
 
 TASK = autosched.Task("matmul", dict(M=64, N=64, K=64))
+RECORDS = Path(__file__).parent / "data" / "cost_model_records.jsonl"
 
 
 def _variants():
@@ -47,25 +61,24 @@ def test_features_have_documented_names_and_fixed_length():
     assert named["total_flop"] == pytest.approx(np.log2(TASK.flop + 1), rel=1e-3)
 
 
-def test_features_tell_schedules_apart_and_batch_is_fast():
+def test_features_tell_schedules_apart():
     cands = _variants()
     funcs = [autosched.lower(*TASK.apply(c.trace)) for c in cands]
-    t0 = time.perf_counter()
     x = extract_batch(funcs)
-    per = (time.perf_counter() - t0) / len(funcs)
     assert x.shape == (len(cands), N_FEATURES)
     distinct_loops = len({str(f) for f in funcs})  # some variants lower identically (a split by 1)
     assert len({row.tobytes() for row in x}) >= 0.8 * distinct_loops
-    assert per < 0.05
 
 
-def _synthetic_results(cands):
-    """Deterministic costs that depend on the schedule (vectorized and bigger blocks are faster)."""
-    feats = np.stack([extract(autosched.lower(*TASK.apply(c.trace))) for c in cands])
-    lanes = feats[:, FEATURE_NAMES.index("s0_vec_len")]
-    unroll = feats[:, FEATURE_NAMES.index("s0_unroll")]
-    cost = 1.0 / (1.0 + lanes + 0.5 * unroll)
-    return [MeasureResult(costs=[float(c)]) for c in cost]
+def _measured():
+    """The committed records, per workload in the order they were measured: ``{name: (inputs, results)}``."""
+    out: dict[str, tuple[list, list]] = {}
+    for line in RECORDS.read_text().splitlines():
+        rec = TuningRecord.loads(line)
+        inputs, results = out.setdefault(rec.workload_name, ([], []))
+        inputs.append(MeasureInput(rec.task(), rec.trace))
+        results.append(rec.result)
+    return out
 
 
 def _pairwise_accuracy(scores, costs):
@@ -79,33 +92,43 @@ def _pairwise_accuracy(scores, costs):
     return good / total
 
 
-def test_xgboost_learns_a_ranking_and_round_trips(tmp_path):
-    cands = _variants()
-    results = _synthetic_results(cands)
+def _split(n_train: int = 40):
+    """Per workload, a seeded split of the measured candidates into training and held-out ones."""
     rng = np.random.default_rng(0)
-    order = rng.permutation(len(cands))
-    train, test = order[:40], order[40:]
+    train_in, train_res, held = [], [], {}
+    for name, (inputs, results) in _measured().items():
+        order = rng.permutation(len(inputs))
+        train_in += [inputs[i] for i in order[:n_train]]
+        train_res += [results[i] for i in order[:n_train]]
+        held[name] = ([inputs[i] for i in order[n_train:]], [results[i] for i in order[n_train:]])
+    return train_in, train_res, held
+
+
+def test_xgboost_ranks_unseen_measured_candidates_and_round_trips(tmp_path):
+    """Trained on 40 measured candidates of each workload, it orders the other 24 of each far better than
+    chance (0.5 of the pairs): 0.79 of the matmul pairs and 0.67 of the conv2d pairs with this log."""
+    train_in, train_res, held = _split()
     model = XGBCostModel(seed=0)
-    model.update([cands[i] for i in train], [results[i] for i in train])
+    model.update(train_in, train_res)
     assert model.trained
-    scores = model.predict([cands[i] for i in test])
-    acc = _pairwise_accuracy(scores, [results[i].cost for i in test])
-    assert acc > 0.8, acc
+    for name, (inputs, results) in held.items():
+        acc = _pairwise_accuracy(model.predict(inputs), [r.cost for r in results])
+        assert acc > 0.6, (name, acc)
+    inputs = held["matmul"][0]
     path = tmp_path / "model.pkl"
     model.save(str(path))
     again = CostModel.load(str(path))
-    np.testing.assert_allclose(again.predict([cands[i] for i in test]), scores, rtol=1e-6)
+    np.testing.assert_allclose(again.predict(inputs), model.predict(inputs), rtol=1e-6)
 
 
-def test_feature_gain_names_what_the_costs_depend_on():
-    """The synthetic costs depend on vector length and unroll; the model's gain says so, largest first."""
-    cands = _variants()
+def test_feature_gain_is_named_and_ordered():
     model = XGBCostModel(seed=0)
     assert model.feature_gain() == {}  # untrained
-    model.update(cands, _synthetic_results(cands))
+    train_in, train_res, _ = _split()
+    model.update(train_in, train_res)
     gain = model.feature_gain()
-    assert set(gain) <= set(FEATURE_NAMES) and list(gain.values()) == sorted(gain.values(), reverse=True)
-    assert set(list(gain)[:3]) & {"s0_vec_len", "s0_unroll", "vector_lanes", "s1_vec_len", "s1_unroll"}
+    assert gain and set(gain) <= set(FEATURE_NAMES)
+    assert list(gain.values()) == sorted(gain.values(), reverse=True)
 
 
 def test_failed_candidates_rank_last_and_throughput_is_normalised():

@@ -27,7 +27,8 @@ def db(tmp_path_factory):
 def test_pretrain_learns_from_the_other_tasks_only(db):
     new = autosched.Task("matmul", dict(M=64, N=64, K=64))
     excluded = autosched.Task("matmul", dict(M=48, N=48, K=48))
-    model = pretrain(db, exclude=excluded, seed=0)
+    with Database(db) as d:
+        model = pretrain(d, exclude=excluded, seed=0)
     assert model.trained
     keys = set(model._keys)
     assert keys == {autosched.Task("matmul", dict(M=32, N=32, K=32)).workload_key}
@@ -39,11 +40,11 @@ def test_pretrain_learns_from_the_other_tasks_only(db):
 
 
 def test_pretrain_caps_records_per_task_and_an_empty_database_gives_an_untrained_model(db, tmp_path):
-    model = pretrain(db, limit_per_task=5, seed=0)
+    with Database(db) as d:
+        model = pretrain(d, limit_per_task=5, seed=0)
     assert model.trained and len(model._keys) == 10
-    empty = tmp_path / "empty.db"
-    Database(empty).close()
-    assert not pretrain(empty).trained
+    with Database(tmp_path / "empty.db") as empty:
+        assert not pretrain(empty).trained
 
 
 def test_tune_starts_from_a_pretrained_model(db):

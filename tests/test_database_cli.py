@@ -9,6 +9,7 @@ import pytest
 from _database_helpers import CPU, OTHER_CPU, failed, ok, task, trace
 from autosched.cli import main
 from autosched.database import Database
+from autosched.database.schema import SCHEMA_VERSION
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def dbpath(tmp_path):
 def test_info(dbpath, capsys):
     assert main(["db", "--db", dbpath, "info"]) == 0
     out = capsys.readouterr().out
-    assert "schema version: 1" in out and "records: 7 (6 successful)" in out
+    assert f"schema version: {SCHEMA_VERSION}" in out and "records: 7 (6 successful)" in out
     assert "matmul(M=16, N=16, K=16, dtype=float32)" in out and "6 records" in out
     assert CPU in out and OTHER_CPU in out
 

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-import autosched.database.database as dbmod
+import autosched.database.versioning as dbmod  # where the schema is created and upgraded
 from _database_helpers import make_url, ok, task, trace
 from autosched.database import Database, DatabaseError, SchemaVersionError, default_location
 from autosched.database.location import resolve

@@ -14,7 +14,7 @@ from typing import Any
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from autosched.codegen.llvm import CodeGenLLVM, _gomp_available, init_llvm
+from autosched.codegen.llvm import CodeGenLLVM, init_llvm
 from autosched.codegen.target import Target
 from autosched.errors import CodegenError
 from autosched.runtime.module import METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
@@ -81,6 +81,7 @@ class LLVMModule(Module):
 
     def __init__(self, ir_text: str, sigs: list[dict], target: Target, entry: str):
         self.ir_text = ir_text
+        self.unhonoured: list[str] = []  # loop annotations the code does not honour (codegen.llvm.UNHONOURED)
         self.sigs = sigs
         self.target = target
         t0 = time.perf_counter()
@@ -136,15 +137,14 @@ def _add_metadata(module: ir.Module, sigs: list[dict], entry: str) -> None:
     g.global_constant = True
 
 
-def generate_ir(func: S.PrimFunc, target: Target) -> tuple[str, dict]:
-    """LLVM IR text of one PrimFunc (with its embedded signature) and the signature itself."""
+def generate_ir(func: S.PrimFunc, target: Target) -> tuple[str, dict, list[str]]:
+    """LLVM IR text of one PrimFunc (with its embedded signature), the signature itself, and the loop
+    annotations the code does not honour (``codegen.llvm.UNHONOURED`` flags, each logged once at WARNING)."""
     cg = CodeGenLLVM(func.name, int(target.options.get("num-cores", 0)), target.cpu.vector_bytes)
     cg.add_function(func)
-    if cg.uses_parallel:
-        _gomp_available()
     sig = signature(func)
     _add_metadata(cg.module, [sig], func.name)
-    return str(cg.module), sig
+    return str(cg.module), sig, sorted(cg.unhonoured)
 
 
 def compile_object(ir_text: str, target: Target) -> bytes:
@@ -189,11 +189,11 @@ def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | N
     for f in funcs:
         cg.add_function(f)
         sigs.append(signature(f))
-    if cg.uses_parallel:
-        _gomp_available()
     entry = entry or names[0]
     _add_metadata(cg.module, sigs, entry)
-    return LLVMModule(str(cg.module), sigs, tgt, entry)
+    mod = LLVMModule(str(cg.module), sigs, tgt, entry)
+    mod.unhonoured = sorted(cg.unhonoured)
+    return mod
 
 
 def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", name: str = "main") -> Module:
@@ -212,7 +212,7 @@ def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", nam
         raise TypeError(f"build expects a te.Schedule or a PrimFunc, got {type(sch).__name__}")
     if tgt.kind == "cuda":
         return build_cuda([func], tgt)
-    ir_text, sig = generate_ir(func, tgt)
+    ir_text, sig, unhonoured = generate_ir(func, tgt)
     key = hashlib.sha256(f"{ir_text}\0{tgt.key}\0{tgt.mattr}".encode()).hexdigest()
     with _lock:
         hit = _cache.get(key)
@@ -220,6 +220,7 @@ def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", nam
             _cache.move_to_end(key)
             return hit
     mod = LLVMModule(ir_text, [sig], tgt, func.name)
+    mod.unhonoured = unhonoured
     with _lock:
         _cache[key] = mod
         while len(_cache) > CACHE_SIZE:

@@ -4,10 +4,17 @@ Every PrimFunc becomes ``i32 name(ptr buf0, ..., i64 var0, ...)`` returning 0 on
 success. Buffers are ``noalias`` (the runtime refuses overlapping outputs).
 Parallel loops are outlined into ``void body(ptr ctx)`` functions run by
 libgomp's ``GOMP_parallel``; each thread takes one contiguous chunk.
+
+A loop annotation the build cannot honour (``parallel`` without libgomp, a
+``vectorized`` body the vector emitter cannot express, ``unrolled`` past
+``UNROLL_LIMIT``) compiles as a plain loop, is logged once per process at
+WARNING with what to do, and is named in ``CodeGenLLVM.unhonoured`` so a
+measurement can flag its result (``serial``, ``scalar``, ``not_unrolled``).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -15,7 +22,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from autosched.codegen import ops
-from autosched.codegen.vectorize import VectorEmitter, can_vectorize, vector_reduction
+from autosched.codegen.vectorize import VectorEmitter, vector_blocker, vector_reduction
 from autosched.errors import CodegenError, ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var, is_float
@@ -28,6 +35,23 @@ PTR = ir.PointerType()
 VOID = ir.VoidType()
 STACK_LIMIT_BYTES = 64 * 1024
 UNROLL_LIMIT = 256  # statements one nest of unrolled loops may expand into
+
+log = logging.getLogger("autosched.codegen")
+
+#: what a build did other than its schedule asked; the same strings as autosched's ResultFlag values
+SERIAL = "serial"  # a parallel loop compiled serial (no libgomp)
+SCALAR = "scalar"  # a vectorized loop compiled as a scalar loop
+NOT_UNROLLED = "not_unrolled"  # an unrolled loop stayed a loop
+UNHONOURED = (SERIAL, SCALAR, NOT_UNROLLED)
+_warned: set[str] = set()
+
+
+def _warn_once(flag: str, message: str) -> None:
+    """Log ``message`` at WARNING the first time a build in this process falls back in the way ``flag`` names."""
+    if flag not in _warned:
+        _warned.add(flag)
+        log.warning("%s (said once per process; results measured from such builds are flagged %r)",
+                    message, flag)
 
 _TYPES = {
     "float32": ir.FloatType(),
@@ -101,6 +125,11 @@ class CodeGenLLVM:
         # buffers on the stack: every loop index of their region lies inside them, so vector code may
         # read and write whole vectors there even in masked-off lanes (which keeps them promotable to registers)
         self.stack_bufs: dict = {}  # buffer -> allocated elements
+        self.unhonoured: dict[str, str] = {}  # flag (SERIAL, SCALAR, NOT_UNROLLED) -> what happened, first seen
+
+    def _fallback(self, flag: str, message: str) -> None:
+        self.unhonoured.setdefault(flag, message)
+        _warn_once(flag, message)
 
     # --------------------------------------------------------------- entry
     def add_function(self, func: S.PrimFunc) -> None:
@@ -368,25 +397,41 @@ class CodeGenLLVM:
             if _gomp_available():
                 self._parallel_for(s)
                 return
-        if (s.kind == "unrolled" and isinstance(s.extent, IntImm)
-                and self._unrolled * s.extent.value <= UNROLL_LIMIT):
-            # nested unrolled loops multiply: past the budget the loop stays a loop (LLVM may still unroll it),
-            # which keeps IR size, and so compile time, bounded
-            self._unrolled *= s.extent.value
-            for i in range(s.extent.value):
-                self.cur.vars[s.var] = ir.Constant(I64, i)
-                self.stmt(s.body)
-            self._unrolled //= s.extent.value
-            return
-        if s.kind == "vectorized" and can_vectorize(s.body, s.var):
-            self._vector_for(s)
-            return
-        if s.kind == "vectorized" and isinstance(s.extent, IntImm):
-            lanes = max(1, self.vector_bytes // _BYTES.get(_widest_dtype(s.body), 4))
-            split = vector_reduction(s, lanes)
-            if split is not None:
-                self.stmt(split)
+            self._fallback(SERIAL, f"parallel loop '{s.var.name}' compiles serial: {_gomp_state['why']}; install "
+                                   "it (e.g. apt install libgomp1) to run parallel loops in parallel")
+        if s.kind == "unrolled":
+            if not isinstance(s.extent, IntImm):
+                self._fallback(NOT_UNROLLED, f"unrolled loop '{s.var.name}' stays a loop: its extent {s.extent} "
+                                             "is not a constant; split it by a constant factor and unroll the "
+                                             "inner loop")
+            elif self._unrolled * s.extent.value > UNROLL_LIMIT:
+                # nested unrolled loops multiply: past the budget the loop stays a loop (LLVM may still unroll
+                # it), which keeps IR size, and so compile time, bounded
+                self._fallback(NOT_UNROLLED, f"unrolled loop '{s.var.name}' stays a loop: with the unrolled "
+                                             f"loops around it, it would make {self._unrolled * s.extent.value} "
+                                             f"copies of its body, over the limit of {UNROLL_LIMIT}; unroll "
+                                             "fewer or shorter loops")
+            else:
+                self._unrolled *= s.extent.value
+                for i in range(s.extent.value):
+                    self.cur.vars[s.var] = ir.Constant(I64, i)
+                    self.stmt(s.body)
+                self._unrolled //= s.extent.value
                 return
+        if s.kind == "vectorized":
+            blocker = vector_blocker(s.body, s.var)
+            if blocker is None:
+                self._vector_for(s)
+                return
+            if isinstance(s.extent, IntImm):
+                lanes = max(1, self.vector_bytes // _BYTES.get(_widest_dtype(s.body), 4))
+                split = vector_reduction(s, lanes)
+                if split is not None:
+                    self.stmt(split)
+                    return
+            self._fallback(SCALAR, f"vectorized loop '{s.var.name}' compiles as a scalar loop: {blocker}; "
+                                   "vectorize an innermost loop whose stores move with it, or a reduction "
+                                   "loop of constant extent")
         self._serial_for(s.var, ir.Constant(I64, 0), self.expr(s.extent), s.body)
 
     def _vector_for(self, s: S.For) -> None:
@@ -559,17 +604,17 @@ _gomp_state: dict[str, Any] = {}
 
 
 def _gomp_available() -> bool:
+    """Whether libgomp is found and loads into this process (checked once); ``_gomp_state['why']`` says why not."""
     if "ok" not in _gomp_state:
         import ctypes.util
 
         path = ctypes.util.find_library("gomp")
-        ok = False
+        ok, why = False, "libgomp (GNU OpenMP) was not found (ctypes.util.find_library('gomp'))"
         if path:
             try:
                 llvm.load_library_permanently(path)
-                ok = True
-            except Exception:  # noqa: BLE001 - any loader failure means no OpenMP
-                ok = False
-        _gomp_state["ok"] = ok
-        _gomp_state["path"] = path
+                ok, why = True, ""
+            except RuntimeError as e:  # llvmlite's loader error
+                why = f"libgomp ({path}) does not load: {e}"
+        _gomp_state.update(ok=ok, path=path, why=why)
     return bool(_gomp_state["ok"])

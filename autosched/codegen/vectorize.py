@@ -25,16 +25,19 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 
 
-def can_vectorize(body: S.Stmt, var: Var) -> bool:
-    """Whether :class:`VectorEmitter` can emit ``body`` for all lanes of ``var`` at once."""
+def vector_blocker(body: S.Stmt, var: Var) -> str | None:
+    """Why :class:`VectorEmitter` cannot emit ``body`` for all lanes of ``var`` at once, or None if it can."""
     for s in S.walk_stmts(body):
-        if isinstance(s, S.For | S.Allocate):
-            return False
+        if isinstance(s, S.For):
+            return f"its body holds the loop '{s.var.name}'"
+        if isinstance(s, S.Allocate):
+            return f"its body allocates '{s.buffer.name}'"
         if isinstance(s, S.BufferStore):
             idx = _flat(s.buffer, s.indices)
             if var not in E.free_vars(idx):
-                return False  # every lane would write one location: keep the sequential order
-    return True
+                # every lane would write one location: keep the sequential order
+                return f"its store to '{s.buffer.name}' does not move with the loop"
+    return None
 
 
 _COMBINERS = (E.Add, E.Max, E.Min)

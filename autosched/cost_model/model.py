@@ -8,6 +8,7 @@ imported only here, behind :class:`XGBCostModel`.
 
 from __future__ import annotations
 
+import logging
 import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -15,7 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract
-from autosched.measure.result import MeasureInput, MeasureResult
+from autosched.result import MeasureInput, MeasureResult
+
+log = logging.getLogger("autosched.cost_model")
 
 
 class CostModel(ABC):
@@ -115,6 +118,8 @@ class XGBCostModel(CostModel):
         self._keys: list[str] = []  # workload key of each training row
         self._costs: list[float] = []  # seconds, inf for a failed candidate
         self._booster = None
+        self._untrained_why = ""  # why the last fit trained nothing, once records exist
+        self._warned = False
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -124,6 +129,8 @@ class XGBCostModel(CostModel):
 
     def __setstate__(self, state: dict) -> None:
         raw = state.pop("_booster")
+        state.setdefault("_untrained_why", "")
+        state.setdefault("_warned", False)
         self.__dict__.update(state)
         self._booster = None
         if raw is not None:
@@ -149,7 +156,10 @@ class XGBCostModel(CostModel):
         import xgboost as xgb
 
         if len(y) < 2 or float(np.max(y)) <= 0.0:
+            self._untrained_why = (f"only {len(y)} measured candidate" if len(y) < 2 else
+                                   f"none of the {len(y)} measured candidates has a time (all failed)")
             return
+        self._untrained_why = ""
         order = np.argsort(np.asarray(groups), kind="stable")
         xs, ys = x[order], y[order]
         gs = np.asarray(groups)[order]
@@ -171,6 +181,12 @@ class XGBCostModel(CostModel):
             return np.zeros(0)
         x = self.cache.features(candidates)
         if self._booster is None:
+            # before any record a random order is all there is; after records it is a failure to report
+            if self._costs and not self._warned:
+                self._warned = True
+                log.warning("the XGBoost cost model has %d records but is not trained (%s), so it ranks "
+                            "candidates at random; look at why the candidates failed (autosched db list --failed)",
+                            len(self._costs), self._untrained_why or "no fit yet")
             return np.random.default_rng(self.seed).random(len(candidates))
         import xgboost as xgb
 

@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from autosched.cost_model.model import XGBCostModel
-from autosched.measure.result import MeasureInput
+from autosched.result import MeasureInput
 
 log = logging.getLogger("autosched.cost_model")
 
@@ -27,37 +27,32 @@ def _subset(records: list, limit: int) -> list:
     return fast + [rest[int(i * step)] for i in range(limit - len(fast))]
 
 
-def pretrain(database: Any, *, exclude: Any = None, target: Any = None, model: XGBCostModel | None = None,
+def pretrain(db: Any, *, exclude: Any = None, target: Any = None, model: XGBCostModel | None = None,
              limit_per_task: int = 256, seed: int = 0) -> XGBCostModel:
-    """An XGBoost model (``model`` or a new one) trained on the records in ``database`` (a Database, URL or
-    path) of every workload but ``exclude``'s (a Task or workload key), on ``target`` (default: every
-    target). At most ``limit_per_task`` records per workload. Workloads this process cannot rebuild (not
-    registered here) are skipped with a log line. An empty database gives an untrained model."""
-    from autosched.database.database import open_database
-
-    db, owned = open_database(database, create=False)
+    """An XGBoost model (``model`` or a new one) trained on the records in ``db`` (an open Database, or
+    anything with its ``workloads()`` and ``records(key, target)``) of every workload but ``exclude``'s (a
+    Task or workload key), on ``target`` (default: every target). At most ``limit_per_task`` records per
+    workload. Workloads this process cannot rebuild (not registered here) are skipped with a log line. An
+    empty database gives an untrained model. The caller opens the database: the cost model reads records
+    and opens nothing."""
     model = model or XGBCostModel(seed=seed)
     skip = getattr(exclude, "workload_key", exclude)
     inputs, results = [], []
-    try:
-        for wl in db.workloads():
-            if wl.key == skip or wl.records == 0:
-                continue
-            recs = _subset(db.records(wl.key, target), limit_per_task)
-            try:
-                task = recs[0].task()
-                _ = task.workload_key
-            except Exception as e:  # noqa: BLE001 - a workload this process cannot build is not fatal
-                log.info("pretrain: skipping %s (%s)", wl.name, e)
-                continue
-            for rec in recs:
-                if rec.target != task.target.key:
-                    task = rec.task()
-                inputs.append(MeasureInput(task, rec.trace))
-                results.append(rec.result)
-    finally:
-        if owned:
-            db.close()
+    for wl in db.workloads():
+        if wl.key == skip or wl.records == 0:
+            continue
+        recs = _subset(db.records(wl.key, target), limit_per_task)
+        try:
+            task = recs[0].task()
+            _ = task.workload_key
+        except Exception as e:  # noqa: BLE001 - a workload this process cannot build is not fatal
+            log.info("pretrain: skipping %s (%s)", wl.name, e)
+            continue
+        for rec in recs:
+            if rec.target != task.target.key:
+                task = rec.task()
+            inputs.append(MeasureInput(task, rec.trace))
+            results.append(rec.result)
     if inputs:
         model.update(inputs, results)
         log.info("pretrained the cost model on %d records of %d workloads", len(inputs),

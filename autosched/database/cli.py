@@ -104,12 +104,12 @@ def _fmt_record(rec: Any, flop: int | None) -> str:
         if flop:
             perf += f" {flop / rec.cost / 1e9:9.2f} GFLOPS"
         perf += f"  spread {rec.spread:5.1%}"
-        if rec.flags:
-            perf += f"  [{', '.join(rec.flags)}]"
     else:
         perf = f"{rec.error_kind}: {rec.error_msg.splitlines()[0][:80] if rec.error_msg else ''}"
+    flags = f"  [{', '.join(rec.flags)}]" if rec.flags else ""  # e.g. unchecked: no reference compared it
     where = f"  on {rec.host}" + (f" (node {rec.node_id[:12]})" if rec.node_id else "") if rec.host != "unknown" else ""
-    return f"#{rec.id:<8} {rec.workload_name:<16} {rec.target:<32} {when}  {perf}  ({len(rec.trace)} steps){where}"
+    return (f"#{rec.id:<8} {rec.workload_name:<16} {rec.target:<32} {when}  {perf}  ({len(rec.trace)} steps)"
+            f"{flags}{where}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -219,7 +219,7 @@ def _stats(db: Any, args: argparse.Namespace) -> int:
                 best = f"{Task(r['name'], r['args']).flop / r['best_cost'] / 1e9:.1f}"
             except Exception:  # noqa: BLE001 - a workload not registered here has no FLOP count
                 best = f"{r['best_cost'] * 1e6:.1f} us"
-        from autosched.measure.result import ResultFlag, outcome_summary
+        from autosched.result import ResultFlag, outcome_summary
 
         errors = outcome_summary(r["errors"], r["flags"].get(ResultFlag.NOISY, 0))
         if r["flags"].get(ResultFlag.UNCHECKED):

@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from autosched.measure.result import ErrorKind, MeasureResult
+from autosched.result import ErrorKind, MeasureResult
 from autosched.te.trace import Trace
 
 #: Version of the JSON-lines record format (the ``"v"`` of each line). Bump it when a field changes meaning

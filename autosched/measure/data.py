@@ -192,7 +192,9 @@ def prepare_task_data(task: Any, seed: int = 0, check: bool = True, num_threads:
         try:
             ref = reference_outputs(task, arrays[:-1], timeout=reference_timeout)
         except NoReferenceError as e:
-            log.warning("results of %s are not checked for correctness: %s", task, e)
+            log.warning("results of %s are not checked for correctness (their records are flagged 'unchecked'): "
+                        "%s; register a numpy reference for the workload "
+                        "(autosched.workloads.reference.register_reference) to check them", task, e)
     out_dtype = arrays[-1].dtype
     d_rtol, d_atol = tolerance(out_dtype)
     key = hashlib.sha256(f"{task.workload_key}|{task.target}|{seed}|{check}".encode()).hexdigest()[:24]

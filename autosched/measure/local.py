@@ -303,17 +303,8 @@ class LocalRunner(Runner):
             limits: LimitFn | None = None, on_result: ResultCallback | None = None) -> list[MeasureResult]:
         if not self._finalizer.alive:
             raise RuntimeError("this LocalRunner is closed")
-        if len(inputs) != len(build_results):
-            raise ValueError(f"run: {len(inputs)} inputs but {len(build_results)} build results")
-        results: list[Any] = [None] * len(inputs)
-        jobs: list[_Job] = []
-        for i, (inp, br) in enumerate(zip(inputs, build_results)):
-            if not br.ok:
-                results[i] = br.as_measure_result()
-                if on_result is not None:
-                    on_result(i, results[i])
-                continue
-            jobs.append(_LazyRunJob(i, inp, br, self, limits, results, on_result))
+        results, to_time = self._split_built(inputs, build_results, on_result)
+        jobs: list[_Job] = [_LazyRunJob(i, inp, br, self, limits, results, on_result) for i, inp, br in to_time]
         _dispatch(self._procs, jobs)
         return results
 

@@ -242,8 +242,8 @@ class _ActorPool:
         for a in self.actors:
             try:
                 ray.kill(a, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+            except ray.exceptions.RayError as e:  # already gone
+                log.debug("killing a Ray actor: %s", e)
 
 
 class _RayJob:
@@ -410,8 +410,8 @@ class RayBuilder(Builder):
         if ray.is_initialized():
             try:
                 ray.get([a.cleanup.remote() for a in self._pool.actors], timeout=10)
-            except Exception:  # noqa: BLE001 - best effort; the directory is a temporary one
-                pass
+            except ray.exceptions.RayError as e:  # best effort; the directory is a temporary one
+                log.warning("RayBuilder: an actor did not clean up its build directory: %s", _error_line(e))
             self._pool.kill()
         if self._rmdir is not None:
             self._rmdir()
@@ -516,17 +516,8 @@ class RayRunner(Runner):
             limits: LimitFn | None = None, on_result: ResultCallback | None = None) -> list[MeasureResult]:
         if self._closed:
             raise RuntimeError("this RayRunner is closed")
-        if len(inputs) != len(build_results):
-            raise ValueError(f"run: {len(inputs)} inputs but {len(build_results)} build results")
-        results: list[Any] = [None] * len(inputs)
-        jobs = []
-        for i, (inp, br) in enumerate(zip(inputs, build_results)):
-            if not br.ok:
-                results[i] = br.as_measure_result()
-                if on_result is not None:
-                    on_result(i, results[i])
-                continue
-            jobs.append(_RayRunJob(i, inp, br, self, limits, results, on_result))
+        results, to_time = self._split_built(inputs, build_results, on_result)
+        jobs = [_RayRunJob(i, inp, br, self, limits, results, on_result) for i, inp, br in to_time]
         _ray_dispatch(self._pool, jobs)
         return results
 
@@ -537,8 +528,8 @@ class RayRunner(Runner):
         if ray.is_initialized():
             try:
                 ray.get([a.cleanup.remote() for a in self._pool.actors], timeout=10)
-            except Exception:  # noqa: BLE001
-                pass
+            except ray.exceptions.RayError as e:  # best effort: the actors are killed next
+                log.warning("RayRunner: an actor did not clean up: %s", _error_line(e))
             self._pool.kill()
         self._refs.clear()
 

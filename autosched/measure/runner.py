@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autosched.measure.data import TaskData, prepare_task_data
-from autosched.measure.result import BuildResult, MeasureInput, MeasureResult
+from autosched.measure.result import BuildResult, MeasureInput, MeasureResult, ResultFlag
 
 log = logging.getLogger("autosched.measure")
 
@@ -86,12 +86,14 @@ TURN_TIMEOUT = 600.0  # seconds a worker waits for another process's measurement
 class RunJobOutcome:
     """How one candidate's timing ends, shared by the process-pool and Ray runners.
 
-    A job sets ``index``, ``br`` (its BuildResult), ``results``, ``on_result``, ``cfg`` (RunConfig),
-    ``limit`` (seconds one run may take), ``phase`` ("loading", "warming up", "timing") and ``t0``.
+    A job sets ``index``, ``br`` (its BuildResult), ``data`` (TaskData), ``results``, ``on_result``, ``cfg``
+    (RunConfig), ``limit`` (seconds one run may take), ``phase`` ("loading", "warming up", "timing") and ``t0``.
+    A timed result carries the build's flags, and ``unchecked`` when its output was not compared.
     """
 
     index: int
     br: BuildResult
+    data: TaskData
     results: list
     on_result: Callable[[int, MeasureResult], None] | None
     cfg: RunConfig
@@ -110,9 +112,12 @@ class RunJobOutcome:
             # the limit was the measurer's multiple of the best so far, not the absolute one: slow, not broken
             kind = ErrorKind.CUT_OFF
             msg = f"cut off at {self.limit:.3g} s per run (a multiple of the best so far): {msg}"
+        flags = list(self.br.flags) + list(flags or [])
+        if costs and (not self.cfg.check or self.data.reference is None):
+            flags.append(ResultFlag.UNCHECKED)
         res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
                             build_seconds=self.br.build_seconds,
-                            run_seconds=elapsed if inside is None else inside, flags=list(flags or []))
+                            run_seconds=elapsed if inside is None else inside, flags=flags)
         self.results[self.index] = res
         if self.on_result is not None:
             self.on_result(self.index, res)
@@ -164,6 +169,23 @@ class Runner(abc.ABC):
             limits: LimitFn | None = None, on_result: ResultCallback | None = None) -> list[MeasureResult]:
         """One result per input, in order. ``limits`` may lower the per-run time limit of a candidate below
         ``config.timeout`` (adaptive timeouts); ``on_result`` hears of each result as soon as it exists."""
+
+    def _split_built(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult],
+                     on_result: ResultCallback | None) -> tuple[list[Any], list[tuple[int, MeasureInput, BuildResult]]]:
+        """``(results, to_time)``: a result for each candidate that failed to build (told to ``on_result`` at
+        once) and ``(index, input, build)`` of the built ones, which the runner times."""
+        if len(inputs) != len(build_results):
+            raise ValueError(f"run: {len(inputs)} inputs but {len(build_results)} build results")
+        results: list[Any] = [None] * len(inputs)
+        to_time = []
+        for i, (inp, br) in enumerate(zip(inputs, build_results)):
+            if br.ok:
+                to_time.append((i, inp, br))
+                continue
+            results[i] = br.as_measure_result()
+            if on_result is not None:
+                on_result(i, results[i])
+        return results, to_time
 
     def task_data(self, task: Any) -> TaskData:
         """Seeded inputs and reference output of ``task``, computed once per runner."""

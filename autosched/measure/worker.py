@@ -87,7 +87,10 @@ def workload_shipment(task: Any) -> Shipment:
                 cp.register_pickle_by_value(mod)
             try:
                 blob = cp.dumps(func)
-            except Exception:  # noqa: BLE001 - fall back to importing the module by name in the worker
+            except Exception as e:  # noqa: BLE001 - fall back to importing the module by name in the worker
+                logging.getLogger("autosched.measure").warning(
+                    "workload %s cannot be sent to workers by value (%s: %s); they import module %r instead",
+                    task.name, type(e).__name__, e, module)
                 blob = None
             finally:
                 if by_value:
@@ -164,8 +167,9 @@ def _compiler_id(target: Any) -> str:
     return f"{target.key}|{target.mattr}|llvmlite {llvmlite.__version__}|autosched {autosched.__version__}"
 
 
-def compile_library(func: Any, target: Any, cache_dir: str) -> tuple[str, bool]:
-    """Compile a lowered PrimFunc into ``cache_dir/<sha256>.so``; returns ``(path, already_there)``.
+def compile_library(func: Any, target: Any, cache_dir: str) -> tuple[str, bool, list[str]]:
+    """Compile a lowered PrimFunc into ``cache_dir/<sha256>.so``; returns ``(path, already_there, flags)``,
+    ``flags`` naming the loop annotations the code does not honour (``serial``, ``scalar``, ``not_unrolled``).
 
     The same steps as ``autosched.build(...).export_library(...)`` without the JIT
     engine that a measurement never uses (a third of the build time).
@@ -173,12 +177,12 @@ def compile_library(func: Any, target: Any, cache_dir: str) -> tuple[str, bool]:
     from autosched.codegen.build import compile_object, generate_ir
 
     if target.kind == "cuda":
-        return _compile_cuda(func, target, cache_dir)
-    ir_text, _ = generate_ir(func, target)  # as autosched.build does
+        return (*_compile_cuda(func, target, cache_dir), [])
+    ir_text, _, unhonoured = generate_ir(func, target)  # as autosched.build does
     digest = hashlib.sha256(f"{_compiler_id(target)}\n{ir_text}".encode()).hexdigest()[:40]
     path = os.path.join(cache_dir, f"{digest}.so")
     if os.path.exists(path):
-        return path, True
+        return path, True, unhonoured
     obj = compile_object(ir_text, target)
     os.makedirs(cache_dir, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="link-", dir=cache_dir)
@@ -191,7 +195,7 @@ def compile_library(func: Any, target: Any, cache_dir: str) -> tuple[str, bool]:
         os.replace(out, path)  # atomic: concurrent builders of the same IR never see half a file
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return path, False
+    return path, False, unhonoured
 
 
 def _compile_cuda(func: Any, target: Any, cache_dir: str) -> tuple[str, bool]:
@@ -302,7 +306,7 @@ class BuildWorker:
         except Exception as e:  # noqa: BLE001
             return fail(ErrorKind.LOWERING_ERROR, e)
         try:
-            path, cached = compile_library(func, task.target, self.cache_dir)
+            path, cached, flags = compile_library(func, task.target, self.cache_dir)
         except (CodegenError, LoweringError, RuntimeError, ValueError) as e:
             return fail(ErrorKind.COMPILE_ERROR, e)
         except Exception as e:  # noqa: BLE001
@@ -312,7 +316,7 @@ class BuildWorker:
             with open(path, "rb") as f:
                 artifact = f.read()
         return BuildResult(artifact_path=path, build_seconds=time.perf_counter() - t0, cached=cached,
-                           artifact=artifact)
+                           artifact=artifact, flags=flags)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.cache_dir, ignore_errors=True)
@@ -353,7 +357,9 @@ class CacheFlusher:
         self._buf: np.ndarray | None = None
         try:
             self._fn = self._jit_clflush()
-        except Exception:  # noqa: BLE001 - no llvmlite or not x86: use the buffer
+        except (ImportError, RuntimeError) as e:  # no llvmlite, or it cannot JIT here: use the buffer
+            logging.getLogger("autosched.measure").debug("cache flush by clflush unavailable (%s); "
+                                                         "writing a buffer instead", e)
             self._fn = None
         if self._fn is None:
             self._buf = np.zeros(min(2 * _llc_bytes(), 1 << 30) // 8, dtype=np.float64)
@@ -726,11 +732,11 @@ class RunWorker:
             handle = getattr(lib, "_handle", None)
             del lib
             if handle:
-                try:
-                    import _ctypes
+                import _ctypes
 
+                try:
                     _ctypes.dlclose(handle)
-                except Exception:  # noqa: BLE001 - leaving it mapped is harmless
+                except OSError:  # leaving it mapped is harmless
                     pass
 
     def cleanup(self) -> None:

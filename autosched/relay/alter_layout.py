@@ -36,7 +36,7 @@ from autosched.relay.expr import (
     Var,
     post_order,
 )
-from autosched.relay.ops import _pair, pad4
+from autosched.relay.ops.common import _pair, pad4
 
 
 def _block_for(channels: int) -> int:

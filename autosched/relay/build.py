@@ -32,6 +32,8 @@ from autosched.relay.expr import (
 from autosched.relay.fused import describe, kernel_name
 
 logger = logging.getLogger("autosched.relay")
+#: the one line that ends relay.build (WARNING when a kernel is untuned); ``autosched build`` prints it instead
+summary_logger = logging.getLogger("autosched.relay.summary")
 
 
 def _as_module(mod: IRModule | Function | Expr) -> IRModule:
@@ -298,9 +300,10 @@ class _GraphBuilder:
 
 class BuildResult(tuple):
     """``(graph_json, lib, params)``, also with ``.kernels``: per kernel, its name, task and whether a tuning
-    record was applied."""
+    record was applied; and ``.summary``, the line that ended the build."""
 
     kernels: list[dict]
+    summary: str
 
 
 def _build_fused(fused: IRModule, target: Any, use_records: bool) -> tuple[str, Any, dict, _GraphBuilder]:
@@ -325,7 +328,8 @@ def _build_fused(fused: IRModule, target: Any, use_records: bool) -> tuple[str, 
 def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any] | None = None) -> BuildResult:
     """Compile a model: returns ``(graph_json, lib, params)`` for ``graph_executor.GraphModule``. Under
     ``autosched.apply_history_best(db)`` each kernel uses its best record when one matches, else its default
-    schedule; the log (logger ``autosched.relay``, INFO) says how many kernels were tuned."""
+    schedule; the build ends with one line (logger ``autosched.relay.summary``, WARNING when a kernel is untuned)
+    saying how many kernels were tuned, and which CPUs the records are for when not this one."""
     from autosched.codegen.target import Target
 
     with Target(target):  # AlterOpLayout sizes the layouts for it
@@ -334,53 +338,60 @@ def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any]
     kernels = [{"name": n, "workload_key": t.workload_key, "task": t, "tuned": r is not None,
                 "record_id": getattr(r, "id", None)} for n, t, r in gb.kernels.values()]
     kernels += [{"name": n, "external": c, "tuned": False, "record_id": None} for n, (c, _) in gb.external.items()]
-    tuned = sum(k["tuned"] for k in kernels)
     for k in kernels:
         logger.info("relay.build: kernel %s %s", k["name"],
                     f"is compiled by external compiler {k['external']}" if k.get("external") else
                     f"uses tuning record {k['record_id']}" if k["tuned"] else "uses its default schedule")
-    n_ext = len(gb.external)
-    logger.info("relay.build: %d kernels, %d tuned (from records), %d with default schedules%s",
-                len(kernels) - n_ext, tuned, len(kernels) - n_ext - tuned,
-                f", and {n_ext} external functions" if n_ext else "")
-    _note_other_cpus(kernels, gb.kernels)
+    line, warn = build_summary(kernels, gb.kernels, target)
+    summary_logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
     res = BuildResult((graph_json, lib, out_params))
     res.kernels = kernels
+    res.summary = line
     return res
 
 
-def _note_other_cpus(kernels: list[dict], built: dict) -> None:
-    """One WARNING when the active databases hold records of this model's kernels made on other CPUs only
-    (they are not applied unless asked: a schedule tuned for one CPU can be slow on another), or when such
-    records were applied (``allow_other_cpus``): which CPUs, and how to tune for this one."""
-    if "autosched.database.apply" not in sys.modules:
-        return
-    from autosched.database.apply import current_contexts
+def build_summary(kernels: list[dict], built: dict, target: Any) -> tuple[str, bool]:
+    """The one line that ends a build, and whether it deserves a WARNING: how many kernels were tuned; which
+    use records of another CPU (``allow_other_cpus``) or have records for other CPUs only, with the command
+    that tunes for this one. A kernel on its default schedule is the untuned speed, so it is worth a warning."""
+    from autosched.codegen.target import Target
 
-    contexts = current_contexts()
+    contexts = []
+    if "autosched.database.apply" in sys.modules:
+        from autosched.database.apply import current_contexts
+
+        contexts = current_contexts()
+    here = next((k["task"].target.key for k in kernels if k.get("task") is not None), Target(target).key)
+    n_ext = sum(1 for k in kernels if k.get("external"))
+    n = len(kernels) - n_ext
+    tuned = sum(k["tuned"] for k in kernels)
+    parts = [f"relay.build: {n} kernels, {tuned} tuned (from records), {n - tuned} with default schedules"
+             + (f", and {n_ext} external functions" if n_ext else "")]
     if not contexts:
-        return
-    here = next((k["task"].target.key for k in kernels if "task" in k), None)
-    missing: dict[str, int] = {}
+        if tuned < n:
+            parts.append("no tuning records given (build inside autosched.apply_history_best(db), or "
+                         "`autosched build --db DB`)")
+        return "; ".join(parts), tuned < n
+    missing: dict[str, int] = {}  # other CPU -> kernels without a record here that have one there
     for k in kernels:
-        if "task" in k and not k["tuned"]:
+        if k.get("task") is not None and not k["tuned"]:
             for t in {t for c in contexts for t in c.database.targets(k["task"])} - {here}:
                 missing[t] = missing.get(t, 0) + 1
     applied: dict[str, int] = {}
     for _, task, rec in built.values():
         if rec is not None and rec.target != task.target.key:
             applied[rec.target] = applied.get(rec.target, 0) + 1
-    dbs = ", ".join(str(c.database) for c in contexts)
-    how = f"tune for this CPU with `autosched tune --model MODEL.onnx --db {contexts[-1].database}`"
     if applied:
-        logger.warning("relay.build: %s use records tuned on another CPU (%s), not on this one (%s); %s",
-                       _kernels(sum(applied.values())), ", ".join(sorted(applied)), here, how)
+        parts.append(f"{_kernels(sum(applied.values()))} use records tuned on another CPU "
+                     f"({', '.join(sorted(applied))}), not on this one ({here})")
     if missing:
-        logger.warning("relay.build: %s have no record for this CPU (%s) in %s, but records made on %s; they "
-                       "use their default schedules: %s (or build inside apply_history_best(db, "
-                       "allow_other_cpus=True) to use the other CPU's schedules)",
-                       _kernels(max(missing.values())), here, dbs,
-                       ", ".join(f"{t} ({n} kernels)" for t, n in sorted(missing.items())), how)
+        parts.append(f"{_kernels(max(missing.values()))} have records only for other CPUs "
+                     f"({', '.join(f'{t}: {m} kernels' for t, m in sorted(missing.items()))}) and use default "
+                     "schedules (apply_history_best(db, allow_other_cpus=True) would use them)")
+    if tuned < n or applied:
+        parts.append(f"tune for this CPU with `autosched tune --model MODEL.onnx --db {contexts[-1].database} "
+                     f"--target '{here}'`")
+    return "; ".join(parts), tuned < n or bool(applied)
 
 
 def _kernels(n: int) -> str:

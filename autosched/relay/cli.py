@@ -128,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
     from autosched.runtime.graph_executor import export
 
     t0 = time.perf_counter()
+    summary_log = logging.getLogger("autosched.relay.summary")  # its line is printed below instead
+    old_level = summary_log.level
+    summary_log.setLevel(logging.ERROR)
     try:
         with PassContext(opt_level=args.opt_level):
             if ctx is not None:
@@ -142,12 +145,13 @@ def run(args: argparse.Namespace) -> int:
             raise
         print(f"autosched build: error: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_FAILED
-    tuned = sum(k["tuned"] for k in result.kernels)
+    finally:
+        summary_log.setLevel(old_level)
     if not args.quiet:
-        print(f"built {args.model} in {time.perf_counter() - t0:.1f}s: {len(result.kernels)} kernels, {tuned} tuned "
-              f"(from {args.db or 'no database'}), {len(result.kernels) - tuned} with default schedules")
+        print(f"built {args.model} in {time.perf_counter() - t0:.1f}s (records from {args.db or 'no database'}):")
         for key in ("graph", "lib", "params"):
             print(f"  {paths[key]}")
+        print(result.summary.replace("relay.build: ", "", 1))
     return EXIT_OK
 
 

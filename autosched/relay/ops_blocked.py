@@ -17,7 +17,8 @@ from autosched import te
 from autosched.relay import schedules
 from autosched.relay.expr import RelayError, TensorType
 from autosched.relay.op import INJECTIVE, OUT_ELEMWISE_FUSABLE, OpDef, register_op
-from autosched.relay.ops import _canon_spatial, _nargs, _pair, _same_dtype, _tensor, channel_block_of, pad4
+from autosched.relay.ops.common import _nargs, _pair, _same_dtype, _tensor, pad4
+from autosched.relay.ops.nn import _canon_spatial, channel_block_of
 from autosched.workloads.blocked import conv2d_nchwc_compute, dense_pack_compute, depthwise_conv2d_nchwc_compute
 
 

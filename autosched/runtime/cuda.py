@@ -178,7 +178,7 @@ class DeviceBuffers:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
+        except (AttributeError, TypeError):  # interpreter shutdown: the driver's globals are already gone
             pass
 
 
@@ -331,7 +331,7 @@ class PTXModule(Module):
         if loaded is not None and _Driver._instance is loaded[0]:
             try:
                 loaded[0].lib.cuModuleUnload(loaded[1])
-            except Exception:  # noqa: BLE001 - interpreter shutdown
+            except (AttributeError, TypeError):  # interpreter shutdown: the driver's globals are already gone
                 pass
 
 

@@ -23,6 +23,7 @@ Add a rule with :func:`register_sketch_rule` (see ``docs/spaces.md``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,8 @@ from autosched.errors import ScheduleError
 from autosched.space.analysis import Dataflow, compute_stages
 from autosched.space.base import CandidateError, DecisionRun, Space, SpaceError
 from autosched.te.schedule import Schedule, Stage
+
+log = logging.getLogger("autosched.space")
 
 STRUCTURAL_STEPS = ("compute_inline", "cache_write", "cache_read")
 
@@ -225,7 +228,8 @@ class GeneratedSpace(Space):
                 run = DecisionRun(rng=rng)
                 try:
                     self._execute(run)
-                except Exception:  # noqa: BLE001 - a failed run just does not count
+                except Exception as e:  # noqa: BLE001 - a failed run just does not count in the estimate
+                    log.debug("size estimate of %s: a sampled run failed (%s: %s)", self.task, type(e).__name__, e)
                     continue
                 p = 1
                 for d in run.decisions.values():

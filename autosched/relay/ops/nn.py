@@ -1,198 +1,22 @@
-"""The built-in relay ops: attributes, type relations and te computes (registered on import)."""
+"""Neural-network relay ops: conv2d, dense, matmul, batch_matmul, pooling, batch_norm, softmax, log_softmax, lrn."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from typing import Any
 
 from autosched import te
 from autosched.relay import schedules
-from autosched.relay.expr import RelayError, TensorType, TupleType, Type
+from autosched.relay.expr import RelayError, TensorType, TupleType
 from autosched.relay.op import (
-    BROADCAST,
-    ELEMWISE,
-    INJECTIVE,
     OPAQUE,
     OUT_ELEMWISE_FUSABLE,
     OpDef,
     make_call,
     register_op,
 )
+from autosched.relay.ops.common import _c, _ishape, _nargs, _pair, _same_dtype, _tensor, pad4
 
 
-# ---------------------------------------------------------------- helpers
-def _tensor(types: Sequence[Type], k: int, op: str, what: str = "") -> TensorType:
-    t = types[k]
-    if not isinstance(t, TensorType):
-        raise RelayError(f"{op}: argument {k}{' (' + what + ')' if what else ''} must be a tensor, got {t!r}")
-    return t
-
-
-def _nargs(types: Sequence[Type], n: int, op: str) -> None:
-    if len(types) != n:
-        raise RelayError(f"{op} takes {n} arguments, got {len(types)}")
-
-
-def _same_dtype(op: str, *ts: TensorType) -> str:
-    dts = {t.dtype for t in ts}
-    if len(dts) != 1:
-        raise RelayError(f"{op}: operand dtypes differ: {', '.join(f'{t.shape} {t.dtype}' for t in ts)}")
-    return ts[0].dtype
-
-
-def _pair(v: Any, op: str, what: str) -> tuple[int, int]:
-    if isinstance(v, int):
-        return (v, v)
-    v = tuple(int(x) for x in v)
-    if len(v) == 1:
-        return (v[0], v[0])
-    if len(v) != 2:
-        raise RelayError(f"{op}: {what} must be 1 or 2 ints, got {v}")
-    return v  # type: ignore[return-value]
-
-
-def pad4(v: Any, op: str) -> tuple[int, int, int, int]:
-    """TVM's 2-D padding: 1 int (all sides), 2 (top/bottom, left/right) or 4 (top, left, bottom, right)."""
-    if isinstance(v, int):
-        return (v, v, v, v)
-    v = tuple(int(x) for x in v)
-    if len(v) == 1:
-        return (v[0],) * 4  # type: ignore[return-value]
-    if len(v) == 2:
-        return (v[0], v[1], v[0], v[1])
-    if len(v) == 4:
-        return v  # type: ignore[return-value]
-    raise RelayError(f"{op}: padding must be 1, 2 or 4 ints, got {v}")
-
-
-def broadcast_shape(a: Sequence[int], b: Sequence[int], op: str) -> tuple[int, ...]:
-    """numpy broadcasting of two shapes, or an error naming the op and both shapes."""
-    n = max(len(a), len(b))
-    pa = (1,) * (n - len(a)) + tuple(a)
-    pb = (1,) * (n - len(b)) + tuple(b)
-    out = []
-    for x, y in zip(pa, pb):
-        if x != y and x != 1 and y != 1:
-            raise RelayError(f"{op}: shapes {tuple(a)} and {tuple(b)} do not broadcast")
-        out.append(y if x == 1 else x)
-    return tuple(out)
-
-
-def _bload(x: Any, idx: Sequence[Any]) -> Any:
-    """Read tensor ``x`` at output index ``idx`` under numpy broadcasting (a te scalar is used as is)."""
-    if not isinstance(x, te.Tensor):
-        return x
-    nd = len(x.shape)
-    sub = idx[len(idx) - nd:] if nd else []
-    return x[tuple(0 if int(d) == 1 else i for d, i in zip(x.shape, sub))] if nd else x[()]
-
-
-def _ishape(t: te.Tensor) -> tuple[int, ...]:
-    return tuple(int(d) for d in t.shape)
-
-
-def _c(v: float, dtype: str) -> Any:
-    return te.const(v, dtype)
-
-
-# ----------------------------------------------------------- elementwise
-def _binary_rel(name: str):
-    def rel(types, attrs):
-        _nargs(types, 2, name)
-        a, b = _tensor(types, 0, name, "lhs"), _tensor(types, 1, name, "rhs")
-        return TensorType(broadcast_shape(a.shape, b.shape, name), _same_dtype(name, a, b))
-
-    return rel
-
-
-_BINARY = {
-    "add": lambda a, b: a + b,
-    "subtract": lambda a, b: a - b,
-    "multiply": lambda a, b: a * b,
-    "divide": lambda a, b: a / b,
-    "maximum": lambda a, b: te.maximum(a, b),
-    "minimum": lambda a, b: te.minimum(a, b),
-}
-
-
-def _binary_compute(name: str):
-    fn = _BINARY[name]
-
-    def compute(inputs, attrs, out_type):
-        a, b = inputs
-        return te.compute(out_type.shape, lambda *i: fn(_bload(a, i), _bload(b, i)), name=name.replace("nn.", ""))
-
-    return compute
-
-
-for _name in _BINARY:
-    register_op(OpDef(_name, _binary_rel(_name), _binary_compute(_name), BROADCAST, num_inputs=2,
-                      doc=f"{_name} with numpy broadcasting"))
-
-
-def _unary_rel(name: str):
-    def rel(types, attrs):
-        _nargs(types, 1, name)
-        return _tensor(types, 0, name)
-
-    return rel
-
-
-_UNARY = {
-    "nn.relu": lambda x, a: te.maximum(x, _c(0, x.dtype)),
-    "sigmoid": lambda x, a: te.sigmoid(x),
-    "tanh": lambda x, a: te.tanh(x),
-    "exp": lambda x, a: te.exp(x),
-    "sqrt": lambda x, a: te.sqrt(x),
-    "negative": lambda x, a: _c(0, x.dtype) - x,
-    "clip": lambda x, a: te.minimum(te.maximum(x, _c(a["a_min"], x.dtype)), _c(a["a_max"], x.dtype)),
-}
-_UNARY_ATTRS = {"clip": {"a_min": None, "a_max": None}}
-
-
-def _unary_compute(name: str):
-    fn = _UNARY[name]
-
-    def compute(inputs, attrs, out_type):
-        (x,) = inputs
-        return te.compute(out_type.shape, lambda *i: fn(x[i], attrs), name=name.replace("nn.", ""))
-
-    return compute
-
-
-def _clip_rel(types, attrs):
-    if attrs.get("a_min") is None or attrs.get("a_max") is None:
-        raise RelayError("clip needs a_min and a_max")
-    return _unary_rel("clip")(types, attrs)
-
-
-for _name in _UNARY:
-    register_op(OpDef(_name, _clip_rel if _name == "clip" else _unary_rel(_name), _unary_compute(_name), ELEMWISE,
-                      attrs=_UNARY_ATTRS.get(_name, {}), num_inputs=1, doc=f"elementwise {_name}"))
-
-
-def _bias_add_rel(types, attrs):
-    _nargs(types, 2, "nn.bias_add")
-    x, b = _tensor(types, 0, "nn.bias_add", "data"), _tensor(types, 1, "nn.bias_add", "bias")
-    axis = attrs["axis"] % len(x.shape) if x.shape else 0
-    if len(b.shape) != 1 or not x.shape or b.shape[0] != x.shape[axis]:
-        raise RelayError(f"nn.bias_add: bias shape {b.shape} must be ({x.shape[axis] if x.shape else '?'},) "
-                         f"to match axis {attrs['axis']} of data shape {x.shape}")
-    _same_dtype("nn.bias_add", x, b)
-    return x
-
-
-def _bias_add_compute(inputs, attrs, out_type):
-    x, b = inputs
-    axis = attrs["axis"] % len(out_type.shape)
-    return te.compute(out_type.shape, lambda *i: x[i] + b[i[axis]], name="bias_add")
-
-
-register_op(OpDef("nn.bias_add", _bias_add_rel, _bias_add_compute, BROADCAST, attrs={"axis": 1}, num_inputs=2))
-
-
-# ------------------------------------------------------------------ conv2d
 def _conv2d_geometry(dshape, wshape, attrs):
     sh, sw = _pair(attrs["strides"], "nn.conv2d", "strides")
     dh, dw = _pair(attrs["dilation"], "nn.conv2d", "dilation")
@@ -280,7 +104,6 @@ register_op(OpDef(
     canonical_attrs=_canon_spatial))
 
 
-# ------------------------------------------------------------ dense/matmul
 def _dense_rel(types, attrs):
     op = "nn.dense"
     _nargs(types, 2, op)
@@ -374,7 +197,6 @@ register_op(OpDef("nn.batch_matmul", _batch_matmul_rel, _batch_matmul_compute, O
                   doc="batched matmul (y transposed by default, as in TVM)"))
 
 
-# ------------------------------------------------------------------ pooling
 def _pool_geometry(shape, attrs, op):
     N, C, H, W = shape
     KH, KW = _pair(attrs["pool_size"], op, "pool_size")
@@ -492,9 +314,13 @@ def _avg_pool_compute(inputs, attrs, out_type):
 
 _POOL_ATTRS = {"pool_size": (1, 1), "strides": (1, 1), "dilation": (1, 1), "padding": (0, 0), "layout": "NCHW",
                "ceil_mode": False}
+
+
 register_op(OpDef("nn.max_pool2d", _pool_rel("nn.max_pool2d"), _max_pool_compute, OPAQUE, attrs=dict(_POOL_ATTRS),
                   num_inputs=1, schedule=schedules.pool, doc="2-D max pooling (NCHW or NCHW[x]c)",
                   canonical_attrs=_canon_spatial))
+
+
 register_op(OpDef("nn.avg_pool2d", _pool_rel("nn.avg_pool2d"), _avg_pool_compute, OPAQUE,
                   attrs={**_POOL_ATTRS, "count_include_pad": False}, num_inputs=1, schedule=schedules.pool,
                   doc="2-D average pooling (NCHW or NCHW[x]c)", canonical_attrs=_canon_spatial))
@@ -522,7 +348,6 @@ register_op(OpDef("nn.global_avg_pool2d", _gap_rel, _gap_compute, OPAQUE, attrs=
                   schedule=schedules.global_pool, doc="mean over H and W (NCHW or NCHW[x]c)"))
 
 
-# --------------------------------------------------------------- batch_norm
 def _batch_norm_rel(types, attrs):
     op = "nn.batch_norm"
     _nargs(types, 5, op)
@@ -557,7 +382,6 @@ register_op(OpDef("nn.batch_norm", _batch_norm_rel, _batch_norm_compute, OPAQUE,
                   doc="inference batch norm; returns (out, mean, var) like TVM; SimplifyInference rewrites it"))
 
 
-# ------------------------------------------------------------------ softmax
 def _one_axis_rel(op: str):
     def rel(types, attrs):
         _nargs(types, 1, op)
@@ -599,229 +423,6 @@ def _softmax_compute(inputs, attrs, out_type):
 
 register_op(OpDef("nn.softmax", _one_axis_rel("nn.softmax"), _softmax_compute, OPAQUE, attrs={"axis": -1}, num_inputs=1,
                   schedule=schedules.reduction, doc="softmax along one axis"))
-
-
-# ---------------------------------------------------------------- injective
-def _ravel(idx: Sequence[Any], shape: Sequence[int]) -> Any:
-    lin: Any = 0
-    for i, d in zip(idx, shape):
-        lin = lin * d + i
-    return lin
-
-
-def _unravel(lin: Any, shape: Sequence[int]) -> tuple:
-    out = []
-    stride = 1
-    strides = []
-    for d in reversed(shape):
-        strides.append(stride)
-        stride *= d
-    for d, s in zip(shape, reversed(strides)):
-        out.append((lin // s) % d if s > 1 else lin % d)
-    return tuple(out)
-
-
-def reshape_shape(ishape: Sequence[int], newshape: Sequence[int], op: str = "reshape") -> tuple[int, ...]:
-    """Resolve 0 (copy the input dimension) and -1 (infer) in ``newshape``, as ONNX and TVM do."""
-    out: list[int] = []
-    infer = -1
-    for k, d in enumerate(newshape):
-        d = int(d)
-        if d == 0:
-            if k >= len(ishape):
-                raise RelayError(f"{op}: newshape {tuple(newshape)} copies dimension {k} of shape {tuple(ishape)}, "
-                                 "which it does not have")
-            out.append(ishape[k])
-        elif d == -1:
-            if infer >= 0:
-                raise RelayError(f"{op}: newshape {tuple(newshape)} has more than one -1")
-            infer = k
-            out.append(1)
-        elif d < 0:
-            raise RelayError(f"{op}: newshape {tuple(newshape)}: only 0 and -1 are special values")
-        else:
-            out.append(d)
-    size = math.prod(ishape)
-    if infer >= 0:
-        rest = math.prod(out)
-        if rest == 0 or size % rest:
-            raise RelayError(f"{op}: cannot reshape {tuple(ishape)} ({size} elements) to {tuple(newshape)}")
-        out[infer] = size // rest
-    if math.prod(out) != size:
-        raise RelayError(f"{op}: cannot reshape {tuple(ishape)} ({size} elements) to {tuple(newshape)} "
-                         f"({math.prod(out)} elements)")
-    return tuple(out)
-
-
-def _reshape_rel(types, attrs):
-    _nargs(types, 1, "reshape")
-    x = _tensor(types, 0, "reshape", "data")
-    return TensorType(reshape_shape(x.shape, attrs["newshape"]), x.dtype)
-
-
-def _reshape_compute(inputs, attrs, out_type):
-    (x,) = inputs
-    ishape = _ishape(x)
-    oshape = out_type.shape
-    return te.compute(oshape, lambda *i: x[_unravel(_ravel(i, oshape), ishape)], name="reshape")
-
-
-register_op(OpDef("reshape", _reshape_rel, _reshape_compute, INJECTIVE, attrs={"newshape": None}, num_inputs=1,
-                  doc="reshape (0 copies a dimension, -1 is inferred)"))
-
-
-def _batch_flatten_rel(types, attrs):
-    _nargs(types, 1, "nn.batch_flatten")
-    x = _tensor(types, 0, "nn.batch_flatten", "data")
-    if not x.shape:
-        raise RelayError("nn.batch_flatten: data must have at least one dimension")
-    return TensorType((x.shape[0], math.prod(x.shape[1:])), x.dtype)
-
-
-register_op(OpDef("nn.batch_flatten", _batch_flatten_rel, _reshape_compute, INJECTIVE, num_inputs=1,
-                  doc="flatten all but the first axis"))
-
-
-def _transpose_axes(ndim: int, axes: Any, op: str = "transpose") -> tuple[int, ...]:
-    if axes is None:
-        return tuple(range(ndim - 1, -1, -1))
-    ax = tuple(int(a) % ndim for a in axes) if ndim else ()
-    if sorted(ax) != list(range(ndim)):
-        raise RelayError(f"{op}: axes {tuple(axes)} are not a permutation of {ndim} dimensions")
-    return ax
-
-
-def _transpose_rel(types, attrs):
-    _nargs(types, 1, "transpose")
-    x = _tensor(types, 0, "transpose", "data")
-    ax = _transpose_axes(len(x.shape), attrs["axes"])
-    return TensorType(tuple(x.shape[a] for a in ax), x.dtype)
-
-
-def _transpose_compute(inputs, attrs, out_type):
-    (x,) = inputs
-    ax = _transpose_axes(len(x.shape), attrs["axes"])
-
-    def f(*i):
-        src = [None] * len(ax)
-        for k, a in enumerate(ax):
-            src[a] = i[k]
-        return x[tuple(src)]
-
-    return te.compute(out_type.shape, f, name="transpose")
-
-
-register_op(OpDef("transpose", _transpose_rel, _transpose_compute, INJECTIVE, attrs={"axes": None}, num_inputs=1,
-                  doc="permute axes (reverse them by default)"))
-
-
-def _concat_rel(types, attrs):
-    op = "concatenate"
-    if len(types) == 1 and isinstance(types[0], TupleType):
-        types = list(types[0].fields)
-    if not types:
-        raise RelayError(f"{op}: needs at least one tensor")
-    ts = [_tensor(types, k, op) for k in range(len(types))]
-    nd = len(ts[0].shape)
-    if nd == 0:
-        raise RelayError(f"{op}: cannot concatenate 0-d tensors")
-    axis = attrs["axis"] % nd
-    for t in ts:
-        if len(t.shape) != nd or any(a != b for k, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if k != axis):
-            raise RelayError(f"{op}: shapes {', '.join(str(t.shape) for t in ts)} differ outside axis {attrs['axis']}")
-    _same_dtype(op, *ts)
-    shape = list(ts[0].shape)
-    shape[axis] = sum(t.shape[axis] for t in ts)
-    return TensorType(shape, ts[0].dtype)
-
-
-def _concat_compute(inputs, attrs, out_type):
-    axis = attrs["axis"] % len(out_type.shape)
-    offsets = []
-    off = 0
-    for t in inputs:
-        offsets.append(off)
-        off += int(t.shape[axis])
-
-    def g(*i):  # first input whose range holds the index, tested from the last one down
-        val = inputs[0][i]
-        for t, o in zip(inputs[1:], offsets[1:]):
-            idx = tuple(i[:axis]) + (i[axis] - o,) + tuple(i[axis + 1:])
-            val = te.if_then_else(i[axis] >= o, t[idx], val)
-        return val
-
-    return te.compute(out_type.shape, g, name="concatenate")
-
-
-register_op(OpDef("concatenate", _concat_rel, _concat_compute, INJECTIVE, attrs={"axis": 0},
-                  doc="join a tuple of tensors along an axis"))
-
-
-def _pad_rel(types, attrs):
-    _nargs(types, 1, "nn.pad")
-    x = _tensor(types, 0, "nn.pad", "data")
-    pw = attrs["pad_width"]
-    if pw is None or len(pw) != len(x.shape) or any(len(p) != 2 or min(p) < 0 for p in pw):
-        raise RelayError(f"nn.pad: pad_width {pw} must give (before, after) >= 0 for each of the "
-                         f"{len(x.shape)} dimensions of shape {x.shape}")
-    if attrs["pad_mode"] != "constant":
-        raise RelayError(f"nn.pad: only pad_mode 'constant' is supported, got {attrs['pad_mode']!r}")
-    return TensorType(tuple(d + int(p[0]) + int(p[1]) for d, p in zip(x.shape, pw)), x.dtype)
-
-
-def _pad_compute(inputs, attrs, out_type):
-    (x,) = inputs
-    pw = [(int(a), int(b)) for a, b in attrs["pad_width"]]
-    shape = _ishape(x)
-
-    def f(*i):
-        conds = []
-        for k, (d, (a, _)) in enumerate(zip(shape, pw)):
-            if a or pw[k][1]:
-                conds += [i[k] >= a, i[k] < d + a]
-        src = tuple(ik - a for ik, (a, _) in zip(i, pw))
-        if not conds:
-            return x[src]
-        return te.if_then_else(te.all(*conds), x[src], te.const(float(attrs["pad_value"]), x.dtype))
-
-    return te.compute(out_type.shape, f, name="pad")
-
-
-register_op(OpDef("nn.pad", _pad_rel, _pad_compute, INJECTIVE,
-                  attrs={"pad_width": None, "pad_value": 0.0, "pad_mode": "constant"}, num_inputs=1,
-                  doc="constant padding of every axis"))
-
-
-# --------------------------------------------------- ONNX classifier coverage
-# (prelu, log_softmax, lrn, strided_slice, upsampling; the builders at the end of the file make their calls)
-def _prelu_rel(types, attrs):
-    op = "nn.prelu"
-    _nargs(types, 2, op)
-    x, a = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "alpha")
-    if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
-        raise RelayError(f"{op}: axis {attrs['axis']} is out of range for data shape {x.shape}")
-    axis = attrs["axis"] % len(x.shape)
-    if len(a.shape) != 1 or a.shape[0] not in (1, x.shape[axis]):
-        raise RelayError(f"{op}: alpha shape {a.shape} must be ({x.shape[axis]},) or (1,) to match axis "
-                         f"{attrs['axis']} of data shape {x.shape}")
-    _same_dtype(op, x, a)
-    return x
-
-
-def _prelu_compute(inputs, attrs, out_type):
-    x, a = inputs
-    axis = attrs["axis"] % len(out_type.shape)
-    shared = int(a.shape[0]) == 1
-
-    def f(*i):
-        v = x[i]
-        return te.if_then_else(v < _c(0, x.dtype), v * a[0 if shared else i[axis]], v)
-
-    return te.compute(out_type.shape, f, name="prelu")
-
-
-register_op(OpDef("nn.prelu", _prelu_rel, _prelu_compute, BROADCAST, attrs={"axis": 1}, num_inputs=2,
-                  doc="x if x >= 0 else alpha[c] * x, alpha per index c of one axis (or one alpha for all)"))
 
 
 def _log_softmax_compute(inputs, attrs, out_type):
@@ -871,97 +472,6 @@ register_op(OpDef("nn.lrn", _lrn_rel, _lrn_compute, OPAQUE, num_inputs=1, schedu
                   doc="local response normalisation across an axis: x / (bias + alpha / size * sum x^2) ^ beta"))
 
 
-def slice_range(dim: int, begin: int, end: int, step: int) -> tuple[int, int]:
-    """ONNX Slice's (and numpy's) rules for one axis: negative indices count from the end, out-of-range ones are
-    clamped (to [0, dim - 1] / [-1, dim - 1] for a negative step). Returns (first index, number of elements)."""
-    begin = begin + dim if begin < 0 else begin
-    end = end + dim if end < 0 else end
-    if step > 0:
-        begin, end = min(max(begin, 0), dim), min(max(end, 0), dim)
-    else:
-        begin, end = min(max(begin, 0), dim - 1), min(max(end, -1), dim - 1)
-    return begin, max(0, -(-(end - begin) // step))
-
-
-def _slice_axes(ndim: int, attrs: dict, op: str) -> list[tuple[int, int, int, int]]:
-    """(axis, begin, end, step) for every sliced axis, checked."""
-    begin, end = [int(v) for v in attrs["begin"]], [int(v) for v in attrs["end"]]
-    strides = [int(v) for v in attrs["strides"]] if attrs["strides"] is not None else [1] * len(begin)
-    axes = [int(a) for a in attrs["axes"]] if attrs["axes"] is not None else list(range(len(begin)))
-    if not len(begin) == len(end) == len(strides) == len(axes):
-        raise RelayError(f"{op}: begin {begin}, end {end}, strides {strides} and axes {axes} differ in length")
-    if any(not -ndim <= a < ndim for a in axes) or len({a % ndim for a in axes}) != len(axes):
-        raise RelayError(f"{op}: axes {axes} must be distinct axes of a {ndim}-D tensor")
-    if 0 in strides:
-        raise RelayError(f"{op}: strides {strides} must not be 0")
-    return [(a % ndim, b, e, s) for a, b, e, s in zip(axes, begin, end, strides)]
-
-
-def _strided_slice_rel(types, attrs):
-    op = "strided_slice"
-    _nargs(types, 1, op)
-    x = _tensor(types, 0, op, "data")
-    shape = list(x.shape)
-    for a, b, e, s in _slice_axes(len(shape), attrs, op):
-        _, n = slice_range(shape[a], b, e, s)
-        if n == 0:
-            raise RelayError(f"{op}: begin {b}, end {e}, stride {s} select nothing of axis {a} (size {shape[a]}) "
-                             f"of shape {x.shape}; empty tensors are not supported")
-        shape[a] = n
-    return TensorType(tuple(shape), x.dtype)
-
-
-def _strided_slice_compute(inputs, attrs, out_type):
-    (x,) = inputs
-    shape = _ishape(x)
-    first = {a: (slice_range(shape[a], b, e, s)[0], s) for a, b, e, s in _slice_axes(len(shape), attrs, "")}
-
-    def f(*i):
-        return x[tuple(first[k][0] + ik * first[k][1] if k in first else ik for k, ik in enumerate(i))]
-
-    return te.compute(out_type.shape, f, name="strided_slice")
-
-
-register_op(OpDef("strided_slice", _strided_slice_rel, _strided_slice_compute, INJECTIVE, num_inputs=1,
-                  attrs={"begin": None, "end": None, "strides": None, "axes": None},
-                  doc="x[begin:end:stride] on the given axes (the first len(begin) axes by default), numpy's rules"))
-
-
-def _upsampling_rel(types, attrs):
-    op = "nn.upsampling"
-    _nargs(types, 1, op)
-    x = _tensor(types, 0, op, "data")
-    if attrs["layout"] != "NCHW" or len(x.shape) != 4:
-        raise RelayError(f"{op}: only 4-D NCHW data is supported, got layout {attrs['layout']} and shape {x.shape}")
-    if attrs["method"] != "nearest_neighbor":
-        raise RelayError(f"{op}: only method 'nearest_neighbor' is supported, got {attrs['method']!r}")
-    sh, sw = attrs["scale_h"], attrs["scale_w"]
-    if any(float(v) != int(v) or int(v) < 1 for v in (sh, sw)):
-        raise RelayError(f"{op}: scale_h {sh} and scale_w {sw} must be positive integers")
-    N, C, H, W = x.shape
-    return TensorType((N, C, H * int(sh), W * int(sw)), x.dtype)
-
-
-def _upsampling_compute(inputs, attrs, out_type):
-    (x,) = inputs
-    sh, sw = int(attrs["scale_h"]), int(attrs["scale_w"])
-    return te.compute(out_type.shape, lambda n, c, y, w: x[n, c, y // sh if sh > 1 else y, w // sw if sw > 1 else w],
-                      name="upsampling")
-
-
-register_op(OpDef("nn.upsampling", _upsampling_rel, _upsampling_compute, INJECTIVE, num_inputs=1,
-                  attrs={"scale_h": 1, "scale_w": 1, "layout": "NCHW", "method": "nearest_neighbor",
-                         "align_corners": False},
-                  doc="nearest-neighbour upsampling of NCHW data by integer factors (each pixel repeated)"))
-
-
-# ---------------------------------------------------------------- builders
-# TVM's calls for the ops above (relay.nn.prelu, relay.strided_slice, ...); the frontend uses them
-def prelu(data: Any, alpha: Any, axis: int = 1) -> Any:
-    """x if x >= 0 else alpha * x, with ``alpha`` of shape (data.shape[axis],) or (1,)."""
-    return make_call("nn.prelu", [data, alpha], axis=int(axis))
-
-
 def log_softmax(data: Any, axis: int = -1) -> Any:
     return make_call("nn.log_softmax", [data], axis=int(axis))
 
@@ -970,21 +480,3 @@ def lrn(data: Any, size: int = 5, axis: int = 1, bias: float = 2.0, alpha: float
     """Local response normalisation (TVM's arguments; alpha is divided by size, as ONNX's LRN does)."""
     return make_call("nn.lrn", [data], size=int(size), axis=int(axis), bias=float(bias), alpha=float(alpha),
                      beta=float(beta))
-
-
-def strided_slice(data: Any, begin: Sequence[int], end: Sequence[int], strides: Sequence[int] | None = None,
-                  axes: Sequence[int] | None = None) -> Any:
-    """data[begin:end:strides] on ``axes`` (default: the first len(begin) axes); negative indices count from the
-    end and out-of-range ones are clamped, as in numpy and ONNX."""
-    def ints(v: Any) -> tuple[int, ...] | None:
-        return None if v is None else tuple(int(x) for x in v)
-
-    return make_call("strided_slice", [data], begin=ints(begin), end=ints(end), strides=ints(strides),
-                     axes=ints(axes))
-
-
-def upsampling(data: Any, scale_h: int = 1, scale_w: int = 1, layout: str = "NCHW",
-               method: str = "nearest_neighbor", align_corners: bool = False) -> Any:
-    """Nearest-neighbour upsampling of NCHW data by integer factors."""
-    return make_call("nn.upsampling", [data], scale_h=int(scale_h), scale_w=int(scale_w), layout=layout,
-                     method=method, align_corners=bool(align_corners))

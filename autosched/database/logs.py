@@ -1,0 +1,132 @@
+"""JSON-lines logs in and out of a ``Database``: ``export`` and ``import_`` (with its ``ImportReport``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from autosched.database.common import _BATCH, logger
+from autosched.database.record import (
+    LogFormatError,
+    TuningRecord,
+    WorkloadChecker,
+)
+
+
+@dataclass
+class ImportReport:
+    """What :meth:`Database.import_` did: lines read, records added, duplicates, and the bad lines."""
+
+    source: str
+    lines: int = 0
+    imported: int = 0  # new records
+    duplicates: int = 0  # candidates already in the database (skipped or replaced per on_conflict)
+    errors: list[LogFormatError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def __str__(self) -> str:
+        s = (f"{self.source}: {self.lines} lines, {self.imported} new records, "
+             f"{self.duplicates} already present, {len(self.errors)} bad lines")
+        for e in self.errors[:10]:
+            s += f"\n  line {e.line}: {e.reason}"
+        if len(self.errors) > 10:
+            s += f"\n  ... and {len(self.errors) - 10} more"
+        return s
+
+
+class LogMixin:
+    """Export to and import from JSON-lines logs (the portable form of a database)."""
+
+    def export(self, dest: str | os.PathLike | IO[str], task_or_key: Any = None, target: Any = None, *,
+               workload_name: str | None = None, ok: bool | None = None, run: Any = None,
+               since: float | None = None, until: float | None = None, append: bool = False) -> int:
+        """Write matching records (filters as in :meth:`records`) as a JSON-lines log, in insertion order;
+        returns how many. A path is written atomically (a temporary file renamed) unless ``append``."""
+        it = self.iter_records(task_or_key, target, workload_name=workload_name, ok=ok, run=run, since=since,
+                               until=until)
+        if hasattr(dest, "write"):
+            n = 0
+            for rec in it:
+                dest.write(rec.dumps() + "\n")
+                n += 1
+            return n
+        path = Path(dest)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if append:
+            with open(path, "a", encoding="utf-8") as f:
+                return self.export(f, task_or_key, target, workload_name=workload_name, ok=ok, run=run,
+                                   since=since, until=until)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                n = self.export(f, task_or_key, target, workload_name=workload_name, ok=ok, run=run,
+                                since=since, until=until)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        return n
+
+    def import_(self, source: str | os.PathLike | IO[str], *, strict: bool = False, on_conflict: str = "skip",
+                _quiet: bool = False) -> ImportReport:
+        """Read a JSON-lines log into the database; returns an :class:`ImportReport`.
+
+        Every bad line (not JSON, truncated, a newer or unknown record version, a workload that is not
+        registered here or whose computation changed) is reported with its line number and reason, and the
+        valid lines are imported. With ``strict=True`` the first bad line raises :class:`LogFormatError`
+        and nothing is imported. ``on_conflict`` as in :meth:`commit` (default: keep what is stored).
+        """
+        if hasattr(source, "read"):
+            name = getattr(source, "name", "<stream>")
+            return self._import_lines(source, str(name), strict, on_conflict, _quiet)
+        path = Path(source)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return self._import_lines(f, str(path), strict, on_conflict, _quiet)
+
+    def _import_lines(self, lines: Iterable[str], name: str, strict: bool, on_conflict: str,
+                      quiet: bool) -> ImportReport:
+        report = ImportReport(source=name)
+        checker = WorkloadChecker()
+        pending: list[TuningRecord] = []
+
+        def flush() -> None:
+            if not pending:
+                return
+            # counted exactly; records read from a log are not appended back to the log
+            new = self.commit_records(pending, on_conflict=on_conflict, _count=True, _to_log=False)
+            report.imported += new
+            report.duplicates += len(pending) - new
+            pending.clear()
+
+        for lineno, line in enumerate(lines, 1):
+            report.lines = lineno
+            if not line.strip():
+                continue
+            try:
+                rec = TuningRecord.loads(line)
+                checker.check(rec)
+            except LogFormatError as e:
+                err = LogFormatError(e.reason, lineno, name)
+                if strict:
+                    raise err from None
+                report.errors.append(err)
+                continue
+            pending.append(rec)
+            if not strict and len(pending) >= 5 * _BATCH:
+                flush()
+        flush()
+        if report.errors and not quiet:
+            for e in report.errors[:20]:
+                logger.warning("%s (line skipped)", e)
+            if len(report.errors) > 20:
+                logger.warning("%s: %d more bad lines skipped", name, len(report.errors) - 20)
+        if not quiet:
+            logger.info("%s", report.__str__().split("\n", 1)[0])
+        return report
+

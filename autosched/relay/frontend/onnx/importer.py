@@ -1,0 +1,327 @@
+"""The ONNX importer: ``from_onnx`` and the graph walk; the op converters are in the sibling modules.
+
+ONNX -> relay: ``from_onnx(model, shape=..., dtype=...)`` gives ``(mod, params)`` as TVM's frontend does.
+
+How it works: the nodes are visited in graph order (ONNX guarantees a topological order). Each ONNX value name
+maps either to a relay expression or, when it is known at import time (an initializer, a Constant node's value),
+to a numpy array; ops that take a shape or a bound as an input (Reshape's shape, Clip's min/max, Pad's pads) read
+that array. Initializers used as tensors become parameters of ``main`` (after the graph inputs) and their arrays
+are returned in ``params``; ``freeze_params=True`` embeds them as constants instead.
+
+A node whose inputs are all known at import time is evaluated then (onnx's reference evaluator), if it is small or
+shape arithmetic: exporters compute Reshape targets with Shape -> Gather -> Unsqueeze -> Concat, and with static
+shapes that is a constant. Shape, Size, Gather, Cast and ConstantOfShape are supported only that way
+(relay has no op for them on tensors); Slice is folded so too, and on tensors becomes ``strided_slice``.
+
+Static shapes only: every graph input needs a concrete shape (from the model or ``shape=``). Ops whose conversion
+depends on a shape (SAME padding, Flatten on any axis, Softmax before opset 13, Gemm's bias) read it from ONNX's
+own shape inference run with the given input shapes, and fall back to relay's type inference.
+
+Before converting anything the whole graph is checked against the table of supported ops, so one error lists
+every unsupported op type with its count (:class:`OpNotImplemented`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from autosched.errors import AutoschedError
+from autosched.relay.frontend.onnx.registry import CONVERTERS, FOLD_LIMIT, FOLD_ONLY
+
+logger = logging.getLogger("autosched.relay")
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
+
+    from autosched.relay.expr import Expr, IRModule
+
+
+class OpNotImplemented(AutoschedError, NotImplementedError):
+    """The model uses ONNX operators this frontend does not convert; ``unsupported`` maps op type -> node count."""
+
+    def __init__(self, message: str, unsupported: Mapping[str, int]):
+        super().__init__(message)
+        self.unsupported = dict(unsupported)
+
+
+class OnnxImportError(AutoschedError, ValueError):
+    """A supported op used in a way the frontend cannot convert (a non-constant shape, a training-mode node, ...)
+    or a model input without a static shape; the message names the node and the problem."""
+
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def from_onnx(model: onnx.ModelProto | str | os.PathLike, shape: Mapping[str, Sequence[int]] | None = None,
+              dtype: str | Mapping[str, str] = "float32", opset: int | None = None, freeze_params: bool = False
+              ) -> tuple[IRModule, dict[str, np.ndarray]]:
+    """Convert an ONNX model (a ``ModelProto`` or a path to a ``.onnx`` file) to a relay module and its weights.
+
+    ``shape`` gives (or overrides) graph input shapes, e.g. ``{"data": (1, 3, 224, 224)}``; inputs with dynamic
+    dimensions must be named here. ``dtype`` is the input dtype for inputs whose type the model does not declare
+    (a dict gives it per input and overrides the model's). ``opset`` overrides the model's default-domain opset.
+
+    Returns ``(mod, params)``: ``mod["main"]`` takes the graph inputs, then one parameter per initializer used as a
+    tensor (named as in the model); ``params`` maps those names to numpy arrays, ready for ``relay.build``.
+    Raises :class:`OpNotImplemented` listing every unsupported op type, and :class:`OnnxImportError` for an input
+    without a static shape or a node that cannot be converted.
+    """
+    try:
+        import onnx
+    except ImportError as e:  # pragma: no cover - onnx is an optional dependency
+        raise ImportError("relay.frontend.from_onnx needs the onnx package: pip install onnx") from e
+    if isinstance(model, (str, os.PathLike)):
+        model = onnx.load(os.fspath(model))
+    if not isinstance(model, onnx.ModelProto):
+        raise TypeError(f"from_onnx expects an onnx.ModelProto or a path, got {type(model).__name__}")
+    return _GraphConverter(model, dict(shape or {}), dtype, opset, freeze_params).convert()
+
+
+def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    """A node's attributes as Python values (strings decoded, tensors as numpy arrays)."""
+    from onnx import AttributeProto, helper, numpy_helper
+
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        if a.type == AttributeProto.TENSOR:
+            out[a.name] = numpy_helper.to_array(a.t)
+        else:
+            v = helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                v = v.decode()
+            elif isinstance(v, list) and v and isinstance(v[0], bytes):
+                v = [x.decode() for x in v]
+            out[a.name] = v
+    return out
+
+
+class _GraphConverter:
+    """One conversion: the value table, the parameter table and the per-op converters."""
+
+    def __init__(self, model: onnx.ModelProto, shapes: dict[str, Sequence[int]], dtype: str | Mapping[str, str],
+                 opset: int | None, freeze_params: bool):
+        from onnx import numpy_helper
+
+        self.model = model
+        self.graph = model.graph
+        self.freeze = freeze_params
+        model_opset = next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), None)
+        self.opset = int(opset or model_opset or 1)
+        self.user_shapes = {k: tuple(int(d) for d in v) for k, v in shapes.items()}
+        self.user_dtype = dtype
+        self.initializers: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in self.graph.initializer}
+        self.exprs: dict[str, Expr] = {}  # ONNX value name -> relay expression
+        self.consts: dict[str, np.ndarray] = {}  # ONNX value name -> value known at import (Constant, folded nodes)
+        self.param_vars: dict[str, Any] = {}  # initializer name -> relay Var, made on first use as a tensor
+        self.input_vars: list[Any] = []
+        self.used: set[str] = {i for n in self.graph.node for i in n.input if i} | {o.name for o in self.graph.output}
+        self.onnx_shapes: dict[str, tuple[int, ...]] = {}
+        self._node: onnx.NodeProto | None = None
+        self._node_index = 0
+
+    # ------------------------------------------------------------------------------ driver
+    def convert(self) -> tuple[IRModule, dict[str, np.ndarray]]:
+        from autosched import relay
+
+        self._check_supported()
+        self._make_inputs()
+        self._infer_onnx_shapes()
+        for i, node in enumerate(self.graph.node):
+            self._node, self._node_index = node, i
+            if self._foldable(node):
+                result = self._fold(node)
+            else:
+                result = CONVERTERS[node.op_type](self, node, _attrs(node))
+            outputs = result if isinstance(result, (tuple, list)) else (result,)
+            for name, value in zip(node.output, outputs):
+                if not name:
+                    continue
+                if isinstance(value, np.ndarray):
+                    self.consts[name] = value
+                else:
+                    self.exprs[name] = value
+            for name in node.output[len(outputs):]:
+                if name and name in self.used:
+                    self._fail(f"output {name!r} (output {list(node.output).index(name)}) is used, but only the "
+                               f"first {len(outputs)} output(s) are supported in inference")
+        self._node = None
+        outs = [self.tensor(o.name) for o in self.graph.output]
+        body = outs[0] if len(outs) == 1 else relay.Tuple(outs)
+        used = [name for name in self.initializers if name in self.param_vars]  # in the model's order
+        params = list(self.input_vars) + [self.param_vars[name] for name in used]
+        mod = relay.IRModule.from_expr(relay.Function(params, body))
+        weights = {} if self.freeze else {name: self.initializers[name] for name in used}
+        return mod, weights
+
+    def _check_supported(self) -> None:
+        bad: Counter[str] = Counter()
+        for node in self.graph.node:
+            if node.domain not in _DEFAULT_DOMAINS:
+                bad[f"{node.domain}.{node.op_type}"] += 1
+            elif node.op_type not in CONVERTERS:
+                bad[node.op_type] += 1
+        if bad:
+            listing = ", ".join(f"{op} (x{n})" for op, n in sorted(bad.items(), key=lambda kv: (-kv[1], kv[0])))
+            raise OpNotImplemented(
+                f"the ONNX model uses {len(bad)} unsupported operator type(s) in {sum(bad.values())} node(s): "
+                f"{listing}. Supported: {', '.join(sorted(CONVERTERS))}", bad)
+
+    def _make_inputs(self) -> None:
+        from onnx import helper
+
+        from autosched import relay
+
+        names = []
+        for vi in self.graph.input:
+            if vi.name in self.initializers:  # IR < 4 lists initializers among the inputs too
+                continue
+            names.append(vi.name)
+            tt = vi.type.tensor_type
+            if vi.name in self.user_shapes:
+                shape = self.user_shapes[vi.name]
+            else:
+                dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+                if not tt.HasField("shape") or any(d is None for d in dims):
+                    given = [dv.dim_param or "?" if d is None else d for d, dv in zip(dims, tt.shape.dim)]
+                    raise OnnxImportError(
+                        f"graph input {vi.name!r} has no static shape ({given if tt.HasField('shape') else 'none'});"
+                        f" give it with shape={{{vi.name!r}: (...)}}")
+                shape = tuple(dims)
+            if isinstance(self.user_dtype, Mapping) and vi.name in self.user_dtype:
+                dtype = str(self.user_dtype[vi.name])
+            elif tt.elem_type:
+                dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+            else:
+                dtype = self.user_dtype if isinstance(self.user_dtype, str) else "float32"
+            v = relay.var(vi.name, shape=shape, dtype=dtype)
+            self.input_vars.append(v)
+            self.exprs[vi.name] = v
+            self.onnx_shapes[vi.name] = tuple(shape)
+        unknown = sorted(set(self.user_shapes) - set(names))
+        if unknown:
+            raise OnnxImportError(f"shape= names {unknown}, which are not graph inputs of the model "
+                                  f"(its inputs: {names})")
+
+    def _infer_onnx_shapes(self) -> None:
+        """Static shapes of intermediate values from ONNX's shape inference, run with the inputs' final shapes."""
+        import onnx
+
+        m = onnx.ModelProto()
+        m.CopyFrom(self.model)
+        for vi in m.graph.input:
+            if vi.name in self.onnx_shapes:
+                dims = vi.type.tensor_type.shape.dim
+                del dims[:]
+                for d in self.onnx_shapes[vi.name]:
+                    dims.add().dim_value = d
+        try:
+            inferred = onnx.shape_inference.infer_shapes(m, data_prop=True)
+        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
+            # relay's type inference still runs; what it cannot do without ONNX's shapes fails at that node
+            logger.warning("from_onnx: ONNX shape inference failed, so intermediate shapes come from relay's type "
+                           "inference only (a node that needs a static shape may then fail): %s; check the model "
+                           "with onnx.checker.check_model(model, full_check=True)", " ".join(str(e).split()))
+            return
+        for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+            tt = vi.type.tensor_type
+            if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+                self.onnx_shapes.setdefault(vi.name, tuple(d.dim_value for d in tt.shape.dim))
+
+    # ------------------------------------------------------------------------------ values
+    def _where(self) -> str:
+        node = self._node
+        if node is None:
+            return "graph"
+        label = repr(node.name) if node.name else f"#{self._node_index} (output {node.output[0]!r})"
+        return f"node {label} ({node.op_type})"
+
+    def _fail(self, problem: str) -> None:
+        raise OnnxImportError(f"{self._where()}: {problem}")
+
+    def tensor(self, name: str) -> Expr:
+        """The relay expression for ONNX value ``name`` (an initializer becomes a parameter on first use)."""
+        from autosched import relay
+
+        if name in self.exprs:
+            return self.exprs[name]
+        if name in self.initializers:
+            value = self.initializers[name]
+            if self.freeze:
+                e = relay.const(value)
+            else:
+                e = relay.var(name, shape=value.shape, dtype=str(value.dtype))
+                self.param_vars[name] = e
+            self.exprs[name] = e
+            return e
+        if name in self.consts:
+            e = relay.const(self.consts[name])
+            self.exprs[name] = e
+            return e
+        self._fail(f"input {name!r} is not a graph input, an initializer or the output of an earlier node")
+        raise AssertionError  # unreachable
+
+    def value(self, name: str, what: str) -> np.ndarray:
+        """The import-time value of ``name`` (an initializer or a Constant's output), for ``what`` (an input that
+        must be constant, e.g. Reshape's shape)."""
+        if name in self.consts:
+            return self.consts[name]
+        if name in self.initializers:
+            return self.initializers[name]
+        self._fail(f"{what} (input {name!r}) must be a constant (an initializer or a Constant node); "
+                   "computed shapes and bounds are not supported")
+        raise AssertionError  # unreachable
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The static shape of ONNX value ``name``."""
+        if name in self.onnx_shapes:
+            return self.onnx_shapes[name]
+        if name in self.initializers:
+            return tuple(self.initializers[name].shape)
+        if name in self.consts:
+            return tuple(self.consts[name].shape)
+        return self._relay_shape(self.tensor(name))
+
+    def _relay_shape(self, expr: Expr) -> tuple[int, ...]:
+        """Shape by relay's type inference of ``expr`` over the variables made so far."""
+        from autosched import relay
+
+        params = list(self.input_vars) + list(self.param_vars.values())
+        mod = relay.transform.InferType()(relay.IRModule.from_expr(relay.Function(params, expr)))
+        return tuple(int(d) for d in mod["main"].body.checked_type.shape)
+
+    def is_const(self, name: str) -> bool:
+        """Whether ONNX value ``name`` is known at import time (an initializer, a Constant or a folded value)."""
+        return name in self.consts or name in self.initializers
+
+    def _foldable(self, node: onnx.NodeProto) -> bool:
+        """Nodes whose inputs are all known at import time are evaluated now (shape arithmetic, small constants);
+        weights above ``FOLD_LIMIT`` elements stay parameters."""
+        ins = [n for n in node.input if n]
+        if not ins or not all(self.is_const(n) for n in ins):
+            return False
+        return node.op_type in FOLD_ONLY or sum(self.value(n, "").size for n in ins) <= FOLD_LIMIT
+
+    def _fold(self, node: onnx.NodeProto) -> list[np.ndarray]:
+        """The node's outputs computed by onnx's reference evaluator at the model's opset."""
+        from onnx import helper
+        from onnx.reference import ReferenceEvaluator
+
+        graph = helper.make_graph([node], "fold", [helper.make_empty_tensor_value_info(n) for n in node.input if n],
+                                  [helper.make_empty_tensor_value_info(n) for n in node.output if n])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+        try:
+            values = ReferenceEvaluator(model).run(None, {n: self.value(n, "") for n in node.input if n})
+        except Exception as e:
+            self._fail(f"evaluating it on its constant inputs failed: {type(e).__name__}: {e}")
+        it = iter(values)
+        return [np.asarray(next(it)) if n else np.zeros(0) for n in node.output]
+
+    def optional(self, node: onnx.NodeProto, i: int) -> str | None:
+        """Input ``i`` of ``node``, or None when it is absent (past the end, or the empty name)."""
+        return node.input[i] if len(node.input) > i and node.input[i] else None

@@ -1,0 +1,316 @@
+"""ONNX converters of the ops that move or reshape data: reshape, transpose, concat, pad, split, slice, resize,
+and reductions over axes."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from autosched.relay.frontend.onnx.registry import register
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
+
+    from autosched.relay.expr import Expr
+    from autosched.relay.frontend.onnx.importer import _GraphConverter
+
+
+@register("Reshape")
+def _reshape(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    from autosched import relay
+
+    if g.opset < 5:
+        newshape = [int(d) for d in attrs["shape"]]
+    else:
+        newshape = [int(d) for d in np.asarray(g.value(node.input[1], "the target shape")).reshape(-1)]
+    if attrs.get("allowzero", 0) and 0 in newshape:
+        g._fail(f"allowzero=1 with a 0 in the shape {newshape} (an empty tensor) is not supported")
+    return relay.reshape(g.tensor(node.input[0]), tuple(newshape))
+
+
+@register("Flatten")
+def _flatten(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    from autosched import relay
+
+    shape = g.shape(node.input[0])
+    axis = int(attrs.get("axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis
+    x = g.tensor(node.input[0])
+    if axis == 1 and len(shape) >= 2:
+        return relay.nn.batch_flatten(x)
+    return relay.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
+
+
+def _axes(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, since: int) -> list[int] | None:
+    """The ``axes`` of Squeeze/Unsqueeze/ReduceMean: an attribute before opset ``since``, a constant input from it."""
+    if g.opset < since:
+        return [int(a) for a in attrs["axes"]] if "axes" in attrs else None
+    name = g.optional(node, 1)
+    return [int(a) for a in np.asarray(g.value(name, "axes")).reshape(-1)] if name else None
+
+
+@register("Unsqueeze")
+def _unsqueeze(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """A reshape to the static shape with the new unit axes (constant inputs are evaluated at import instead)."""
+    from autosched import relay
+
+    shape = list(g.shape(node.input[0]))
+    axes = _axes(g, node, attrs, 13)
+    if axes is None:
+        g._fail("the axes are required")
+    rank = len(shape) + len(axes)
+    for a in sorted(a % rank for a in axes):
+        shape.insert(a, 1)
+    return relay.reshape(g.tensor(node.input[0]), tuple(shape))
+
+
+@register("Squeeze")
+def _squeeze(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    from autosched import relay
+
+    shape = g.shape(node.input[0])
+    axes = _axes(g, node, attrs, 13)
+    drop = {a % len(shape) for a in axes} if axes is not None else {i for i, d in enumerate(shape) if d == 1}
+    if any(shape[a] != 1 for a in drop):
+        g._fail(f"cannot squeeze axes {sorted(drop)} of shape {shape}: not all of size 1")
+    return relay.reshape(g.tensor(node.input[0]), tuple(d for i, d in enumerate(shape) if i not in drop))
+
+
+@register("ReduceMean")
+def _reduce_mean(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """The mean over H and W of an NCHW tensor (global average pooling, as some exporters write it)."""
+    from autosched import relay
+
+    shape = g.shape(node.input[0])
+    axes = _axes(g, node, attrs, 18)
+    axes = sorted(a % len(shape) for a in axes) if axes is not None else list(range(len(shape)))
+    if len(shape) != 4 or axes != [2, 3]:
+        g._fail(f"only the mean over axes [2, 3] of a 4-D (NCHW) tensor is supported, got axes {axes} of shape "
+                f"{shape}")
+    out = relay.nn.global_avg_pool2d(g.tensor(node.input[0]))
+    return out if attrs.get("keepdims", 1) else relay.reshape(out, tuple(shape[:2]))
+
+
+@register("Transpose")
+def _transpose(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    from autosched import relay
+
+    perm = attrs.get("perm")
+    return relay.transpose(g.tensor(node.input[0]), axes=tuple(perm) if perm is not None else None)
+
+
+@register("Concat")
+def _concat(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    from autosched import relay
+
+    if "axis" not in attrs:
+        g._fail("the axis attribute is required")
+    rank = len(g.shape(node.input[0]))
+    return relay.concatenate([g.tensor(n) for n in node.input], axis=int(attrs["axis"]) % rank)
+
+
+@register("Pad")
+def _pad(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    from autosched import relay
+
+    mode = attrs.get("mode", "constant")
+    if mode != "constant":
+        g._fail(f"mode {mode!r} is not supported (only 'constant')")
+    rank = len(g.shape(node.input[0]))
+    if g.opset < 11:
+        pads = [int(p) for p in attrs.get("pads", attrs.get("paddings", []))]
+        pad_value = float(attrs.get("value", 0.0))
+        axes = list(range(rank))
+    else:
+        pads = [int(p) for p in np.asarray(g.value(node.input[1], "pads")).reshape(-1)]
+        cv = g.optional(node, 2)
+        pad_value = float(np.asarray(g.value(cv, "constant_value")).reshape(-1)[0]) if cv else 0.0
+        ax = g.optional(node, 3)
+        axes = [int(a) % rank for a in np.asarray(g.value(ax, "axes")).reshape(-1)] if ax else list(range(rank))
+    if len(pads) != 2 * len(axes):
+        g._fail(f"pads {pads} must have 2 x {len(axes)} entries")
+    if any(p < 0 for p in pads):
+        g._fail(f"negative pads {pads} (cropping) are not supported")
+    width = [[0, 0] for _ in range(rank)]
+    for i, a in enumerate(axes):
+        width[a] = [pads[i], pads[i + len(axes)]]
+    return relay.nn.pad(g.tensor(node.input[0]), pad_width=tuple(tuple(w) for w in width), pad_value=pad_value)
+
+
+@register("Split")
+def _split(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> tuple:
+    """One ``strided_slice`` per output: sizes from ``split`` (an attribute before opset 13, a constant input
+    from it), else equal parts (from opset 18 ``num_outputs`` parts, the last one smaller when they do not divide).
+    """
+    from autosched.relay.ops import strided_slice
+
+    shape = g.shape(node.input[0])
+    axis = int(attrs.get("axis", 0))
+    if not -len(shape) <= axis < len(shape):
+        g._fail(f"axis {axis} is out of range for shape {list(shape)}")
+    axis %= len(shape)
+    dim, n = shape[axis], len(node.output)
+    if g.opset < 13:
+        sizes = [int(s) for s in attrs["split"]] if "split" in attrs else None
+    else:
+        name = g.optional(node, 1)
+        sizes = [int(s) for s in np.asarray(g.value(name, "split")).reshape(-1)] if name else None
+    if sizes is None:
+        parts = int(attrs.get("num_outputs", n))
+        if parts != n:
+            g._fail(f"num_outputs={parts} but the node has {n} outputs")
+        if g.opset < 18 and dim % n:
+            g._fail(f"axis {axis} of size {dim} does not split into {n} equal parts (give the split sizes)")
+        chunk = -(-dim // n)
+        sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+    if len(sizes) != n or sum(sizes) != dim or min(sizes) <= 0:
+        g._fail(f"split sizes {sizes} must be {n} positive sizes adding up to {dim}, the size of axis {axis} "
+                f"(empty outputs are not supported)")
+    outs, start = [], 0
+    x = g.tensor(node.input[0])
+    for s in sizes:
+        outs.append(strided_slice(x, begin=[start], end=[start + s], strides=[1], axes=[axis]))
+        start += s
+    return tuple(outs)
+
+
+@register("Slice")
+def _slice(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """``strided_slice`` with constant starts/ends/axes/steps (attributes before opset 10, inputs from it), any
+    non-zero steps; negative and out-of-range indices follow ONNX's clamping (values known at import time are
+    evaluated instead)."""
+    from autosched.relay.ops import slice_range, strided_slice
+
+    shape = g.shape(node.input[0])
+    rank = len(shape)
+    if g.opset < 10:
+        starts, ends = [int(v) for v in attrs.get("starts", [])], [int(v) for v in attrs.get("ends", [])]
+        axes = [int(a) for a in attrs["axes"]] if "axes" in attrs else list(range(len(starts)))
+        steps = [1] * len(starts)
+    else:
+        def ints(i: int, what: str) -> list[int] | None:
+            name = g.optional(node, i)
+            return [int(v) for v in np.asarray(g.value(name, what)).reshape(-1)] if name else None
+
+        starts, ends = ints(1, "starts"), ints(2, "ends")
+        axes = ints(3, "axes") or list(range(len(starts or [])))
+        steps = ints(4, "steps") or [1] * len(starts or [])
+    if starts is None or ends is None or not len(starts) == len(ends) == len(axes) == len(steps):
+        g._fail(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} must have the same length")
+    if any(not -rank <= a < rank for a in axes) or len({a % rank for a in axes}) != len(axes):
+        g._fail(f"axes {axes} must be distinct axes of the {rank}-D input")
+    if 0 in steps:
+        g._fail(f"steps {steps} must not be 0")
+    axes = [a % rank for a in axes]
+    for a, b, e, s in zip(axes, starts, ends, steps):
+        if slice_range(shape[a], b, e, s)[1] == 0:
+            g._fail(f"starts {b}, ends {e}, steps {s} select nothing of axis {a} (size {shape[a]}) of shape "
+                    f"{list(shape)}; empty tensors are not supported")
+    # indices past -dim - 1 .. dim + 1 clamp the same way as those bounds (keeps INT64_MAX out of the attributes)
+    starts = [min(max(b, -shape[a] - 1), shape[a] + 1) for a, b in zip(axes, starts)]
+    ends = [min(max(e, -shape[a] - 1), shape[a] + 1) for a, e in zip(axes, ends)]
+    return strided_slice(g.tensor(node.input[0]), begin=starts, end=ends, strides=steps, axes=axes)
+
+
+def _nearest_source(out_size: int, in_size: int, scale: float, transform: str, rounding: str) -> list[int]:
+    """The input pixel ONNX's nearest Resize reads for each output pixel of one axis (float32, as onnxruntime)."""
+    f32 = np.float32
+    o, s = np.arange(out_size, dtype=f32), f32(scale)
+    if transform == "asymmetric":
+        x = o / s
+    elif transform in ("half_pixel", "half_pixel_symmetric"):
+        x = (o + f32(0.5)) / s - f32(0.5)
+        if transform == "half_pixel_symmetric":
+            adjustment = f32(out_size) / (s * f32(in_size))
+            x = x + f32(in_size) / f32(2) * (f32(1) - adjustment)
+    elif transform == "pytorch_half_pixel":
+        x = (o + f32(0.5)) / s - f32(0.5) if out_size > 1 else np.zeros_like(o)
+    elif transform == "align_corners":
+        x = o * f32(in_size - 1) / f32(out_size - 1) if out_size > 1 else np.zeros_like(o)
+    elif transform == "tf_half_pixel_for_nn":
+        x = (o + f32(0.5)) / s
+    else:
+        raise ValueError(transform)
+    if rounding == "round_prefer_floor":
+        idx = np.where(x - np.floor(x) == f32(0.5), np.floor(x), np.round(x))
+    elif rounding == "round_prefer_ceil":
+        idx = np.where(x - np.floor(x) == f32(0.5), np.ceil(x), np.round(x))
+    elif rounding == "floor":
+        idx = np.floor(x)
+    elif rounding == "ceil":
+        idx = np.ceil(x)
+    else:
+        raise ValueError(rounding)
+    return [int(v) for v in np.clip(idx, 0, in_size - 1)]
+
+
+_RESIZE_TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+                      "tf_half_pixel_for_nn")
+
+
+@register("Resize", "Upsample")
+def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Nearest-neighbour resizing of NCHW data by integer factors on H and W with constant scales or sizes, when
+    the coordinate transformation and rounding read input pixel o // factor for output pixel o (every input pixel
+    repeated factor times: the defaults, and asymmetric/floor) -> ``nn.upsampling``. Upsample (opset < 10) and
+    Resize-10 use asymmetric coordinates and floor."""
+    from autosched.relay.ops import upsampling
+
+    mode = attrs.get("mode", "nearest")
+    if mode != "nearest":
+        g._fail(f"mode {mode!r} is not supported (only 'nearest')")
+    shape = g.shape(node.input[0])
+    if len(shape) != 4:
+        g._fail(f"only 4-D (NCHW) inputs are supported, got shape {list(shape)}")
+    if node.op_type == "Upsample" or g.opset < 11:
+        transform, rounding = "asymmetric", "floor"
+        if node.op_type == "Upsample" and g.opset < 9:
+            scales = [float(s) for s in attrs.get("scales", [])]
+        else:
+            scales = [float(s) for s in np.asarray(g.value(node.input[1], "scales")).reshape(-1)]
+        sizes = None
+    else:
+        transform = attrs.get("coordinate_transformation_mode", "half_pixel")
+        rounding = attrs.get("nearest_mode", "round_prefer_floor")
+        if transform not in _RESIZE_TRANSFORMS:
+            g._fail(f"coordinate_transformation_mode {transform!r} is not supported (only "
+                    f"{', '.join(_RESIZE_TRANSFORMS)})")
+        if rounding not in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
+            g._fail(f"unknown nearest_mode {rounding!r}")
+        sc, sz = g.optional(node, 2), g.optional(node, 3)
+        scales = [float(s) for s in np.asarray(g.value(sc, "scales")).reshape(-1)] if sc else []
+        sizes = [int(s) for s in np.asarray(g.value(sz, "sizes")).reshape(-1)] if sz else None
+        if scales and sizes:
+            g._fail("scales and sizes are both given; ONNX allows only one")
+        if sizes and attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+            g._fail(f"keep_aspect_ratio_policy {attrs['keep_aspect_ratio_policy']!r} is not supported (only "
+                    "'stretch')")
+    axes = [int(a) % 4 for a in attrs.get("axes", range(4))]
+    given = scales if not sizes else sizes
+    if len(given) != len(axes):
+        g._fail(f"{'scales' if not sizes else 'sizes'} {given} must have one value per axis {axes}")
+    full_scales, full_sizes = [1.0] * 4, list(shape)
+    for a, v in zip(axes, given):
+        if sizes:
+            full_sizes[a], full_scales[a] = int(v), int(v) / shape[a]
+        else:
+            full_sizes[a], full_scales[a] = int(math.floor(shape[a] * v)), float(v)
+    if full_sizes[:2] != list(shape[:2]):
+        g._fail(f"only H and W can be resized; the output size would be {full_sizes} for input {list(shape)}")
+    factors = []
+    for a in (2, 3):
+        factor = full_sizes[a] // shape[a]
+        if full_sizes[a] != factor * shape[a] or factor < 1:
+            g._fail(f"only upsampling by integer factors is supported; axis {a} goes from {shape[a]} to "
+                    f"{full_sizes[a]} (scales {full_scales})")
+        src = _nearest_source(full_sizes[a], shape[a], full_scales[a], transform, rounding)
+        if src != [o // factor for o in range(full_sizes[a])]:
+            g._fail(f"coordinate_transformation_mode {transform!r} with nearest_mode {rounding!r} and scale "
+                    f"{full_scales[a]} does not repeat each input pixel {factor} times (axis {a} reads input pixels "
+                    f"{src[:8]}...); only such replication is supported")
+        factors.append(factor)
+    if factors == [1, 1]:
+        return g.tensor(node.input[0])
+    return upsampling(g.tensor(node.input[0]), scale_h=factors[0], scale_w=factors[1])

@@ -1,0 +1,83 @@
+"""Helpers the relay op definitions share: argument checks, broadcasting, padding and pair attributes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from autosched import te
+from autosched.relay.expr import RelayError, TensorType, Type
+
+
+def _tensor(types: Sequence[Type], k: int, op: str, what: str = "") -> TensorType:
+    t = types[k]
+    if not isinstance(t, TensorType):
+        raise RelayError(f"{op}: argument {k}{' (' + what + ')' if what else ''} must be a tensor, got {t!r}")
+    return t
+
+
+def _nargs(types: Sequence[Type], n: int, op: str) -> None:
+    if len(types) != n:
+        raise RelayError(f"{op} takes {n} arguments, got {len(types)}")
+
+
+def _same_dtype(op: str, *ts: TensorType) -> str:
+    dts = {t.dtype for t in ts}
+    if len(dts) != 1:
+        raise RelayError(f"{op}: operand dtypes differ: {', '.join(f'{t.shape} {t.dtype}' for t in ts)}")
+    return ts[0].dtype
+
+
+def _pair(v: Any, op: str, what: str) -> tuple[int, int]:
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(int(x) for x in v)
+    if len(v) == 1:
+        return (v[0], v[0])
+    if len(v) != 2:
+        raise RelayError(f"{op}: {what} must be 1 or 2 ints, got {v}")
+    return v  # type: ignore[return-value]
+
+
+def pad4(v: Any, op: str) -> tuple[int, int, int, int]:
+    """TVM's 2-D padding: 1 int (all sides), 2 (top/bottom, left/right) or 4 (top, left, bottom, right)."""
+    if isinstance(v, int):
+        return (v, v, v, v)
+    v = tuple(int(x) for x in v)
+    if len(v) == 1:
+        return (v[0],) * 4  # type: ignore[return-value]
+    if len(v) == 2:
+        return (v[0], v[1], v[0], v[1])
+    if len(v) == 4:
+        return v  # type: ignore[return-value]
+    raise RelayError(f"{op}: padding must be 1, 2 or 4 ints, got {v}")
+
+
+def broadcast_shape(a: Sequence[int], b: Sequence[int], op: str) -> tuple[int, ...]:
+    """numpy broadcasting of two shapes, or an error naming the op and both shapes."""
+    n = max(len(a), len(b))
+    pa = (1,) * (n - len(a)) + tuple(a)
+    pb = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(pa, pb):
+        if x != y and x != 1 and y != 1:
+            raise RelayError(f"{op}: shapes {tuple(a)} and {tuple(b)} do not broadcast")
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def _bload(x: Any, idx: Sequence[Any]) -> Any:
+    """Read tensor ``x`` at output index ``idx`` under numpy broadcasting (a te scalar is used as is)."""
+    if not isinstance(x, te.Tensor):
+        return x
+    nd = len(x.shape)
+    sub = idx[len(idx) - nd:] if nd else []
+    return x[tuple(0 if int(d) == 1 else i for d, i in zip(x.shape, sub))] if nd else x[()]
+
+
+def _ishape(t: te.Tensor) -> tuple[int, ...]:
+    return tuple(int(d) for d in t.shape)
+
+
+def _c(v: float, dtype: str) -> Any:
+    return te.const(v, dtype)

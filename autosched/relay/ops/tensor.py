@@ -1,0 +1,309 @@
+"""Relay ops that move data: reshape, batch_flatten, transpose, concatenate, pad, strided_slice, upsampling."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from autosched import te
+from autosched.relay.expr import RelayError, TensorType, TupleType
+from autosched.relay.op import (
+    INJECTIVE,
+    OpDef,
+    make_call,
+    register_op,
+)
+from autosched.relay.ops.common import _ishape, _nargs, _same_dtype, _tensor
+
+
+def _ravel(idx: Sequence[Any], shape: Sequence[int]) -> Any:
+    lin: Any = 0
+    for i, d in zip(idx, shape):
+        lin = lin * d + i
+    return lin
+
+
+def _unravel(lin: Any, shape: Sequence[int]) -> tuple:
+    out = []
+    stride = 1
+    strides = []
+    for d in reversed(shape):
+        strides.append(stride)
+        stride *= d
+    for d, s in zip(shape, reversed(strides)):
+        out.append((lin // s) % d if s > 1 else lin % d)
+    return tuple(out)
+
+
+def reshape_shape(ishape: Sequence[int], newshape: Sequence[int], op: str = "reshape") -> tuple[int, ...]:
+    """Resolve 0 (copy the input dimension) and -1 (infer) in ``newshape``, as ONNX and TVM do."""
+    out: list[int] = []
+    infer = -1
+    for k, d in enumerate(newshape):
+        d = int(d)
+        if d == 0:
+            if k >= len(ishape):
+                raise RelayError(f"{op}: newshape {tuple(newshape)} copies dimension {k} of shape {tuple(ishape)}, "
+                                 "which it does not have")
+            out.append(ishape[k])
+        elif d == -1:
+            if infer >= 0:
+                raise RelayError(f"{op}: newshape {tuple(newshape)} has more than one -1")
+            infer = k
+            out.append(1)
+        elif d < 0:
+            raise RelayError(f"{op}: newshape {tuple(newshape)}: only 0 and -1 are special values")
+        else:
+            out.append(d)
+    size = math.prod(ishape)
+    if infer >= 0:
+        rest = math.prod(out)
+        if rest == 0 or size % rest:
+            raise RelayError(f"{op}: cannot reshape {tuple(ishape)} ({size} elements) to {tuple(newshape)}")
+        out[infer] = size // rest
+    if math.prod(out) != size:
+        raise RelayError(f"{op}: cannot reshape {tuple(ishape)} ({size} elements) to {tuple(newshape)} "
+                         f"({math.prod(out)} elements)")
+    return tuple(out)
+
+
+def _reshape_rel(types, attrs):
+    _nargs(types, 1, "reshape")
+    x = _tensor(types, 0, "reshape", "data")
+    return TensorType(reshape_shape(x.shape, attrs["newshape"]), x.dtype)
+
+
+def _reshape_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    ishape = _ishape(x)
+    oshape = out_type.shape
+    return te.compute(oshape, lambda *i: x[_unravel(_ravel(i, oshape), ishape)], name="reshape")
+
+
+register_op(OpDef("reshape", _reshape_rel, _reshape_compute, INJECTIVE, attrs={"newshape": None}, num_inputs=1,
+                  doc="reshape (0 copies a dimension, -1 is inferred)"))
+
+
+def _batch_flatten_rel(types, attrs):
+    _nargs(types, 1, "nn.batch_flatten")
+    x = _tensor(types, 0, "nn.batch_flatten", "data")
+    if not x.shape:
+        raise RelayError("nn.batch_flatten: data must have at least one dimension")
+    return TensorType((x.shape[0], math.prod(x.shape[1:])), x.dtype)
+
+
+register_op(OpDef("nn.batch_flatten", _batch_flatten_rel, _reshape_compute, INJECTIVE, num_inputs=1,
+                  doc="flatten all but the first axis"))
+
+
+def _transpose_axes(ndim: int, axes: Any, op: str = "transpose") -> tuple[int, ...]:
+    if axes is None:
+        return tuple(range(ndim - 1, -1, -1))
+    ax = tuple(int(a) % ndim for a in axes) if ndim else ()
+    if sorted(ax) != list(range(ndim)):
+        raise RelayError(f"{op}: axes {tuple(axes)} are not a permutation of {ndim} dimensions")
+    return ax
+
+
+def _transpose_rel(types, attrs):
+    _nargs(types, 1, "transpose")
+    x = _tensor(types, 0, "transpose", "data")
+    ax = _transpose_axes(len(x.shape), attrs["axes"])
+    return TensorType(tuple(x.shape[a] for a in ax), x.dtype)
+
+
+def _transpose_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    ax = _transpose_axes(len(x.shape), attrs["axes"])
+
+    def f(*i):
+        src = [None] * len(ax)
+        for k, a in enumerate(ax):
+            src[a] = i[k]
+        return x[tuple(src)]
+
+    return te.compute(out_type.shape, f, name="transpose")
+
+
+register_op(OpDef("transpose", _transpose_rel, _transpose_compute, INJECTIVE, attrs={"axes": None}, num_inputs=1,
+                  doc="permute axes (reverse them by default)"))
+
+
+def _concat_rel(types, attrs):
+    op = "concatenate"
+    if len(types) == 1 and isinstance(types[0], TupleType):
+        types = list(types[0].fields)
+    if not types:
+        raise RelayError(f"{op}: needs at least one tensor")
+    ts = [_tensor(types, k, op) for k in range(len(types))]
+    nd = len(ts[0].shape)
+    if nd == 0:
+        raise RelayError(f"{op}: cannot concatenate 0-d tensors")
+    axis = attrs["axis"] % nd
+    for t in ts:
+        if len(t.shape) != nd or any(a != b for k, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if k != axis):
+            raise RelayError(f"{op}: shapes {', '.join(str(t.shape) for t in ts)} differ outside axis {attrs['axis']}")
+    _same_dtype(op, *ts)
+    shape = list(ts[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in ts)
+    return TensorType(shape, ts[0].dtype)
+
+
+def _concat_compute(inputs, attrs, out_type):
+    axis = attrs["axis"] % len(out_type.shape)
+    offsets = []
+    off = 0
+    for t in inputs:
+        offsets.append(off)
+        off += int(t.shape[axis])
+
+    def g(*i):  # first input whose range holds the index, tested from the last one down
+        val = inputs[0][i]
+        for t, o in zip(inputs[1:], offsets[1:]):
+            idx = tuple(i[:axis]) + (i[axis] - o,) + tuple(i[axis + 1:])
+            val = te.if_then_else(i[axis] >= o, t[idx], val)
+        return val
+
+    return te.compute(out_type.shape, g, name="concatenate")
+
+
+register_op(OpDef("concatenate", _concat_rel, _concat_compute, INJECTIVE, attrs={"axis": 0},
+                  doc="join a tuple of tensors along an axis"))
+
+
+def _pad_rel(types, attrs):
+    _nargs(types, 1, "nn.pad")
+    x = _tensor(types, 0, "nn.pad", "data")
+    pw = attrs["pad_width"]
+    if pw is None or len(pw) != len(x.shape) or any(len(p) != 2 or min(p) < 0 for p in pw):
+        raise RelayError(f"nn.pad: pad_width {pw} must give (before, after) >= 0 for each of the "
+                         f"{len(x.shape)} dimensions of shape {x.shape}")
+    if attrs["pad_mode"] != "constant":
+        raise RelayError(f"nn.pad: only pad_mode 'constant' is supported, got {attrs['pad_mode']!r}")
+    return TensorType(tuple(d + int(p[0]) + int(p[1]) for d, p in zip(x.shape, pw)), x.dtype)
+
+
+def _pad_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    pw = [(int(a), int(b)) for a, b in attrs["pad_width"]]
+    shape = _ishape(x)
+
+    def f(*i):
+        conds = []
+        for k, (d, (a, _)) in enumerate(zip(shape, pw)):
+            if a or pw[k][1]:
+                conds += [i[k] >= a, i[k] < d + a]
+        src = tuple(ik - a for ik, (a, _) in zip(i, pw))
+        if not conds:
+            return x[src]
+        return te.if_then_else(te.all(*conds), x[src], te.const(float(attrs["pad_value"]), x.dtype))
+
+    return te.compute(out_type.shape, f, name="pad")
+
+
+register_op(OpDef("nn.pad", _pad_rel, _pad_compute, INJECTIVE,
+                  attrs={"pad_width": None, "pad_value": 0.0, "pad_mode": "constant"}, num_inputs=1,
+                  doc="constant padding of every axis"))
+
+
+def slice_range(dim: int, begin: int, end: int, step: int) -> tuple[int, int]:
+    """ONNX Slice's (and numpy's) rules for one axis: negative indices count from the end, out-of-range ones are
+    clamped (to [0, dim - 1] / [-1, dim - 1] for a negative step). Returns (first index, number of elements)."""
+    begin = begin + dim if begin < 0 else begin
+    end = end + dim if end < 0 else end
+    if step > 0:
+        begin, end = min(max(begin, 0), dim), min(max(end, 0), dim)
+    else:
+        begin, end = min(max(begin, 0), dim - 1), min(max(end, -1), dim - 1)
+    return begin, max(0, -(-(end - begin) // step))
+
+
+def _slice_axes(ndim: int, attrs: dict, op: str) -> list[tuple[int, int, int, int]]:
+    """(axis, begin, end, step) for every sliced axis, checked."""
+    begin, end = [int(v) for v in attrs["begin"]], [int(v) for v in attrs["end"]]
+    strides = [int(v) for v in attrs["strides"]] if attrs["strides"] is not None else [1] * len(begin)
+    axes = [int(a) for a in attrs["axes"]] if attrs["axes"] is not None else list(range(len(begin)))
+    if not len(begin) == len(end) == len(strides) == len(axes):
+        raise RelayError(f"{op}: begin {begin}, end {end}, strides {strides} and axes {axes} differ in length")
+    if any(not -ndim <= a < ndim for a in axes) or len({a % ndim for a in axes}) != len(axes):
+        raise RelayError(f"{op}: axes {axes} must be distinct axes of a {ndim}-D tensor")
+    if 0 in strides:
+        raise RelayError(f"{op}: strides {strides} must not be 0")
+    return [(a % ndim, b, e, s) for a, b, e, s in zip(axes, begin, end, strides)]
+
+
+def _strided_slice_rel(types, attrs):
+    op = "strided_slice"
+    _nargs(types, 1, op)
+    x = _tensor(types, 0, op, "data")
+    shape = list(x.shape)
+    for a, b, e, s in _slice_axes(len(shape), attrs, op):
+        _, n = slice_range(shape[a], b, e, s)
+        if n == 0:
+            raise RelayError(f"{op}: begin {b}, end {e}, stride {s} select nothing of axis {a} (size {shape[a]}) "
+                             f"of shape {x.shape}; empty tensors are not supported")
+        shape[a] = n
+    return TensorType(tuple(shape), x.dtype)
+
+
+def _strided_slice_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    shape = _ishape(x)
+    first = {a: (slice_range(shape[a], b, e, s)[0], s) for a, b, e, s in _slice_axes(len(shape), attrs, "")}
+
+    def f(*i):
+        return x[tuple(first[k][0] + ik * first[k][1] if k in first else ik for k, ik in enumerate(i))]
+
+    return te.compute(out_type.shape, f, name="strided_slice")
+
+
+register_op(OpDef("strided_slice", _strided_slice_rel, _strided_slice_compute, INJECTIVE, num_inputs=1,
+                  attrs={"begin": None, "end": None, "strides": None, "axes": None},
+                  doc="x[begin:end:stride] on the given axes (the first len(begin) axes by default), numpy's rules"))
+
+
+def _upsampling_rel(types, attrs):
+    op = "nn.upsampling"
+    _nargs(types, 1, op)
+    x = _tensor(types, 0, op, "data")
+    if attrs["layout"] != "NCHW" or len(x.shape) != 4:
+        raise RelayError(f"{op}: only 4-D NCHW data is supported, got layout {attrs['layout']} and shape {x.shape}")
+    if attrs["method"] != "nearest_neighbor":
+        raise RelayError(f"{op}: only method 'nearest_neighbor' is supported, got {attrs['method']!r}")
+    sh, sw = attrs["scale_h"], attrs["scale_w"]
+    if any(float(v) != int(v) or int(v) < 1 for v in (sh, sw)):
+        raise RelayError(f"{op}: scale_h {sh} and scale_w {sw} must be positive integers")
+    N, C, H, W = x.shape
+    return TensorType((N, C, H * int(sh), W * int(sw)), x.dtype)
+
+
+def _upsampling_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    sh, sw = int(attrs["scale_h"]), int(attrs["scale_w"])
+    return te.compute(out_type.shape, lambda n, c, y, w: x[n, c, y // sh if sh > 1 else y, w // sw if sw > 1 else w],
+                      name="upsampling")
+
+
+register_op(OpDef("nn.upsampling", _upsampling_rel, _upsampling_compute, INJECTIVE, num_inputs=1,
+                  attrs={"scale_h": 1, "scale_w": 1, "layout": "NCHW", "method": "nearest_neighbor",
+                         "align_corners": False},
+                  doc="nearest-neighbour upsampling of NCHW data by integer factors (each pixel repeated)"))
+
+
+def strided_slice(data: Any, begin: Sequence[int], end: Sequence[int], strides: Sequence[int] | None = None,
+                  axes: Sequence[int] | None = None) -> Any:
+    """data[begin:end:strides] on ``axes`` (default: the first len(begin) axes); negative indices count from the
+    end and out-of-range ones are clamped, as in numpy and ONNX."""
+    def ints(v: Any) -> tuple[int, ...] | None:
+        return None if v is None else tuple(int(x) for x in v)
+
+    return make_call("strided_slice", [data], begin=ints(begin), end=ints(end), strides=ints(strides),
+                     axes=ints(axes))
+
+
+def upsampling(data: Any, scale_h: int = 1, scale_w: int = 1, layout: str = "NCHW",
+               method: str = "nearest_neighbor", align_corners: bool = False) -> Any:
+    """Nearest-neighbour upsampling of NCHW data by integer factors."""
+    return make_call("nn.upsampling", [data], scale_h=int(scale_h), scale_w=int(scale_w), layout=layout,
+                     method=method, align_corners=bool(align_corners))

@@ -1,0 +1,143 @@
+"""The import layering of autosched's packages, kept true by a test.
+
+Bottom to top: errors; te and tir; runtime; codegen; workloads; space; task; the neutral results module
+(``autosched.result``); measure, database and cost_model beside each other (none imports another); search;
+relay; the command line (every ``cli.py``, ``__main__`` and the package facade ``autosched/__init__``). A
+module may import its own package and anything below its layer. The check reads every ``import`` in the
+source (function-level ones too, which a fresh interpreter's ``sys.modules`` would not show until called),
+and a second check imports each package in a fresh interpreter and looks at what it pulled in.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "autosched"
+
+LAYERS: list[set[str]] = [
+    {"errors"},
+    {"te", "tir"},  # the expression and loop IRs use each other's nodes
+    {"runtime"},
+    {"codegen"},
+    {"workloads"},
+    {"space"},
+    {"task"},
+    {"result"},
+    {"measure", "database", "cost_model"},  # beside each other: none imports another
+    {"search"},
+    {"relay"},
+    {"cli"},
+]
+MUTUAL = {frozenset({"te", "tir"})}  # same layer and allowed to import each other
+#: modules that implement a command (``autosched report``) count as command line wherever they live
+CLI_MODULES = {Path("search/report.py")}
+#: below the layer rule, imports the design rules out: the database stores and answers; it compiles nothing
+FORBIDDEN = {("database", "codegen"), ("database", "llvmlite")}
+
+#: imports that break the layering today, each with its reason; the test fails if one disappears (so the
+#: list shrinks as they are fixed) or a new one appears
+KNOWN: dict[tuple[str, str], str] = {
+    ("workloads/__init__.py", "relay"): "fused relay kernels register their workloads on first use of the name",
+    ("database/common.py", "codegen"): "target keys are normalised by codegen.target.Target (host CPU detection)",
+    ("database/record.py", "llvmlite"): "a record's producer names the LLVM version and host CPU",
+}
+
+
+def _layer(name: str) -> int:
+    for i, layer in enumerate(LAYERS):
+        if name in layer:
+            return i
+    raise KeyError(name)
+
+
+def _unit(path: Path) -> str:
+    """The layer unit of a source file: its top-level package, or 'cli' for command-line modules."""
+    rel = path.relative_to(ROOT)
+    if rel.name in ("cli.py", "__main__.py") or rel == Path("__init__.py") or rel in CLI_MODULES:
+        return "cli"
+    return rel.parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> set[str]:
+    """The autosched top-level units ``path`` imports, anywhere in the file (and llvmlite, if it does)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for n in names:
+            parts = n.split(".")
+            if parts[0] == "llvmlite":
+                out.add("llvmlite")
+            if parts[0] == "autosched" and len(parts) > 1 and (
+                    (ROOT / parts[1]).is_dir() or (ROOT / f"{parts[1]}.py").exists()):
+                out.add("cli" if len(parts) > 2 and Path(*parts[1:3]).with_suffix(".py") in CLI_MODULES | {
+                    Path(parts[1], "cli.py")} else parts[1])
+    return out
+
+
+def _violations() -> dict[tuple[str, str], str]:
+    bad = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        unit = _unit(path)
+        if unit == "cli":
+            continue
+        for dep in _imports(path) - {unit}:
+            if (unit, dep) in FORBIDDEN:
+                bad[(str(path.relative_to(ROOT)), dep)] = f"{unit} must not import {dep}"
+                continue
+            if dep == "llvmlite":
+                continue
+            if dep == "cli" or dep == "__main__":
+                bad[(str(path.relative_to(ROOT)), dep)] = "imports the command line"
+                continue
+            same = _layer(dep) == _layer(unit)
+            if _layer(dep) > _layer(unit) or (same and frozenset({unit, dep}) not in MUTUAL):
+                bad[(str(path.relative_to(ROOT)), dep)] = f"{unit} (layer {_layer(unit)}) imports {dep} " \
+                                                          f"(layer {_layer(dep)})"
+    return bad
+
+
+def test_every_package_is_in_a_layer():
+    units = {_unit(p) for p in ROOT.rglob("*.py")}
+    assert all((ROOT / m).exists() for m in CLI_MODULES)
+    assert units <= set().union(*LAYERS), units - set().union(*LAYERS)
+
+
+def test_imports_follow_the_layers():
+    bad = _violations()
+    new = {k: v for k, v in bad.items() if k not in KNOWN}
+    assert not new, "imports against the layering:\n" + "\n".join(f"  {f} -> {d}: {why}"
+                                                                 for (f, d), why in sorted(new.items()))
+    fixed = set(KNOWN) - set(bad)
+    assert not fixed, f"no longer imported, drop from KNOWN: {sorted(fixed)}"
+
+
+def _pulled(statement: str) -> set[str]:
+    """The autosched units in ``sys.modules`` of a fresh interpreter after ``statement``."""
+    code = (f"import sys, json; {statement}; "
+            "print(json.dumps(sorted({m.split('.')[1] for m in sys.modules if m.startswith('autosched.')})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT.parent)
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout))
+
+
+@pytest.mark.parametrize("package", ["te", "tir", "runtime", "codegen", "workloads", "space", "task", "result",
+                                     "measure", "database", "cost_model", "search", "relay"])
+def test_importing_a_package_pulls_in_only_lower_layers(package):
+    """What importing a package adds to what ``import autosched`` (the facade, which every import runs first)
+    already loaded lies in lower layers."""
+    base = _pulled("import autosched")
+    pulled = _pulled(f"import autosched.{package}") - base - {package, "cli"}
+    mine = _layer(package)
+    above = {p for p in pulled if _layer(p) > mine or (_layer(p) == mine and frozenset({p, package}) not in MUTUAL)}
+    assert not above, f"importing autosched.{package} pulled in {sorted(above)}"
