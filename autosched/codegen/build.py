@@ -18,28 +18,12 @@ from autosched.codegen.llvm import CodeGenLLVM, init_llvm
 from autosched.codegen.target import Target
 from autosched.errors import CodegenError
 from autosched.runtime.module import METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
-from autosched.te import expr as E
 from autosched.tir import stmt as S
+from autosched.tir.stmt import dim_to_json
 
 _lock = threading.RLock()
 CACHE_SIZE = 64
 _cache: OrderedDict[str, LLVMModule] = OrderedDict()
-
-
-def dim_to_json(d: E.Expr, scalars: list[E.Var]) -> Any:
-    """Serialise a shape dimension for the runtime's evaluator."""
-    if isinstance(d, E.IntImm):
-        return d.value
-    if isinstance(d, E.Var):
-        for k, v in enumerate(scalars):
-            if v is d:
-                return ["var", k]
-        raise CodegenError(f"shape variable {d.name} is not a parameter")
-    ops = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.FloorDiv: "//", E.FloorMod: "%", E.Min: "min", E.Max: "max"}
-    op = ops.get(type(d))
-    if op is None:
-        raise CodegenError(f"shape dimension {d} is not integer arithmetic on shape variables")
-    return [op, dim_to_json(d.a, scalars), dim_to_json(d.b, scalars)]
 
 
 def signature(func: S.PrimFunc) -> dict:

@@ -18,6 +18,7 @@ from autosched.te import expr as E
 from autosched.te.expr import IntImm
 from autosched.tir import stmt as S
 from autosched.tir.arith import skey
+from autosched.tir.stmt import dim_to_json
 
 #: the largest extent of each launch dimension (CUDA's limits since sm_30)
 LAUNCH_LIMITS = {"blockIdx.x": 2**31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535,
@@ -47,8 +48,6 @@ class Launch:
     def to_json(self, scalars: list[E.Var] | None = None) -> dict:
         """The launch as JSON; a symbolic block extent is serialised over ``scalars`` (the kernel's shape
         variables, in parameter order) as ``runtime.module`` evaluates shapes."""
-        from autosched.codegen.build import dim_to_json
-
         grid = [g if isinstance(g, int) else dim_to_json(g, scalars or []) for g in self.grid]
         return {"grid": grid, "block": list(self.block), "shared_bytes": self.shared_bytes}
 

@@ -187,3 +187,22 @@ def stmt_exprs(s: Stmt) -> list[Expr]:
     if isinstance(s, Allocate):
         return list(s.buffer.shape)
     return []
+
+
+def dim_to_json(d: Expr, scalars: list[Var]) -> int | list:
+    """A shape dimension (or launch extent) as the runtime's evaluator reads it: an int, ``["var", k]`` for
+    the k-th shape variable, or ``[op, a, b]`` of integer arithmetic on those."""
+    from autosched.te import expr as E
+
+    if isinstance(d, IntImm):
+        return d.value
+    if isinstance(d, Var):
+        for k, v in enumerate(scalars):
+            if v is d:
+                return ["var", k]
+        raise ValueError(f"shape variable {d.name} is not a parameter")
+    ops = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.FloorDiv: "//", E.FloorMod: "%", E.Min: "min", E.Max: "max"}
+    op = ops.get(type(d))
+    if op is None:
+        raise ValueError(f"shape dimension {d} is not integer arithmetic on shape variables")
+    return [op, dim_to_json(d.a, scalars), dim_to_json(d.b, scalars)]
