@@ -6,8 +6,10 @@ exactly on every machine and the printed blob can be replayed with
 ``@reproduce_failure``.
 """
 
+import logging
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 _common = dict(derandomize=True, deadline=None, database=None, print_blob=True)
@@ -29,3 +31,13 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(autouse=True)
+def _autosched_log_level():
+    """The CLI sets the level of the ``autosched`` logger (``-q``: errors only); tests that run the CLI in
+    this process must not change what later tests' ``caplog`` sees."""
+    logger = logging.getLogger("autosched")
+    level = logger.level
+    yield
+    logger.setLevel(level)

@@ -188,7 +188,10 @@ def test_peak_is_measured_once_and_cached(env):
     got = json.loads(r.stdout)
     assert got["gflops"] > 1.0 and got["lanes"] in (4, 8, 16)
     r = autosched(env, "peak")
-    assert "; cached, measured " in r.stdout and f"{got['gflops']:.1f} GFLOPS" in r.stdout
+    if got["trusted"]:  # measured on a quiet machine: cached, and said so with when and how
+        assert "; cached, measured " in r.stdout and f"{got['gflops']:.1f} GFLOPS" in r.stdout
+    else:  # something else ran meanwhile: not cached, so measured again, and said why
+        assert "cached," not in r.stdout  # measured again, not read from the cache
 
 
 class FirstOnly(SearchPolicy):

@@ -182,3 +182,19 @@ def test_a_script_without_main_guard_measures_its_own_workload(tmp_path):
     path.write_text(SCRIPT)
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
     assert "RESULT None True" in out.stdout, out.stderr[-3000:]
+
+
+def test_build_workers_are_recycled_after_a_bounded_number_of_builds(monkeypatch):
+    """LLVM keeps memory per compiled module: a builder is replaced every AUTOSCHED_RECYCLE_BUILDS builds,
+    between builds, and no candidate is lost."""
+    monkeypatch.setenv("AUTOSCHED_RECYCLE_BUILDS", "2")
+    task = small_matmul(32)
+    inputs = [MeasureInput(task, split_trace(task, f)) for f in (1, 2, 4, 8, 16)]
+    with LocalBuilder(n_parallel=1) as b:
+        pids = set()
+        results = []
+        for inp in inputs:
+            results += b.build([inp])
+            pids.add(b.worker_pids[0])
+        assert all(r.ok for r in results), [r.error_msg for r in results]
+        assert b._procs[0].recycled == 2 and b._procs[0].restarts == 0 and len(pids) == 3

@@ -155,3 +155,14 @@ def test_the_cluster_address_comes_from_the_argument_or_the_environment(monkeypa
 def test_ctrl_c_leaves_no_orphans_ray():
     # its own Ray in a fresh process: ~10 s to start, then Ctrl-C while a kernel hangs
     ctrl_c_leaves_no_orphans("ray", settle=4.0)
+
+
+def test_ray_build_actors_are_recycled_after_a_bounded_number_of_builds(local_ray, monkeypatch):
+    monkeypatch.setenv("AUTOSCHED_RECYCLE_BUILDS", "2")
+    task = small_matmul(32)
+    inputs = [MeasureInput(task, split_trace(task, f)) for f in (1, 2, 4, 8, 16)]
+    with rb.RayBuilder(n_parallel=1) as b:
+        results = b.build(inputs)
+        assert all(r.ok for r in results), [r.error_msg for r in results]
+        assert b._pool.recycled == 2 and b.restarts == 0
+        assert b.build([MeasureInput(task, split_trace(task, 32))])[0].ok  # the fresh actor builds

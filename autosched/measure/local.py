@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from autosched.measure.builder import Builder
+from autosched.measure.builder import Builder, builds_per_worker
 from autosched.measure.process import WorkerProcess, close_all
 from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
 from autosched.measure.runner import (
@@ -107,6 +107,7 @@ def _dispatch(procs: list[WorkerProcess], jobs: Sequence[_Job]) -> None:
                 nxt = job.handle(tag, value, proc)
                 if nxt is None:
                     del active[proc]
+                    proc.job_done()
                 else:
                     active[proc][1] = time.monotonic() + nxt
             elif now >= deadline:
@@ -178,7 +179,7 @@ class LocalBuilder(Builder):
         self._own_dir = cache_dir is None
         self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="autosched-build-")
         init = {"cache_dir": self.cache_dir}
-        self._procs = [WorkerProcess("build", init, f"autosched-builder-{i}")
+        self._procs = [WorkerProcess("build", init, f"autosched-builder-{i}", max_jobs=builds_per_worker())
                        for i in range(self.parallelism)]
         # also at interpreter exit (Ctrl-C, a forgotten close): stop the workers, remove our libraries
         self._finalizer = weakref.finalize(self, _close_builder, self._procs,

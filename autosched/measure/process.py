@@ -30,15 +30,29 @@ from autosched.measure.data import describe_exit
 class WorkerProcess:
     """One worker process of ``role`` (``build``, ``run`` or ``reference``); :meth:`restart` replaces it."""
 
-    def __init__(self, role: str, init: dict | None = None, name: str = "autosched-worker"):
+    def __init__(self, role: str, init: dict | None = None, name: str = "autosched-worker",
+                 max_jobs: int | None = None):
         self.role, self.init, self.name = role, dict(init or {}), name
         self.proc: subprocess.Popen | None = None
         self.conn: Any = None
         self.ready = False
         self.pid: int | None = None
-        self.restarts = -1
+        self.restarts = -1  # replacements after a crash or a missed deadline
+        self.recycled = 0  # replacements after max_jobs jobs (a worker whose memory grows with its jobs)
+        self.max_jobs = max_jobs
+        self.jobs = 0
         self.closed = False
         self.start()
+
+    def job_done(self) -> None:
+        """Count a finished job; past ``max_jobs``, replace the worker by a fresh one (between jobs)."""
+        self.jobs += 1
+        if self.max_jobs and self.jobs >= self.max_jobs:
+            self.close()
+            self.closed = False
+            self.start()
+            self.restarts -= 1  # not a failure
+            self.recycled += 1
 
     def start(self) -> None:
         if self.closed:  # e.g. a build thread finding its worker killed by close(): do not start another
@@ -57,6 +71,7 @@ class WorkerProcess:
         self.ready = False
         self.pid = self.proc.pid
         self.restarts += 1
+        self.jobs = 0
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -33,7 +33,7 @@ from typing import Any
 import ray
 import ray.exceptions
 
-from autosched.measure.builder import Builder
+from autosched.measure.builder import Builder, builds_per_worker
 from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
 from autosched.measure.runner import (
     LOAD_TIMEOUT,
@@ -199,13 +199,41 @@ class RunActor:
 class _ActorPool:
     """Actors that are idle, busy, or coming back after a crash or a kill (waiting for a ping)."""
 
-    def __init__(self, actors: list[Any]):
+    def __init__(self, actors: list[Any], max_jobs: int | None = None):
         self.actors = actors
         self.idle: deque = deque()
         self.reviving: dict[Any, tuple[Any, float]] = {}  # ping ref -> (actor, deadline)
-        self.restarts = 0
+        self.restarts = 0  # after a crash or a missed deadline
+        self.recycled = 0  # after max_jobs jobs (see measure.builder.builds_per_worker)
+        self.max_jobs = max_jobs
+        self._jobs: dict[int, int] = {}
+        self._pid: dict[int, int] = {}  # actor -> the pid its last ping answered from
+        self._old_pid: dict[int, int] = {}  # actor -> the pid of the process it was killed in (not back yet)
         for a in actors:
             self._ping(a)
+
+    def kill_and_revive(self, actor: Any, *, recycled: bool = False) -> None:
+        """Kill ``actor`` (Ray restarts it) and take it back once a new process answers a ping: a ping sent
+        right after the kill can still be answered by the dying process."""
+        if id(actor) in self._pid:
+            self._old_pid[id(actor)] = self._pid[id(actor)]
+        ray.kill(actor, no_restart=False)
+        if recycled:
+            self.recycled += 1
+        else:
+            self.restarts += 1
+        self._ping(actor)
+
+    def job_done(self, actor: Any) -> None:
+        """A job ended well on ``actor``: back to idle, or past ``max_jobs`` restarted fresh (Ray starts it
+        again: its constructor runs anew) and idle once it answers a ping."""
+        n = self._jobs.get(id(actor), 0) + 1
+        if self.max_jobs and n >= self.max_jobs:
+            self._jobs[id(actor)] = 0
+            self.kill_and_revive(actor, recycled=True)
+            return
+        self._jobs[id(actor)] = n
+        self.idle.append(actor)
 
     def _ping(self, actor: Any) -> None:
         self.reviving[actor.ping.remote()] = (actor, time.monotonic() + ACTOR_START_TIMEOUT)
@@ -217,7 +245,9 @@ class _ActorPool:
     def ping_done(self, ref: Any) -> None:
         actor, deadline = self.reviving.pop(ref)
         try:
-            ray.get(ref)
+            pid = ray.get(ref)
+            if pid == self._old_pid.get(id(actor)):  # the killed process, still answering
+                raise ray.exceptions.ActorUnavailableError("the actor's killed process still answers", None)
         except _ACTOR_ERRORS as e:
             if time.monotonic() > deadline:
                 raise RuntimeError(
@@ -227,6 +257,8 @@ class _ActorPool:
             time.sleep(0.05)
             self.reviving[actor.ping.remote()] = (actor, deadline)
             return
+        self._pid[id(actor)] = pid
+        self._old_pid.pop(id(actor), None)
         self.idle.append(actor)
 
     def check_deadlines(self) -> None:
@@ -294,7 +326,7 @@ def _ray_dispatch(pool: _ActorPool, jobs: Sequence[_RayJob]) -> None:
                 continue
             nxt = job.handle(value, actor)
             if nxt is None:
-                pool.idle.append(actor)
+                pool.job_done(actor)
             else:
                 active[nxt[0]] = [job, actor, time.monotonic() + nxt[1]]
         now = time.monotonic()
@@ -302,8 +334,7 @@ def _ray_dispatch(pool: _ActorPool, jobs: Sequence[_RayJob]) -> None:
             if now >= deadline:
                 del active[ref]
                 job.timed_out()
-                ray.kill(actor, no_restart=False)
-                pool.revive(actor)
+                pool.kill_and_revive(actor)
         pool.check_deadlines()
 
 
@@ -375,7 +406,7 @@ class RayBuilder(Builder):
             opts["scheduling_strategy"] = "SPREAD"
         actors = [BuildActor.options(**opts).remote(self.cache_dir, self.ship_artifacts)
                   for _ in range(self.parallelism)]
-        self._pool = _ActorPool(actors)
+        self._pool = _ActorPool(actors, max_jobs=builds_per_worker())
         self._closed = False
         # our libraries go at interpreter exit too (Ctrl-C, a forgotten close)
         self._rmdir = weakref.finalize(self, shutil.rmtree, self.cache_dir, True) if self._own_dir else None
