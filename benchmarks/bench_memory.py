@@ -152,21 +152,22 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     peak = max(samples, key=lambda s: s["pss_kb"])
-    steady = [s for s in samples if s["trials"] >= args.warmup * args.trials]
+    # after warm-up, and before the last trial (then the run re-measures its best and shuts Ray down)
+    steady = [s for s in samples if args.warmup * args.trials <= s["trials"] < args.trials]
     xs = [s["trials"] for s in steady]
     growth = slope(xs, [s["pss_kb"] for s in steady])
     kinds = sorted({k for s in samples for k in s["by_kind"]})
     by_kind = {k: slope(xs, [s["by_kind"].get(k, 0) for s in steady]) for k in kinds}
-    last = samples[-1]
-    print(f"\n{args.trials} trials of {args.workload} in {last['t']:.0f} s; {len(samples)} samples")
+    last = steady[-1] if steady else samples[-1]
+    print(f"\n{args.trials} trials of {args.workload} in {samples[-1]['t']:.0f} s; {len(samples)} samples")
     print(f"peak PSS of the tree: {peak['pss_kb'] / 1024:,.0f} MiB at trial {peak['trials']} "
           f"(goal <= 1024 MiB)")
     print(f"growth after trial {int(args.warmup * args.trials)}: {growth:,.1f} KiB per trial "
           f"(goal <= 50)")
-    print(f"{'process kind':<22} {'start MiB':>10} {'end MiB':>10} {'KiB/trial':>10}")
+    print(f"{'process kind':<22} {'after warm-up':>14} {'at the end':>11} {'KiB/trial':>10}   (MiB)")
     first = steady[0] if steady else samples[0]
     for k in kinds:
-        print(f"{k:<22} {first['by_kind'].get(k, 0) / 1024:>10.1f} {last['by_kind'].get(k, 0) / 1024:>10.1f} "
+        print(f"{k:<22} {first['by_kind'].get(k, 0) / 1024:>14.1f} {last['by_kind'].get(k, 0) / 1024:>11.1f} "
               f"{by_kind[k]:>10.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"trials": args.trials, "peak_kb": peak["pss_kb"],

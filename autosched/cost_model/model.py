@@ -8,6 +8,7 @@ imported only here, behind :class:`XGBCostModel`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import pickle
 from abc import ABC, abstractmethod
@@ -46,18 +47,20 @@ class CostModel(ABC):
 
 
 class FeatureCache:
-    """Features per (workload key, trace text): a candidate is lowered and read once."""
+    """Features per candidate (workload key, digest of the trace text): a candidate is lowered and read once
+    while it is among the ``capacity`` most recently added. Bounded, so a long run's memory stays flat: the
+    search scores hundreds of candidates per measured one, and the training rows keep their own copy."""
 
-    def __init__(self, capacity: int = 100_000):
+    def __init__(self, capacity: int = 16_384):
         self.capacity = capacity
-        self._data: dict[tuple[str, str], np.ndarray] = {}
+        self._data: dict[tuple[str, bytes], np.ndarray] = {}
 
     def features(self, inputs: Sequence[MeasureInput]) -> np.ndarray:
         import autosched
 
         out = np.zeros((len(inputs), N_FEATURES), dtype=np.float32)
         for i, inp in enumerate(inputs):
-            key = (inp.task.workload_key, inp.trace.dumps())
+            key = (inp.task.workload_key, hashlib.blake2b(inp.trace.dumps().encode(), digest_size=16).digest())
             vec = self._data.get(key)
             if vec is None:
                 try:

@@ -21,11 +21,12 @@ other packages are found through the entry-point group
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import importlib.metadata
 import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,12 +39,44 @@ log = logging.getLogger("autosched.search")
 ENTRY_POINT_GROUP = "autosched.search_policies"
 
 
+class MeasuredSet:
+    """The traces measured for a task, as a set one asks ``text in measured`` or ``trace in measured``.
+
+    It keeps a 16-byte digest of each canonical trace text, not the text (about 0.7 KB for a conv2d),
+    so a run of many thousands of trials stays small; it cannot list the traces (the database can).
+    """
+
+    def __init__(self, items: Iterable[str | Trace] = ()):
+        self._digests: set[bytes] = set()
+        for item in items:
+            self.add(item)
+
+    @staticmethod
+    def _digest(item: str | Trace) -> bytes:
+        text = item.dumps() if isinstance(item, Trace) else item
+        return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+    def add(self, item: str | Trace) -> None:
+        self._digests.add(self._digest(item))
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, (str, Trace)) and self._digest(item) in self._digests
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+
+#: how many of the fastest measured traces a context keeps for ``best()``
+KEEP_BEST = 256
+
+
 @dataclass
 class TuneContext:
     """What a policy may read: the tuning run's task, space, cost model, database and generator.
 
-    ``measured`` holds the canonical texts (``trace.dumps()``) of every trace measured for this task,
-    including those found in the database when the run started; :meth:`best` gives the fastest ones.
+    ``measured`` answers whether a trace (or its canonical text, ``trace.dumps()``) was measured for this task,
+    including those found in the database when the run started; :meth:`best` gives the fastest ones (of the
+    ``KEEP_BEST`` it keeps).
     """
 
     task: Any
@@ -51,13 +84,13 @@ class TuneContext:
     cost_model: Any = None
     database: Any = None
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
-    measured: set[str] = field(default_factory=set)
+    measured: MeasuredSet = field(default_factory=MeasuredSet)
     _best: list[tuple[float, int, Trace]] = field(default_factory=list, init=False, repr=False)  # a heap
     _n: int = field(default=0, init=False, repr=False)
 
     def is_new(self, trace: Trace) -> bool:
         """True when ``trace`` was never measured for this task."""
-        return trace.dumps() not in self.measured
+        return trace not in self.measured
 
     def new_only(self, traces: Sequence[Trace]) -> list[Trace]:
         """``traces`` without the measured ones and without repeats, in order."""
@@ -72,10 +105,12 @@ class TuneContext:
 
     def record(self, trace: Trace, cost: float) -> None:
         """Note a measured trace (the tuning loop calls this; ``cost`` is inf for a failure)."""
-        self.measured.add(trace.dumps())
+        self.measured.add(trace)
         if np.isfinite(cost):
             self._n += 1
             heapq.heappush(self._best, (cost, self._n, trace))
+            if len(self._best) > 2 * KEEP_BEST:  # bounded: a long run keeps the fastest only
+                self._best = heapq.nsmallest(KEEP_BEST, self._best)  # sorted, hence a heap
 
     def best(self, k: int = 1) -> list[Trace]:
         """The ``k`` fastest measured traces, fastest first."""
