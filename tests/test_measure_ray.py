@@ -18,7 +18,7 @@ from _measure_workloads import (
     tiled_matmul_trace,
     unroll_bomb,
 )
-from autosched.measure import ErrorKind, MeasureInput, Measurer
+from autosched.measure import ErrorKind, MeasureInput, Measurer, machine
 from autosched.measure import ray_backend as rb
 from autosched.te import Trace
 
@@ -94,6 +94,8 @@ def test_the_measurer_on_ray_cuts_off_slow_candidates_and_remeasures_the_best(bu
     assert [r.ok for r in res] == [True, True, False]
     slow = m.measure([MeasureInput(task, Trace())])[0]
     assert slow.error_kind == ErrorKind.CUT_OFF and "cut off at" in slow.error_msg
+    with machine.build_turn(wait=0.5) as free:  # the actor gave the machine back when warm-up cut it off
+        assert free
     ranking = m.remeasure_top()
     assert len(ranking) == 2 and all(len(r.costs) == m.remeasure_config.repeat for _, r in ranking)
     assert m.stats.candidates == 4 and m.stats.measured == 2

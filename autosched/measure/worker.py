@@ -607,8 +607,15 @@ class RunWorker:
         """Run once (checked against the reference), then ``warmup - 1`` more times.
 
         Returns the seconds of the fastest warm-up run, or ``(error_kind, message)``
-        when the run was slower than ``limit`` or the output is wrong.
+        when the run was slower than ``limit`` or the output is wrong (then the machine's
+        measurement turn is given back at once: no timing follows).
         """
+        out = self._warmup(warmup, limit, check)
+        if isinstance(out, tuple):
+            self.turn.give()
+        return out
+
+    def _warmup(self, warmup: int, limit: float | None, check: bool) -> tuple[str, str] | float:
         if self._failed or self._mod is None:
             return ErrorKind.UNKNOWN, "no candidate loaded"
         self._failed = True
