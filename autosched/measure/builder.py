@@ -21,10 +21,11 @@ RECYCLE_ENV = "AUTOSCHED_RECYCLE_BUILDS"
 
 def builds_per_worker() -> int:
     """How many candidates a build worker compiles before it is replaced by a fresh one
-    (``$AUTOSCHED_RECYCLE_BUILDS``, default 200; 0 never). LLVM's optimisation pipeline, as llvmlite runs
+    (``$AUTOSCHED_RECYCLE_BUILDS``, default 64; 0 never). LLVM's optimisation pipeline, as llvmlite runs
     it, keeps about 0.7 MB per compiled module that nothing in the process can free (measured on conv2d
-    candidates), so a worker that never restarted grew by gigabytes over a long tuning run."""
-    return max(0, int(os.environ.get(RECYCLE_ENV, "200")))
+    candidates, 1-2 MB in a Ray actor), so a worker that never restarted grew by gigabytes over a long
+    tuning run; a restart costs 1-3 s, about a tenth of 64 builds."""
+    return max(0, int(os.environ.get(RECYCLE_ENV, "64")))
 
 
 class Builder(abc.ABC):

@@ -218,7 +218,7 @@ class Space(abc.ABC):
     """
 
     kind = "space"
-    CACHE = 50_000  # traces whose point is remembered
+    CACHE = 2048  # traces whose point is remembered (a few generations of the search; ~4 KB each)
 
     def __init__(self, task: Any, validate: str = "replay"):
         if validate not in ("replay", "lower"):
