@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -248,3 +249,23 @@ def test_tune_a_model_then_build_it_with_the_records(env, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "2 tuned" in r.stdout + r.stderr
     assert sorted(p.name for p in out.iterdir()) == ["deploy_graph.json", "deploy_lib.so", "deploy_params.npz"]
+
+
+def test_a_stale_cached_peak_is_measured_again_and_no_share_exceeds_100(env, tmp_path):
+    """A peak cached far below the machine's (measured under load, say): the first kernel beats it, the
+    run measures the peak again between batches with one WARNING, and no share printed is above 100%."""
+    from autosched.codegen.target import Target
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    key = f"{Target('llvm').mcpu}/1"
+    (cache / "peak.json").write_text(json.dumps({key: {"cpu": Target("llvm").mcpu, "threads": 1, "lanes": 16,
+                                                       "gflops": 0.5, "measured_at": 0.0}}))
+    r = autosched(dict(env, AUTOSCHED_CACHE_DIR=str(cache)), "tune", *SMALL, *FAST, "--threads", 1,
+                  "--trials", 8, "--db", tmp_path / "t.db")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    assert out.count("that peak is stale; measuring it again") == 1, out
+    shares = [int(s) for s in re.findall(r"(\d+)% of (?:peak|the)", out)]
+    assert shares and max(shares) <= 100, out
+    assert json.loads((cache / "peak.json").read_text())[key]["gflops"] > 5.0  # the new figure is cached
