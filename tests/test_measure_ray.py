@@ -88,10 +88,11 @@ def test_libraries_travel_as_bytes_when_asked(local_ray, runner):
 
 def test_the_measurer_on_ray_cuts_off_slow_candidates_and_remeasures_the_best(builder, runner):
     task = small_matmul(256)
-    m = Measurer(builder, runner, timeout_factor=2.0, top_k=2)
+    m = Measurer(builder, runner, timeout_factor=50.0, top_k=2)
     fast = [MeasureInput(task, tiled_matmul_trace(task, bn)) for bn in (16, 32)]
-    res = m.measure(fast + [MeasureInput(task, INVALID)])
+    res = m.measure(fast + [MeasureInput(task, INVALID)])  # both fast ones timed, whichever is faster
     assert [r.ok for r in res] == [True, True, False]
+    m.timeout_factor = 2.0  # now the untiled candidate is far slower than the best
     slow = m.measure([MeasureInput(task, Trace())])[0]
     assert slow.error_kind == ErrorKind.CUT_OFF and "cut off at" in slow.error_msg
     with machine.build_turn(wait=0.5) as free:  # the actor gave the machine back when warm-up cut it off
