@@ -127,3 +127,37 @@ def test_get_global_func_missing():
         get_global_func("autosched_test.definitely_missing")
     assert "autosched_test.definitely_missing" in str(ei.value)
     assert get_global_func("autosched_test.definitely_missing", allow_missing=True) is None
+
+
+def test_a_runner_unloads_every_library_it_loaded(tmp_path):
+    """A tuning run loads thousands of candidate libraries: each must leave memory when unloaded (one
+    dlopen per load, closed once), or the runner grows by the size of every candidate it ever timed."""
+    from autosched.measure.data import TaskData
+    from autosched.measure.worker import RunWorker
+
+    A = te.placeholder((64,), name="A")
+    paths = []
+    for i in range(6):
+        C = te.compute((64,), lambda j, i=i: A[j] * float(i + 1), name="C")
+        path = tmp_path / f"scale{i}.so"
+        autosched.build(te.create_schedule(C.op), [A, C], target="llvm", name="scale").export_library(str(path))
+        paths.append(str(path))
+
+    def mapped() -> int:
+        with open("/proc/self/maps") as f:
+            return sum(1 for line in f if str(tmp_path) in line)
+
+    a = np.arange(64, dtype="float32")
+    worker = RunWorker()
+    worker.put_data(TaskData(key="k", arrays=[a, np.zeros(64, "float32")], reference=None, rtol=0, atol=0,
+                             num_threads=1))
+    try:
+        for i, path in enumerate(paths * 2):
+            assert worker.load("k", path) is None
+            assert mapped() > 0  # the candidate is in memory while it is timed...
+            worker._caller()()
+            np.testing.assert_allclose(worker._arrays[-1], a * (i % len(paths) + 1))
+            worker.unload()
+            assert mapped() == 0, f"library {i} stayed mapped after unload"  # ...and gone afterwards
+    finally:
+        worker.cleanup()

@@ -311,14 +311,13 @@ class Module:
 class DSOModule(Module):
     """A module loaded from an exported shared library."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, lib: ctypes.CDLL | None = None):
+        """Load ``path``, or wrap ``lib`` when the caller has already opened it (one ``dlopen`` per module:
+        each is a reference that must be closed before the library can leave memory)."""
         self.path = os.fspath(path)
-        if not os.path.exists(self.path):
-            raise FileNotFoundError(f"no such library: {self.path}")
-        try:
-            self._lib = ctypes.CDLL(os.path.abspath(self.path))
-        except OSError as e:
-            raise OSError(f"cannot load {self.path}: {e}") from e
+        if lib is None:
+            lib = _open_library(self.path)
+        self._lib = lib
         meta = _library_string(self._lib, METADATA_SYMBOL, self.path)
         try:
             self.num_threads_address = ctypes.addressof(ctypes.c_int32.in_dll(self._lib, NUM_THREADS_SYMBOL))
@@ -348,6 +347,15 @@ class DSOModule(Module):
         shutil.copyfile(self.path, os.fspath(path))
 
 
+def _open_library(path: str) -> ctypes.CDLL:
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such library: {path}")
+    try:
+        return ctypes.CDLL(os.path.abspath(path))
+    except OSError as e:
+        raise OSError(f"cannot load {path}: {e}") from e
+
+
 def _library_string(lib: ctypes.CDLL, symbol: str, path: str, required: bool = True) -> Any:
     """The JSON string ``symbol`` of a loaded library, decoded (None when absent and not ``required``)."""
     try:
@@ -368,14 +376,10 @@ def load_module(path: str | os.PathLike) -> Module:
         from autosched.runtime.cuda import CUDAModule, PTXModule
 
         return CUDAModule.load(path) if path.endswith(".cuda.json") else PTXModule.load(path)
-    if os.path.exists(path):
-        try:
-            lib = ctypes.CDLL(os.path.abspath(path))
-        except OSError as e:
-            raise OSError(f"cannot load {path}: {e}") from e
-        meta = _library_string(lib, METADATA_SYMBOL, path)
-        if meta.get("device") == "cuda":
-            from autosched.runtime.cuda import PTX_SYMBOL, CUDAModule
+    lib = _open_library(path)
+    meta = _library_string(lib, METADATA_SYMBOL, path)
+    if meta.get("device") == "cuda":
+        from autosched.runtime.cuda import PTX_SYMBOL, CUDAModule
 
-            return CUDAModule.from_metadata(meta, _library_string(lib, PTX_SYMBOL, path, required=False) or [])
-    return DSOModule(path)
+        return CUDAModule.from_metadata(meta, _library_string(lib, PTX_SYMBOL, path, required=False) or [])
+    return DSOModule(path, lib)
