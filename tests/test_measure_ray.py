@@ -147,6 +147,22 @@ def test_the_embedded_ray_listens_on_loopback_only(local_ray):
     assert all(a.startswith(loopback) for a in addrs), addrs
 
 
+def test_the_embedded_ray_starts_only_the_daemons_a_local_run_uses(local_ray, runner):
+    """GCS, raylet, its agents and our actors; not the autoscaler monitor, the log monitor or the dashboard's
+    API server (~50 MiB each, idle in a one-machine run)."""
+    cmdlines = []
+    for pid in descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdlines.append(f.read().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    assert any("gcs_server" in c for c in cmdlines) and any("raylet" in c for c in cmdlines), cmdlines
+    idle = [c for c in cmdlines for name in ("monitor.py", "log_monitor.py", "dashboard/dashboard.py") if name in c]
+    assert not idle, idle
+    assert ray.get(ray.remote(num_cpus=0)(lambda: 41 + 1).remote(), timeout=60) == 42  # tasks still run
+
+
 def test_the_cluster_address_comes_from_the_argument_or_the_environment(monkeypatch):
     monkeypatch.delenv(rb.ADDRESS_ENV, raising=False)
     assert rb.ray_address() is None

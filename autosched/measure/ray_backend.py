@@ -3,7 +3,8 @@
 Ray starts once per process, lazily, on first use (:func:`init_ray`):
 
 * with no address it starts a local Ray sized to this machine, bound to
-  127.0.0.1 only, without the dashboard or usage reporting, and with a small
+  127.0.0.1 only, with its GCS, raylet and agents but without the dashboard,
+  the autoscaler monitor, the log monitor or usage reporting, and with a small
   object store; it is shut down when the process exits (also after Ctrl-C);
 * with an address (the ``address`` argument, ``--ray-address`` on the command
   line, or ``AUTOSCHED_RAY_ADDRESS``) it joins that cluster instead, and
@@ -19,6 +20,7 @@ Either way the candidate gets an error result and the batch goes on.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import shutil
@@ -27,7 +29,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import ray
@@ -98,8 +100,9 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
             # a local Ray listens on loopback only; joining a cluster is the user's explicit act
             _loopback_only()
             mb = int(object_store_mb or os.environ.get(OBJECT_STORE_ENV) or DEFAULT_OBJECT_STORE_MB)
-            ray.init(num_cpus=int(num_cpus or os.cpu_count() or 1), object_store_memory=max(mb, 80) << 20,
-                     _node_ip_address="127.0.0.1", **common)
+            with _lean_local_node():
+                ray.init(num_cpus=int(num_cpus or os.cpu_count() or 1), object_store_memory=max(mb, 80) << 20,
+                         _node_ip_address="127.0.0.1", **common)
             log.info("started a local Ray in %.1f s", time.perf_counter() - t0)
             # a crashing candidate is an expected outcome, recorded in its result: keep the raylet's
             # paragraph about each dead worker off the user's terminal (private flag, hence the guard)
@@ -109,6 +112,28 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
         _started_here = True
         atexit.register(shutdown_ray)
         return True
+
+
+#: head-node daemons a private local Ray does not use: the autoscaler's monitor (a fixed one-node cluster), the
+#: log monitor (worker logs are not sent to the driver) and the dashboard's API server (jobs and state API);
+#: ~50 MiB each, a sixth of a whole tuning run's memory
+_IDLE_DAEMONS = ("start_monitor", "start_log_monitor", "start_api_server")
+
+
+@contextlib.contextmanager
+def _lean_local_node() -> Iterator[None]:
+    """Start a local Ray without :data:`_IDLE_DAEMONS`. ``ray.init`` has no switch for them (its node's
+    parameters do, unreachable from ``init``), so the node's start methods are skipped for the call: private
+    names, hence the guard; a Ray without them starts everything as before."""
+    node_cls = getattr(getattr(getattr(ray, "_private", None), "node", None), "Node", None)
+    saved = {name: getattr(node_cls, name) for name in _IDLE_DAEMONS if hasattr(node_cls, name)}
+    try:
+        for name in saved:
+            setattr(node_cls, name, lambda self, *args, **kwargs: None)
+        yield
+    finally:
+        for name, method in saved.items():
+            setattr(node_cls, name, method)
 
 
 def _loopback_only() -> None:
