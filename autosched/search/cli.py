@@ -358,6 +358,7 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
                                 address=args.ray_address)
         except ImportError as e:
             raise UsageError(str(e)) from None
+        startup = time.time() - t0
         try:
             callbacks: list[Any] = [stopper, budget]
             if not args.quiet:
@@ -380,7 +381,7 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
                 return EXIT_FAILED
         finally:
             measurer.close()
-    _summary(tasks, db, peak, time.time() - t0, stopper.signal, out, measurer, args.db)
+    _summary(tasks, db, peak, time.time() - t0, stopper.signal, out, measurer, args.db, startup)
     if stopper.signal is not None:
         print("interrupted: the measured records are committed. Run the same command again to resume.",
               file=out, flush=True)
@@ -398,13 +399,16 @@ def _peak_missing(threads: int, target: Any) -> bool:
 
 
 def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str | None, out: Any,
-             measurer: Any = None, db_arg: str | None = None) -> None:
+             measurer: Any = None, db_arg: str | None = None, startup: float = 0.0) -> None:
     """The closing lines: per task, the best kernel (remeasured), what the database holds, and what to run next."""
     from autosched.measure.peak import share_of_peak
     from autosched.measure.result import ResultFlag, outcome_summary
 
     factor = getattr(measurer, "timeout_factor", None)
     print(f"{'interrupted' if interrupted else 'done'} in {elapsed:,.1f} s", file=out)
+    where = _time_spent(elapsed, startup, getattr(measurer, "stats", None))
+    if where:
+        print(where, file=out)
     runner = getattr(measurer, "runner", None)
     if runner is not None and runner.turn_waits:
         print(f"{runner.turn_waits} candidates waited {runner.turn_wait_seconds:,.1f} s in all for other "
@@ -443,6 +447,19 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
     else:
         print("next: `autosched db stats` lists every kernel's records; `autosched build --model ...` builds "
               "the model with them", file=out, flush=True)
+
+
+def _time_spent(elapsed: float, startup: float, stats: Any) -> str:
+    """Where a run's wall clock went: starting the workers, waiting for builds, timing, and the rest (the
+    search and its cost model, the database, the final remeasure), with the cost of one candidate."""
+    if stats is None or not stats.candidates:
+        return ""
+    built = max(1, stats.candidates - stats.builds_cached)
+    rest = max(0.0, elapsed - startup - stats.wall_seconds)
+    return (f"time: start-up {startup:,.1f} s, building {stats.build_wall_seconds:,.1f} s "
+            f"({stats.build_seconds / built:.2f} s per candidate in a builder), timing {stats.run_wall_seconds:,.1f} s "
+            f"({stats.run_seconds / stats.candidates:.2f} s per candidate), search, model, database and final "
+            f"remeasure {rest:,.1f} s ({elapsed / stats.candidates:.2f} s per candidate in all)")
 
 
 def _remeasure_repeats(measurer: Any) -> str:

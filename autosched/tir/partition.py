@@ -79,6 +79,42 @@ def _floordiv(a: int, b: int) -> int:
 class _Partitioner:
     def __init__(self, budget: int):
         self.budget = budget
+        # a guard is met again at every loop around it: its normal form and its guards are computed once
+        # (keyed by the node's identity; the node is kept so its id stays its own)
+        self._forms: dict[int, tuple[Expr, Expr | None]] = {}
+        self._store_guards: dict[int, tuple[S.BufferStore, list[Expr]]] = {}
+
+    def _nonneg(self, c: Expr) -> Expr | None:
+        hit = self._forms.get(id(c))
+        if hit is None:
+            hit = self._forms[id(c)] = (c, _as_nonneg(c))
+        return hit[1]
+
+    def _guards(self, s: S.Stmt, ranges: dict):
+        """Every guard conjunct (of an ``if`` or a ``select``) under ``s`` with the constant ranges of the
+        loops between ``s`` and it."""
+        if isinstance(s, S.BufferStore):
+            hit = self._store_guards.get(id(s))
+            if hit is None:
+                hit = self._store_guards[id(s)] = (s, [c for e in (s.value, *s.indices) for c in _selects(e)])
+            for c in hit[1]:
+                yield c, ranges
+        elif isinstance(s, S.For):
+            inner = dict(ranges)
+            if isinstance(s.extent, IntImm):
+                inner[s.var] = (IntImm(0, s.var.dtype), IntImm(s.extent.value - 1, s.var.dtype))
+            yield from self._guards(s.body, inner)
+        elif isinstance(s, S.IfThenElse):
+            for c in _conjuncts(s.cond):
+                yield c, ranges
+            yield from self._guards(s.then_case, ranges)
+            if s.else_case is not None:
+                yield from self._guards(s.else_case, ranges)
+        elif isinstance(s, S.SeqStmt):
+            for x in s.seq:
+                yield from self._guards(x, ranges)
+        elif isinstance(s, (S.Allocate, S.LetStmt)):
+            yield from self._guards(s.body, ranges)
 
     def stmt(self, s: S.Stmt) -> S.Stmt:
         if isinstance(s, S.For):
@@ -113,7 +149,7 @@ class _Partitioner:
         keep = []
         used = False
         for c in _conjuncts(body.cond):
-            f = _as_nonneg(c)
+            f = self._nonneg(c)
             split = _split_linear(f, v) if f is not None else None
             if split is None:
                 keep.append(c)
@@ -144,8 +180,8 @@ class _Partitioner:
         v, n = s.var, s.extent.value
         cuts: set[int] = set()
         mixed: list[tuple[int, int]] = []  # the ranges of v where some guard depends on the inner loops
-        for c, ranges in _guards(s.body, {}):
-            f = _as_nonneg(c)
+        for c, ranges in self._guards(s.body, {}):
+            f = self._nonneg(c)
             split = _split_linear(f, v) if f is not None else None
             if split is None:
                 continue
@@ -208,28 +244,3 @@ def _selects(e: Expr):
     for x in E.walk(e):
         if isinstance(x, E.Select):
             yield from _conjuncts(x.cond)
-
-
-def _guards(s: S.Stmt, ranges: dict):
-    """Every guard conjunct (of an ``if`` or a ``select``) under ``s`` with the constant ranges of the loops
-    between ``s`` and it."""
-    if isinstance(s, S.BufferStore):
-        for e in (s.value, *s.indices):
-            for c in _selects(e):
-                yield c, ranges
-    elif isinstance(s, S.For):
-        inner = dict(ranges)
-        if isinstance(s.extent, IntImm):
-            inner[s.var] = (IntImm(0, s.var.dtype), IntImm(s.extent.value - 1, s.var.dtype))
-        yield from _guards(s.body, inner)
-    elif isinstance(s, S.IfThenElse):
-        for c in _conjuncts(s.cond):
-            yield c, ranges
-        yield from _guards(s.then_case, ranges)
-        if s.else_case is not None:
-            yield from _guards(s.else_case, ranges)
-    elif isinstance(s, S.SeqStmt):
-        for x in s.seq:
-            yield from _guards(x, ranges)
-    elif isinstance(s, (S.Allocate, S.LetStmt)):
-        yield from _guards(s.body, ranges)
