@@ -76,7 +76,7 @@ def lower(sch, args, name: str = "main", target=None):
 
     func = _lower(sch, args, name=name)
     if target is not None:
-        from autosched.codegen.target import Target
+        from autosched.target import Target
 
         if Target(target).kind == "cuda":
             from autosched.tir.gpu import prepare_kernel

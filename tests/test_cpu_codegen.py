@@ -10,7 +10,7 @@ import pytest
 
 import autosched
 from autosched import te
-from autosched.codegen.target import Target
+from autosched.target import Target
 from autosched.workloads.reference import get_reference
 
 SMALL = [

@@ -8,7 +8,7 @@ import pytest
 
 import autosched
 from autosched import te
-from autosched.codegen.target import Target
+from autosched.target import Target
 
 AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
 

@@ -15,7 +15,6 @@ measurement can flag its result (``serial``, ``scalar``, ``not_unrolled``).
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -71,20 +70,6 @@ _BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int1
           "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
 _LLVM_INTRIN = {"exp", "log", "sqrt", "fabs", "floor", "ceil", "pow", "sin", "cos"}
 _LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf")}
-
-_init_lock = threading.Lock()
-_initialised = False
-
-
-def init_llvm() -> None:
-    global _initialised
-    with _init_lock:
-        if not _initialised:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            llvm.initialize_native_asmparser()
-            _initialised = True
-
 
 def ltype(dtype: str, in_memory: bool = False) -> ir.Type:
     if dtype == "bool" and in_memory:
