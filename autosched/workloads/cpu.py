@@ -23,10 +23,12 @@ def _producer(tensor, name_contains: str):
 
 
 def _root_elementwise(sch, t, lanes: int) -> None:
-    """Parallel over the outer axes, vectorized innermost: for pads and other root elementwise stages. An
-    innermost axis shorter than a vector (NCHW1c) is fused with the one before it first."""
+    """Parallel over the outer axes, vectorized innermost: for pads and other root elementwise stages. A
+    channel block shorter than a vector (NCHW1c) is fused with the pixels before it first (contiguous: whole
+    vectors); a plain NCHW row shorter than a vector stays one short vector (rows fused would read the
+    unpadded input of a pad by gathers)."""
     axes = sch[t].op.axis
-    if len(axes) >= 3 and int(sch[t].op.shape[-1]) < lanes:
+    if len(axes) == 5 and int(sch[t].op.shape[-1]) < lanes:
         sch[t].parallel(sch[t].fuse(*axes[:-2]))
         inner = sch[t].fuse(axes[-2], axes[-1])
         _, vi = sch[t].split(inner, factor=lanes)
@@ -136,23 +138,7 @@ def conv2d_cpu(sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layout, d
         _root_elementwise(sch, pad, lanes)
     OL = sch.cache_write(out, "local")
     if layout == "NCHW":
-        # 16 output channels x one vector of output columns (a divisor of the width: no tails) per block
-        n, f, y, x = sch[out].op.axis
-        OW = (W + 2 * padding - KW) // stride + 1
-        fo, fi = sch[out].split(f, factor=_divisor(CO, 16))
-        xo, xi = sch[out].split(x, factor=_divisor(OW, lanes))
-        # rows outermost: each thread then reads its own band of the padded input (half the cache traffic)
-        sch[out].reorder(n, y, fo, xo, fi, xi)
-        par = sch[out].fuse(n, y, fo)
-        sch[out].parallel(par)
-        sch[out].vectorize(xi)
-        sch[OL].compute_at(sch[out], xo)
-        _, cf, _, cx = sch[OL].op.axis
-        rc, rh, rw = sch[OL].op.reduce_axis
-        sch[OL].reorder(rc, rh, rw, cf, cx)
-        sch[OL].unroll(rw)
-        sch[OL].unroll(cf)
-        sch[OL].vectorize(cx)
+        conv2d_nchw_nest(sch, out, OL)
     else:
         # NHWC: output channels in vector lanes (two vectors), a few output columns unrolled
         n, y, x, f = sch[out].op.axis
@@ -178,19 +164,44 @@ def depthwise_conv2d_cpu(sch, tensors, N, C, H, W, KH, KW, stride, padding, dtyp
     pad = _producer(out, "pad")
     if pad is not None:
         _root_elementwise(sch, pad, _lanes(dtype))
-    OL = sch.cache_write(out, "local")
+    depthwise_nchw_nest(sch, out, sch.cache_write(out, "local"))
+
+
+def conv2d_nchw_nest(sch, out, OL) -> None:
+    """The loop nest of an NCHW conv2d whose accumulator stage is ``OL`` (computed at the output's column-tile
+    loop): 16 output channels x one vector of output columns (a divisor of the width: no tails) per register
+    block, the reduction outside the block with the window's columns unrolled (up to 7), rows outermost in
+    the parallel loop (each thread then reads its own band of the padded input: half the cache traffic)."""
+    n, f, y, x = sch[out].op.axis
+    fo, fi = sch[out].split(f, factor=_divisor(int(out.shape[1]), 16))
+    xo, xi = sch[out].split(x, factor=_divisor(int(out.shape[3]), _lanes(out.dtype)))
+    sch[out].reorder(n, y, fo, xo, fi, xi)
+    sch[out].parallel(sch[out].fuse(n, y, fo))
+    sch[out].vectorize(xi)
+    sch[OL].compute_at(sch[out], xo)
+    _, cf, _, cx = sch[OL].op.axis
+    rc, rh, rw = sch[OL].op.reduce_axis
+    sch[OL].reorder(rc, rh, rw, cf, cx)
+    if int(rw.dom.extent.value) <= 7:
+        sch[OL].unroll(rw)
+    sch[OL].unroll(cf)
+    sch[OL].vectorize(cx)
+
+
+def depthwise_nchw_nest(sch, out, OL) -> None:
+    """The loop nest of an NCHW depthwise conv2d whose accumulator stage is ``OL``: channels in parallel, 4
+    output rows accumulated in registers with output columns in lanes, the window outside them. ``OL``'s
+    reduction is the window (kh, kw), or (c, kh, kw) for a grouped conv2d with one channel a group."""
     n, c, y, x = sch[out].op.axis
-    OH = (H + 2 * padding - KH) // stride + 1
-    yo, yi = sch[out].split(y, factor=_divisor(OH, 4))
+    yo, yi = sch[out].split(y, factor=_divisor(int(out.shape[2]), 4))
     sch[out].reorder(n, c, yo, yi, x)
-    nc = sch[out].fuse(n, c)
-    sch[out].parallel(nc)
+    sch[out].parallel(sch[out].fuse(n, c))
     sch[out].vectorize(x)
     sch[OL].compute_at(sch[out], yo)
     _, _, cy, cx = sch[OL].op.axis
-    rh, rw = sch[OL].op.reduce_axis
-    sch[OL].reorder(rh, rw, cy, cx)
-    sch[OL].unroll(rw)
+    red = sch[OL].op.reduce_axis
+    sch[OL].reorder(*red, cy, cx)
+    sch[OL].unroll(red[-1])
     sch[OL].unroll(cy)
     sch[OL].vectorize(cx)
 
