@@ -11,7 +11,13 @@ from typing import Any
 
 from autosched import te
 from autosched.workloads.blocking import divisor, lanes
-from autosched.workloads.cpu import _root_elementwise, conv2d_nchw_nest, depthwise_nchw_nest
+from autosched.workloads.cpu import (
+    _root_elementwise,
+    conv2d_nchw_nest,
+    dense_nest,
+    dense_pack_nest,
+    depthwise_nchw_nest,
+)
 
 
 def shape_of(t: te.Tensor) -> tuple[int, ...]:
@@ -163,26 +169,12 @@ def conv2d_nchw(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> Non
 
 
 def dense(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
-    """dense / matmul (2-D): output columns in vector lanes, rows x column blocks in parallel, the reduction
-    split by 4 and unrolled, the epilogue in the output's loops."""
+    """dense / matmul (2-D): the dense workload's nest (output columns in vector lanes, rows x column blocks in
+    parallel, the reduction split by 4 and unrolled), the epilogue in the output's loops."""
     if len(out.shape) != 2 or shape_of(out) != shape_of(anchor):
         return reduction(sch, out)
     inline_injective(sch, out, (anchor,))
-    DL = _block_stage(sch, out, anchor)
-    nl = lanes(out.dtype)
-    CO = int(out.shape[1])
-    i, j = sch[out].op.axis
-    jo, ji = sch[out].split(j, factor=min(CO, 2 * nl))
-    ij = sch[out].fuse(i, jo)
-    sch[out].parallel(ij)
-    sch[out].vectorize(ji)
-    sch[DL].compute_at(sch[out], ij)
-    ci, cj = sch[DL].op.axis
-    (k,) = sch[DL].op.reduce_axis
-    ko, ki = sch[DL].split(k, factor=divisor(int(k.dom.extent.value), 4))
-    sch[DL].reorder(ci, ko, ki, cj)
-    sch[DL].unroll(ki)
-    sch[DL].vectorize(cj)
+    dense_nest(sch, out, _block_stage(sch, out, anchor))
 
 
 matmul = dense
@@ -260,8 +252,6 @@ def global_pool(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> Non
 def dense_pack(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """Packed dense: a tile of output blocks (independent accumulator chains) per row tile, k unrolled by 4,
     tiles in parallel, the epilogue in the output's loops (the dense_pack workload's nest)."""
-    from autosched.workloads.cpu import dense_tile
-
     if len(out.shape) != 2 or shape_of(out)[0] != shape_of(anchor)[0]:
         return reduction(sch, out)
     acc = anchor if is_reduction(anchor) else next(t for t in compute_stages(out) if is_reduction(t))
@@ -270,26 +260,7 @@ def dense_pack(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None
     if shape_of(out) != shape_of(acc):  # units cut off from a padded weight: compute the slice only
         return reduction(sch, out)
     inline_injective(sch, out, (acc,))
-    DL = _block_stage(sch, out, acc)
-    N, CO = shape_of(out)
-    rows, blocks = dense_tile(N, CO, block, out.dtype)
-    i, j = sch[out].op.axis
-    jo, ji = sch[out].split(j, factor=block * blocks)
-    io, ii = sch[out].split(i, factor=rows)
-    sch[out].reorder(jo, io, ii, ji)
-    par = sch[out].fuse(jo, io)
-    sch[out].parallel(par)
-    sch[out].vectorize(ji)
-    sch[DL].compute_at(sch[out], par)
-    ci, cj = sch[DL].op.axis
-    (k,) = sch[DL].op.reduce_axis
-    cjb, cjl = sch[DL].split(cj, factor=block)
-    ko, ki = sch[DL].split(k, factor=divisor(int(k.dom.extent.value), 4))
-    sch[DL].reorder(ko, ki, ci, cjb, cjl)
-    sch[DL].unroll(ki)
-    sch[DL].unroll(ci)
-    sch[DL].unroll(cjb)
-    sch[DL].vectorize(cjl)
+    dense_pack_nest(sch, out, _block_stage(sch, out, acc), block)
 
 
 def layout_transform(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> None:

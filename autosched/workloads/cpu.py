@@ -102,7 +102,6 @@ def batch_matmul_cpu(sch, tensors, B, M, N, K, dtype, **_):
 def dense_cpu(sch, tensors, N, CI, CO, bias, relu, dtype, **_):
     """Output features in vector lanes (weights gathered along k), epilogues fused into the output loop."""
     out = tensors[-1]
-    lanes = _lanes(dtype)
     stage = out
     chain = []
     while stage.op.name in ("relu", "bias_add"):
@@ -111,19 +110,22 @@ def dense_cpu(sch, tensors, N, CI, CO, bias, relu, dtype, **_):
     dense_t = stage
     for t in chain[1:]:
         sch[t].compute_inline()
-    if out is dense_t:
-        DL = sch.cache_write(out, "local")
-    else:
-        DL = dense_t
+    dense_nest(sch, out, sch.cache_write(out, "local") if out is dense_t else dense_t)
+
+
+def dense_nest(sch, out, DL) -> None:
+    """The loop nest of a dense layer (2-D) whose accumulator stage is ``DL`` (computed at the output's tile
+    loop): two vectors of output columns per tile, rows x column tiles in parallel, the reduction split by 4
+    and unrolled."""
     i, j = sch[out].op.axis
-    jo, ji = sch[out].split(j, factor=min(CO, 2 * lanes))
+    jo, ji = sch[out].split(j, factor=min(int(out.shape[1]), 2 * _lanes(out.dtype)))
     ij = sch[out].fuse(i, jo)
     sch[out].parallel(ij)
     sch[out].vectorize(ji)
     sch[DL].compute_at(sch[out], ij)
     ci, cj = sch[DL].op.axis
     (k,) = sch[DL].op.reduce_axis
-    ko, ki = sch[DL].split(k, factor=_divisor(CI, 4))
+    ko, ki = sch[DL].split(k, factor=_divisor(int(k.dom.extent.value), 4))
     sch[DL].reorder(ci, ko, ki, cj)
     sch[DL].unroll(ki)
     sch[DL].vectorize(cj)
@@ -353,20 +355,7 @@ def depthwise_conv2d_nchwc_cpu(sch, tensors, N, C, H, W, KH, KW, stride, padding
     if pad is not None:
         sch[pad].compute_inline()
     OW = (W + 2 * padding - KW) // stride + 1
-    pixels = depthwise_pixels(OW, block, dtype)
-    OL = sch.cache_write(out, "local")
-    n, cb, y, x, c = sch[out].op.axis
-    xo, xi = sch[out].split(x, factor=pixels)
-    sch[out].reorder(n, cb, y, xo, xi, c)
-    sch[out].parallel(sch[out].fuse(n, cb, y))
-    sch[out].vectorize(c)
-    sch[OL].compute_at(sch[out], xo)
-    _, _, _, cx, cc = sch[OL].op.axis
-    kh, kw = sch[OL].op.reduce_axis
-    sch[OL].reorder(kh, kw, cx, cc)
-    sch[OL].unroll(kw)
-    sch[OL].unroll(cx)
-    sch[OL].vectorize(cc)
+    _window_nest(sch, out, sch.cache_write(out, "local"), depthwise_pixels(OW, block, dtype))
 
 
 def _window_nest(sch, out, OL, pixels: int) -> None:
@@ -421,8 +410,15 @@ def dense_pack_cpu(sch, tensors, N, CI, CO, block, bias, dtype, **_):
     added in the output loop."""
     out = tensors[-1]
     dense_t = out if not bias else _producer(out, "dense_pack")
-    DL = sch.cache_write(out, "local") if out is dense_t else dense_t
-    rows, blocks = dense_tile(N, CO, block, dtype)
+    dense_pack_nest(sch, out, sch.cache_write(out, "local") if out is dense_t else dense_t, block)
+
+
+def dense_pack_nest(sch, out, DL, block: int) -> None:
+    """The loop nest of a packed dense layer whose accumulator stage is ``DL`` (computed at the output's tile
+    loop): a tile of :func:`dense_tile` output blocks of ``block`` columns over a few rows, accumulated over k
+    (unrolled by 4) with one broadcast of the input per row, tiles in parallel."""
+    N, CO = (int(d) for d in out.shape)
+    rows, blocks = dense_tile(N, CO, block, out.dtype)
     i, j = sch[out].op.axis
     jo, ji = sch[out].split(j, factor=block * blocks)
     io, ii = sch[out].split(i, factor=rows)
@@ -434,7 +430,7 @@ def dense_pack_cpu(sch, tensors, N, CI, CO, block, bias, dtype, **_):
     ci, cj = sch[DL].op.axis
     (k,) = sch[DL].op.reduce_axis
     cjb, cjl = sch[DL].split(cj, factor=block)
-    ko, ki = sch[DL].split(k, factor=_divisor(CI, 4))
+    ko, ki = sch[DL].split(k, factor=_divisor(int(k.dom.extent.value), 4))
     sch[DL].reorder(ko, ki, ci, cjb, cjl)
     sch[DL].unroll(ki)
     sch[DL].unroll(ci)
