@@ -8,6 +8,7 @@ import llvmlite: only building does, so exported libraries load without it.
 from __future__ import annotations
 
 from autosched import runtime, te
+from autosched import workloads as _workloads
 from autosched.errors import AutoschedError, CodegenError, LoweringError, ScheduleError
 from autosched.workloads import register_workload
 
@@ -69,6 +70,15 @@ from autosched import task as _task  # noqa: E402 - after __version__, which the
 _task.set_apply_best_source(_apply_best)
 
 
+def _load_relay_workloads() -> None:
+    """The fused kernels of relay graphs (``relay.fused``) register when the relay package is imported: a task
+    or record of one finds its workload without the registry, which sits below relay, importing it."""
+    import autosched.relay.fused  # noqa: F401
+
+
+_workloads.register_workload_source("relay.", _load_relay_workloads)
+
+
 def lower(sch, args, name: str = "main", target=None):
     """Lower a schedule to the loop IR (a PrimFunc whose ``str()`` is readable). With a ``cuda`` target the
     GPU rules are checked and barriers inserted, as the GPU build does."""
@@ -76,7 +86,7 @@ def lower(sch, args, name: str = "main", target=None):
 
     func = _lower(sch, args, name=name)
     if target is not None:
-        from autosched.codegen.target import Target
+        from autosched.target import Target
 
         if Target(target).kind == "cuda":
             from autosched.tir.gpu import prepare_kernel

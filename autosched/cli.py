@@ -54,8 +54,8 @@ def _peak(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         print(f"autosched peak: error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
         return 2
-    from autosched.codegen.target import Target
     from autosched.runtime.cuda import CUDAError
+    from autosched.target import Target
 
     try:
         gpu = args.target is not None and Target(args.target).kind == "cuda"

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from autosched.codegen.target import Target
+from autosched.target import Target
 from autosched.te.analysis import flop_count, structural_hash
 from autosched.te.schedule import Schedule, create_schedule
 from autosched.te.tensor import Tensor

@@ -40,8 +40,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import _onnx_models  # noqa: E402
 import autosched  # noqa: E402
 from autosched import relay  # noqa: E402
-from autosched.codegen.target import Target  # noqa: E402
 from autosched.runtime.graph_executor import GraphModule  # noqa: E402
+from autosched.target import Target  # noqa: E402
 
 MODELS = {
     "resnet18": _onnx_models.make_resnet18,

@@ -37,7 +37,7 @@ import numpy as np
 
 import autosched
 from autosched import te
-from autosched.codegen.target import Target
+from autosched.target import Target
 
 HERE = Path(__file__).resolve().parent
 

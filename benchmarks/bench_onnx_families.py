@@ -30,8 +30,8 @@ from bench_e2e import median_time  # noqa: E402  (one timing loop for the model 
 
 import _onnx_models  # noqa: E402
 from autosched import relay  # noqa: E402
-from autosched.codegen.target import Target  # noqa: E402
 from autosched.runtime.graph_executor import GraphModule  # noqa: E402
+from autosched.target import Target  # noqa: E402
 
 
 def by_kind(profile: list[dict], top: int = 5) -> list[tuple[str, int, float]]:

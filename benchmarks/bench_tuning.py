@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 
 import autosched
-from autosched.codegen.target import Target
 from autosched.database import Database
 from autosched.measure import MeasureInput
+from autosched.target import Target
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = {

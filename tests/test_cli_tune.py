@@ -254,7 +254,7 @@ def test_tune_a_model_then_build_it_with_the_records(env, tmp_path):
 def test_a_stale_cached_peak_is_measured_again_and_no_share_exceeds_100(env, tmp_path):
     """A peak cached far below the machine's (measured under load, say): the first kernel beats it, the
     run measures the peak again between batches with one WARNING, and no share printed is above 100%."""
-    from autosched.codegen.target import Target
+    from autosched.target import Target
 
     cache = tmp_path / "cache"
     cache.mkdir()

@@ -231,8 +231,8 @@ def test_the_cuda_kernels_of_a_model_compute_what_the_cpu_build_does(resnet):
     """Each of the model's GPU kernels with its grid run serially on the CPU, in the same graph: equal to
     the CPU build of the model."""
     from autosched.codegen.build import build_many
-    from autosched.codegen.target import Target
     from autosched.relay.build import _GraphBuilder, optimize
+    from autosched.target import Target
     from autosched.tir.gpu import prepare_kernel, serialize_bindings
 
     mod, params = resnet
@@ -282,8 +282,8 @@ def test_the_graph_executor_runs_a_cuda_graph_on_device_memory(resnet_cuda, driv
 def test_relay_cuda_defaults_store_coalesced(resnet):
     """Every kernel of the model under its default cuda schedule: consecutive threadIdx.x store consecutive
     addresses (runs of at least 8 floats, or whole rows)."""
-    from autosched.codegen.target import Target
     from autosched.relay.build import _GraphBuilder, optimize
+    from autosched.target import Target
     from autosched.tir.gpu import prepare_kernel
 
     mod, params = resnet

@@ -275,6 +275,41 @@ def test_extract_tasks_weights():
     assert again.workload_key == tasks[0].workload_key
 
 
+def test_a_fused_kernel_is_found_by_name_in_a_process_without_relay(tmp_path):
+    """A record of a fused kernel, read in a fresh process that never imported relay, gives back its task (as
+    ``autosched tune --workload relay.fused`` would make it): the workload registry, below relay, has the
+    package facade's loader register the fused workload on first use of its name; an unknown name still fails
+    with the registered names."""
+    from autosched.database import Database
+    from autosched.result import MeasureResult
+    from autosched.te.trace import Trace
+
+    mod, params = _two_conv_model()
+    task = relay.extract_tasks(mod, params, "llvm")[0]
+    with Database(str(tmp_path / "r.db")) as db:
+        db.commit(task, Trace([]), MeasureResult(costs=[1e-3], timestamp=1.0))
+    code = (
+        "import sys, json, autosched\n"
+        "from autosched.database import Database\n"
+        "before = 'autosched.relay' in sys.modules\n"
+        f"(rec,) = Database({str(tmp_path / 'r.db')!r}).records()\n"
+        "t = rec.task()\n"
+        "try:\n"
+        "    autosched.Task('relay.no_such_kernel')\n"
+        "    err = ''\n"
+        "except KeyError as e:\n"
+        "    err = str(e)\n"
+        "print(json.dumps([before, t.name, t.workload_key, len(t.tensors()), err]))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert res.returncode == 0, res.stderr
+    before, name, key, ntensors, err = json.loads(res.stdout)
+    assert not before and name == "relay.fused" and key == task.workload_key
+    assert ntensors == len(task.tensors())
+    assert "unknown workload 'relay.no_such_kernel'" in err and "relay.fused" in err
+
+
 def test_export_folder_runs_without_llvmlite(tmp_path):
     mod, params = _two_conv_model()
     graph_json, lib, out_params = relay.build(mod, "llvm", params=params)

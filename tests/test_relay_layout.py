@@ -73,7 +73,7 @@ def test_resnet_keeps_layouts_and_packs_weights_ahead_of_time():
             src = graph["nodes"][node["inputs"][0][0]]
             assert src["op"] != "null" or src["name"] not in params
     conv_weights = [v for v in params.values() if v.ndim == 6]  # OIHW[x]i[y]o
-    assert conv_weights and all(w.shape[-1] == autosched.codegen.target.Target("llvm").cpu.lanes()
+    assert conv_weights and all(w.shape[-1] == autosched.target.Target("llvm").cpu.lanes()
                                 for w in conv_weights if w.shape[0] * w.shape[-1] >= 16)
 
 

@@ -14,10 +14,10 @@ from typing import Any
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from autosched.codegen.llvm import CodeGenLLVM, init_llvm
-from autosched.codegen.target import Target
+from autosched.codegen.llvm import CodeGenLLVM
 from autosched.errors import CodegenError
 from autosched.runtime.module import METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
+from autosched.target import Target, init_llvm
 from autosched.tir import stmt as S
 from autosched.tir.stmt import dim_to_json
 

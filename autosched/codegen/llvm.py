@@ -15,7 +15,6 @@ measurement can flag its result (``serial``, ``scalar``, ``not_unrolled``).
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -25,7 +24,7 @@ from autosched.codegen import ops
 from autosched.codegen.vectorize import VectorEmitter, vector_blocker, vector_reduction
 from autosched.errors import CodegenError, ScheduleError
 from autosched.te import expr as E
-from autosched.te.expr import Expr, IntImm, Var, is_float
+from autosched.te.expr import Expr, IntImm, Var
 from autosched.tir import stmt as S
 from autosched.tir.arith import ceildiv, simplify
 from autosched.tir.transform import substitute_stmt
@@ -69,22 +68,6 @@ _TYPES = {
 }
 _BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
           "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
-_LLVM_INTRIN = {"exp", "log", "sqrt", "fabs", "floor", "ceil", "pow", "sin", "cos"}
-_LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf")}
-
-_init_lock = threading.Lock()
-_initialised = False
-
-
-def init_llvm() -> None:
-    global _initialised
-    with _init_lock:
-        if not _initialised:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            llvm.initialize_native_asmparser()
-            _initialised = True
-
 
 def ltype(dtype: str, in_memory: bool = False) -> ir.Type:
     if dtype == "bool" and in_memory:
@@ -185,6 +168,8 @@ class CodeGenLLVM:
 
     # ------------------------------------------------------------ expressions
     def expr(self, e: Expr) -> ir.Value:
+        if isinstance(e, E.BinaryOp):
+            return ops.binary(self.b, e, self.expr(e.a), self.expr(e.b))
         m = getattr(self, "_e_" + type(e).__name__, None)
         if m is None:
             raise CodegenError(f"cannot generate code for expression {type(e).__name__}: {e}")
@@ -202,78 +187,8 @@ class CodeGenLLVM:
     def _e_FloatImm(self, e: E.FloatImm):
         return ir.Constant(ltype(e.dtype), e.value)
 
-    def _binop(self, e: E.BinaryOp):
-        a, b = self.expr(e.a), self.expr(e.b)
-        return a, b, is_float(e.a.dtype)
-
-    def _arith(self, e, op: str):
-        a, b, _ = self._binop(e)
-        if op == "/" and not is_float(e.a.dtype):
-            raise CodegenError(f"integer '/' in {e}; use // (floor division)")
-        return ops.arith(self.b, op, a, b, e.a.dtype)
-
-    def _e_Add(self, e):
-        return self._arith(e, "+")
-
-    def _e_Sub(self, e):
-        return self._arith(e, "-")
-
-    def _e_Mul(self, e):
-        return self._arith(e, "*")
-
-    def _e_Div(self, e):
-        return self._arith(e, "/")
-
-    def _e_FloorDiv(self, e):
-        a, b, _ = self._binop(e)
-        return ops.floordiv(self.b, a, b, e.dtype, e.b.value if isinstance(e.b, IntImm) else None)
-
-    def _e_FloorMod(self, e):
-        a, b, _ = self._binop(e)
-        return ops.floormod(self.b, a, b, e.dtype, e.b.value if isinstance(e.b, IntImm) else None)
-
-    def _minmax(self, e, is_min: bool):
-        """llvm.minimum/maximum for floats (NaN propagates as in numpy; an fcmp+select chain sent LLVM's
-        vectorizer into an exponential walk), llvm.smin/smax/umin/umax for integers."""
-        a, b, f = self._binop(e)
-        return self.b.call(self._decl(minmax_intrinsic(e.a.dtype, is_min, a.type), a.type, [a.type, a.type]), [a, b])
-
-    def _e_Min(self, e):
-        return self._minmax(e, True)
-
-    def _e_Max(self, e):
-        return self._minmax(e, False)
-
-    def _cmp(self, e, op: str):
-        a, b, _ = self._binop(e)
-        return ops.compare(self.b, op, a, b, e.a.dtype)
-
-    def _e_EQ(self, e):
-        return self._cmp(e, "==")
-
-    def _e_NE(self, e):
-        return self._cmp(e, "!=")
-
-    def _e_LT(self, e):
-        return self._cmp(e, "<")
-
-    def _e_LE(self, e):
-        return self._cmp(e, "<=")
-
-    def _e_GT(self, e):
-        return self._cmp(e, ">")
-
-    def _e_GE(self, e):
-        return self._cmp(e, ">=")
-
-    def _e_And(self, e):
-        return self.b.and_(self.expr(e.a), self.expr(e.b))
-
-    def _e_Or(self, e):
-        return self.b.or_(self.expr(e.a), self.expr(e.b))
-
     def _e_Not(self, e):
-        return self.b.xor(self.expr(e.a), ir.Constant(I1, 1))
+        return ops.logical_not(self.b, self.expr(e.a))
 
     def _e_Select(self, e: E.Select):
         known = self._known(e.cond)
@@ -301,21 +216,7 @@ class CodeGenLLVM:
         return ops.cast(self.b, self.expr(e.value), e.value.dtype, e.dtype, ltype(e.dtype))
 
     def _e_Call(self, e: E.Call):
-        args = [self.expr(a) for a in e.args]
-        ty = ltype(e.dtype)
-        if e.name in _LLVM_INTRIN:
-            suffix = "f32" if e.dtype == "float32" else "f64" if e.dtype == "float64" else "f16"
-            fn = self._decl(f"llvm.{e.name}.{suffix}", ty, [ty] * len(args))
-            ins = self.b.call(fn, args)
-            ins.flags.append("contract")
-            return ins
-        if e.name in _LIBM:
-            single, double = _LIBM[e.name]
-            name = single if e.dtype == "float32" else double
-            if e.dtype not in ("float32", "float64"):
-                raise CodegenError(f"{e.name} is not available for {e.dtype}")
-            return self.b.call(self._decl(name, ty, [ty]), args)
-        raise CodegenError(f"unknown intrinsic {e.name}")
+        return ops.call(self.b, e.name, e.dtype, [self.expr(a) for a in e.args])
 
     def _e_Let(self, e: E.Let):
         self.cur.vars[e.var] = self.expr(e.value)
@@ -535,29 +436,6 @@ class CodeGenLLVM:
             g.initializer = ir.Constant(I32, self.num_threads)
             g.linkage = "weak"
         return g
-
-
-def minmax_intrinsic(dtype: str, is_min: bool, ty: ir.Type) -> str:
-    """The LLVM intrinsic name for min/max of ``dtype`` values of LLVM type ``ty`` (scalar or vector)."""
-    if is_float(dtype):
-        op = "minimum" if is_min else "maximum"
-    elif dtype.startswith("uint") or dtype == "bool":
-        op = "umin" if is_min else "umax"
-    else:
-        op = "smin" if is_min else "smax"
-    return f"llvm.{op}.{_type_suffix(ty)}"
-
-
-def _type_suffix(ty: ir.Type) -> str:
-    if isinstance(ty, ir.VectorType):
-        return f"v{ty.count}{_type_suffix(ty.element)}"
-    if isinstance(ty, ir.FloatType):
-        return "f32"
-    if isinstance(ty, ir.DoubleType):
-        return "f64"
-    if isinstance(ty, ir.HalfType):
-        return "f16"
-    return f"i{ty.width}"
 
 
 def _widest_dtype(s: S.Stmt) -> str:

@@ -1,7 +1,10 @@
-"""LLVM instruction sequences shared by the scalar and the vector code generators.
+"""LLVM instructions of expressions, for the scalar and the vector code generators alike.
 
-Each works on scalars and on vectors alike: constants take the shape of the
-operands they meet.
+Each works on scalars and on vectors: constants take the shape of the operands
+they meet and intrinsics are declared for the operands' type, so an operator
+or a math function is emitted one way whether a loop is vectorized or not
+(:func:`binary`, :func:`call`); the generators differ only in how they get
+their operands.
 """
 
 from __future__ import annotations
@@ -10,9 +13,16 @@ from collections.abc import Callable
 
 import llvmlite.ir as ir
 
-from autosched.te.expr import is_float
+from autosched.errors import CodegenError
+from autosched.te import expr as E
+from autosched.te.expr import IntImm, is_float
 
-I1 = ir.IntType(1)
+I1, I32 = ir.IntType(1), ir.IntType(32)
+#: math functions that are LLVM intrinsics (``llvm.exp.f32``, ``llvm.sqrt.v16f32``)
+LLVM_INTRINSICS = {"exp", "log", "sqrt", "fabs", "floor", "ceil", "pow", "sin", "cos"}
+#: math functions called from libm: (float32 name, float64 name)
+LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf")}
+_ARITH = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/"}
 _BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
           "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
 
@@ -40,7 +50,7 @@ def arith(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, dtype: str) -> ir.
         ins.flags.append("contract")
         return ins
     if op == "/":
-        raise ValueError("integer '/' has no meaning here; use // (floor division)")
+        raise CodegenError("integer '/' has no meaning here; use // (floor division)")
     return {"+": b.add, "-": b.sub, "*": b.mul}[op](x, y, flags=["nsw"])
 
 
@@ -101,6 +111,74 @@ def cast(b: ir.IRBuilder, v: ir.Value, src: str, dst: str, dst_type: ir.Type) ->
     return b.zext(v, dt) if unsigned(src) else b.sext(v, dt)
 
 
+def binary(b: ir.IRBuilder, e: E.BinaryOp, x: ir.Value, y: ir.Value) -> ir.Value:
+    """The value of ``e`` (arithmetic, min/max, a comparison, and/or) from its operands' values ``x`` and ``y``
+    (both scalars, or both vectors of the same lanes)."""
+    kind, dtype = type(e), e.a.dtype
+    if kind in _ARITH:
+        if kind is E.Div and not is_float(dtype):
+            raise CodegenError(f"integer '/' in {e}; use // (floor division)")
+        return arith(b, _ARITH[kind], x, y, dtype)
+    divisor = e.b.value if isinstance(e.b, IntImm) else None
+    if kind is E.FloorDiv:
+        return floordiv(b, x, y, e.dtype, divisor)
+    if kind is E.FloorMod:
+        return floormod(b, x, y, e.dtype, divisor)
+    if kind in (E.Min, E.Max):
+        return b.call(_decl(b, minmax_intrinsic(dtype, kind is E.Min), x.type, 2), [x, y])
+    if isinstance(e, E.CmpOp):
+        return compare(b, e.symbol, x, y, dtype)
+    if kind is E.And:
+        return b.and_(x, y)
+    if kind is E.Or:
+        return b.or_(x, y)
+    raise CodegenError(f"cannot generate code for expression {kind.__name__}: {e}")
+
+
+def logical_not(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """``!x`` of booleans (i1 or vectors of i1)."""
+    return b.xor(x, const(x.type, 1))
+
+
+def minmax_intrinsic(dtype: str, is_min: bool) -> str:
+    """The LLVM intrinsic for min/max of ``dtype`` values: llvm.minimum/maximum for floats (NaN propagates as in
+    numpy; an fcmp+select chain sent LLVM's vectorizer into an exponential walk), llvm.smin/umax/... else."""
+    if is_float(dtype):
+        return "llvm.minimum" if is_min else "llvm.maximum"
+    if unsigned(dtype):
+        return "llvm.umin" if is_min else "llvm.umax"
+    return "llvm.smin" if is_min else "llvm.smax"
+
+
+def call(b: ir.IRBuilder, name: str, dtype: str, args: list[ir.Value]) -> ir.Value:
+    """The math function ``name`` of ``dtype`` values (scalars or vectors): LLVM intrinsics on the arguments'
+    type, except float32 ``exp`` of a vector, inline (:func:`exp_f32`; LLVM would call libm once per lane,
+    while a scalar keeps libm's ``expf``: within 0.5 ulp, subnormal results kept); libm's ``tanh``/``erf``
+    called once per lane."""
+    ty = args[0].type if args else None
+    if name == "exp" and dtype == "float32" and isinstance(ty, ir.VectorType):
+        return exp_f32(b, args[0])
+    if name in LLVM_INTRINSICS:
+        ins = b.call(_decl(b, f"llvm.{name}", ty, len(args)), args)
+        ins.flags.append("contract")
+        return ins
+    if name in LIBM:
+        if dtype not in ("float32", "float64"):
+            raise CodegenError(f"{name} is not available for {dtype} (float32 and float64 only)")
+        elem = ty.element if isinstance(ty, ir.VectorType) else ty
+        mod = b.module
+        fname = LIBM[name][0 if dtype == "float32" else 1]
+        fn = mod.globals.get(fname) or ir.Function(mod, ir.FunctionType(elem, [elem]), name=fname)
+        if not isinstance(ty, ir.VectorType):
+            return b.call(fn, args)
+        out = ir.Constant(ty, ir.Undefined)
+        for lane in range(ty.count):
+            li = ir.Constant(I32, lane)
+            out = b.insert_element(out, b.call(fn, [b.extract_element(args[0], li)]), li)
+        return out
+    raise CodegenError(f"unknown intrinsic {name}")
+
+
 def branch(cg, cond: ir.Value, then_fn: Callable[[], ir.Value | None],
            else_fn: Callable[[], ir.Value | None] | None = None, name: str = "if") -> ir.Value | None:
     """``if cond then_fn() else else_fn()`` as basic blocks; a phi of their values when both return one."""
@@ -129,11 +207,13 @@ def branch(cg, cond: ir.Value, then_fn: Callable[[], ir.Value | None],
     return None
 
 
-def exp_f32(b: ir.IRBuilder, fma: Callable[[ir.Value, ir.Value, ir.Value], ir.Value], x: ir.Value) -> ir.Value:
-    """``exp`` of float32 lanes inline (LLVM turns ``llvm.exp`` on a vector into one libm call per lane):
+def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """``exp`` of float32 values inline (LLVM turns ``llvm.exp`` on a vector into one libm call per lane):
     ``2^n * p(r)`` with ``x = n ln2 + r``, ``|r| <= ln2 / 2``, ``ln2`` split in two for an exact ``r``, and
     Cephes' degree-6 polynomial for ``e^r`` (about 1 ulp). Overflow gives inf, underflow 0, NaN stays NaN."""
     fty, ity = x.type, shaped(x.type, ir.IntType(32))
+    fma_fn = _decl(b, "llvm.fma", fty, 3)
+    fma = lambda p, q, r: b.call(fma_fn, [p, q, r])  # noqa: E731
     c = lambda v: const(fty, v)  # noqa: E731
     floor = _decl(b, "llvm.floor", fty)
     n = b.call(floor, [fma(x, c(1.44269504088896341), c(0.5))])
@@ -154,11 +234,22 @@ def exp_f32(b: ir.IRBuilder, fma: Callable[[ir.Value, ir.Value, ir.Value], ir.Va
 
 def _decl(b: ir.IRBuilder, name: str, ty: ir.Type, nargs: int = 1) -> ir.Function:
     """An LLVM intrinsic on ``ty`` (scalar or vector), declared once per module."""
-    from autosched.codegen.llvm import _type_suffix
-
-    full = f"{name}.{_type_suffix(ty)}"
+    full = f"{name}.{type_suffix(ty)}"
     mod = b.module
     fn = mod.globals.get(full)
     if fn is None:
         fn = ir.Function(mod, ir.FunctionType(ty, [ty] * nargs), name=full)
     return fn
+
+
+def type_suffix(ty: ir.Type) -> str:
+    """The type part of an overloaded intrinsic's name: ``f32``, ``v16f32``, ``i64``."""
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{type_suffix(ty.element)}"
+    if isinstance(ty, ir.FloatType):
+        return "f32"
+    if isinstance(ty, ir.DoubleType):
+        return "f64"
+    if isinstance(ty, ir.HalfType):
+        return "f16"
+    return f"i{ty.width}"

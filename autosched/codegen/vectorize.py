@@ -147,6 +147,8 @@ class VectorEmitter:
         """(value, is_vector) of ``e`` for all lanes."""
         if not self.varying(e) and (self.mask is None or not any(isinstance(x, S.BufferLoad) for x in E.walk(e))):
             return self.scalar(e), False
+        if isinstance(e, E.BinaryOp):
+            return ops.binary(self.b, e, self.vec(e.a), self.vec(e.b)), True
         m = getattr(self, "_e_" + type(e).__name__, None)
         if m is None:
             raise CodegenError(f"cannot vectorize expression {type(e).__name__}: {e}")
@@ -173,79 +175,8 @@ class VectorEmitter:
             return self.env[e]
         return self.cg.expr(e), False
 
-    def _binary(self, e: E.BinaryOp):
-        a, b = self.vec(e.a), self.vec(e.b)
-        return a, b
-
-    def _arith(self, e, op: str):
-        a, b = self._binary(e)
-        return ops.arith(self.b, op, a, b, e.a.dtype), True
-
-    def _e_Add(self, e):
-        return self._arith(e, "+")
-
-    def _e_Sub(self, e):
-        return self._arith(e, "-")
-
-    def _e_Mul(self, e):
-        return self._arith(e, "*")
-
-    def _e_Div(self, e):
-        return self._arith(e, "/")
-
-    def _e_FloorDiv(self, e):
-        a, b = self._binary(e)
-        return ops.floordiv(self.b, a, b, e.dtype, e.b.value if isinstance(e.b, IntImm) else None), True
-
-    def _e_FloorMod(self, e):
-        a, b = self._binary(e)
-        return ops.floormod(self.b, a, b, e.dtype, e.b.value if isinstance(e.b, IntImm) else None), True
-
-    def _minmax(self, e, is_min: bool):
-        from autosched.codegen.llvm import minmax_intrinsic
-
-        a, b = self._binary(e)
-        name = minmax_intrinsic(e.a.dtype, is_min, a.type)
-        return self.b.call(self.cg._decl(name, a.type, [a.type, a.type]), [a, b]), True
-
-    def _e_Min(self, e):
-        return self._minmax(e, True)
-
-    def _e_Max(self, e):
-        return self._minmax(e, False)
-
-    def _cmp(self, e, op):
-        a, b = self._binary(e)
-        return ops.compare(self.b, op, a, b, e.a.dtype), True
-
-    def _e_EQ(self, e):
-        return self._cmp(e, "==")
-
-    def _e_NE(self, e):
-        return self._cmp(e, "!=")
-
-    def _e_LT(self, e):
-        return self._cmp(e, "<")
-
-    def _e_LE(self, e):
-        return self._cmp(e, "<=")
-
-    def _e_GT(self, e):
-        return self._cmp(e, ">")
-
-    def _e_GE(self, e):
-        return self._cmp(e, ">=")
-
-    def _e_And(self, e):
-        a, b = self._binary(e)
-        return self.b.and_(a, b), True
-
-    def _e_Or(self, e):
-        a, b = self._binary(e)
-        return self.b.or_(a, b), True
-
     def _e_Not(self, e):
-        return self.b.xor(self.vec(e.a), self.const_vec(I1, 1)), True
+        return ops.logical_not(self.b, self.vec(e.a)), True
 
     def _e_Select(self, e: E.Select):
         if not self.varying(e.cond):
@@ -271,30 +202,7 @@ class VectorEmitter:
         return ops.cast(self.b, self.vec(e.value), e.value.dtype, e.dtype, ltype(e.dtype)), True
 
     def _e_Call(self, e: E.Call):
-        from autosched.codegen.llvm import _LIBM, _LLVM_INTRIN, ltype
-
-        args = [self.vec(a) for a in e.args]
-        st = ltype(e.dtype)
-        vt = self.vtype(st)
-        if e.name == "exp" and e.dtype == "float32":
-            fma = self.cg._decl(f"llvm.fma.v{self.lanes}f32", vt, [vt] * 3)
-            return ops.exp_f32(self.b, lambda a, b, c: self.b.call(fma, [a, b, c]), args[0]), True
-        if e.name in _LLVM_INTRIN:
-            suffix = ("f32" if e.dtype == "float32" else "f64")
-            fn = self.cg._decl(f"llvm.{e.name}.v{self.lanes}{suffix}", vt, [vt] * len(args))
-            ins = self.b.call(fn, args)
-            ins.flags.append("contract") if hasattr(ins, "flags") else None
-            return ins, True
-        if e.name in _LIBM:
-            single, double = _LIBM[e.name]
-            fn = self.cg._decl(single if e.dtype == "float32" else double, st, [st])
-            out = ir.Constant(vt, ir.Undefined)
-            for lane in range(self.lanes):
-                li = ir.Constant(I32, lane)
-                x = self.b.call(fn, [self.b.extract_element(args[0], li)])
-                out = self.b.insert_element(out, x, li)
-            return out, True
-        raise CodegenError(f"unknown intrinsic {e.name}")
+        return ops.call(self.b, e.name, e.dtype, [self.vec(a) for a in e.args]), True
 
     def _e_BufferLoad(self, e: S.BufferLoad):
         return self.load(e), True
@@ -363,7 +271,7 @@ class VectorEmitter:
             if self.mask is None:
                 v = self.b.load(ptr, typ=vt, align=_BYTES[buf.dtype])
             else:
-                fn = self.cg._decl(f"llvm.masked.load.v{self.lanes}{_suffix(mt)}.p0", vt,
+                fn = self.cg._decl(f"llvm.masked.load.{ops.type_suffix(vt)}.p0", vt,
                                    [PTR, I32, self.vtype(I1), vt])
                 masked = lambda: self.b.call(fn, [ptr, align, self.mask, ir.Constant(vt, None)])  # noqa: E731
                 plain = lambda: self.b.load(ptr, typ=vt, align=_BYTES[buf.dtype])  # noqa: E731
@@ -378,7 +286,7 @@ class VectorEmitter:
             return self.splat(v)
         else:
             ptrs = self._pointers(buf, flat)
-            fn = self.cg._decl(f"llvm.masked.gather.v{self.lanes}{_suffix(mt)}.v{self.lanes}p0", vt,
+            fn = self.cg._decl(f"llvm.masked.gather.{ops.type_suffix(vt)}.v{self.lanes}p0", vt,
                                [self.vtype(PTR), I32, self.vtype(I1), vt])
             v = self.b.call(fn, [ptrs, align, self._mask_or_true(), ir.Constant(vt, None)])
         if buf.dtype == "bool":
@@ -403,7 +311,7 @@ class VectorEmitter:
             if self.mask is None:
                 self.b.store(val, ptr, align=_BYTES[buf.dtype])
                 return
-            fn = self.cg._decl(f"llvm.masked.store.v{self.lanes}{_suffix(mt)}.p0", ir.VoidType(),
+            fn = self.cg._decl(f"llvm.masked.store.{ops.type_suffix(vt)}.p0", ir.VoidType(),
                                [vt, PTR, I32, self.vtype(I1)])
 
             def blend():
@@ -413,7 +321,7 @@ class VectorEmitter:
             self._on_stack_or_masked(buf, base_v, blend, lambda: self.b.call(fn, [val, ptr, align, self.mask]))
             return
         ptrs = self._pointers(buf, flat)
-        fn = self.cg._decl(f"llvm.masked.scatter.v{self.lanes}{_suffix(mt)}.v{self.lanes}p0", ir.VoidType(),
+        fn = self.cg._decl(f"llvm.masked.scatter.{ops.type_suffix(vt)}.v{self.lanes}p0", ir.VoidType(),
                            [vt, self.vtype(PTR), I32, self.vtype(I1)])
         self.b.call(fn, [val, ptrs, align, self._mask_or_true()])
 
@@ -480,13 +388,3 @@ class VectorEmitter:
     def _uniform_if(self, s: S.IfThenElse) -> None:
         else_fn = (lambda: self.stmt(s.else_case)) if s.else_case is not None else None
         ops.branch(self.cg, self.scalar(s.cond), lambda: self.stmt(s.then_case), else_fn, "vif")
-
-
-def _suffix(t: ir.Type) -> str:
-    if isinstance(t, ir.FloatType):
-        return "f32"
-    if isinstance(t, ir.DoubleType):
-        return "f64"
-    if isinstance(t, ir.HalfType):
-        return "f16"
-    return f"i{t.width}"

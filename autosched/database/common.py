@@ -18,6 +18,7 @@ from autosched.database.schema import (
     WorkloadRow,
 )
 from autosched.errors import AutoschedError
+from autosched.target import Target
 
 logger = logging.getLogger("autosched.database")
 
@@ -87,15 +88,11 @@ def _is_key(x: Any) -> bool:
 
 def target_key(target: Any) -> str:
     """The key records are stored under for ``target`` (a Target, a target string or a key)."""
-    from autosched.codegen.target import Target
-
     return Target(target).key
 
 
 def _cpu_agnostic(key: str) -> tuple:
     """A target key without its CPU (mcpu, mattr): what must still match when reusing other CPUs' records."""
-    from autosched.codegen.target import Target
-
     try:
         t = Target(key)
     except ValueError:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autosched.result import ErrorKind, MeasureResult
+from autosched.target import host_cpu_name, llvm_version
 from autosched.te.trace import Trace
 
 #: Version of the JSON-lines record format (the ``"v"`` of each line). Bump it when a field changes meaning
@@ -49,21 +50,15 @@ class LogFormatError(ValueError):
 
 @functools.lru_cache(maxsize=1)
 def producer_info() -> dict[str, str]:
-    """The versions of autosched and LLVM in this process, and the host CPU; 'unknown' where not available.
-
-    llvmlite is imported here only if it is installed: the runtime works without it.
-    """
+    """The versions of autosched and LLVM in this process, and the host CPU (as :mod:`autosched.target` names
+    them); 'unknown' where llvmlite is not installed (the runtime works without it)."""
     from autosched import __version__
 
-    llvm_version = host_cpu = "unknown"
     try:
-        import llvmlite.binding as llvm
-
-        llvm_version = ".".join(str(x) for x in llvm.llvm_version_info)
-        host_cpu = llvm.get_host_cpu_name() or "unknown"
+        llvm, host_cpu = llvm_version(), host_cpu_name() or "unknown"
     except ImportError:  # the runtime works without llvmlite: the record is still worth keeping
-        pass
-    return {"autosched": __version__, "llvm": llvm_version, "host_cpu": host_cpu, "host": socket.gethostname()}
+        llvm = host_cpu = "unknown"
+    return {"autosched": __version__, "llvm": llvm, "host_cpu": host_cpu, "host": socket.gethostname()}
 
 
 def trace_text(trace: Trace | list | str) -> str:

@@ -109,8 +109,7 @@ def _compile_kernel(lanes: int, target: Any = "llvm"):
     from llvmlite import ir
 
     from autosched.codegen.build import target_machine
-    from autosched.codegen.llvm import init_llvm
-    from autosched.codegen.target import Target
+    from autosched.target import Target, init_llvm
 
     init_llvm()
     f32 = ir.FloatType()
@@ -143,7 +142,7 @@ def measure_peak(threads: int | None = None, *, seconds: float = 0.3, repeat: in
     """Measure the fp32 peak of ``threads`` threads (default: all cores), best of ``repeat`` runs of about
     ``seconds`` each, with the vectors of ``target`` (``llvm -mcpu=haswell``: what AVX2 code can reach on
     this host)."""
-    from autosched.codegen.target import Target
+    from autosched.target import Target
 
     target = Target(target)
     threads = int(threads or target.num_cores)
@@ -208,7 +207,7 @@ def measure_bandwidth(nbytes: int, threads: int | None = None, *, seconds: float
 
     from autosched import te
     from autosched.codegen.build import build
-    from autosched.codegen.target import Target
+    from autosched.target import Target
 
     target = Target("llvm")
     lanes = target.cpu.lanes("float32")
@@ -294,14 +293,14 @@ def _cache_file() -> Path:
 def _is_cuda(target: Any) -> bool:
     if target is None:
         return False
-    from autosched.codegen.target import Target
+    from autosched.target import Target
 
     return Target(target).kind == "cuda"
 
 
 def _cache_key(threads: int | None, target: Any) -> str:
     """``<cpu>/<threads>`` for the CPU, ``cuda/<device name>`` for the GPU kernels run on."""
-    from autosched.codegen.target import Target
+    from autosched.target import Target
 
     if _is_cuda(target):
         from autosched.runtime.cuda import device_info

@@ -371,7 +371,7 @@ class CacheFlusher:
             return None
         import llvmlite.binding as llvm
 
-        from autosched.codegen.llvm import init_llvm
+        from autosched.target import init_llvm
 
         init_llvm()
         ir = """

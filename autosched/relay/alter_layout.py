@@ -292,8 +292,8 @@ def alter_op_layout(func: Function) -> Function:
 
 def AlterOpLayout() -> Any:  # noqa: N802 - TVM's name
     """Rewrite convolutions, pooling and dense layers into blocked layouts with packed weights (opt_level 3)."""
-    from autosched.codegen.target import Target
     from autosched.relay.transform import Pass, _map_functions
+    from autosched.target import Target
 
     def run(mod: Any) -> Any:
         if Target.current().kind != "llvm":  # the blocked kernels have CPU schedules

@@ -92,7 +92,7 @@ def extract_tasks(mod: IRModule | Function, params: dict[str, Any] | None = None
     ``task.weight`` = how many times the model runs that kernel. Tune them with
     ``autosched.tune_tasks(tasks, [t.weight for t in tasks])``. Calls of external functions (PartitionGraph)
     are not tasks; ``tasks.external`` and the log say how many went to each external compiler."""
-    from autosched.codegen.target import Target
+    from autosched.target import Target
 
     with T.PassContext.current(), Target(target):
         fused = optimize(mod, params)
@@ -308,7 +308,7 @@ class BuildResult(tuple):
 
 def _build_fused(fused: IRModule, target: Any, use_records: bool) -> tuple[str, Any, dict, _GraphBuilder]:
     from autosched.codegen.build import build_many
-    from autosched.codegen.target import Target
+    from autosched.target import Target
 
     gb = _GraphBuilder(fused["main"], target, use_records)
     graph_json = gb.run()
@@ -330,7 +330,7 @@ def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any]
     ``autosched.apply_history_best(db)`` each kernel uses its best record when one matches, else its default
     schedule; the build ends with one line (logger ``autosched.relay.summary``, WARNING when a kernel is untuned)
     saying how many kernels were tuned, and which CPUs the records are for when not this one."""
-    from autosched.codegen.target import Target
+    from autosched.target import Target
 
     with Target(target):  # AlterOpLayout sizes the layouts for it
         fused = optimize(mod, params)
@@ -354,7 +354,7 @@ def build_summary(kernels: list[dict], built: dict, target: Any) -> tuple[str, b
     """The one line that ends a build, and whether it deserves a WARNING: how many kernels were tuned; which
     use records of another CPU (``allow_other_cpus``) or have records for other CPUs only, with the command
     that tunes for this one. A kernel on its default schedule is the untuned speed, so it is worth a warning."""
-    from autosched.codegen.target import Target
+    from autosched.target import Target
 
     contexts = []
     if "autosched.database.apply" in sys.modules:

@@ -11,6 +11,13 @@ from typing import Any
 
 from autosched import te
 from autosched.workloads.blocking import divisor, lanes
+from autosched.workloads.cpu import (
+    _root_elementwise,
+    conv2d_nchw_nest,
+    dense_nest,
+    dense_pack_nest,
+    depthwise_nchw_nest,
+)
 
 
 def shape_of(t: te.Tensor) -> tuple[int, ...]:
@@ -141,8 +148,8 @@ def _block_stage(sch: Any, out: te.Tensor, anchor: te.Tensor) -> Any:
 
 
 def conv2d_nchw(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
-    """conv2d NCHW: 16 output channels x one vector of output columns per register block, output rows in
-    parallel; the padded input at root (parallel, vectorized); the epilogue in the output's loops."""
+    """conv2d NCHW (and depthwise, one channel a group): the conv2d (depthwise_conv2d) workload's nest, the
+    padded input at root (parallel, vectorized) as there, the epilogue in the output's loops."""
     if len(out.shape) != 4 or shape_of(out) != shape_of(anchor):
         return reduction(sch, out)
     groups = int(attrs.get("groups", 1))
@@ -152,72 +159,22 @@ def conv2d_nchw(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> Non
     pad = next((t for t in anchor.op.input_tensors if t.op.name == "pad" and isinstance(t.op, te.ComputeOp)), None)
     keep = (anchor,) + ((pad,) if pad is not None else ())
     inline_injective(sch, out, keep)
-    nl = lanes(out.dtype)
     if pad is not None:
-        axes = sch[pad].op.axis
-        sch[pad].parallel(sch[pad].fuse(*axes[:-1]))
-        if int(pad.shape[-1]) >= nl:
-            _, vi = sch[pad].split(axes[-1], factor=nl)
-            sch[pad].vectorize(vi)
-        else:
-            sch[pad].vectorize(axes[-1])
+        _root_elementwise(sch, pad, lanes(out.dtype))
     OL = _block_stage(sch, out, anchor)
     if depthwise:
-        return _depthwise_nest(sch, out, OL)
-    n, f, y, x = sch[out].op.axis
-    CO, OW = int(out.shape[1]), int(out.shape[3])
-    fo, fi = sch[out].split(f, factor=divisor(CO, 16))
-    xo, xi = sch[out].split(x, factor=divisor(OW, nl))
-    sch[out].reorder(n, y, fo, xo, fi, xi)
-    sch[out].parallel(sch[out].fuse(n, y, fo))
-    sch[out].vectorize(xi)
-    sch[OL].compute_at(sch[out], xo)
-    _, cf, _, cx = sch[OL].op.axis
-    rc, rh, rw = sch[OL].op.reduce_axis
-    sch[OL].reorder(rc, rh, rw, cf, cx)
-    if int(anchor.op.reduce_axis[2].dom.extent.value) <= 7:
-        sch[OL].unroll(rw)
-    sch[OL].unroll(cf)
-    sch[OL].vectorize(cx)
-
-
-def _depthwise_nest(sch: Any, out: te.Tensor, OL: Any) -> None:
-    """Depthwise conv2d: channels in parallel, 4 output rows accumulated with output columns in lanes."""
-    n, c, y, x = sch[out].op.axis
-    yo, yi = sch[out].split(y, factor=divisor(int(out.shape[2]), 4))
-    sch[out].reorder(n, c, yo, yi, x)
-    sch[out].parallel(sch[out].fuse(n, c))
-    sch[out].vectorize(x)
-    sch[OL].compute_at(sch[out], yo)
-    _, _, cy, cx = sch[OL].op.axis
-    rc, rh, rw = sch[OL].op.reduce_axis
-    sch[OL].reorder(rc, rh, rw, cy, cx)
-    sch[OL].unroll(rw)
-    sch[OL].unroll(cy)
-    sch[OL].vectorize(cx)
+        depthwise_nchw_nest(sch, out, OL)
+    else:
+        conv2d_nchw_nest(sch, out, OL)
 
 
 def dense(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
-    """dense / matmul (2-D): output columns in vector lanes, rows x column blocks in parallel, the reduction
-    split by 4 and unrolled, the epilogue in the output's loops."""
+    """dense / matmul (2-D): the dense workload's nest (output columns in vector lanes, rows x column blocks in
+    parallel, the reduction split by 4 and unrolled), the epilogue in the output's loops."""
     if len(out.shape) != 2 or shape_of(out) != shape_of(anchor):
         return reduction(sch, out)
     inline_injective(sch, out, (anchor,))
-    DL = _block_stage(sch, out, anchor)
-    nl = lanes(out.dtype)
-    CO = int(out.shape[1])
-    i, j = sch[out].op.axis
-    jo, ji = sch[out].split(j, factor=min(CO, 2 * nl))
-    ij = sch[out].fuse(i, jo)
-    sch[out].parallel(ij)
-    sch[out].vectorize(ji)
-    sch[DL].compute_at(sch[out], ij)
-    ci, cj = sch[DL].op.axis
-    (k,) = sch[DL].op.reduce_axis
-    ko, ki = sch[DL].split(k, factor=divisor(int(k.dom.extent.value), 4))
-    sch[DL].reorder(ci, ko, ki, cj)
-    sch[DL].unroll(ki)
-    sch[DL].vectorize(cj)
+    dense_nest(sch, out, _block_stage(sch, out, anchor))
 
 
 matmul = dense
@@ -295,8 +252,6 @@ def global_pool(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> Non
 def dense_pack(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """Packed dense: a tile of output blocks (independent accumulator chains) per row tile, k unrolled by 4,
     tiles in parallel, the epilogue in the output's loops (the dense_pack workload's nest)."""
-    from autosched.workloads.cpu import dense_tile
-
     if len(out.shape) != 2 or shape_of(out)[0] != shape_of(anchor)[0]:
         return reduction(sch, out)
     acc = anchor if is_reduction(anchor) else next(t for t in compute_stages(out) if is_reduction(t))
@@ -305,26 +260,7 @@ def dense_pack(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None
     if shape_of(out) != shape_of(acc):  # units cut off from a padded weight: compute the slice only
         return reduction(sch, out)
     inline_injective(sch, out, (acc,))
-    DL = _block_stage(sch, out, acc)
-    N, CO = shape_of(out)
-    rows, blocks = dense_tile(N, CO, block, out.dtype)
-    i, j = sch[out].op.axis
-    jo, ji = sch[out].split(j, factor=block * blocks)
-    io, ii = sch[out].split(i, factor=rows)
-    sch[out].reorder(jo, io, ii, ji)
-    par = sch[out].fuse(jo, io)
-    sch[out].parallel(par)
-    sch[out].vectorize(ji)
-    sch[DL].compute_at(sch[out], par)
-    ci, cj = sch[DL].op.axis
-    (k,) = sch[DL].op.reduce_axis
-    cjb, cjl = sch[DL].split(cj, factor=block)
-    ko, ki = sch[DL].split(k, factor=divisor(int(k.dom.extent.value), 4))
-    sch[DL].reorder(ko, ki, ci, cjb, cjl)
-    sch[DL].unroll(ki)
-    sch[DL].unroll(ci)
-    sch[DL].unroll(cjb)
-    sch[DL].vectorize(cjl)
+    dense_pack_nest(sch, out, _block_stage(sch, out, acc), block)
 
 
 def layout_transform(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> None:

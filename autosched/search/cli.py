@@ -70,7 +70,7 @@ def parse_params(items: list[str], flag: str = "--param") -> dict[str, Any]:
 
 def make_task(workload: str, params: dict[str, Any], target: str) -> Any:
     """The task, or a UsageError naming the valid workloads or parameters."""
-    from autosched.codegen.target import Target
+    from autosched.target import Target
     from autosched.task import Task
 
     try:

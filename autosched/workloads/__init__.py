@@ -142,12 +142,25 @@ def register_schedule(name: str, target: str = "llvm"):
     return do
 
 
+#: loaders of workloads registered on first use of their name, by name prefix (``relay.``: the fused kernels
+#: of relay graphs, registered by importing the relay package); the package facade adds them, so that this
+#: registry imports nothing above its layer
+_SOURCES: dict[str, Callable[[], None]] = {}
+
+
+def register_workload_source(prefix: str, load: Callable[[], None]) -> None:
+    """Workloads whose names start with ``prefix`` are registered by ``load()``, called the first time such a
+    name is looked up and not found (a task made from a record, or ``autosched tune --workload``)."""
+    _SOURCES[prefix] = load
+
+
 def get_workload(name: str) -> Workload:
     _load_builtins()
     wl = _WORKLOADS.get(name)
-    if wl is None and name.startswith("relay."):  # fused kernels of relay graphs register on first use
-        import autosched.relay.fused  # noqa: F401
-
+    if wl is None:
+        for prefix, load in list(_SOURCES.items()):
+            if name.startswith(prefix):
+                load()
         wl = _WORKLOADS.get(name)
     if wl is None:
         raise KeyError(f"unknown workload {name!r}; registered workloads: {', '.join(sorted(_WORKLOADS))}")
@@ -169,4 +182,5 @@ def _load_builtins() -> None:
         from autosched.workloads import blocked, builtin, cpu  # noqa: F401
 
 
-__all__ = ["Workload", "register_workload", "register_schedule", "get_workload", "list_workloads"]
+__all__ = ["Workload", "register_workload", "register_schedule", "register_workload_source", "get_workload",
+           "list_workloads"]

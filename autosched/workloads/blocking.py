@@ -12,7 +12,7 @@ independent accumulators to keep the FMA units busy.
 
 from __future__ import annotations
 
-from autosched.codegen.target import CPUDescription, Target
+from autosched.target import CPUDescription, Target
 
 #: independent accumulators that hide the FMA latency on two FMA ports (4 cycles x 2)
 MIN_ACCUMULATORS = 8

@@ -23,10 +23,12 @@ def _producer(tensor, name_contains: str):
 
 
 def _root_elementwise(sch, t, lanes: int) -> None:
-    """Parallel over the outer axes, vectorized innermost: for pads and other root elementwise stages. An
-    innermost axis shorter than a vector (NCHW1c) is fused with the one before it first."""
+    """Parallel over the outer axes, vectorized innermost: for pads and other root elementwise stages. A
+    channel block shorter than a vector (NCHW1c) is fused with the pixels before it first (contiguous: whole
+    vectors); a plain NCHW row shorter than a vector stays one short vector (rows fused would read the
+    unpadded input of a pad by gathers)."""
     axes = sch[t].op.axis
-    if len(axes) >= 3 and int(sch[t].op.shape[-1]) < lanes:
+    if len(axes) == 5 and int(sch[t].op.shape[-1]) < lanes:
         sch[t].parallel(sch[t].fuse(*axes[:-2]))
         inner = sch[t].fuse(axes[-2], axes[-1])
         _, vi = sch[t].split(inner, factor=lanes)
@@ -100,7 +102,6 @@ def batch_matmul_cpu(sch, tensors, B, M, N, K, dtype, **_):
 def dense_cpu(sch, tensors, N, CI, CO, bias, relu, dtype, **_):
     """Output features in vector lanes (weights gathered along k), epilogues fused into the output loop."""
     out = tensors[-1]
-    lanes = _lanes(dtype)
     stage = out
     chain = []
     while stage.op.name in ("relu", "bias_add"):
@@ -109,19 +110,22 @@ def dense_cpu(sch, tensors, N, CI, CO, bias, relu, dtype, **_):
     dense_t = stage
     for t in chain[1:]:
         sch[t].compute_inline()
-    if out is dense_t:
-        DL = sch.cache_write(out, "local")
-    else:
-        DL = dense_t
+    dense_nest(sch, out, sch.cache_write(out, "local") if out is dense_t else dense_t)
+
+
+def dense_nest(sch, out, DL) -> None:
+    """The loop nest of a dense layer (2-D) whose accumulator stage is ``DL`` (computed at the output's tile
+    loop): two vectors of output columns per tile, rows x column tiles in parallel, the reduction split by 4
+    and unrolled."""
     i, j = sch[out].op.axis
-    jo, ji = sch[out].split(j, factor=min(CO, 2 * lanes))
+    jo, ji = sch[out].split(j, factor=min(int(out.shape[1]), 2 * _lanes(out.dtype)))
     ij = sch[out].fuse(i, jo)
     sch[out].parallel(ij)
     sch[out].vectorize(ji)
     sch[DL].compute_at(sch[out], ij)
     ci, cj = sch[DL].op.axis
     (k,) = sch[DL].op.reduce_axis
-    ko, ki = sch[DL].split(k, factor=_divisor(CI, 4))
+    ko, ki = sch[DL].split(k, factor=_divisor(int(k.dom.extent.value), 4))
     sch[DL].reorder(ci, ko, ki, cj)
     sch[DL].unroll(ki)
     sch[DL].vectorize(cj)
@@ -136,23 +140,7 @@ def conv2d_cpu(sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layout, d
         _root_elementwise(sch, pad, lanes)
     OL = sch.cache_write(out, "local")
     if layout == "NCHW":
-        # 16 output channels x one vector of output columns (a divisor of the width: no tails) per block
-        n, f, y, x = sch[out].op.axis
-        OW = (W + 2 * padding - KW) // stride + 1
-        fo, fi = sch[out].split(f, factor=_divisor(CO, 16))
-        xo, xi = sch[out].split(x, factor=_divisor(OW, lanes))
-        # rows outermost: each thread then reads its own band of the padded input (half the cache traffic)
-        sch[out].reorder(n, y, fo, xo, fi, xi)
-        par = sch[out].fuse(n, y, fo)
-        sch[out].parallel(par)
-        sch[out].vectorize(xi)
-        sch[OL].compute_at(sch[out], xo)
-        _, cf, _, cx = sch[OL].op.axis
-        rc, rh, rw = sch[OL].op.reduce_axis
-        sch[OL].reorder(rc, rh, rw, cf, cx)
-        sch[OL].unroll(rw)
-        sch[OL].unroll(cf)
-        sch[OL].vectorize(cx)
+        conv2d_nchw_nest(sch, out, OL)
     else:
         # NHWC: output channels in vector lanes (two vectors), a few output columns unrolled
         n, y, x, f = sch[out].op.axis
@@ -178,19 +166,44 @@ def depthwise_conv2d_cpu(sch, tensors, N, C, H, W, KH, KW, stride, padding, dtyp
     pad = _producer(out, "pad")
     if pad is not None:
         _root_elementwise(sch, pad, _lanes(dtype))
-    OL = sch.cache_write(out, "local")
+    depthwise_nchw_nest(sch, out, sch.cache_write(out, "local"))
+
+
+def conv2d_nchw_nest(sch, out, OL) -> None:
+    """The loop nest of an NCHW conv2d whose accumulator stage is ``OL`` (computed at the output's column-tile
+    loop): 16 output channels x one vector of output columns (a divisor of the width: no tails) per register
+    block, the reduction outside the block with the window's columns unrolled (up to 7), rows outermost in
+    the parallel loop (each thread then reads its own band of the padded input: half the cache traffic)."""
+    n, f, y, x = sch[out].op.axis
+    fo, fi = sch[out].split(f, factor=_divisor(int(out.shape[1]), 16))
+    xo, xi = sch[out].split(x, factor=_divisor(int(out.shape[3]), _lanes(out.dtype)))
+    sch[out].reorder(n, y, fo, xo, fi, xi)
+    sch[out].parallel(sch[out].fuse(n, y, fo))
+    sch[out].vectorize(xi)
+    sch[OL].compute_at(sch[out], xo)
+    _, cf, _, cx = sch[OL].op.axis
+    rc, rh, rw = sch[OL].op.reduce_axis
+    sch[OL].reorder(rc, rh, rw, cf, cx)
+    if int(rw.dom.extent.value) <= 7:
+        sch[OL].unroll(rw)
+    sch[OL].unroll(cf)
+    sch[OL].vectorize(cx)
+
+
+def depthwise_nchw_nest(sch, out, OL) -> None:
+    """The loop nest of an NCHW depthwise conv2d whose accumulator stage is ``OL``: channels in parallel, 4
+    output rows accumulated in registers with output columns in lanes, the window outside them. ``OL``'s
+    reduction is the window (kh, kw), or (c, kh, kw) for a grouped conv2d with one channel a group."""
     n, c, y, x = sch[out].op.axis
-    OH = (H + 2 * padding - KH) // stride + 1
-    yo, yi = sch[out].split(y, factor=_divisor(OH, 4))
+    yo, yi = sch[out].split(y, factor=_divisor(int(out.shape[2]), 4))
     sch[out].reorder(n, c, yo, yi, x)
-    nc = sch[out].fuse(n, c)
-    sch[out].parallel(nc)
+    sch[out].parallel(sch[out].fuse(n, c))
     sch[out].vectorize(x)
     sch[OL].compute_at(sch[out], yo)
     _, _, cy, cx = sch[OL].op.axis
-    rh, rw = sch[OL].op.reduce_axis
-    sch[OL].reorder(rh, rw, cy, cx)
-    sch[OL].unroll(rw)
+    red = sch[OL].op.reduce_axis
+    sch[OL].reorder(*red, cy, cx)
+    sch[OL].unroll(red[-1])
     sch[OL].unroll(cy)
     sch[OL].vectorize(cx)
 
@@ -342,20 +355,7 @@ def depthwise_conv2d_nchwc_cpu(sch, tensors, N, C, H, W, KH, KW, stride, padding
     if pad is not None:
         sch[pad].compute_inline()
     OW = (W + 2 * padding - KW) // stride + 1
-    pixels = depthwise_pixels(OW, block, dtype)
-    OL = sch.cache_write(out, "local")
-    n, cb, y, x, c = sch[out].op.axis
-    xo, xi = sch[out].split(x, factor=pixels)
-    sch[out].reorder(n, cb, y, xo, xi, c)
-    sch[out].parallel(sch[out].fuse(n, cb, y))
-    sch[out].vectorize(c)
-    sch[OL].compute_at(sch[out], xo)
-    _, _, _, cx, cc = sch[OL].op.axis
-    kh, kw = sch[OL].op.reduce_axis
-    sch[OL].reorder(kh, kw, cx, cc)
-    sch[OL].unroll(kw)
-    sch[OL].unroll(cx)
-    sch[OL].vectorize(cc)
+    _window_nest(sch, out, sch.cache_write(out, "local"), depthwise_pixels(OW, block, dtype))
 
 
 def _window_nest(sch, out, OL, pixels: int) -> None:
@@ -410,8 +410,15 @@ def dense_pack_cpu(sch, tensors, N, CI, CO, block, bias, dtype, **_):
     added in the output loop."""
     out = tensors[-1]
     dense_t = out if not bias else _producer(out, "dense_pack")
-    DL = sch.cache_write(out, "local") if out is dense_t else dense_t
-    rows, blocks = dense_tile(N, CO, block, dtype)
+    dense_pack_nest(sch, out, sch.cache_write(out, "local") if out is dense_t else dense_t, block)
+
+
+def dense_pack_nest(sch, out, DL, block: int) -> None:
+    """The loop nest of a packed dense layer whose accumulator stage is ``DL`` (computed at the output's tile
+    loop): a tile of :func:`dense_tile` output blocks of ``block`` columns over a few rows, accumulated over k
+    (unrolled by 4) with one broadcast of the input per row, tiles in parallel."""
+    N, CO = (int(d) for d in out.shape)
+    rows, blocks = dense_tile(N, CO, block, out.dtype)
     i, j = sch[out].op.axis
     jo, ji = sch[out].split(j, factor=block * blocks)
     io, ii = sch[out].split(i, factor=rows)
@@ -423,7 +430,7 @@ def dense_pack_cpu(sch, tensors, N, CI, CO, block, bias, dtype, **_):
     ci, cj = sch[DL].op.axis
     (k,) = sch[DL].op.reduce_axis
     cjb, cjl = sch[DL].split(cj, factor=block)
-    ko, ki = sch[DL].split(k, factor=_divisor(CI, 4))
+    ko, ki = sch[DL].split(k, factor=_divisor(int(k.dom.extent.value), 4))
     sch[DL].reorder(ko, ki, ci, cjb, cjl)
     sch[DL].unroll(ki)
     sch[DL].unroll(ci)

@@ -1,6 +1,10 @@
 """Compilation targets: ``llvm`` (the host CPU) with ``-mcpu=``, ``-mattr=`` and ``-num-cores=`` options, and
 ``cuda`` (NVIDIA GPUs through NVPTX) with ``-arch=sm_80``.
 
+What a target is, and what the host is (LLVM's name of its CPU, LLVM's version), sits here below every
+package that needs it: the code generator builds for a target, and the database keys records by one without
+importing the code generator. llvmlite is imported on first use only (naming the host CPU, describing it).
+
 ``Target.cpu`` describes the CPU a ``llvm`` target builds for (:class:`CPUDescription`): vector width, vector
 registers, FMA, caches and cores. Every default schedule, template and the code generator read it, so nothing
 else in autosched assumes an ISA; ``llvm -mcpu=haswell`` gives AVX2 code and AVX2 schedules on any host.
@@ -14,12 +18,45 @@ import functools
 import os
 import re
 import shlex
+import threading
 from dataclasses import dataclass
 
 KINDS = ("llvm", "cuda")
 _CURRENT: contextvars.ContextVar[tuple[Target, ...]] = contextvars.ContextVar("autosched_target", default=())
 _BYTES = {"float64": 8, "int64": 8, "uint64": 8, "float32": 4, "int32": 4, "uint32": 4, "float16": 2, "int16": 2,
           "uint16": 2, "int8": 1, "uint8": 1, "bool": 1}
+
+
+_init_lock = threading.Lock()
+_initialised = False
+
+
+def init_llvm() -> None:
+    """Initialise LLVM's native target, assembly printer and parser (once per process): describing a CPU and
+    building code for it both need them."""
+    global _initialised
+    with _init_lock:
+        if not _initialised:
+            import llvmlite.binding as llvm
+
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            llvm.initialize_native_asmparser()
+            _initialised = True
+
+
+def host_cpu_name() -> str:
+    """LLVM's name of this machine's CPU (``sapphirerapids``, ``znver4``): what ``llvm`` targets build for."""
+    import llvmlite.binding as llvm
+
+    return llvm.get_host_cpu_name()
+
+
+def llvm_version() -> str:
+    """The version of the LLVM that llvmlite links (``22.1.0``): records name the compiler that built them."""
+    import llvmlite.binding as llvm
+
+    return ".".join(str(x) for x in llvm.llvm_version_info)
 
 
 @dataclass(frozen=True)
@@ -79,8 +116,6 @@ def _probe_isa(cpu: str, features: str) -> tuple[int, bool]:
     """``(vector bytes, fma)`` as LLVM compiles for ``cpu`` with ``features``: a ``<16 x float>`` multiply
     takes one instruction per native vector, and an ``llvm.fma`` call is one instruction or a libm call."""
     import llvmlite.binding as llvm
-
-    from autosched.codegen.llvm import init_llvm
 
     init_llvm()
     mod = llvm.parse_assembly(_PROBE_IR)
@@ -181,9 +216,7 @@ class Target:
     def mcpu(self) -> str:
         if "mcpu" in self.options:
             return self.options["mcpu"]
-        import llvmlite.binding as llvm
-
-        return llvm.get_host_cpu_name()
+        return host_cpu_name()
 
     @property
     def arch(self) -> str:
@@ -217,12 +250,7 @@ class Target:
         cores (``-num-cores=`` or ``AUTOSCHED_NUM_THREADS`` override the OS's count)."""
         if self.kind != "llvm":
             raise ValueError(f"target {self} is not a CPU target; .cpu describes llvm targets only")
-        import llvmlite.binding as llvm
-
-        from autosched.codegen.llvm import init_llvm
-
-        init_llvm()
-        host = self.mcpu == llvm.get_host_cpu_name() and "mattr" not in self.options
+        host = self.mcpu == host_cpu_name() and "mattr" not in self.options
         desc = describe_cpu(self.mcpu, self.mattr, host)
         cores = self.num_cores  # where the kernels run: this machine, unless -num-cores says otherwise
         if cores != desc.cores:
