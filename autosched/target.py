@@ -45,11 +45,21 @@ def init_llvm() -> None:
             _initialised = True
 
 
+@functools.cache
 def host_cpu_name() -> str:
-    """LLVM's name of this machine's CPU (``sapphirerapids``, ``znver4``): what ``llvm`` targets build for."""
+    """LLVM's name of this machine's CPU (``sapphirerapids``, ``znver4``): what ``llvm`` targets build for
+    (asked once: the search asks for its target's CPU thousands of times a batch)."""
     import llvmlite.binding as llvm
 
     return llvm.get_host_cpu_name()
+
+
+@functools.cache
+def host_cpu_features() -> str:
+    """LLVM's feature string of this machine's CPU (``+avx2,+fma,...``), asked once."""
+    import llvmlite.binding as llvm
+
+    return llvm.get_host_cpu_features().flatten()
 
 
 def llvm_version() -> str:
@@ -231,9 +241,7 @@ class Target:
             return self.options["mattr"]
         if "mcpu" in self.options:
             return ""
-        import llvmlite.binding as llvm
-
-        return llvm.get_host_cpu_features().flatten()
+        return host_cpu_features()
 
     @property
     def num_cores(self) -> int:

@@ -33,7 +33,11 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 STACK_LIMIT_BYTES = 64 * 1024
-UNROLL_LIMIT = 256  # statements one nest of unrolled loops may expand into
+UNROLL_LIMIT = 256  # copies of its body one nest of unrolled loops may expand into
+#: stores and loops (tir.stmt.emitted_size) the unrolled nests of one function may expand into, in all: LLVM's
+#: loop passes grow faster than linearly in it (a conv2d sample of 8,000 took 130 s to compile; the fastest
+#: conv2d kernels found emit under 200, the largest default schedule ~1,300)
+EMIT_BUDGET = 2048
 
 log = logging.getLogger("autosched.codegen")
 
@@ -135,6 +139,7 @@ class CodeGenLLVM:
             fn.args[k].name = "arg_" + _ident(b.name)
             fn.args[k].add_attribute("noalias")
         self.cur = _Fn(fn)
+        self._emit_left = EMIT_BUDGET
         for b, a in zip(func.params, fn.args):
             self.cur.bufs[b] = a
         for v, a in zip(func.scalar_params, fn.args[len(func.params):]):
@@ -312,7 +317,14 @@ class CodeGenLLVM:
                                              f"loops around it, it would make {self._unrolled * s.extent.value} "
                                              f"copies of its body, over the limit of {UNROLL_LIMIT}; unroll "
                                              "fewer or shorter loops")
+            elif self._unrolled == 1 and S.emitted_size(s) > self._emit_left:
+                self._fallback(NOT_UNROLLED, f"unrolled loop '{s.var.name}' stays a loop: unrolled, it would emit "
+                                             f"{S.emitted_size(s)} stores and loops, over what is left of the "
+                                             f"function's budget of {EMIT_BUDGET} (compile time grows faster "
+                                             "than the code); unroll fewer or shorter loops")
             else:
+                if self._unrolled == 1:
+                    self._emit_left -= S.emitted_size(s)
                 self._unrolled *= s.extent.value
                 for i in range(s.extent.value):
                     self.cur.vars[s.var] = ir.Constant(I64, i)

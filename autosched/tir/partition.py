@@ -25,7 +25,8 @@ from autosched.tir import stmt as S
 from autosched.tir.arith import interval, linear, simplify
 from autosched.tir.transform import substitute_stmt
 
-#: statements (counted once per iteration of the unrolled loops around them) partitioning may copy per function
+#: stores and loops (counted once per iteration of the unrolled loops around them) partitioning may copy per
+#: function
 PARTITION_BUDGET = 4096
 #: a loop whose every iteration has guards is split into single iterations when it has at most this many
 PEEL_ITERATIONS = 4
@@ -202,13 +203,13 @@ class _Partitioner:
             if mixed and n <= PEEL_ITERATIONS:
                 # every iteration has guards that depend on inner loops, but there are few: one copy each, its
                 # variable a constant, so the guards fold where inner loops are unrolled (an edge tile)
-                cost = (n - 1) * _size(s.body)
+                cost = (n - 1) * S.emitted_size(s.body)
                 if cost <= self.budget:
                     self.budget -= cost
                     return [_piece(s, k, k + 1) for k in range(n)]
             return None
         bounds = [0, *sorted(cuts), n]
-        cost = (len(bounds) - 2) * _size(s.body)
+        cost = (len(bounds) - 2) * S.emitted_size(s.body)
         if cost > self.budget:
             return None
         self.budget -= cost
@@ -227,17 +228,6 @@ def _piece(s: S.For, begin: int, end: int) -> S.Stmt | None:
     shifted = nv + IntImm(begin, v.dtype) if begin else nv
     return S.For(nv, IntImm(end - begin, s.extent.dtype), s.kind, substitute_stmt(s.body, {v: shifted}),
                  s.thread_tag)
-
-
-def _size(s: S.Stmt) -> int:
-    """Stores under ``s``, each counted once per iteration of the unrolled loops around it (what code
-    generation emits)."""
-    if isinstance(s, S.BufferStore):
-        return 1
-    if isinstance(s, S.For):
-        inner = _size(s.body)
-        return inner * s.extent.value if s.kind == "unrolled" and isinstance(s.extent, IntImm) else inner
-    return sum(_size(c) for c in S.stmt_children(s))
 
 
 def _selects(e: Expr):

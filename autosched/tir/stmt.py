@@ -166,6 +166,19 @@ def stmt_children(s: Stmt) -> list[Stmt]:
     return []
 
 
+def emitted_size(s: Stmt) -> int:
+    """Stores and loops code generation emits for ``s``: unrolled loops of constant extent copy their body
+    that many times. A measure of the compiler's work (LLVM's loop passes grow faster than linearly in it)."""
+    if isinstance(s, BufferStore):
+        return 1
+    if isinstance(s, For):
+        inner = emitted_size(s.body)
+        if s.kind == "unrolled" and isinstance(s.extent, IntImm):
+            return inner * s.extent.value
+        return inner + 1
+    return sum(emitted_size(c) for c in stmt_children(s))
+
+
 def walk_stmts(s: Stmt):
     stack = [s]
     while stack:
