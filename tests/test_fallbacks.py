@@ -77,6 +77,32 @@ def test_unrolling_past_the_limit_warns_and_is_flagged(fresh_warnings, caplog):
     assert not _warnings(caplog, "autosched.codegen")
 
 
+def test_a_function_unrolls_into_a_bounded_size_in_all(fresh_warnings, caplog):
+    """Each nest within UNROLL_LIMIT, but together past EMIT_BUDGET: the nests past it stay loops (LLVM's
+    compile time grows faster than the code), flagged and said once; the results are right either way."""
+    n_stages, extent = 12, 256  # 12 x 256 = 3,072 stores if every nest were unrolled
+    A = te.placeholder((extent,), name="A")
+    t = A
+    for k in range(n_stages):
+        t = te.compute((extent,), lambda i, prev=t: prev[i] * 2.0, name=f"s{k}")
+    sch = te.create_schedule(t.op)
+    for st in sch.stages:
+        if not st.is_placeholder:
+            st.unroll(st.op.axis[0])
+    with caplog.at_level(logging.WARNING, logger="autosched.codegen"):
+        mod = autosched.build(sch, [A, t], name="chain")
+    a = np.random.default_rng(0).standard_normal(extent).astype("float32")
+    out = np.zeros_like(a)
+    mod(a, out)
+    np.testing.assert_allclose(out, a * 2.0 ** n_stages, rtol=1e-6)
+    assert mod.unhonoured == [ResultFlag.NOT_UNROLLED]
+    (msg,) = _warnings(caplog, "autosched.codegen")
+    assert f"over what is left of the function's budget of {cg_llvm.EMIT_BUDGET}" in msg
+    ir_text = mod.get_source("ll-unopt")
+    stores = ir_text.count("store float")
+    assert cg_llvm.EMIT_BUDGET // 2 <= stores <= cg_llvm.EMIT_BUDGET + n_stages, stores  # unrolled up to it
+
+
 def test_parallel_loops_without_libgomp_warn_and_are_flagged(fresh_warnings, monkeypatch, caplog):
     # the state a host without libgomp leaves behind (found once per process)
     monkeypatch.setattr(cg_llvm, "_gomp_state", {"ok": False, "path": None,

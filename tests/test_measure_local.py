@@ -16,11 +16,11 @@ from _measure_procs import CONFIG, alive, ctrl_c_leaves_no_orphans
 from _measure_workloads import (
     INVALID,
     mixed_batch,
+    slow_build,
     small_conv,
     small_matmul,
     split_trace,
     tiled_matmul_trace,
-    unroll_bomb,
 )
 from autosched.measure import (
     ErrorKind,
@@ -77,7 +77,7 @@ def test_a_build_that_takes_too_long_is_stopped(tmp_path):
     good = MeasureInput(small_conv(), Trace())
     with LocalBuilder(n_parallel=1, timeout=1.5, cache_dir=str(tmp_path)) as b:
         t0 = time.perf_counter()
-        res = b.build([unroll_bomb(), good])
+        res = b.build([slow_build(), good])
         assert time.perf_counter() - t0 < 15
     assert res[0].error_kind == ErrorKind.BUILD_TIMEOUT and "more than 1.5 s" in res[0].error_msg
     assert res[1].ok and os.path.exists(res[1].artifact_path)

@@ -12,11 +12,11 @@ from _measure_procs import CONFIG, ctrl_c_leaves_no_orphans, descendants
 from _measure_workloads import (
     INVALID,
     mixed_batch,
+    slow_build,
     small_conv,
     small_matmul,
     split_trace,
     tiled_matmul_trace,
-    unroll_bomb,
 )
 from autosched.measure import ErrorKind, MeasureInput, Measurer, machine
 from autosched.measure import ray_backend as rb
@@ -68,7 +68,7 @@ def test_a_mixed_batch_completes_with_the_right_error_kinds(builder, runner):
 def test_a_build_that_takes_too_long_is_stopped(local_ray):
     with rb.RayBuilder(n_parallel=1, timeout=1.5) as b:
         t0 = time.perf_counter()
-        res = b.build([unroll_bomb(), MeasureInput(small_conv(), Trace())])
+        res = b.build([slow_build(), MeasureInput(small_conv(), Trace())])
         assert time.perf_counter() - t0 < 20
         assert res[0].error_kind == ErrorKind.BUILD_TIMEOUT and b.restarts == 1
         assert res[1].ok and os.path.exists(res[1].artifact_path)

@@ -40,8 +40,9 @@ STARTUP_TIMEOUT = 120.0  # seconds a fresh worker may take to import numpy/llvml
 
 
 def default_builders() -> int:
-    """Cores minus the one the runner measures on, at least one."""
-    return max(1, (os.cpu_count() or 2) - 1)
+    """Every core: builds never run beside a timing (the machine's measurement turn waits for the builds in
+    flight, and holds new ones back), so the runner's cores are free while the batch builds."""
+    return max(1, os.cpu_count() or 1)
 
 
 # ---------------------------------------------------------------------------
@@ -164,7 +165,7 @@ def _close_builder(procs: list[WorkerProcess], cache_dir: str | None) -> None:
 
 
 class LocalBuilder(Builder):
-    """Builds candidates in ``n_parallel`` worker processes (default: cores - 1).
+    """Builds candidates in ``n_parallel`` worker processes (default: every core, see :func:`default_builders`).
 
     Libraries go to ``cache_dir`` (default: a fresh temporary directory,
     removed by :meth:`close`), named by a hash of their LLVM IR and target, so

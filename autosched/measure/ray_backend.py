@@ -408,7 +408,8 @@ class _RayBuildJob(_RayJob):
 
 
 class RayBuilder(Builder):
-    """Builds candidates on ``n_parallel`` Ray actors (default: the cluster's CPUs minus one for the runner).
+    """Builds candidates on ``n_parallel`` Ray actors (default: one per CPU of the cluster: builds never run
+    beside a timing on the same machine, so the runner's CPU builds too while it has nothing to time).
 
     ``ship_artifacts`` (default: when the cluster has more than one node) puts
     each library's bytes in its result so a runner on another node can load it.
@@ -418,7 +419,7 @@ class RayBuilder(Builder):
                  address: str | None = None, ship_artifacts: bool | None = None):
         init_ray(address)
         total = _total_cpus()
-        self.parallelism = int(n_parallel or max(1, int(total) - 1))
+        self.parallelism = int(n_parallel or max(1, int(total)))
         self.timeout = float(timeout)
         if ship_artifacts is None:
             ship_artifacts = len([n for n in ray.nodes() if n.get("Alive")]) > 1
