@@ -156,7 +156,7 @@ class TuningRecord:
     @staticmethod
     def from_measurement(task: Any, trace: Trace | list | str, result: MeasureResult,
                          producer: dict[str, str] | None = None) -> TuningRecord:
-        prod = producer or producer_info()
+        prod = {**(producer or producer_info()), **result.machine}  # the machine that timed it, when known
         return TuningRecord(
             workload_key=task.workload_key,
             workload_name=task.name,
@@ -174,6 +174,7 @@ class TuningRecord:
             host_cpu=prod.get("host_cpu", "unknown"),
             flags=list(result.flags),
             host=prod.get("host", "unknown"),
+            node_id=prod.get("node_id") or None,
         )
 
     # ------------------------------------------------------------------ the JSON-lines form

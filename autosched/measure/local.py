@@ -260,9 +260,9 @@ class _RunJob(RunJobOutcome, _Job):
             self.phase = "timing"
             return self.cfg.deadline_after_warmup(value)
         if tag == "done":
-            costs, inside, flags = value
+            costs, inside, flags, machine = value
             if costs:
-                self.finish(costs=costs, inside=inside, flags=flags)
+                self.finish(costs=costs, inside=inside, flags=flags, machine=machine)
             else:
                 self.finish(kind=ErrorKind.UNKNOWN, msg="the worker returned no timings")
             return None

@@ -186,7 +186,7 @@ def _serve_run(conn: Any, worker: Any, args: dict) -> None:
         worker.unload()
         return
     costs = worker.time(cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.flush_cache)
-    conn.send(("done", (costs, worker.last_seconds, worker.last_flags)))
+    conn.send(("done", (costs, worker.last_seconds, worker.last_flags, worker.machine)))
 
 
 def _reference(shipment: Any, state: tuple, inputs: list) -> Any:

@@ -94,15 +94,25 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
                                       log_to_driver=False, configure_logging=True)
         t0 = time.perf_counter()
         if addr is not None:
+            if _is_loopback(addr):
+                # a cluster on this machine's loopback: Ray would replace 127.0.0.1 by the machine's network
+                # address, where nothing listens, and wait for minutes; keep it, and join as a loopback node
+                _loopback_only()
+                common["_node_ip_address"] = "127.0.0.1"
             ray.init(address=addr, **common)
             log.info("joined the Ray cluster at %s in %.1f s", addr, time.perf_counter() - t0)
         else:
             # a local Ray listens on loopback only; joining a cluster is the user's explicit act
             _loopback_only()
             mb = int(object_store_mb or os.environ.get(OBJECT_STORE_ENV) or DEFAULT_OBJECT_STORE_MB)
+            if os.environ.get("RAY_ADDRESS"):
+                log.warning("RAY_ADDRESS=%s is set, but autosched joins a cluster only when asked (--ray-address "
+                            "or %s): starting a private local Ray", os.environ["RAY_ADDRESS"], ADDRESS_ENV)
             with _lean_local_node():
-                ray.init(num_cpus=int(num_cpus or os.cpu_count() or 1), object_store_memory=max(mb, 80) << 20,
-                         _node_ip_address="127.0.0.1", **common)
+                # address="local": a new Ray of our own, whatever Ray's environment variable or its record of
+                # the machine's last cluster (left behind by a cluster that was killed) say
+                ray.init(address="local", num_cpus=int(num_cpus or os.cpu_count() or 1),
+                         object_store_memory=max(mb, 80) << 20, _node_ip_address="127.0.0.1", **common)
             log.info("started a local Ray in %.1f s", time.perf_counter() - t0)
             # a crashing candidate is an expected outcome, recorded in its result: keep the raylet's
             # paragraph about each dead worker off the user's terminal (private flag, hence the guard)
@@ -134,6 +144,11 @@ def _lean_local_node() -> Iterator[None]:
     finally:
         for name, method in saved.items():
             setattr(node_cls, name, method)
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.split("://", 1)[-1].rstrip("/").rpartition(":")[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1")
 
 
 def _loopback_only() -> None:
@@ -192,6 +207,7 @@ class RunActor:
 
     def __init__(self) -> None:
         self.worker = RunWorker()
+        self.worker.machine["node_id"] = ray.get_runtime_context().get_node_id()
 
     def ping(self) -> int:
         return os.getpid()
@@ -215,7 +231,7 @@ class RunActor:
 
     def time(self, number: int, repeat: int, min_repeat_ms: float, flush_cache: bool) -> Any:
         costs = self.worker.time(number, repeat, min_repeat_ms, flush_cache)
-        return costs, self.worker.last_seconds, self.worker.last_flags
+        return costs, self.worker.last_seconds, self.worker.last_flags, self.worker.machine
 
     def cleanup(self) -> None:
         self.worker.cleanup()
@@ -408,8 +424,10 @@ class _RayBuildJob(_RayJob):
 
 
 class RayBuilder(Builder):
-    """Builds candidates on ``n_parallel`` Ray actors (default: one per CPU of the cluster: builds never run
-    beside a timing on the same machine, so the runner's CPU builds too while it has nothing to time).
+    """Builds candidates on ``n_parallel`` Ray actors. Default on one machine: one per CPU (builds never run
+    beside a timing there, so the runner's CPU builds too while it has nothing to time); on a cluster: one per
+    CPU but the runner's, each on a whole CPU (halves spread over nodes would leave no node a whole CPU for
+    the runner).
 
     ``ship_artifacts`` (default: when the cluster has more than one node) puts
     each library's bytes in its result so a runner on another node can load it.
@@ -419,10 +437,11 @@ class RayBuilder(Builder):
                  address: str | None = None, ship_artifacts: bool | None = None):
         init_ray(address)
         total = _total_cpus()
-        self.parallelism = int(n_parallel or max(1, int(total)))
+        one_node = len([n for n in ray.nodes() if n.get("Alive")]) <= 1
+        self.parallelism = int(n_parallel or max(1, int(total) - (0 if one_node else 1)))
         self.timeout = float(timeout)
         if ship_artifacts is None:
-            ship_artifacts = len([n for n in ray.nodes() if n.get("Alive")]) > 1
+            ship_artifacts = not one_node
         self.ship_artifacts = ship_artifacts
         self._own_dir = cache_dir is None
         self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="autosched-build-")
@@ -523,9 +542,9 @@ class _RayRunJob(RunJobOutcome, _RayJob):
             self.phase = "timing"
             return (actor.time.remote(cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.flush_cache),
                     cfg.deadline_after_warmup(value))
-        costs, inside, flags = value
+        costs, inside, flags, machine = value
         if costs:
-            self.finish(costs=costs, inside=inside, flags=flags)
+            self.finish(costs=costs, inside=inside, flags=flags, machine=machine)
         else:
             self.finish(kind=ErrorKind.UNKNOWN, msg="the runner returned no timings")
         return None

@@ -102,7 +102,8 @@ class RunJobOutcome:
     t0: float
 
     def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "",
-               inside: float | None = None, flags: list[str] | None = None) -> None:
+               inside: float | None = None, flags: list[str] | None = None,
+               machine: dict[str, str] | None = None) -> None:
         import time
 
         from autosched.measure.result import ErrorKind
@@ -117,7 +118,8 @@ class RunJobOutcome:
             flags.append(ResultFlag.UNCHECKED)
         res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
                             build_seconds=self.br.build_seconds,
-                            run_seconds=elapsed if inside is None else inside, flags=flags)
+                            run_seconds=elapsed if inside is None else inside, flags=flags,
+                            machine=dict(machine or {}))
         self.results[self.index] = res
         if self.on_result is not None:
             self.on_result(self.index, res)

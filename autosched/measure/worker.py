@@ -484,6 +484,19 @@ def _spread(xs: list[float]) -> float:
 HEAT_SECONDS = 0.15  # how long a cold worker runs its kernel before timing it
 
 
+def this_machine() -> dict[str, str]:
+    """This machine as a result names it: host name and LLVM's name of its CPU."""
+    import socket
+
+    from autosched.target import host_cpu_name
+
+    try:
+        cpu = host_cpu_name()
+    except ImportError:  # llvmlite is not needed to run kernels
+        cpu = "unknown"
+    return {"host": socket.gethostname(), "host_cpu": cpu}
+
+
 class RunWorker:
     """Loads one candidate's library at a time and warms, checks and times it.
 
@@ -509,6 +522,7 @@ class RunWorker:
         self._busy_until = -math.inf  # when this worker last finished timing a kernel
         self.last_seconds = 0.0  # load to end of timing, of the last candidate timed
         self.last_flags: list[str] = []  # ResultFlag values of the last candidate timed
+        self.machine = this_machine()  # where it times: results carry it into their records
         self.turn = MeasureTurn()  # this machine's one-measurement-at-a-time turn (see measure.machine)
         self._spreads: list[float] = []  # spreads of recent undisturbed timings: what "usual" is here
         self.pid = os.getpid()

@@ -295,6 +295,10 @@ def _run(args: argparse.Namespace) -> int:
     else:
         tasks, weights = [make_task(args.workload, parse_params(args.param), args.target)], [1.0]
     policy_cls, options = _policy(args)
+    if args.ray_address is None and args.backend in (None, "ray"):
+        from autosched.measure.ray_backend import ray_address
+
+        args.ray_address = ray_address()  # $AUTOSCHED_RAY_ADDRESS: checked like the option
     if args.ray_address:
         _check_ray_address(args.ray_address)
     log_fh = _open_log(args.log) if args.log else None
