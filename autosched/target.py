@@ -23,8 +23,6 @@ from dataclasses import dataclass
 
 KINDS = ("llvm", "cuda")
 _CURRENT: contextvars.ContextVar[tuple[Target, ...]] = contextvars.ContextVar("autosched_target", default=())
-_BYTES = {"float64": 8, "int64": 8, "uint64": 8, "float32": 4, "int32": 4, "uint32": 4, "float16": 2, "int16": 2,
-          "uint16": 2, "int8": 1, "uint8": 1, "bool": 1}
 
 
 _init_lock = threading.Lock()
@@ -86,8 +84,10 @@ class CPUDescription:
     cores: int  #: cores the kernels run on (threads of parallel loops)
 
     def lanes(self, dtype: str = "float32") -> int:
-        """Elements of ``dtype`` in one native vector."""
-        return max(1, self.vector_bytes // _BYTES.get(dtype, 4))
+        """Elements of ``dtype`` in one native vector (its width from its name: the dtype table lives in te,
+        a layer above)."""
+        bits = int(re.sub(r"\D", "", dtype) or 8)
+        return max(1, self.vector_bytes * 8 // bits)
 
     @property
     def isa(self) -> str:

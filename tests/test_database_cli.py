@@ -70,6 +70,35 @@ def test_list_export_import(dbpath, tmp_path, capsys):
     assert ":7: not valid JSON" in capsys.readouterr().err
 
 
+def test_export_best_keeps_exactly_the_best_k_of_each_task(tmp_path, capsys):
+    """Three tasks (two workloads, one of them on two CPUs), records committed in shuffled speed order, a
+    failure among them: --best 3 keeps the three fastest of each task, in the order they were stored."""
+    path = str(tmp_path / "b.db")
+    costs = [7, 3, 9, 1, 8, 2, 6]  # x 1e-4 s
+    tasks = [task(16, CPU), task(32, CPU), task(16, OTHER_CPU)]
+    with Database(path) as db:
+        for j, t in enumerate(tasks):
+            db.commit_many([(t, trace(i + 1), ok((c + j) * 1e-4)) for i, c in enumerate(costs)])
+            db.commit(t, trace(99), failed())
+        want = {(r.workload_key, r.target): [x.trace_json for x in sorted(
+            db.records(r.workload_key, r.target, ok=True), key=lambda x: x.cost)[:3]]
+            for r in db.records(ok=True)}
+    log = tmp_path / "best.jsonl"
+    assert main(["db", "--db", path, "export", str(log), "--best", "3"]) == 0
+    assert "exported 9 records" in capsys.readouterr().err
+    with Database(tmp_path / "back.db") as back:
+        back.import_(log)
+        got = back.records()
+    assert len(got) == 9 and all(r.ok for r in got)
+    for (key, target), traces in want.items():
+        mine = [r for r in got if r.workload_key == key and r.target == target]
+        assert sorted(r.trace_json for r in mine) == sorted(traces)
+        # stored order kept: the fastest three of [7, 3, 9, 1, 8, 2, 6] were committed as 3, 1, 2
+        assert [round(r.cost * 1e4) for r in mine] in ([3 + j, 1 + j, 2 + j] for j in range(len(tasks)))
+    assert main(["db", "--db", path, "export", "-", "--best", "0"]) == 2
+    assert "--best must be at least 1" in capsys.readouterr().err
+
+
 def test_errors(tmp_path, capsys):
     assert main(["db", "--db", str(tmp_path / "none.db"), "info"]) == 2
     assert "no tuning database" in capsys.readouterr().err

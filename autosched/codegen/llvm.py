@@ -24,7 +24,7 @@ from autosched.codegen import ops
 from autosched.codegen.vectorize import VectorEmitter, vector_blocker, vector_reduction
 from autosched.errors import CodegenError, ScheduleError
 from autosched.te import expr as E
-from autosched.te.expr import Expr, IntImm, Var
+from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
 from autosched.tir import stmt as S
 from autosched.tir.arith import ceildiv, simplify
 from autosched.tir.transform import substitute_stmt
@@ -70,8 +70,6 @@ _TYPES = {
     "uint64": I64,
     "bool": I1,
 }
-_BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
-          "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
 
 def ltype(dtype: str, in_memory: bool = False) -> ir.Type:
     if dtype == "bool" and in_memory:
@@ -229,7 +227,7 @@ class CodeGenLLVM:
 
     def _e_BufferLoad(self, e: S.BufferLoad):
         ptr = self._addr(e.buffer, e.indices)
-        v = self.b.load(ptr, typ=ltype(e.dtype, True), align=_BYTES[e.dtype])
+        v = self.b.load(ptr, typ=ltype(e.dtype, True), align=DTYPE_BYTES[e.dtype])
         if e.dtype == "bool":
             v = self.b.trunc(v, I1)
         return v
@@ -257,7 +255,7 @@ class CodeGenLLVM:
         v = self.expr(s.value)
         if s.buffer.dtype == "bool":
             v = self.b.zext(v, I8)
-        self.b.store(v, self._addr(s.buffer, s.indices), align=_BYTES[s.buffer.dtype])
+        self.b.store(v, self._addr(s.buffer, s.indices), align=DTYPE_BYTES[s.buffer.dtype])
 
     def _s_IfThenElse(self, s: S.IfThenElse):
         else_fn = (lambda: self.stmt(s.else_case)) if s.else_case is not None else None
@@ -271,11 +269,11 @@ class CodeGenLLVM:
         buf = s.buffer
         ety = ltype(buf.dtype, True)
         n = buf.const_size()
-        if n is not None and n * _BYTES[buf.dtype] <= STACK_LIMIT_BYTES:
+        if n is not None and n * DTYPE_BYTES[buf.dtype] <= STACK_LIMIT_BYTES:
             eb = ir.IRBuilder(self.cur.entry)
             eb.position_at_start(self.cur.entry)
             # slack of one native vector so a partial vector that starts inside the buffer stays inside it
-            slack = max(1, self.vector_bytes // _BYTES[buf.dtype])
+            slack = max(1, self.vector_bytes // DTYPE_BYTES[buf.dtype])
             ptr = eb.alloca(ir.ArrayType(ety, n + slack), name=_ident(buf.name))
             ptr.align = 64
             ptr.type = PTR  # llvmlite types allocas as typed pointers; LLVM 22 IR is opaque
@@ -283,7 +281,7 @@ class CodeGenLLVM:
             self.stack_bufs[buf] = n + slack
             self.stmt(s.body)
             return
-        size: Expr = IntImm(_BYTES[buf.dtype])
+        size: Expr = IntImm(DTYPE_BYTES[buf.dtype])
         for d in buf.shape:
             size = size * d
         nbytes = self.expr(simplify(size))
@@ -337,7 +335,7 @@ class CodeGenLLVM:
                 self._vector_for(s)
                 return
             if isinstance(s.extent, IntImm):
-                lanes = max(1, self.vector_bytes // _BYTES.get(_widest_dtype(s.body), 4))
+                lanes = max(1, self.vector_bytes // DTYPE_BYTES.get(_widest_dtype(s.body), 4))
                 split = vector_reduction(s, lanes)
                 if split is not None:
                     self.stmt(split)
@@ -349,7 +347,7 @@ class CodeGenLLVM:
 
     def _vector_for(self, s: S.For) -> None:
         """All lanes at once when the extent is a small constant; else chunks of the native width."""
-        native = max(1, self.vector_bytes // _BYTES.get(_widest_dtype(s.body), 4))
+        native = max(1, self.vector_bytes // DTYPE_BYTES.get(_widest_dtype(s.body), 4))
         if isinstance(s.extent, IntImm) and s.extent.value <= native:
             VectorEmitter(self, s.var, s.extent.value).stmt(s.body)
             return
@@ -453,7 +451,7 @@ class CodeGenLLVM:
 def _widest_dtype(s: S.Stmt) -> str:
     best = "float32"
     for x in S.walk_stmts(s):
-        if isinstance(x, S.BufferStore) and _BYTES[x.buffer.dtype] > _BYTES[best]:
+        if isinstance(x, S.BufferStore) and DTYPE_BYTES[x.buffer.dtype] > DTYPE_BYTES[best]:
             best = x.buffer.dtype
     return best
 

@@ -15,7 +15,7 @@ import llvmlite.ir as ir
 
 from autosched.errors import CodegenError
 from autosched.te import expr as E
-from autosched.te.expr import IntImm, is_float
+from autosched.te.expr import DTYPE_BYTES, IntImm, is_float
 
 I1, I32 = ir.IntType(1), ir.IntType(32)
 #: math functions that are LLVM intrinsics (``llvm.exp.f32``, ``llvm.sqrt.v16f32``)
@@ -23,8 +23,6 @@ LLVM_INTRINSICS = {"exp", "log", "sqrt", "fabs", "floor", "ceil", "pow", "sin", 
 #: math functions called from libm: (float32 name, float64 name)
 LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf")}
 _ARITH = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/"}
-_BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
-          "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
 
 
 def const(ty: ir.Type, v) -> ir.Constant:
@@ -98,7 +96,7 @@ def cast(b: ir.IRBuilder, v: ir.Value, src: str, dst: str, dst_type: ir.Type) ->
             return b.fcmp_unordered("!=", v, const(v.type, 0.0))
         return b.icmp_unsigned("!=", v, const(v.type, 0))
     if is_float(src) and is_float(dst):
-        return b.fpext(v, dt) if _BYTES[dst] > _BYTES[src] else b.fptrunc(v, dt)
+        return b.fpext(v, dt) if DTYPE_BYTES[dst] > DTYPE_BYTES[src] else b.fptrunc(v, dt)
     if is_float(src):
         return b.fptoui(v, dt) if unsigned(dst) else b.fptosi(v, dt)
     if is_float(dst):

@@ -231,11 +231,11 @@ class VectorEmitter:
         return stride, base
 
     def _pointers(self, buf: S.Buffer, flat: Expr) -> ir.Value:
-        from autosched.codegen.llvm import _BYTES
+        from autosched.te.expr import DTYPE_BYTES
 
         idx = self.vec(flat)
         base = self.b.ptrtoint(self.cg.cur.bufs[buf], I64)
-        off = self.b.mul(idx, self.const_vec(I64, _BYTES[buf.dtype]))
+        off = self.b.mul(idx, self.const_vec(I64, DTYPE_BYTES[buf.dtype]))
         addr = self.b.add(self.splat(base), off)
         return self.b.inttoptr(addr, self.vtype(PTR))
 
@@ -257,24 +257,25 @@ class VectorEmitter:
         return ops.branch(self.cg, inside, plain, masked, "vstack")
 
     def load(self, e: S.BufferLoad) -> ir.Value:
-        from autosched.codegen.llvm import _BYTES, ltype
+        from autosched.codegen.llvm import ltype
+        from autosched.te.expr import DTYPE_BYTES
 
         buf = e.buffer
         mt = ltype(buf.dtype, True)
         vt = self.vtype(mt)
-        align = ir.Constant(I32, _BYTES[buf.dtype])
+        align = ir.Constant(I32, DTYPE_BYTES[buf.dtype])
         flat = _flat(buf, e.indices)
         stride, base = self._stride(flat)
         if stride == 1:
             base_v = self.scalar(base)
             ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [base_v], inbounds=True, source_etype=mt)
             if self.mask is None:
-                v = self.b.load(ptr, typ=vt, align=_BYTES[buf.dtype])
+                v = self.b.load(ptr, typ=vt, align=DTYPE_BYTES[buf.dtype])
             else:
                 fn = self.cg._decl(f"llvm.masked.load.{ops.type_suffix(vt)}.p0", vt,
                                    [PTR, I32, self.vtype(I1), vt])
                 masked = lambda: self.b.call(fn, [ptr, align, self.mask, ir.Constant(vt, None)])  # noqa: E731
-                plain = lambda: self.b.load(ptr, typ=vt, align=_BYTES[buf.dtype])  # noqa: E731
+                plain = lambda: self.b.load(ptr, typ=vt, align=DTYPE_BYTES[buf.dtype])  # noqa: E731
                 v = self._on_stack_or_masked(buf, base_v, plain, masked)
         elif stride == 0 and self.mask is None:
             return self.splat(self.scalar(e))
@@ -294,7 +295,8 @@ class VectorEmitter:
         return v
 
     def store(self, s: S.BufferStore) -> None:
-        from autosched.codegen.llvm import _BYTES, ltype
+        from autosched.codegen.llvm import ltype
+        from autosched.te.expr import DTYPE_BYTES
 
         buf = s.buffer
         mt = ltype(buf.dtype, True)
@@ -302,21 +304,21 @@ class VectorEmitter:
         val = self.vec(s.value)
         if buf.dtype == "bool":
             val = self.b.zext(val, vt)
-        align = ir.Constant(I32, _BYTES[buf.dtype])
+        align = ir.Constant(I32, DTYPE_BYTES[buf.dtype])
         flat = _flat(buf, s.indices)
         stride, base = self._stride(flat)
         if stride == 1:
             base_v = self.scalar(base)
             ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [base_v], inbounds=True, source_etype=mt)
             if self.mask is None:
-                self.b.store(val, ptr, align=_BYTES[buf.dtype])
+                self.b.store(val, ptr, align=DTYPE_BYTES[buf.dtype])
                 return
             fn = self.cg._decl(f"llvm.masked.store.{ops.type_suffix(vt)}.p0", ir.VoidType(),
                                [vt, PTR, I32, self.vtype(I1)])
 
             def blend():
-                old = self.b.load(ptr, typ=vt, align=_BYTES[buf.dtype])
-                self.b.store(self.b.select(self.mask, val, old), ptr, align=_BYTES[buf.dtype])
+                old = self.b.load(ptr, typ=vt, align=DTYPE_BYTES[buf.dtype])
+                self.b.store(self.b.select(self.mask, val, old), ptr, align=DTYPE_BYTES[buf.dtype])
 
             self._on_stack_or_masked(buf, base_v, blend, lambda: self.b.call(fn, [val, ptr, align, self.mask]))
             return

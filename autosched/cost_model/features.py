@@ -46,6 +46,7 @@ import math
 import numpy as np
 
 from autosched.te import expr as E
+from autosched.te.expr import DTYPE_BYTES
 from autosched.tir import stmt as S
 from autosched.tir.arith import ANY_RANGES, linear, simplify
 
@@ -67,8 +68,6 @@ def _store_names(k: int) -> list[str]:
 
 FEATURE_NAMES: list[str] = _TOTALS + [n for k in range(N_STORES) for n in _store_names(k)]
 N_FEATURES = len(FEATURE_NAMES)
-_BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
-          "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
 
 
 def _log2(x: float) -> float:
@@ -151,7 +150,7 @@ def _access(buf: S.Buffer, indices, loops: list[_Loop], execs: float, write: boo
     size = buf.const_size()
     if size is not None:
         distinct = min(distinct, size)
-    esize = _BYTES.get(buf.dtype, 4)
+    esize = DTYPE_BYTES.get(buf.dtype, 4)
     inner = loops[-1] if loops else None
     stride = abs(coef.get(id(inner.var), 0)) if inner is not None and inner.var in used else 0
     if inner is not None and inner.var in used and id(inner.var) not in coef:
@@ -233,7 +232,7 @@ def extract(func: S.PrimFunc) -> np.ndarray:
         elif isinstance(s, (S.Allocate, S.LetStmt)):
             if isinstance(s, S.Allocate):
                 n = s.buffer.const_size() or 0
-                max_alloc = max(max_alloc, float(n * _BYTES.get(s.buffer.dtype, 4)))
+                max_alloc = max(max_alloc, float(n * DTYPE_BYTES.get(s.buffer.dtype, 4)))
             visit(s.body, loops, guards)
         elif isinstance(s, S.BufferStore):
             execs = 1.0
@@ -266,7 +265,7 @@ def extract(func: S.PrimFunc) -> np.ndarray:
                 row += a
             stores.append((execs * max(flops, 1.0), row))
             totals["total_flop"] += execs * flops
-            totals["total_store_bytes"] += execs * _BYTES.get(s.buffer.dtype, 4)
+            totals["total_store_bytes"] += execs * DTYPE_BYTES.get(s.buffer.dtype, 4)
             totals["n_stores"] += 1
 
     visit(func.body, [], 0)

@@ -60,6 +60,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     filters(ex)
     ex.add_argument("--ok", action="store_true", help="successful records only")
     ex.add_argument("--append", action="store_true", help="append to the file instead of replacing it")
+    ex.add_argument("--best", type=int, default=None, metavar="K",
+                    help="only the K fastest successful records of each workload and target")
 
     im = cmds.add_parser("import", help="read a JSON-lines log into the database")
     im.add_argument("input", nargs="+", help="one or more .jsonl files")
@@ -179,7 +181,11 @@ def _list(db: Any, args: argparse.Namespace) -> int:
 
 def _export(db: Any, args: argparse.Namespace) -> int:
     key = _task(args).workload_key if args.workload and args.arg else None
-    kwargs = dict(workload_name=args.workload if key is None else None, ok=True if args.ok else None)
+    if args.best is not None and args.best < 1:
+        print(f"autosched db export: error: --best must be at least 1, got {args.best}", file=sys.stderr)
+        return EXIT_ERROR
+    kwargs = dict(workload_name=args.workload if key is None else None, ok=True if args.ok else None,
+                  best=args.best)
     if args.output == "-":
         n = db.export(sys.stdout, key, args.target, **kwargs)
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,16 +41,38 @@ class ImportReport:
         return s
 
 
+def _best_per_task(records: Iterable[TuningRecord], k: int) -> list[TuningRecord]:
+    """The ``k`` fastest of each (workload, target), in their original order; one pass, ``k`` kept per task."""
+    kept: dict[tuple[str, str], list[tuple[float, int, TuningRecord]]] = {}
+    for n, rec in enumerate(records):
+        heap = kept.setdefault((rec.workload_key, rec.target), [])
+        item = (-(rec.cost or 0.0), -n, rec)  # a max-heap on cost: the slowest kept is the one to drop
+        if len(heap) < k:
+            heapq.heappush(heap, item)
+        elif item > heap[0]:
+            heapq.heapreplace(heap, item)
+    chosen = sorted(((-neg_n, rec) for heap in kept.values() for _, neg_n, rec in heap), key=lambda x: x[0])
+    return [rec for _, rec in chosen]
+
+
 class LogMixin:
     """Export to and import from JSON-lines logs (the portable form of a database)."""
 
     def export(self, dest: str | os.PathLike | IO[str], task_or_key: Any = None, target: Any = None, *,
                workload_name: str | None = None, ok: bool | None = None, run: Any = None,
-               since: float | None = None, until: float | None = None, append: bool = False) -> int:
+               since: float | None = None, until: float | None = None, append: bool = False,
+               best: int | None = None) -> int:
         """Write matching records (filters as in :meth:`records`) as a JSON-lines log, in insertion order;
-        returns how many. A path is written atomically (a temporary file renamed) unless ``append``."""
-        it = self.iter_records(task_or_key, target, workload_name=workload_name, ok=ok, run=run, since=since,
-                               until=until)
+        returns how many. ``best=K`` keeps only the K fastest successful records of each workload and target
+        (a compact log that still applies and warms a search). A path is written atomically (a temporary
+        file renamed) unless ``append``."""
+        if best is not None and best < 1:
+            raise ValueError(f"best must be at least 1, got {best}")
+        it: Iterable[TuningRecord] = self.iter_records(task_or_key, target, workload_name=workload_name,
+                                                       ok=True if best else ok, run=run, since=since,
+                                                       until=until)
+        if best:
+            it = _best_per_task(it, best)
         if hasattr(dest, "write"):
             n = 0
             for rec in it:
@@ -61,12 +84,12 @@ class LogMixin:
         if append:
             with open(path, "a", encoding="utf-8") as f:
                 return self.export(f, task_or_key, target, workload_name=workload_name, ok=ok, run=run,
-                                   since=since, until=until)
+                                   since=since, until=until, best=best)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             with open(tmp, "w", encoding="utf-8") as f:
                 n = self.export(f, task_or_key, target, workload_name=workload_name, ok=ok, run=run,
-                                since=since, until=until)
+                                since=since, until=until, best=best)
             os.replace(tmp, path)
         finally:
             if tmp.exists():

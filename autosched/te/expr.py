@@ -16,6 +16,9 @@ _CACHE_SLOTS = frozenset(("_fv", "_sk", "_lin", "_simp", "_fix"))
 _FLOAT = ("float16", "float32", "float64")
 _INT = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 DTYPES = _FLOAT + _INT + ("bool",)
+#: bytes per element of each dtype (bool is stored as a byte)
+DTYPE_BYTES = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+               "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8, "bool": 1}
 INDEX_DTYPE = "int64"
 
 

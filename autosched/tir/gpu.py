@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from autosched.errors import ScheduleError
 from autosched.te import expr as E
-from autosched.te.expr import IntImm
+from autosched.te.expr import DTYPE_BYTES, IntImm
 from autosched.tir import stmt as S
 from autosched.tir.arith import skey
 from autosched.tir.stmt import dim_to_json
@@ -25,8 +25,6 @@ LAUNCH_LIMITS = {"blockIdx.x": 2**31 - 1, "blockIdx.y": 65535, "blockIdx.z": 655
                  "threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64}
 MAX_THREADS_PER_BLOCK = 1024
 MAX_SHARED_BYTES = 48 * 1024  # static shared memory per block
-_BYTES = {"float32": 4, "float64": 8, "float16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
-          "uint32": 4, "int64": 8, "uint64": 8, "bool": 1}
 
 
 @dataclass
@@ -180,9 +178,9 @@ def _as_expr(v: int | E.Expr) -> E.Expr:
 def _shared_bytes(func: S.PrimFunc) -> int:
     bufs = {id(s.buffer): s.buffer for s in S.walk_stmts(func.body)
             if isinstance(s, S.Allocate) and s.buffer.scope == "shared"}
-    total = sum(b.const_size() * _BYTES[b.dtype] for b in bufs.values())
+    total = sum(b.const_size() * DTYPE_BYTES[b.dtype] for b in bufs.values())
     if total > MAX_SHARED_BYTES:
-        sizes = ", ".join(f"{b.name} {b.const_size() * _BYTES[b.dtype]} B" for b in bufs.values())
+        sizes = ", ".join(f"{b.name} {b.const_size() * DTYPE_BYTES[b.dtype]} B" for b in bufs.values())
         raise ScheduleError(f"kernel {func.name}: {total} bytes of shared memory ({sizes}); a block has "
                             f"{MAX_SHARED_BYTES}: use smaller tiles for the shared copies")
     return total
