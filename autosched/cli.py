@@ -26,9 +26,10 @@ def make_parser() -> argparse.ArgumentParser:
     from autosched.search import cli as tune_cli
 
     tune_cli.add_parser(sub)
-    from autosched.search import report
+    from autosched.search import race, report
 
     report.add_parser(sub)
+    race.add_parser(sub)
     _add_peak_parser(sub)
     from autosched.relay import cli as build_cli  # argparse only; the graph level is imported when it runs
 
@@ -116,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         from autosched.search import report
 
         return report.run(args)
+    if args.command == "race":
+        from autosched.search import race
+
+        return race.run(args)
     if args.command == "peak":
         return _peak(args)
     if args.command == "build":

@@ -59,6 +59,9 @@ def test_tune_then_resume_measures_nothing_twice(env, tmp_path):
     assert "no earlier records" in r.stderr
     assert "[8/8]" in r.stderr and "trials/s" in r.stderr  # a plain line per batch when not a terminal
     assert "matmul(M=64, N=64, K=64): best" in r.stderr and "GFLOPS = " in r.stderr and "peak" in r.stderr
+    # the vendor library on the same shape, timed at the end on the kernels' thread count
+    assert re.search(r"(onnxruntime|numpy) \S+ on the same computation, timed now on 1 thread\(s\): .* GFLOPS; "
+                     r"the tuned kernel is \d+\.\d\dx its speed", r.stderr), r.stderr
     recs = records(db)
     assert len(recs) == 8 and any(x.ok for x in recs)
     assert len(log.read_text().splitlines()) == 8  # --log appends every record

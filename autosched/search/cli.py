@@ -130,6 +130,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--early-stopping", type=int, default=None, metavar="N",
                    help="stop after N trials without a better candidate")
     p.add_argument("--threads", type=int, default=None, help="threads the kernels use (default: all cores)")
+    p.add_argument("--no-compare", action="store_true",
+                   help="do not time the vendor library (onnxruntime, numpy's BLAS) on the tuned shape at the end")
     add_verbosity(p)
     return p
 
@@ -385,7 +387,8 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
                 return EXIT_FAILED
         finally:
             measurer.close()
-    _summary(tasks, db, peak, time.time() - t0, stopper.signal, out, measurer, args.db, startup)
+    compare = None if args.quiet or args.no_compare or stopper.signal else threads
+    _summary(tasks, db, peak, time.time() - t0, stopper.signal, out, measurer, args.db, startup, compare)
     if stopper.signal is not None:
         print("interrupted: the measured records are committed. Run the same command again to resume.",
               file=out, flush=True)
@@ -403,8 +406,10 @@ def _peak_missing(threads: int, target: Any) -> bool:
 
 
 def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str | None, out: Any,
-             measurer: Any = None, db_arg: str | None = None, startup: float = 0.0) -> None:
-    """The closing lines: per task, the best kernel (remeasured), what the database holds, and what to run next."""
+             measurer: Any = None, db_arg: str | None = None, startup: float = 0.0,
+             compare_threads: int | None = None) -> None:
+    """The closing lines: per task, the best kernel (remeasured) and, with ``compare_threads``, the vendor
+    library timed on its shape now; what the database holds; and what to run next."""
     from autosched.measure.peak import share_of_peak
     from autosched.measure.result import ResultFlag, outcome_summary
 
@@ -435,6 +440,8 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
             how = "" if interrupted else f", remeasured with {_remeasure_repeats(measurer)} longer repeats"
             print(f"{task.label}: best {best[0].cost * 1e6:,.1f} us, {g:.1f} GFLOPS{share} "
                   f"(record #{best[0].id}{how})", file=out)
+            if compare_threads:
+                _compare_with_vendor(task, best[0].cost, compare_threads, out)
             noisy = row["flags"].get(ResultFlag.NOISY, 0)
             print(f"  {n} records: {ok} ok; {outcome_summary(row['errors'], noisy, factor)}", file=out)
         else:
@@ -451,6 +458,23 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
     else:
         print("next: `autosched db stats` lists every kernel's records; `autosched build --model ...` builds "
               "the model with them", file=out, flush=True)
+
+
+def _compare_with_vendor(task: Any, cost: float, threads: int, out: Any) -> None:
+    """One line: the fastest installed vendor library on the same computation, timed now on the same threads,
+    and how the tuned kernel compares with it."""
+    from autosched.search.vendor import vendor_reference
+
+    try:
+        ref = vendor_reference(task, threads)
+    except Exception as e:  # noqa: BLE001 - a library's own failure must not cost the user the summary
+        log.warning("the vendor library could not be timed on %s: %s", task.label, first_line(e))
+        return
+    if ref is None:
+        return
+    print(f"  {ref.library} on the same computation, timed now on {threads} thread(s): "
+          f"{ref.seconds * 1e6:,.1f} us, {ref.gflops:.1f} GFLOPS; the tuned kernel is {ref.seconds / cost:.2f}x "
+          f"its speed", file=out)
 
 
 def _time_spent(elapsed: float, startup: float, stats: Any) -> str:

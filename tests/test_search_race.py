@@ -1,0 +1,47 @@
+"""``autosched race``: two policies, one seed, a few trials, from the command line as a researcher runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from autosched.search.race import RaceRun, Reference, table
+
+
+def test_race_two_policies_writes_its_table_and_png(tmp_path):
+    png, out = tmp_path / "race.png", tmp_path / "race.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "autosched", "race", "--policies", "random,annealing", "--workload", "matmul",
+         "--param", "M=64", "--param", "N=64", "--param", "K=64", "--trials", "8", "--seeds", "0",
+         "--batch-size", "4", "--backend", "local", "--plot", str(png), "--json", str(out)],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ, AUTOSCHED_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("median best over seeds (share of the reference)")
+    rows = {line.split()[0]: line.split() for line in lines[2:4]}
+    assert set(rows) == {"random", "annealing"}
+    for row in rows.values():
+        assert 0 < float(row[3]) and float(row[1]) <= float(row[2]) <= float(row[3])  # best so far only grows
+    assert "reference: " in lines[-1] and "timed in this run" in lines[-1]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    data = json.loads(out.read_text())
+    assert [(x["policy"], x["seed"]) for x in data["runs"]] == [("random", 0), ("annealing", 0)]
+    assert all(x["curve"][-1][0] == 8 and not x["error"] for x in data["runs"])
+
+
+def test_an_unknown_policy_is_one_line_and_exit_2(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "autosched", "race", "--policies", "random,nosuch", "--workload",
+                        "matmul"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith(
+        "autosched race: error: unknown search policy 'nosuch'")
+
+
+def test_the_table_reads_medians_and_the_spread_over_seeds():
+    runs = [RaceRun("p", s, [(4, 1.0, 10.0 * (s + 1)), (8, 2.0, 20.0 * (s + 1))], seconds=2.0) for s in range(3)]
+    text = table(runs, 8, Reference("lib", 40.0))
+    row = text.splitlines()[2].split()
+    # at 2 trials no batch had ended (0); at 4: 10, 20, 30 -> 20; at 8: 20, 40, 60 -> 40; of a reference of 40
+    assert row == ["p", "0.00", "0.50", "1.00", "[0.50,", "1.50]", "2.0", "4.00"]
+    assert text.splitlines()[-1].startswith("reference: lib, 40.0 GFLOPS")

@@ -1,0 +1,54 @@
+"""The vendor reference that ``autosched tune`` closes with: each built-in workload's ONNX form computes what
+the workload computes (so the comparison is with the same arithmetic), and a figure comes back timed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autosched import Task
+from autosched.measure.data import make_inputs, numpy_reference
+from autosched.search.vendor import onnx_graph, vendor_reference
+
+ort = pytest.importorskip("onnxruntime")
+
+SMALL = [
+    ("matmul", dict(M=24, N=40, K=32)),
+    ("batch_matmul", dict(B=3, M=8, N=16, K=12)),
+    ("dense", dict(N=2, CI=32, CO=24, bias=True, relu=True)),
+    ("dense", dict(N=2, CI=32, CO=24, bias=False, relu=False)),
+    ("conv2d", dict(N=1, H=9, W=11, CI=4, CO=6, KH=3, KW=3, stride=1, padding=1)),
+    ("conv2d", dict(N=1, H=9, W=11, CI=4, CO=6, KH=3, KW=3, stride=2, padding=1, layout="NHWC")),
+    ("depthwise_conv2d", dict(N=1, C=5, H=10, W=10, KH=3, KW=3, stride=2, padding=1)),
+    ("pool2d", dict(N=1, C=3, H=9, W=9, pool_type="max")),
+    ("pool2d", dict(N=1, C=3, H=9, W=9, pool_type="avg")),
+    ("softmax", dict(M=4, N=33)),
+    ("elementwise", dict(N=1, C=2, H=3, W=5, op="sigmoid_mul")),
+    ("elementwise", dict(N=1, C=2, H=3, W=5, op="add_relu")),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), SMALL, ids=[f"{n}-{i}" for i, (n, _) in enumerate(SMALL)])
+def test_each_onnx_form_computes_the_workload(name, params):
+    task = Task(name, params, target="llvm")
+    inputs = make_inputs(task, seed=0)[:-1]
+    model, feeds = onnx_graph(task, inputs)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    (got,) = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(
+        None, feeds)
+    want = numpy_reference(task, inputs)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_the_reference_is_the_fastest_installed_library_timed_now():
+    task = Task("matmul", dict(M=64, N=64, K=64), target="llvm")
+    ref = vendor_reference(task, threads=1, budget=0.05)
+    assert ref is not None and ref.library.split()[0] in ("onnxruntime", "numpy")
+    assert 0 < ref.seconds < 0.1 and ref.gflops == pytest.approx(task.flop / ref.seconds / 1e9)
+
+
+def test_a_workload_no_library_expresses_has_no_reference():
+    task = Task("matmul", dict(M=8, N=8, K=8, dtype="float64"), target="llvm")
+    assert vendor_reference(task, threads=1, budget=0.01) is None
