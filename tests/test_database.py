@@ -119,6 +119,41 @@ def test_measured_traces_for_resume_are_per_target(db):
     assert db.measured_traces(task(64)) == set()
 
 
+def test_measured_records_of_some_traces(db):
+    """A tuner sharing the database asks, before measuring a batch, which of its traces are stored."""
+    t, t_other = task(), task(target=OTHER_CPU)
+    assert db.measured_records(t, [trace(1)]) == []  # no workload yet
+    db.commit_many([(t, trace(i), ok(i * 1e-4) if i % 2 else failed()) for i in range(1, 7)])
+    db.commit(t_other, trace(8), ok(1e-3))
+    got = db.measured_records(t, [trace(8), trace(2), trace(5), trace(9), trace(2)])
+    assert [r.trace for r in got] == [trace(2), trace(5)]  # in the order stored; failures too
+    assert not got[0].ok and got[1].cost == pytest.approx(5.05e-4)
+    assert [r.trace for r in db.measured_records(t_other, [trace(8), trace(2)])] == [trace(8)]
+    assert db.measured_records(t, []) == []
+
+
+def test_a_candidate_stays_with_the_run_that_stored_it_first(db):
+    """Two tuners that measured a candidate at the same moment: the first commit stays (with its run), the
+    second stores nothing for it and is told so; a later re-measurement replaces the figures, not the run."""
+    t = task()
+    with db.tuning_run("random", seed=1) as a, db.tuning_run("random", seed=2) as b:
+        assert db.commit_many([(t, trace(i), ok(1e-3)) for i in (1, 2, 3)], run=a, on_conflict="skip") == 3
+        assert db.commit_many([(t, trace(i), ok(2e-3)) for i in (2, 3, 4)], run=b, on_conflict="skip") == 1
+        db.commit_many([(t, trace(2), ok(0.5e-3))], run=b)  # b re-measures its best: replaced in a's record
+        assert db.commit_many([(t, trace(3), ok(0.1e-3)), (t, trace(4), ok(9e-3))], run=b,
+                              on_conflict="keep_better") == 1
+    db.commit(t, trace(5), ok(1e-3))  # outside any run: it joins the run that measures it again
+    db.commit_many([(t, trace(5), ok(1e-3))], run=b)
+    assert db.count(t) == 5
+    recs = {r.trace: r for r in db.records(t)}
+    assert [recs[trace(i)].run_id for i in range(1, 6)] == [a.id, a.id, a.id, b.id, b.id]
+    assert recs[trace(2)].costs[0] == 0.5e-3 and recs[trace(3)].costs[0] == 0.1e-3
+    assert recs[trace(4)].costs[0] == 2e-3
+    runs = {r.id: r for r in db.runs()}
+    assert (runs[a.id].trials_done, runs[b.id].trials_done) == (3, 1)  # what each stored, at its end
+    assert [len(db.records(run=r)) for r in (a, b)] == [3, 2]
+
+
 def test_lookups_are_target_aware(db):
     here, there = task(target=CPU), task(target=OTHER_CPU)
     assert here.workload_key == there.workload_key

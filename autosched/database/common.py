@@ -36,6 +36,9 @@ _BEST = (select(_R).where(_R.c.workload_id == bindparam("wid"), _R.c.target == b
 _WORKLOAD_ID = select(_W.c.id).where(_W.c.key == bindparam("key"))
 _MEASURED = select(_R.c.id).where(_R.c.workload_id == bindparam("wid"), _R.c.target == bindparam("target"),
                                   _R.c.trace_hash == bindparam("h"))
+# the records of some traces of a task (a tuner sharing the database asks before measuring a batch)
+_RECORDS_OF = (select(_R).where(_R.c.workload_id == bindparam("wid"), _R.c.target == bindparam("target"),
+                                _R.c.trace_hash.in_(bindparam("hashes", expanding=True))).order_by(_R.c.id))
 _BATCH = 2000  # rows per INSERT batch; keeps statements and memory small
 
 

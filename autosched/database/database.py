@@ -6,6 +6,7 @@
     db.commit_many([(task, trace, result), ...]) # a batch in one transaction
     db.best(task, k=5)                           # successful records, fastest first
     db.measured_traces(task)                     # what a resumed run must not measure again
+    db.measured_records(task, traces)            # which of a batch another tuner measured meanwhile
     db.export("out.jsonl", task=task); db.import_("in.jsonl")
 
 Writes to SQLite take the write lock up front (``BEGIN IMMEDIATE``) and wait up to ``busy_timeout``
@@ -105,7 +106,7 @@ class Database(SchemaMixin, QueryMixin, LogMixin):
         self._closed = False
         self._wl_ids: dict[str, int] = {}
         self._wl_args: dict[int, tuple[str, str, dict]] = {}
-        self._stmts: dict[str, Any] = {}
+        self._stmts: dict[tuple[str, bool], Any] = {}
         self._log_file: IO[str] | None = None
         self._mem_lock = threading.RLock() if loc.in_memory else None
         if loc.sqlite_path is not None:
@@ -255,7 +256,10 @@ class Database(SchemaMixin, QueryMixin, LogMixin):
     def commit_many(self, items: Iterable[Any], *, run: TuningRun | int | None = None,
                     on_conflict: str = "replace") -> int:
         """Store a batch in one transaction. ``items``: ``(task, trace, result)`` triples, ``(MeasureInput,
-        MeasureResult)`` pairs, or :class:`TuningRecord` objects. Returns how many were given."""
+        MeasureResult)`` pairs, or :class:`TuningRecord` objects. Returns how many it stored: all of them,
+        except candidates already stored that ``on_conflict`` kept as they were (``"skip"``: each one;
+        ``"keep_better"``: those the new measurement does not beat), counted exactly even while other
+        processes commit the same candidates."""
         recs: list[TuningRecord] = []
         tasks: dict[str, Any] = {}
         prod = producer_info()
@@ -271,19 +275,19 @@ class Database(SchemaMixin, QueryMixin, LogMixin):
             rec = TuningRecord.from_measurement(task, trace, result, prod)
             tasks.setdefault(rec.workload_key, task)
             recs.append(rec)
-        self.commit_records(recs, run=run, on_conflict=on_conflict, tasks=tasks)
-        return len(recs)
+        return self.commit_records(recs, run=run, on_conflict=on_conflict, tasks=tasks, _stored=True) or 0
 
     def commit_records(self, records: Iterable[TuningRecord], *, run: TuningRun | int | None = None,
                        on_conflict: str = "skip", tasks: dict[str, Any] | None = None,
-                       _count: bool = False, _to_log: bool = True) -> int | None:
+                       _count: bool = False, _stored: bool = False, _to_log: bool = True) -> int | None:
         """Store records as they are (e.g. read from a log), in one transaction. Returns how many of them
-        were new when ``_count`` (one extra COUNT), else None."""
+        were new when ``_count`` (one extra COUNT), how many rows it wrote (inserted or updated) when
+        ``_stored`` (the statement returns them), else None."""
         if on_conflict not in ON_CONFLICT:
             raise ValueError(f"on_conflict must be one of {', '.join(ON_CONFLICT)}, got {on_conflict!r}")
         records = list(records)
         if not records:
-            return 0 if _count else None
+            return 0 if _count or _stored else None
         run_id = run.id if isinstance(run, TuningRun) else run
         tasks = tasks or {}
         rows = []
@@ -294,11 +298,16 @@ class Database(SchemaMixin, QueryMixin, LogMixin):
         new = None
         with self._write() as conn:
             before = self._count_rows(conn) if _count else 0
-            stmt = self._upsert(on_conflict)
+            stmt = self._upsert(on_conflict, _stored)
+            stored = 0
             for i in range(0, len(rows), _BATCH):
-                conn.execute(stmt, rows[i:i + _BATCH])
+                result = conn.execute(stmt, rows[i:i + _BATCH])
+                if _stored:
+                    stored += len(result.all())
             if _count:
                 new = self._count_rows(conn) - before
+            elif _stored:
+                new = stored
         if _to_log and self.location.log_path is not None:
             self._append_log(records)
         return new
@@ -333,25 +342,31 @@ class Database(SchemaMixin, QueryMixin, LogMixin):
         }
 
     _UPDATABLE = ("costs", "cost", "mean_cost", "error_kind", "error_msg", "build_seconds", "run_seconds",
-                  "timestamp", "record_version", "autosched_version", "llvm_version", "host_cpu", "run_id",
-                  "flags", "host", "node_id")
+                  "timestamp", "record_version", "autosched_version", "llvm_version", "host_cpu", "flags",
+                  "host", "node_id")
 
-    def _upsert(self, on_conflict: str):
-        stmt = self._stmts.get(on_conflict)  # built once: building one costs more than running it
+    def _upsert(self, on_conflict: str, returning: bool = False):
+        stmt = self._stmts.get((on_conflict, returning))  # built once: building one costs more than running it
         if stmt is None:
-            stmt = self._stmts[on_conflict] = self._make_upsert(on_conflict)
+            stmt = self._stmts[on_conflict, returning] = self._make_upsert(on_conflict, returning)
         return stmt
 
-    def _make_upsert(self, on_conflict: str):
+    def _make_upsert(self, on_conflict: str, returning: bool):
         ins = self._insert(_R)
         cols = ["workload_id", "target", "trace_hash"]
         if on_conflict == "skip":
-            return ins.on_conflict_do_nothing(index_elements=cols)
-        set_ = {c: ins.excluded[c] for c in self._UPDATABLE}
-        if on_conflict == "replace":
-            return ins.on_conflict_do_update(index_elements=cols, set_=set_)
-        better = ins.excluded.cost.isnot(None) & (_R.c.cost.is_(None) | (ins.excluded.cost < _R.c.cost))
-        return ins.on_conflict_do_update(index_elements=cols, set_=set_, where=better)
+            stmt = ins.on_conflict_do_nothing(index_elements=cols)
+        else:
+            set_ = {c: ins.excluded[c] for c in self._UPDATABLE}
+            # a record stays with the run that first stored it (a run's records never move to another run,
+            # so its trials_done stays true); one stored outside any run joins the run that measures it again
+            set_["run_id"] = func.coalesce(_R.c.run_id, ins.excluded.run_id)
+            better = None
+            if on_conflict == "keep_better":
+                better = ins.excluded.cost.isnot(None) & (_R.c.cost.is_(None) | (ins.excluded.cost < _R.c.cost))
+            stmt = ins.on_conflict_do_update(index_elements=cols, set_=set_, where=better)
+        # RETURNING gives the rows written, none for a conflict left alone: counted exactly under concurrency
+        return stmt.returning(_R.c.id) if returning else stmt
 
     def _append_log(self, records: list[TuningRecord]) -> None:
         path = self.location.log_path

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import func, select
@@ -14,6 +14,7 @@ from autosched.database.common import (
     _BEST,
     _MEASURED,
     _R,
+    _RECORDS_OF,
     _RUN,
     _W,
     TuningRun,
@@ -208,6 +209,22 @@ class QueryMixin:
         with self._read() as conn:
             rows = conn.execute(select(_R.c.trace).where(_R.c.workload_id == wid, _R.c.target == tkey))
             return {r[0] for r in rows}
+
+    def measured_records(self, task: Any, traces: Iterable[Any], target: Any = None) -> list[TuningRecord]:
+        """The stored records, for the task on its target, of those of ``traces`` already measured: what
+        a tuner sharing the database must not measure again. One query per ``_BATCH`` traces, by the
+        candidate index (workload, target, trace hash); never a scan of the task's records."""
+        wid = self._workload_id(task.workload_key)
+        if wid is None:
+            return []
+        tkey = self._target_of(task, target)
+        hashes = list(dict.fromkeys(trace_digest(trace_text(t)) for t in traces))
+        out: list[TuningRecord] = []
+        with self._read() as conn:
+            for i in range(0, len(hashes), _BATCH):
+                rows = conn.execute(_RECORDS_OF, {"wid": wid, "target": tkey, "hashes": hashes[i:i + _BATCH]})
+                out += [self._record(conn, r) for r in rows]
+        return out
 
     def has_measured(self, task: Any, trace: Any, target: Any = None) -> bool:
         wid = self._workload_id(task.workload_key)

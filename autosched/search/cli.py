@@ -247,6 +247,33 @@ class TimeBudget:
             state.stop_reason = "the time budget is spent"
 
 
+class SharedWork:
+    """A tune callback that adds up, over the runs of one command, what other tuners on the same database
+    did for it: proposals they had measured (not measured here) and candidates both measured at once."""
+
+    def __init__(self) -> None:
+        self.shared = 0
+        self.raced = 0
+
+    def __call__(self, state: Any, inputs: Any, results: Any) -> None:
+        pass
+
+    def on_end(self, state: Any) -> None:
+        self.shared += state.shared
+        self.raced += state.raced
+
+    def summary(self) -> str:
+        """The summary's line ("" when no other tuner was met)."""
+        parts = []
+        if self.shared:
+            parts.append(f"{self.shared} proposals were already measured by another run (taken from the database, "
+                         f"not measured again)")
+        if self.raced:
+            parts.append(f"{self.raced} candidates were measured here and by another run at the same moment (the "
+                         f"record stored first is kept)")
+        return "shared database: " + "; ".join(parts) if parts else ""
+
+
 class AppendLog:
     """A tune callback that appends each batch's records to a JSON-lines log (one write per batch)."""
 
@@ -366,7 +393,8 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
             raise UsageError(str(e)) from None
         startup = time.time() - t0
         try:
-            callbacks: list[Any] = [stopper, budget]
+            shared = SharedWork()
+            callbacks: list[Any] = [stopper, budget, shared]
             if not args.quiet:
                 callbacks.insert(0, TuneProgress(peak, stream=out, cutoff_factor=measurer.timeout_factor))
             if log_fh is not None:
@@ -388,7 +416,8 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
         finally:
             measurer.close()
     compare = None if args.quiet or args.no_compare or stopper.signal else threads
-    _summary(tasks, db, peak, time.time() - t0, stopper.signal, out, measurer, args.db, startup, compare)
+    _summary(tasks, db, peak, time.time() - t0, stopper.signal, out, measurer, args.db, startup, compare,
+             shared.summary())
     if stopper.signal is not None:
         print("interrupted: the measured records are committed. Run the same command again to resume.",
               file=out, flush=True)
@@ -407,9 +436,10 @@ def _peak_missing(threads: int, target: Any) -> bool:
 
 def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str | None, out: Any,
              measurer: Any = None, db_arg: str | None = None, startup: float = 0.0,
-             compare_threads: int | None = None) -> None:
+             compare_threads: int | None = None, shared: str = "") -> None:
     """The closing lines: per task, the best kernel (remeasured) and, with ``compare_threads``, the vendor
-    library timed on its shape now; what the database holds; and what to run next."""
+    library timed on its shape now; what other tuners on the database did (``shared``); what the database
+    holds; and what to run next."""
     from autosched.measure.peak import share_of_peak
     from autosched.measure.result import ResultFlag, outcome_summary
 
@@ -422,6 +452,8 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
     if runner is not None and runner.turn_waits:
         print(f"{runner.turn_waits} candidates waited {runner.turn_wait_seconds:,.1f} s in all for other "
               f"tuners' measurements on this machine (measurements take turns)", file=out)
+    if shared:
+        print(shared, file=out)
     stats = {(r["key"], r["target"]): r for r in db.stats()}
     if len(tasks) > 1:
         print(f"{'kernel':<52} {'weight':>6} {'records':>8} {'best us':>10} {'GFLOPS':>8}", file=out)

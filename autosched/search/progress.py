@@ -89,8 +89,9 @@ class TuneProgress:
         return outcome_summary(self.errors, self.noisy, self.cutoff_factor)
 
     def _line(self, state: Any) -> str:
+        shared = f"  {_shared_text(state)}" if _shared_text(state) else ""
         return (f"[{state.trials_done}/{state.trials}] {self._rate(state):.2f} trials/s  "
-                f"best {self._gflops_text(state)}  {self._outcomes()}")
+                f"best {self._gflops_text(state)}  {self._outcomes()}{shared}")
 
     # ---------------------------------------------------------------- the live panel (rich)
     def _start_live(self) -> None:
@@ -128,7 +129,9 @@ class TuneProgress:
             best = self._gflops_text(state)
             if math.isfinite(state.best_cost):
                 best += f"   {state.best_cost * 1e6:,.1f} us"
-                if state.best_trial:
+                if state.best_elsewhere:
+                    best += "   measured by another run"
+                elif state.best_trial:
                     best += f"   found at trial {state.best_trial}"
                 else:
                     best += "   from an earlier run"
@@ -136,6 +139,8 @@ class TuneProgress:
             grid.add_row("results", self._outcomes())
             if state.resumed:
                 grid.add_row("resumed", f"{state.resumed} records from the database")
+            if _shared_text(state):
+                grid.add_row("shared", _shared_text(state))
         return grid
 
     def _say(self, text: str) -> None:
@@ -143,3 +148,13 @@ class TuneProgress:
             self._live.console.print(text)
         else:
             print(text, file=self.stream, flush=True)
+
+
+def _shared_text(state: Any) -> str:
+    """What other tuners on the same database did for this run ("" when nothing)."""
+    parts = []
+    if state.shared:
+        parts.append(f"{state.shared} measured by another run")
+    if state.raced:
+        parts.append(f"{state.raced} also measured by another run at the same moment")
+    return ", ".join(parts)

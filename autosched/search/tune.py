@@ -2,12 +2,15 @@
 
 :func:`tune` owns what every policy needs and none should re-implement:
 
-* **no trace is measured twice**: proposals already measured (in this run or any earlier one in the
-  database) are dropped before measuring;
+* **no trace is measured twice**: proposals already measured (in this run, or by any other run in the
+  database, also one running now: each batch is looked up there just before it is measured) are dropped,
+  and the records another tuner committed meanwhile teach this run as its own measurements would;
 * **resume**: records of the task already in the database warm the cost model and the policy
   (``update``) and fill ``context.measured`` and ``context.best()``;
 * **every result is committed** (failures too, so they are not retried), batch by batch, under a tuning
-  run (``db.runs()``) that ends as done, interrupted or failed;
+  run (``db.runs()``) that ends as done, interrupted or failed; a candidate another run committed first
+  (both measured it at the same moment) keeps that run's record, and this run's random choices then mix
+  in its run id, so that tuners started alike (same seed and policy) stop proposing the same candidates;
 * **stopping**: after ``trials`` new measurements, after ``early_stopping`` trials without a better
   candidate, when the policy proposes nothing new ``stale_rounds`` times in a row, when the measurer gives
   up on a run of failures (:class:`~autosched.measure.TooManyFailures`), or when a callback sets
@@ -52,6 +55,9 @@ class TuneState:
     failures: int = 0  # failed measurements in this run
     best_cost: float = math.inf  # seconds, over this run and the resumed records
     best_trial: int = 0  # trials_done when best_cost was reached (0: a resumed record)
+    best_elsewhere: bool = False  # best_cost is a record another run committed while this one ran
+    shared: int = 0  # proposals another run measured while this one ran: taken from the database, not measured
+    raced: int = 0  # candidates measured here that another run, measuring them at the same moment, stored first
     started: float = 0.0
     stop_reason: str | None = None
     run: Any = None  # the database's TuningRun of this call
@@ -106,10 +112,11 @@ def _warm_subset(inputs: list, results: list, limit: int) -> tuple[list, list]:
     return [inputs[i] for i in keep], [results[i] for i in keep]
 
 
-def _resume(state: TuneState, db: Any, warm_start: int) -> None:
-    """Warm the context, the model and the policy from the task's records in the database."""
+def _fold(state: TuneState, records: Any) -> tuple[list, list]:
+    """Note stored records of the task (measured by an earlier run, or by another one running now) in the
+    context and the best cost; returns them as (inputs, results) for the model and the policy to learn."""
     ctx, inputs, results = state.context, [], []
-    for rec in db.records(state.task):
+    for rec in records:
         try:
             inp = MeasureInput(state.task, rec.trace)
         except Exception as e:  # noqa: BLE001 - a record this version cannot read is skipped, not fatal
@@ -120,6 +127,13 @@ def _resume(state: TuneState, db: Any, warm_start: int) -> None:
         results.append(res)
         ctx.record(inp.trace, res.cost)
         state.best_cost = min(state.best_cost, res.cost)
+    return inputs, results
+
+
+def _resume(state: TuneState, db: Any, warm_start: int) -> None:
+    """Warm the context, the model and the policy from the task's records in the database."""
+    ctx = state.context
+    inputs, results = _fold(state, db.records(state.task))
     state.resumed = len(inputs)
     if inputs:
         log.info("resuming %s: %d records in the database (best %.3g GFLOPS) warm the model and are skipped",
@@ -202,6 +216,28 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
             db.close()
 
 
+def _take_shared(state: TuneState, db: Any, traces: list) -> list:
+    """``traces`` without those another run committed since this one last looked (tuners sharing the
+    database): one indexed query per batch. Their records teach the context, the model and the policy as
+    this run's own measurements would, and count towards the best."""
+    records = db.measured_records(state.task, traces)
+    if not records:
+        return traces
+    before = state.best_cost
+    inputs, results = _fold(state, records)
+    state.shared += len(records)
+    if state.best_cost < before:  # reached now, in this run's count of trials (for early stopping)
+        state.best_trial, state.best_elsewhere = state.trials_done, True
+    if inputs:
+        if state.context.cost_model is not None:
+            state.context.cost_model.update(inputs, results)
+        state.policy.update(inputs, results)
+    log.info("%s: %d proposed candidates were measured meanwhile by another run: taken from the database, "
+             "not measured again", state.task, len(records))
+    done = {r.trace_json for r in records}
+    return [t for t in traces if t.dumps() not in done]
+
+
 def _other_cpu_seeds(task: Any, db: Any, k: int = 8) -> list:
     """The traces of the best ``k`` records of ``task`` tuned on each other CPU (same workload, another
     target key): a good start on a new CPU, measured here before the search proposes its own."""
@@ -252,19 +288,33 @@ def _loop(state: TuneState, measurer: Any, db: Any, run: Any, batch_size: int, e
                                      f"(space exhausted? {len(ctx.measured)} traces measured for this task)")
             continue
         stale = 0
+        traces = _take_shared(state, db, traces)
+        if not traces:  # another tuner measured them all: the policy, taught them, proposes again
+            continue
         inputs = [MeasureInput(task, t) for t in traces]
         gave_up = None
         try:
             results = measurer.measure(inputs)
         except TooManyFailures as e:
             results, gave_up = e.results, e
-        db.commit_many(zip(inputs, results), run=run)
+        # the first measurement committed stays: another run that measured one of these at the same moment
+        # and committed first keeps its record (and this run's trials_done counts only what it stored)
+        stored = db.commit_many(zip(inputs, results), run=run, on_conflict="skip")
+        if stored < len(inputs):
+            state.raced += len(inputs) - stored
+            # in step with another run (the same seed and policy propose the same candidates at the same
+            # moment, and looking up the database first cannot see them): leave its path, by mixing this
+            # run's id into the random choices from here on
+            ctx.rng = np.random.default_rng([int(run.id), *map(int, ctx.rng.integers(2**63, size=2))])
+            log.info("%s: %d of this batch were measured at the same moment by another run, which stored them "
+                     "first (its records are kept); this run's search now leaves its path", task,
+                     len(inputs) - stored)
         for inp, res in zip(inputs, results):
             ctx.record(inp.trace, res.cost)
             state.trials_done += 1
             state.failures += not res.ok
             if res.cost < state.best_cost:
-                state.best_cost, state.best_trial = res.cost, state.trials_done
+                state.best_cost, state.best_trial, state.best_elsewhere = res.cost, state.trials_done, False
         if ctx.cost_model is not None:
             ctx.cost_model.update(inputs, results)
         state.policy.update(inputs, results)
