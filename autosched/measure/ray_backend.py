@@ -22,7 +22,7 @@ candidates they had in flight are built or timed again on the others, and the
 run goes on while a builder and a runner are left (:class:`ClusterError`
 when none is). A head that stops answering ends the run within
 ``HEAD_LOST_AFTER`` seconds with :class:`ClusterLost` (Ray itself would wait
-for it a minute, then end the process without a word).
+for it a minute, then terminate the process with a log line of its own).
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ class _HeadWatch:
     """Asks the head's GCS every second, from a daemon thread, whether it still accepts connections; once it
     has not for ``HEAD_LOST_AFTER`` seconds the cluster is lost (``lost`` says so) and the next wait of a
     builder or runner raises :class:`ClusterLost`. Ray's own calls would wait for a lost head for a minute
-    (its GCS reconnection timeout) and then end the process without a word."""
+    (its GCS reconnection timeout) and then terminate the process, with no way to say more or clean up."""
 
     def __init__(self, address: str, gcs: str):
         host, _, port = gcs.rpartition(":")
@@ -834,7 +834,7 @@ class RayRunner(Runner):
             where = [nid for nid, names in nodes.items() if cpu in names]
             if not where:
                 seen = {n["NodeID"]: n for n in ray.nodes()}
-                said = ", ".join(f"{_node_name(seen[nid])}: {'/'.join(names) or 'did not say'}"
+                said = ", ".join(f"{_node_name(seen.get(nid, {'NodeID': nid}))}: {'/'.join(names) or 'did not say'}"
                                  for nid, names in nodes.items()) or "none offers CPUs to Ray"
                 raise ClusterError(
                     f"no node of the Ray cluster has the target's CPU {cpu} (nodes: {said}); tune for one of "
