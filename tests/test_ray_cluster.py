@@ -187,7 +187,9 @@ def test_the_head_lost_mid_run_stops_in_one_line_and_the_same_command_resumes(tm
                            "answered"), err[-3000:]
     assert "run the same command again" in last
     before = records(db)
-    assert 4 <= len(before) < 16 and all(x.error_kind not in FAULTS for x in before)
+    # the worker node goes on for the 10 s the head is given: on a quick machine every trial may be in, and the
+    # remeasure of the best is what meets the lost head
+    assert 4 <= len(before) <= 16 and all(x.error_kind not in FAULTS for x in before)
 
     with LoopbackCluster("--workers", "1") as fresh:
         r = autosched("tune", *args, "--ray-address", fresh.address, timeout=180)
@@ -217,7 +219,7 @@ def test_when_the_last_node_of_the_targets_cpu_dies_the_run_stops_in_one_line(tm
     last = err.strip().splitlines()[-1]
     assert last == f"autosched tune: error: no Ray runners for x86-64 are left: the nodes that ran them are gone " \
                    f"(nodes {c.workers[0][:8]})", err[-3000:]
-    assert 4 <= len(records(db)) < 12
+    assert 4 <= len(records(db)) <= 12  # what was committed stays
 
 def test_an_unreachable_cluster_in_the_environment_is_one_line_and_exit_2(tmp_path):
     t0 = time.monotonic()
