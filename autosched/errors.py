@@ -15,3 +15,12 @@ class LoweringError(AutoschedError, ValueError):
 
 class CodegenError(AutoschedError, RuntimeError):
     """The loop IR could not be compiled for the target."""
+
+
+class ClusterError(AutoschedError, RuntimeError):
+    """A Ray cluster cannot measure a task: no node has the target's CPU, or every builder's or runner's node is
+    gone; the message names the nodes."""
+
+
+class ClusterLost(ClusterError):
+    """The head of the Ray cluster stopped answering: the run cannot go on there (what it committed is kept)."""

@@ -35,6 +35,8 @@ class Builder(abc.ABC):
     parallelism: int = 1
     #: seconds one candidate may take to build before it is stopped
     timeout: float = 30.0
+    #: its workers are on several machines (a Ray cluster): the measurer then never builds while it times
+    cluster: bool = False
 
     @abc.abstractmethod
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:

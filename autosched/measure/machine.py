@@ -136,8 +136,10 @@ class MeasureTurn:
         return True
 
     def _have_turn(self) -> None:
-        with contextlib.suppress(OSError):
-            (lock_dir() / "measure.owner").write_text(_describe_self())
+        with contextlib.suppress(OSError):  # replaced whole: a reader never sees it half written (or empty)
+            tmp = lock_dir() / f"measure.owner.{os.getpid()}"
+            tmp.write_text(_describe_self())
+            os.replace(tmp, lock_dir() / "measure.owner")
         if not _wait(self._build_fd, fcntl.LOCK_EX, DRAIN_WAIT):  # builds in flight end first
             log.warning("builds on this machine did not end within %.0f s; timing beside them", DRAIN_WAIT)
         self.held = True

@@ -5,8 +5,9 @@
 * **adaptive timeouts**: once a task has a best time, one run of a later
   candidate may take at most ``timeout_factor`` times it (never more than
   ``RunConfig.timeout``); slower ones are cut off as ``run_timeout``;
-* **pipelining**: when there are cores to spare for it, the next chunk is
-  built while the current one is timed;
+* **pipelining**: when this machine has cores to spare for it, the next chunk
+  is built while the current one is timed (never on a cluster, whose builders
+  are on the nodes that time too);
 * **the best few, re-measured**: it keeps each task's ``top_k`` candidates and
   :meth:`Measurer.remeasure_top` times them again, longer, before one is
   declared the best; the spread of each measurement stays in its result;
@@ -203,6 +204,10 @@ class Measurer:
     def _should_overlap(self, inputs: Sequence[MeasureInput]) -> bool:
         if self.overlap is not None:
             return self.overlap
+        if self.builder.cluster:
+            # builders are on every node and timings on the nodes of the target's CPU: the next chunk would
+            # build beside a timing, and this machine's cores say nothing of the nodes'
+            return False
         if len(inputs) <= self.builder.parallelism:
             return False
         threads = self.runner.config.num_threads or max(inp.task.target.num_cores for inp in inputs)

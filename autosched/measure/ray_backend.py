@@ -7,9 +7,10 @@ Ray starts once per process, lazily, on first use (:func:`init_ray`):
   the autoscaler monitor, the log monitor or usage reporting, and with a small
   object store; it is shut down when the process exits (also after Ctrl-C);
 * with an address (the ``address`` argument, ``--ray-address`` on the command
-  line, or ``AUTOSCHED_RAY_ADDRESS``) it joins that cluster instead, and
-  builders and runners are placed on its nodes; libraries then travel to the
-  runner as bytes, so nothing assumes a shared disk.
+  line, or ``AUTOSCHED_RAY_ADDRESS``) it joins that cluster instead: builders
+  are spread over its nodes, runners go to the nodes whose CPU is the task's
+  target's (:class:`RayRunner`), and libraries travel to the runner as bytes,
+  so nothing assumes a shared disk.
 
 Actor calls leave no task events: Ray's GCS keeps up to 100,000 of them for its state API, which a
 tuner never asks, and they grew its memory by 13 KB per trial.
@@ -18,6 +19,13 @@ Actors are started with ``max_restarts=-1``: a kernel that segfaults kills
 only its runner actor, which Ray restarts in milliseconds; a kernel that runs
 past its deadline is stopped with ``ray.kill`` and restarted the same way.
 Either way the candidate gets an error result and the batch goes on.
+
+A node that dies is not a candidate's fault: its actors are dropped, the
+candidates they had in flight are built or timed again on the others, and the
+run goes on while a builder and a runner are left (:class:`ClusterError`
+when none is). A head that stops answering ends the run within
+``HEAD_LOST_AFTER`` seconds with :class:`ClusterLost` (Ray itself would wait
+for it a minute, then terminate the process with a log line of its own).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import contextlib
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -37,7 +46,9 @@ from typing import Any
 
 import ray
 import ray.exceptions
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from autosched.errors import ClusterError, ClusterLost
 from autosched.measure.builder import Builder, builds_per_worker
 from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
 from autosched.measure.runner import (
@@ -57,6 +68,11 @@ ADDRESS_ENV = "AUTOSCHED_RAY_ADDRESS"
 OBJECT_STORE_ENV = "AUTOSCHED_RAY_OBJECT_STORE_MB"
 DEFAULT_OBJECT_STORE_MB = 200
 ACTOR_START_TIMEOUT = 120.0  # seconds for an actor to start (or restart) and answer a ping
+#: the custom resource that names a node's CPU: `ray start --resources '{"autosched-cpu:znver4": 1}'`
+CPU_RESOURCE = "autosched-cpu:"
+PROBE_TIMEOUT = 60.0  # seconds for the nodes without that resource to say what their CPU is
+HEAD_LOST_AFTER = 10.0  # seconds the head of a joined cluster may not answer before the run stops
+NODE_CHECK = 5.0  # seconds a call may run before we ask whether its node is still there (and again after as long)
 
 _init_lock = threading.Lock()
 _started_here = False
@@ -104,6 +120,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
                 common["_node_ip_address"] = "127.0.0.1"
             ray.init(address=addr, **common)
             log.info("joined the Ray cluster at %s in %.1f s", addr, time.perf_counter() - t0)
+            _watch_head(addr)
         else:
             # a local Ray listens on loopback only; joining a cluster is the user's explicit act
             _loopback_only()
@@ -166,9 +183,13 @@ def _loopback_only() -> None:
 
 def shutdown_ray() -> None:
     """Shut down the Ray that :func:`init_ray` started or joined (idempotent; also runs at exit)."""
-    global _started_here
+    global _started_here, _head
     with _init_lock:
-        if _started_here and ray.is_initialized():
+        lost = cluster_lost()
+        if _head is not None:
+            _head.stop()
+        _head = None
+        if _started_here and ray.is_initialized() and not lost:  # Ray's goodbyes to a lost head would hang
             ray.shutdown()
         _started_here = False
 
@@ -183,6 +204,143 @@ def _error_line(e: BaseException) -> str:
 
 
 # ---------------------------------------------------------------------------
+# the cluster: its nodes, their CPUs, and whether they (and its head) still answer
+# ---------------------------------------------------------------------------
+
+
+def _answers(host: str, port: int, timeout: float = 1.0) -> bool:
+    """Whether something accepts a TCP connection at ``host:port`` within ``timeout`` seconds."""
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class _HeadWatch:
+    """Asks the head's GCS every second, from a daemon thread, whether it still accepts connections; once it
+    has not for ``HEAD_LOST_AFTER`` seconds the cluster is lost (``lost`` says so) and the next wait of a
+    builder or runner raises :class:`ClusterLost`. Ray's own calls would wait for a lost head for a minute
+    (its GCS reconnection timeout) and then terminate the process, with no way to say more or clean up."""
+
+    def __init__(self, address: str, gcs: str):
+        host, _, port = gcs.rpartition(":")
+        self.address, self.lost = address, ""
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, args=(host.strip("[]"), int(port)), daemon=True,
+                         name="autosched-ray-head").start()
+
+    def _run(self, host: str, port: int) -> None:
+        since = None
+        while not self._stop.wait(1.0):
+            if _answers(host, port, timeout=2.0):
+                since = None
+            elif since is None:
+                since = time.monotonic()
+            elif time.monotonic() - since >= HEAD_LOST_AFTER:
+                self.lost = (f"lost the Ray cluster at {self.address}: its head has not answered for "
+                             f"{HEAD_LOST_AFTER:.0f} s")
+                log.debug(self.lost)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+_head: _HeadWatch | None = None
+
+
+def _watch_head(address: str) -> None:
+    global _head
+    try:
+        gcs = ray.get_runtime_context().gcs_address
+    except Exception as e:  # noqa: BLE001 - Ray Client (ray://) has no GCS address here: nothing to watch
+        log.debug("not watching the cluster's head: %s", e)
+        return
+    if gcs:
+        _head = _HeadWatch(address, gcs)
+
+
+def cluster_lost() -> str:
+    """Why the joined cluster is lost ('' while its head answers, and always for a local Ray)."""
+    return _head.lost if _head is not None else ""
+
+
+def _check_head() -> None:
+    if _head is not None and _head.lost:
+        raise ClusterLost(_head.lost)
+
+
+_raylets: dict[str, tuple[str, int]] = {}  # node id -> where its raylet listens
+
+
+def _alive_nodes() -> dict[str, dict]:
+    nodes = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
+    _raylets.update((nid, (n["NodeManagerAddress"], int(n["NodeManagerPort"]))) for nid, n in nodes.items())
+    return nodes
+
+
+def _one_machine() -> bool:
+    """Whether Ray is this machine alone (a local Ray): its one node is the one this process is attached to."""
+    return list(_alive_nodes()) == [ray.get_runtime_context().get_node_id()]
+
+
+def _node_name(node: dict) -> str:
+    return f"{node['NodeID'][:8]} ({node.get('NodeManagerAddress', '?')})"
+
+
+def _node_gone(node_id: str) -> bool:
+    """Whether a node is gone: its raylet does not accept connections (a driver reaches every raylet anyway:
+    it leases workers from them). At once, where the GCS notices only when its health checks fail, and
+    without asking the GCS, which may be what was lost."""
+    if node_id not in _raylets:
+        _check_head()
+        _alive_nodes()  # a node that joined since we last looked
+    return node_id not in _raylets or not _answers(*_raylets[node_id])
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _host_cpu() -> str:
+    from autosched.target import host_cpu_name
+
+    return host_cpu_name()
+
+
+_probed: dict[str, str] = {}  # node id -> LLVM's name of its CPU, as a task there answered (a node keeps its CPU)
+
+
+def node_cpus() -> dict[str, tuple[str, ...]]:
+    """LLVM's name of the CPU of each alive node that offers CPUs to Ray (a head started with ``--num-cpus=0``
+    is kept for the driver: nothing is built or timed there): what its ``autosched-cpu:NAME`` resources say
+    (a node may name several), else what a task pinned to it answers (asked once per node, all nodes at
+    once); ``()`` for a node that did neither within ``PROBE_TIMEOUT``."""
+    nodes = {nid: n for nid, n in _alive_nodes().items() if n.get("Resources", {}).get("CPU", 0) > 0}
+    out: dict[str, tuple[str, ...]] = {}
+    for nid, node in nodes.items():
+        named = sorted(k[len(CPU_RESOURCE):] for k in node.get("Resources", {}) if k.startswith(CPU_RESOURCE))
+        if named:
+            out[nid] = tuple(named)
+    ask = {_host_cpu.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False)).remote(): nid
+           for nid in nodes if nid not in out and nid not in _probed}
+    if ask:
+        done, late = ray.wait(list(ask), num_returns=len(ask), timeout=PROBE_TIMEOUT)
+        for ref in done:
+            try:
+                _probed[ask[ref]] = ray.get(ref)
+            except ray.exceptions.RayError as e:
+                log.warning("the Ray node %s did not say what its CPU is: %s", _node_name(nodes[ask[ref]]),
+                            _error_line(e))
+        for ref in late:
+            log.warning("the Ray node %s did not say what its CPU is within %.0f s", _node_name(nodes[ask[ref]]),
+                        PROBE_TIMEOUT)
+            ray.cancel(ref, force=True)
+    for nid in nodes:
+        if nid not in out:
+            out[nid] = (_probed[nid],) if nid in _probed else ()
+    return out
+
+
+# ---------------------------------------------------------------------------
 # actors (thin shells around the worker classes shared with the process pool)
 # ---------------------------------------------------------------------------
 
@@ -194,8 +352,8 @@ class BuildActor:
     def __init__(self, cache_dir: str, ship_artifact: bool):
         self.worker = BuildWorker(cache_dir, ship_artifact=ship_artifact)
 
-    def ping(self) -> int:
-        return os.getpid()
+    def ping(self) -> tuple[int, str]:
+        return os.getpid(), ray.get_runtime_context().get_node_id()
 
     def build(self, shipment: Any, state: tuple, trace: Any) -> BuildResult:
         return self.worker.build(shipment, state, trace)
@@ -212,8 +370,8 @@ class RunActor:
         self.worker = RunWorker()
         self.worker.machine["node_id"] = ray.get_runtime_context().get_node_id()
 
-    def ping(self) -> int:
-        return os.getpid()
+    def ping(self) -> tuple[int, str]:
+        return os.getpid(), ray.get_runtime_context().get_node_id()
 
     def load(self, key: str, data_ref: list, path: str | None, artifact: bytes | None) -> Any:
         """``(error or None, who has the machine's measurement turn or None when this actor has it)``."""
@@ -241,10 +399,13 @@ class RunActor:
 
 
 class _ActorPool:
-    """Actors that are idle, busy, or coming back after a crash or a kill (waiting for a ping)."""
+    """Actors that are idle, busy, or coming back after a crash or a kill (waiting for a ping); ``what`` names
+    them in messages ("builders", "runners for znver4"). An actor whose node is gone is dropped: Ray could only
+    bring it back where CPUs are free, and a cluster that lost a node may have none."""
 
-    def __init__(self, actors: list[Any], max_jobs: int | None = None):
-        self.actors = actors
+    def __init__(self, actors: list[Any], max_jobs: int | None = None, what: str = "actors"):
+        self.actors = list(actors)
+        self.what = what
         self.idle: deque = deque()
         self.reviving: dict[Any, tuple[Any, float]] = {}  # ping ref -> (actor, deadline)
         self.restarts = 0  # after a crash or a missed deadline
@@ -252,9 +413,15 @@ class _ActorPool:
         self.max_jobs = max_jobs
         self._jobs: dict[int, int] = {}
         self._pid: dict[int, int] = {}  # actor -> the pid its last ping answered from
+        self._node: dict[int, str] = {}  # actor -> the node its last ping answered from
         self._old_pid: dict[int, int] = {}  # actor -> the pid of the process it was killed in (not back yet)
+        self.lost_nodes: dict[str, str] = {}  # node id -> its name, for the nodes whose actors were dropped
         for a in actors:
             self._ping(a)
+
+    @property
+    def pids(self) -> set[int]:
+        return set(self._pid.values())
 
     def kill_and_revive(self, actor: Any, *, recycled: bool = False) -> None:
         """Kill ``actor`` (Ray restarts it) and take it back once a new process answers a ping: a ping sent
@@ -286,13 +453,41 @@ class _ActorPool:
         self.restarts += 1
         self._ping(actor)
 
+    def lost(self, actor: Any) -> bool:
+        """Whether ``actor``'s node is gone (then it is dropped): a failure there is not the candidate's."""
+        node = self._node.get(id(actor))
+        if node is None or (node not in self.lost_nodes and not _node_gone(node)):
+            return False
+        if node not in self.lost_nodes:
+            self.lost_nodes[node] = node[:8]
+            log.warning("the Ray node %s is gone: its %s are dropped, and what they had in flight goes to the "
+                        "others (%d left)", node[:8], self.what,
+                        sum(1 for a in self.actors if self._node.get(id(a)) != node))
+            for other in [a for a in self.idle if self._node.get(id(a)) == node]:
+                self.drop(other)
+        self.drop(actor)
+        return True
+
+    def drop(self, actor: Any) -> None:
+        self.actors = [a for a in self.actors if a is not actor]
+        self.idle = deque(a for a in self.idle if a is not actor)
+        self.reviving = {r: v for r, v in self.reviving.items() if v[0] is not actor}
+        with contextlib.suppress(ray.exceptions.RayError):
+            ray.kill(actor, no_restart=True)
+
+    def none_left(self) -> ClusterError:
+        gone = ", ".join(self.lost_nodes.values()) or "none known"
+        return ClusterError(f"no Ray {self.what} are left: the nodes that ran them are gone (nodes {gone})")
+
     def ping_done(self, ref: Any) -> None:
         actor, deadline = self.reviving.pop(ref)
         try:
-            pid = ray.get(ref)
+            pid, node = ray.get(ref)
             if pid == self._old_pid.get(id(actor)):  # the killed process, still answering
                 raise ray.exceptions.ActorUnavailableError("the actor's killed process still answers", None)
         except _ACTOR_ERRORS as e:
+            if self.lost(actor):
+                return
             if time.monotonic() > deadline:
                 raise RuntimeError(
                     f"a Ray measurement actor did not come back within {ACTOR_START_TIMEOUT:.0f} s "
@@ -301,14 +496,14 @@ class _ActorPool:
             time.sleep(0.05)
             self.reviving[actor.ping.remote()] = (actor, deadline)
             return
-        self._pid[id(actor)] = pid
+        self._pid[id(actor)], self._node[id(actor)] = pid, node
         self._old_pid.pop(id(actor), None)
         self.idle.append(actor)
 
     def check_deadlines(self) -> None:
         now = time.monotonic()
-        for _actor, deadline in self.reviving.values():
-            if now > deadline:
+        for actor, deadline in list(self.reviving.values()):
+            if now > deadline and not self.lost(actor):
                 raise RuntimeError(
                     "a Ray measurement actor did not start within "
                     f"{ACTOR_START_TIMEOUT:.0f} s; is the cluster short of CPUs? "
@@ -337,32 +532,49 @@ class _RayJob:
     def died(self, e: BaseException) -> None:
         raise NotImplementedError
 
+    def again(self) -> None:
+        """Its actor's node is gone: the job starts afresh on another actor."""
+
 
 def _ray_dispatch(pool: _ActorPool, jobs: Sequence[_RayJob]) -> None:
-    """Feed jobs to idle actors; enforce deadlines; kill and revive actors that miss one or die."""
+    """Feed jobs to idle actors; enforce deadlines; kill and revive actors that miss one or die; hand the
+    jobs of an actor whose node is gone to the others. Raises :class:`ClusterLost` once the head of the
+    cluster is lost, and :class:`ClusterError` when no actor is left for the jobs still to do."""
     pending = deque(jobs)
-    active: dict[Any, list] = {}  # ref -> [job, actor, deadline]
+    active: dict[Any, list] = {}  # ref -> [job, actor, deadline, when to ask whether its node is still there]
+
+    def elsewhere(job: _RayJob) -> None:
+        job.again()
+        pending.appendleft(job)
+
     while pending or active:
+        _check_head()
         while pending and pool.idle:
             actor = pool.idle.popleft()
             job = pending.popleft()
-            active[job.start(actor)] = [job, actor, time.monotonic() + job.timeout]
+            now = time.monotonic()
+            active[job.start(actor)] = [job, actor, now + job.timeout, now + NODE_CHECK]
         waits = list(active) + list(pool.reviving)
         if not waits:
-            break
+            raise pool.none_left()
         now = time.monotonic()
-        timeout = max(0.0, min(d for _, _, d in active.values()) - now) if active else 1.0
-        done, _ = ray.wait(waits, num_returns=1, timeout=timeout)
+        timeout = max(0.0, min(min(d, c) for _, _, d, c in active.values()) - now) if active else 1.0
+        done, _ = ray.wait(waits, num_returns=1, timeout=min(timeout, 1.0))  # a second: the head may be lost
         for ref in done:
             if ref in pool.reviving:
                 pool.ping_done(ref)
                 continue
-            job, actor, _ = active.pop(ref)
+            if ref not in active:  # the ping of an actor dropped meanwhile
+                continue
+            job, actor, _, _ = active.pop(ref)
             try:
                 value = ray.get(ref)
             except _ACTOR_ERRORS as e:
-                job.died(e)
-                pool.revive(actor)
+                if pool.lost(actor):
+                    elsewhere(job)
+                else:
+                    job.died(e)
+                    pool.revive(actor)
                 continue
             except ray.exceptions.RayTaskError as e:  # a bug in the worker code, not the candidate
                 job.died(e)
@@ -372,13 +584,23 @@ def _ray_dispatch(pool: _ActorPool, jobs: Sequence[_RayJob]) -> None:
             if nxt is None:
                 pool.job_done(actor)
             else:
-                active[nxt[0]] = [job, actor, time.monotonic() + nxt[1]]
+                now = time.monotonic()
+                active[nxt[0]] = [job, actor, now + nxt[1], now + NODE_CHECK]
         now = time.monotonic()
-        for ref, (job, actor, deadline) in list(active.items()):
-            if now >= deadline:
+        for ref, (job, actor, deadline, check) in list(active.items()):
+            if now < min(deadline, check):
+                continue
+            # a call that runs long, or past its deadline, may be on a node that died (Ray says so only once
+            # the GCS noticed, 15-30 s later): that is not the candidate's fault
+            if pool.lost(actor):
+                del active[ref]
+                elsewhere(job)
+            elif now >= deadline:
                 del active[ref]
                 job.timed_out()
                 pool.kill_and_revive(actor)
+            else:
+                active[ref][3] = now + NODE_CHECK
         pool.check_deadlines()
 
 
@@ -427,10 +649,13 @@ class _RayBuildJob(_RayJob):
 
 
 class RayBuilder(Builder):
-    """Builds candidates on ``n_parallel`` Ray actors. Default on one machine: one per CPU (builds never run
-    beside a timing there, so the runner's CPU builds too while it has nothing to time); on a cluster: one per
-    CPU but the runner's, each on a whole CPU (halves spread over nodes would leave no node a whole CPU for
-    the runner).
+    """Builds candidates on ``n_parallel`` Ray actors, by default one per CPU that Ray has.
+
+    On one machine they share its CPUs but the one the runner takes: builds never run beside a timing there
+    (the machine's measurement turn drains them), so the runner's CPU builds too while there is nothing to
+    time. On a cluster (``cluster``) each takes a whole CPU, spread over the nodes, and runners take none: the
+    measurer alternates building and timing there, and a node's measurement turn drains its builds, so a CPU
+    kept for a runner would idle through every build phase (two one-CPU nodes would build one at a time).
 
     ``ship_artifacts`` (default: when the cluster has more than one node) puts
     each library's bytes in its result so a runner on another node can load it.
@@ -440,21 +665,22 @@ class RayBuilder(Builder):
                  address: str | None = None, ship_artifacts: bool | None = None):
         init_ray(address)
         total = _total_cpus()
-        one_node = len([n for n in ray.nodes() if n.get("Alive")]) <= 1
-        self.parallelism = int(n_parallel or max(1, int(total) - (0 if one_node else 1)))
+        one_node = len(_alive_nodes()) <= 1
+        self.cluster = not one_node
+        self.parallelism = int(n_parallel or max(1, int(total)))
         self.timeout = float(timeout)
         if ship_artifacts is None:
             ship_artifacts = not one_node
         self.ship_artifacts = ship_artifacts
         self._own_dir = cache_dir is None
         self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="autosched-build-")
-        cpus = _actor_cpus(self.parallelism, reserve=1.0 if total > 1 else 0.0)  # one left for the runner
+        cpus = _actor_cpus(self.parallelism, reserve=1.0 if one_node and total > 1 else 0.0)  # the runner's
         opts: dict[str, Any] = {"num_cpus": cpus}
         if self.ship_artifacts:
             opts["scheduling_strategy"] = "SPREAD"
         actors = [BuildActor.options(**opts).remote(self.cache_dir, self.ship_artifacts)
                   for _ in range(self.parallelism)]
-        self._pool = _ActorPool(actors, max_jobs=builds_per_worker())
+        self._pool = _ActorPool(actors, max_jobs=builds_per_worker(), what="builders")
         self._closed = False
         # our libraries go at interpreter exit too (Ctrl-C, a forgotten close)
         self._rmdir = weakref.finalize(self, shutil.rmtree, self.cache_dir, True) if self._own_dir else None
@@ -486,7 +712,7 @@ class RayBuilder(Builder):
         if self._closed:
             return
         self._closed = True
-        if ray.is_initialized():
+        if ray.is_initialized() and not cluster_lost():
             try:
                 ray.get([a.cleanup.remote() for a in self._pool.actors], timeout=10)
             except ray.exceptions.RayError as e:  # best effort; the directory is a temporary one
@@ -508,9 +734,13 @@ class _RayRunJob(RunJobOutcome, _RayJob):
         self.limits, self.results, self.on_result = limits, results, on_result
         self.data = runner.task_data(inp.task)
         self.cfg: RunConfig = runner.config
+        self.limit = self.cfg.timeout
+        self.again()
+
+    def again(self) -> None:
         self.timeout = LOAD_TIMEOUT
         self.phase = "loading"
-        self.limit = self.cfg.timeout
+        self.foreign_turn = False  # waiting for another tuner's measurement (not one of this runner's actors)
         self.t0 = time.perf_counter()
 
     def start(self, actor: Any) -> Any:
@@ -518,7 +748,6 @@ class _RayRunJob(RunJobOutcome, _RayJob):
         self.limit = self.runner.limit_for(self.inp, self.limits)
         ref = self.runner._data_ref(self.data)
         return actor.load.remote(self.data.key, [ref], self.br.artifact_path, self.br.artifact)
-
 
     def handle(self, value: Any, actor: Any) -> tuple[Any, float] | None:
         cfg = self.cfg
@@ -529,10 +758,13 @@ class _RayRunJob(RunJobOutcome, _RayJob):
                 return None
             if busy_with is not None:  # another process is timing on that machine: wait for it
                 self.phase = "waiting for the machine"
-                self.runner.waiting(busy_with)
+                # two nodes of one machine (a loopback cluster) take turns too: that is no other tuner
+                self.foreign_turn = not self.runner._own_turn(busy_with)
+                if self.foreign_turn:
+                    self.runner.waiting(busy_with)
                 return actor.take_turn.remote(), TURN_TIMEOUT + 30.0
             value = None
-        if self.phase == "waiting for the machine" and value is not None:
+        if self.phase == "waiting for the machine" and value is not None and self.foreign_turn:
             self.runner.waited(*value)
         if self.phase in ("loading", "waiting for the machine"):
             self.phase = "warming up"
@@ -552,7 +784,6 @@ class _RayRunJob(RunJobOutcome, _RayJob):
             self.finish(kind=ErrorKind.UNKNOWN, msg="the runner returned no timings")
         return None
 
-
     def died(self, e: BaseException) -> None:
         if isinstance(e, ray.exceptions.RayTaskError):
             self.finish(kind=ErrorKind.UNKNOWN, msg=f"runner error: {_error_line(e)}")
@@ -562,7 +793,18 @@ class _RayRunJob(RunJobOutcome, _RayJob):
 
 
 class RayRunner(Runner):
-    """Times candidates on ``n_parallel`` Ray actors (default one: candidates are timed one at a time)."""
+    """Times candidates on Ray actors, one candidate at a time per machine.
+
+    On one machine (a local Ray) ``n_parallel`` actors (default one) time every candidate there. On a cluster
+    a task is timed only on the nodes whose CPU is its target's (``-mcpu``; by default the CPU of the machine
+    that tunes), with ``n_parallel`` actors pinned to each, so those nodes time in parallel and the others
+    only build. A node's CPU is what its ``autosched-cpu:NAME`` custom resources say (``ray start --resources
+    '{"autosched-cpu:znver4": 1}'``), else what LLVM answers to a task pinned to it, asked once per node when
+    a CPU's runners start: the probe needs no setup, and a label costs nothing and can keep a node out of the
+    timings (name another CPU). :class:`ClusterError` names every node's CPU when none matches. Runners on a
+    cluster take no CPU of Ray's: builds never run beside them (see :class:`RayBuilder`), and a node's
+    measurement turn keeps other tuners' timings off it too.
+    """
 
     def __init__(self, config: RunConfig | None = None, n_parallel: int = 1, seed: int = 0,
                  address: str | None = None, **config_kw: Any):
@@ -572,10 +814,45 @@ class RayRunner(Runner):
         init_ray(address)
         if n_parallel < 1:
             raise ValueError(f"RayRunner needs at least one actor, got n_parallel={n_parallel}")
-        cpus = _actor_cpus(n_parallel, reserve=0.0)
-        self._pool = _ActorPool([RunActor.options(num_cpus=cpus).remote() for _ in range(n_parallel)])
+        self.n_parallel = n_parallel
+        self.cluster = not _one_machine()
+        self._pools: dict[str, _ActorPool] = {}  # target CPU ('' on one machine) -> its runners
+        if not self.cluster:  # started at once, as the runners of every task
+            self._pool_for(None)
         self._refs: OrderedDict[str, Any] = OrderedDict()
         self._closed = False
+
+    def _pool_for(self, target: Any) -> _ActorPool:
+        """The runners of ``target``: this machine's, or on a cluster those on the nodes of its CPU (started
+        on first use). Targets other than CPUs (``cuda``) are timed wherever Ray puts one runner."""
+        cpu = target.mcpu if self.cluster and target is not None and target.kind == "llvm" else ""
+        pool = self._pools.get(cpu)
+        if pool is not None:
+            return pool
+        if not cpu:
+            cpus = _actor_cpus(self.n_parallel, reserve=0.0)
+            actors = [RunActor.options(num_cpus=cpus).remote() for _ in range(self.n_parallel)]
+        else:
+            nodes = node_cpus()
+            where = [nid for nid, names in nodes.items() if cpu in names]
+            if not where:
+                seen = {n["NodeID"]: n for n in ray.nodes()}
+                said = ", ".join(f"{_node_name(seen.get(nid, {'NodeID': nid}))}: {'/'.join(names) or 'did not say'}"
+                                 for nid, names in nodes.items()) or "none offers CPUs to Ray"
+                raise ClusterError(
+                    f"no node of the Ray cluster has the target's CPU {cpu} (nodes: {said}); tune for one of "
+                    f"theirs (--target 'llvm -mcpu=NAME'), or name a node's CPU with ray start --resources "
+                    f"'{{\"{CPU_RESOURCE}{cpu}\": 1}}'")
+            log.info("timing %s candidates on %d Ray node(s): %s", cpu, len(where), ", ".join(w[:8] for w in where))
+            actors = [RunActor.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False))
+                      .remote() for nid in where for _ in range(self.n_parallel)]
+        pool = self._pools[cpu] = _ActorPool(actors, what=f"runners for {cpu}" if cpu else "runners")
+        return pool
+
+    def _own_turn(self, holder: str) -> bool:
+        """Whether the holder of a machine's measurement turn ("pid N ...") is one of this runner's actors."""
+        pid = holder.split()[1] if holder.startswith("pid ") else ""
+        return pid.isdigit() and any(int(pid) in p.pids for p in self._pools.values())
 
     def _data_ref(self, data: Any) -> Any:
         ref = self._refs.get(data.key)
@@ -589,28 +866,36 @@ class RayRunner(Runner):
     @property
     def restarts(self) -> int:
         """How many times an actor was replaced (crashes and timeouts)."""
-        return self._pool.restarts
+        return sum(p.restarts for p in self._pools.values())
 
     def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult], *,
             limits: LimitFn | None = None, on_result: ResultCallback | None = None) -> list[MeasureResult]:
         if self._closed:
             raise RuntimeError("this RayRunner is closed")
         results, to_time = self._split_built(inputs, build_results, on_result)
-        jobs = [_RayRunJob(i, inp, br, self, limits, results, on_result) for i, inp, br in to_time]
-        _ray_dispatch(self._pool, jobs)
+        by_pool: dict[int, tuple[_ActorPool, list[_RayJob]]] = {}
+        for i, inp, br in to_time:
+            pool = self._pool_for(inp.task.target)
+            by_pool.setdefault(id(pool), (pool, []))[1].append(
+                _RayRunJob(i, inp, br, self, limits, results, on_result))
+        for pool, jobs in by_pool.values():
+            _ray_dispatch(pool, jobs)
         return results
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if ray.is_initialized():
+        if ray.is_initialized() and not cluster_lost():
+            actors = [a for p in self._pools.values() for a in p.actors]
             try:
-                ray.get([a.cleanup.remote() for a in self._pool.actors], timeout=10)
+                ray.get([a.cleanup.remote() for a in actors], timeout=10)
             except ray.exceptions.RayError as e:  # best effort: the actors are killed next
                 log.warning("RayRunner: an actor did not clean up: %s", _error_line(e))
-            self._pool.kill()
+            for p in self._pools.values():
+                p.kill()
         self._refs.clear()
 
 
-__all__ = ["BuildActor", "RayBuilder", "RayRunner", "RunActor", "init_ray", "ray_address", "shutdown_ray"]
+__all__ = ["BuildActor", "ClusterError", "ClusterLost", "RayBuilder", "RayRunner", "RunActor", "cluster_lost",
+           "init_ray", "node_cpus", "ray_address", "shutdown_ray"]

@@ -25,6 +25,8 @@ import sys
 import time
 from typing import Any
 
+from autosched.errors import ClusterError, ClusterLost
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 log = logging.getLogger("autosched.cli")
@@ -302,6 +304,11 @@ def run(args: argparse.Namespace) -> int:
         print("autosched tune: stopped at once; what was measured before this batch is in the database. "
               "Run the same command again to resume.", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except ClusterError as e:  # the cluster's doing, not a bug: one line, and how to go on
+        resume = (". What was measured before is in the database: run the same command again (with the new "
+                  "address if the cluster moved) to resume") if isinstance(e, ClusterLost) else ""
+        print(f"autosched tune: error: {e}{resume}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
     except Exception as e:  # noqa: BLE001 - one clear line, the traceback only with -v
         if args.verbose:
             raise
