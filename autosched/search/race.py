@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import sys
 import tempfile
@@ -108,7 +109,9 @@ def reference(task: Any, threads: int) -> Reference | None:
 
         peak = get_peak(threads)
         return Reference(f"fp32 peak of {threads} thread(s)", peak.gflops)
-    except Exception:  # noqa: BLE001 - without a reference the table shows GFLOPS only
+    except Exception as e:  # noqa: BLE001 - without a reference the table shows GFLOPS only
+        logging.getLogger("autosched.search").warning("no reference for the race (no vendor library for %s, "
+                                                      "and the peak failed: %s): GFLOPS only", task.label, e)
         return None
 
 
