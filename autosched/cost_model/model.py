@@ -56,7 +56,7 @@ class FeatureCache:
         self._data: dict[tuple[str, bytes], np.ndarray] = {}
 
     def features(self, inputs: Sequence[MeasureInput]) -> np.ndarray:
-        import autosched
+        from autosched.tir.lower import lower
 
         out = np.zeros((len(inputs), N_FEATURES), dtype=np.float32)
         for i, inp in enumerate(inputs):
@@ -65,7 +65,7 @@ class FeatureCache:
             if vec is None:
                 try:
                     sch, args = inp.task.apply(inp.trace)
-                    vec = extract(autosched.lower(sch, args))
+                    vec = extract(lower(sch, args, partition=False))
                 except Exception:  # noqa: BLE001 - an illegal candidate scores as the zero vector
                     vec = np.zeros(N_FEATURES, dtype=np.float32)
                 if len(self._data) >= self.capacity:

@@ -50,9 +50,11 @@ class _Info:
         self.simp: Simplifier | None = None  # the simplifier under the leaf loop ranges (inference, guards)
 
 
-def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main") -> S.PrimFunc:
-    """Lower ``sch`` with ``args`` (the kernel's tensors, in calling order) to a PrimFunc."""
-    return _Lowerer(sch, args, name).run()
+def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", *, partition: bool = True) -> S.PrimFunc:
+    """Lower ``sch`` with ``args`` (the kernel's tensors, in calling order) to a PrimFunc. ``partition=False``
+    skips loop partitioning: the same loops with their guards still inside, for readers that need the
+    structure, not the code (the cost model's features), at a fraction of the time."""
+    return _Lowerer(sch, args, name).run(partition)
 
 
 class _Lowerer:
@@ -78,7 +80,7 @@ class _Lowerer:
             raise LoweringError(f"tensor '{t.name}' is read but is not part of the schedule")
         return st
 
-    def run(self) -> S.PrimFunc:
+    def run(self, partition: bool = True) -> S.PrimFunc:
         sch = self.sch
         names = set()
         for t in self.args:
@@ -118,7 +120,7 @@ class _Lowerer:
         params = [self.arg_buf[id(sch[t])] for t in self.args]
         scalars = self.scalar_params(params, body)
         body = simplify_stmt(body, {})
-        if any(isinstance(x, S.IfThenElse) or (isinstance(x, S.BufferStore) and any(
+        if partition and any(isinstance(x, S.IfThenElse) or (isinstance(x, S.BufferStore) and any(
                 isinstance(y, E.Select) for y in E.walk(x.value))) for x in S.walk_stmts(body)):
             body = simplify_stmt(partition_loops(body), {})
         return S.PrimFunc(self.name, params, scalars, body)
