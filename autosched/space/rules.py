@@ -33,11 +33,14 @@ MAX_LOCATIONS = 16
 
 # ------------------------------------------------------------------ helpers
 @lru_cache(maxsize=2048)
-def tile_candidates(n: int, levels: int, vector: bool, lanes: int) -> tuple[tuple, tuple]:
+def tile_candidates(n: int, levels: int, vector: bool, lanes: int, registers: int = 16,
+                    block: int = 1) -> tuple[tuple, tuple]:
     """Perfect tilings of ``n`` into ``levels`` (innermost <= 64) and sampling weights.
 
-    The innermost level of the vectorized axis prefers a full vector (``lanes``)
-    or half of one; elsewhere small innermost tiles (register blocks) are preferred.
+    The innermost level of the vectorized axis prefers a full vector (``lanes``) or half of one; elsewhere
+    small innermost tiles (register blocks) are preferred: up to half the target's vector ``registers``.
+    ``block`` is the product of the other axes' innermost tiles, already decided: on the vectorized axis a
+    tile whose accumulators (``block`` x its vectors) would not fit the registers is sampled less.
     """
     cands = tuple(c for c in factorizations(n, levels) if c[-1] <= MAX_INNERMOST)
     weights = []
@@ -45,8 +48,10 @@ def tile_candidates(n: int, levels: int, vector: bool, lanes: int) -> tuple[tupl
         t = c[-1]
         if vector:
             w = 8.0 if t == lanes else 6.0 if t == lanes // 2 else 2.0 if 1 < t <= lanes else 1.0
+            if block * -(-t // lanes) > registers - 2:  # spills: accumulators plus two operands
+                w *= 0.25
         else:
-            w = 2.0 if t <= 8 else 1.0
+            w = 2.0 if t <= registers // 2 else 1.0
         weights.append(w)
     return cands, tuple(weights)
 
@@ -166,7 +171,10 @@ class MultiLevelTilingPlan(SketchRule):
 def spatial_tile(ctx: SketchContext, p: Stage, i: int) -> tuple:
     """The four tile sizes of spatial axis ``i`` of the tiled stage ``p`` (decided once per run)."""
     n = static_extents(p.op.axis)[i]
-    cands, w = tile_candidates(n, 4, i == len(p.op.axis) - 1, ctx.vector_lanes(p.op.dtype))
+    last = i == len(p.op.axis) - 1
+    # the register block of the other axes is decided first (same names: the same values within a run)
+    block = math.prod(spatial_tile(ctx, p, j)[-1] for j in range(i)) if last else 1
+    cands, w = tile_candidates(n, 4, last, ctx.vector_lanes(p.op.dtype), ctx.vector_registers(), block)
     return ctx.decide(f"tile/{ctx.origin(p)}/s{i}", cands, kind="tile", weights=w, hint=split_hint(0))
 
 
