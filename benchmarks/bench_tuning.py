@@ -1,140 +1,274 @@
-"""Tuning curves of the built-in policies, and the cost model's ranking quality on held-out records.
+"""Search policies against references that do not move: the vendor libraries and the fp32 peak, timed in this run.
 
-    python benchmarks/bench_tuning.py [--trials 256] [--seeds 0 1 2] [--policies random annealing evolutionary]
-                                      [--workloads matmul512 conv2d] [--out benchmarks/results] [--resume]
+    python benchmarks/bench_tuning.py [--workloads matmul1024 conv2d conv2d_256 depthwise]
+        [--policies random annealing evolutionary ...] [--seeds 0 1 2 3 4] [--trials 200] [--threads 2]
+        [--seconds 30 60 120] [--peers-python /tmp/autosched-peers/bin/python] [--out benchmarks/results] [--resume]
 
-For every workload, policy and seed: a fresh database, ``autosched.tune`` for ``--trials`` measurements
-(local process workers, batch 16, no final re-measurement), and the best GFLOPS after each batch. Prints,
-per workload and policy, the median over seeds of the best GFLOPS at 64, 128 and 256 trials and the trial
-at which each run reached 90% of its own final best; draws ``tuning_curves.png`` (median curve per policy,
-band from the worst to the best seed) and writes ``tuning.json``. Each finished run is saved at once, so
-``--resume`` continues a run of this script that was cut off.
+For each workload, first the references at ``--threads`` threads: every vendor library that computes it
+(onnxruntime and numpy's BLAS in this process, :mod:`autosched.search.vendor`; numpy, PyTorch and
+onnxruntime again in the peers' virtualenv through ``benchmarks/peer_kernels.py``, made by
+``bash ../shared/peers/setup.sh``), each listed with its GFLOPS, and ``autosched peak``. The libraries are
+timed before the workload's runs and again after them, and each counts with its faster figure, so a moment
+of disturbance does not move the reference: the fastest library. Then every (policy, seed) run of
+:func:`autosched.search.race.race`, seeds outermost, each from an empty database (local process workers,
+batch 16, no final re-measurement), each saved to ``OUT/tuning.json`` as soon as it ends, so ``--resume``
+continues a run that was cut off (a run that failed is a result and is not run again).
 
-Then the cost model's quality: an XGBoost model trained on the first 256 records of the random-search run
-of seed 0 ranks the records of the other seeds' runs (held out: other runs, never seen in training);
-printed as pairwise ranking accuracy and Kendall's tau, on the random runs' records (an unbiased sample
-of the space) and on all held-out records. On a 2-core machine run it with nothing else running.
+Prints, per workload and policy, the best so far as a share of the reference: the median over seeds and
+[worst, best] seed, at 64 trials, at ``--trials`` and at each of ``--seconds``; each model-guided policy
+against random search at 64 trials (the ratio of the medians, and the per-seed ratios' range); and the
+issue's goals for the default policy (at 64 trials >= 0.9 of the reference, at 200 >= 1.0, >= 1.2x random
+at 64). Draws ``OUT/tuning_WORKLOAD.png`` (share of the reference against trials and against seconds:
+median line, band from the worst to the best seed) and writes everything, with the CPU, date and versions,
+to ``OUT/tuning.json``.
+
+Last, the cost model's ranking quality: an XGBoost model trained on the records of the random run of the
+lowest seed ranks the records of the other runs (never seen in training), as pairwise ranking accuracy and
+Kendall's tau; the runs' databases are kept in ``OUT/tuning-dbs`` for it. On a 2-core machine run it with
+nothing else running; the full default takes hours.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib.metadata
+import inspect
 import json
+import os
+import platform
 import statistics
+import subprocess
 import sys
-import time
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import autosched
 from autosched.database import Database
 from autosched.measure import MeasureInput
-from autosched.target import Target
+from autosched.search.race import RaceRun, Reference, race
+from autosched.search.race import plot as race_plot
+from autosched.target import Target, host_cpu_name
 
 HERE = Path(__file__).resolve().parent
-WORKLOADS = {
-    "matmul512": ("matmul", dict(M=512, N=512, K=512)),
+WORKLOADS = {  # name -> (autosched workload, parameters); the first four are issue 24's
+    "matmul1024": ("matmul", dict(M=1024, N=1024, K=1024)),
     "conv2d": ("conv2d", {}),  # the default: 1x64x56x56, 64 filters 3x3, stride 1, padding 1
+    "conv2d_256": ("conv2d", dict(N=1, CI=256, H=14, W=14, CO=256, KH=3, KW=3, stride=1, padding=1)),
+    "depthwise": ("depthwise_conv2d", {}),  # the default: 1x256x28x28, 3x3, stride 1, padding 1
+    "matmul512": ("matmul", dict(M=512, N=512, K=512)),  # a quicker one
 }
-CHECKPOINTS = (64, 128, 256)
+ISSUE_WORKLOADS = ["matmul1024", "conv2d", "conv2d_256", "depthwise"]
+BUILTIN_POLICIES = ["random", "annealing", "evolutionary"]
+REF_BUDGET = 2.0  # seconds of timing per library in this process (once per workload: it can afford more)
+EARLY = 64  # the trial count the issue's early goals are set at
+GOALS = {64: 0.9, 200: 1.0}  # median share of the reference the default policy should reach by these trials
+GOAL_VS_RANDOM = 1.2  # and its median over random search's at EARLY trials
+DEFAULT_POLICY = inspect.signature(autosched.tune).parameters["policy"].default
 
 
-def tune_once(wl: str, policy: str, seed: int, trials: int, dbdir: Path) -> dict:
-    name, params = WORKLOADS[wl]
-    task = autosched.Task(name, params)
-    db = dbdir / f"{wl}-{policy}-{seed}.db"
-    for p in dbdir.glob(f"{db.name}*"):
-        p.unlink()
-    curve: list[tuple[int, float]] = []
+def default_policies() -> list[str]:
+    """random, annealing, evolutionary, and every policy that an installed package registers."""
+    from autosched.search.policy import get_policy, list_policies
 
-    def record(state, inputs, results):
-        curve.append((state.trials_done, state.best_gflops))
-        print(f"\r  {wl} {policy} seed {seed}: {state.trials_done}/{trials} best {state.best_gflops:.1f} GFLOPS",
-              end="", file=sys.stderr, flush=True)
-
-    t0 = time.time()
-    autosched.tune(task, trials, policy=policy, database=str(db), backend="local", batch_size=16, seed=seed,
-                   remeasure=0, callbacks=[record])
-    print(file=sys.stderr)
-    return {"workload": wl, "policy": policy, "seed": seed, "trials": trials, "seconds": time.time() - t0,
-            "curve": curve, "db": str(db)}
+    plugins = [p for p in list_policies() if not get_policy(p).__module__.startswith("autosched.")]
+    return BUILTIN_POLICIES + [p for p in plugins if p not in BUILTIN_POLICIES]
 
 
-def best_at(curve: list, n: int) -> float:
-    got = [g for t, g in curve if t <= n]
-    return got[-1] if got else 0.0
+# ------------------------------------------------------------------------------------------- references
 
 
-def reach(curve: list, fraction: float) -> int | None:
-    final = curve[-1][1] if curve else 0.0
-    for t, g in curve:
-        if g >= fraction * final and g > 0:
-            return t
+def peer_kernel(task: Any) -> dict | None:
+    """The task as ``benchmarks/peer_kernels.py`` takes it, or None for a workload it does not time."""
+    a = task.args
+    if task.name == "matmul":
+        return dict(op="matmul", M=a["M"], N=a["N"], K=a["K"])
+    if task.name == "conv2d" and a.get("layout", "NCHW") == "NCHW":
+        return dict(op="conv", N=a["N"], CI=a["CI"], H=a["H"], W=a["W"], CO=a["CO"], KH=a["KH"], KW=a["KW"],
+                    stride=a["stride"], padding=a["padding"])
+    if task.name == "depthwise_conv2d":
+        return dict(op="conv", N=a["N"], CI=a["C"], H=a["H"], W=a["W"], CO=a["C"], KH=a["KH"], KW=a["KW"],
+                    stride=a["stride"], padding=a["padding"], groups=a["C"])
     return None
 
 
-def summarise(runs: list[dict], trials: int) -> list[dict]:
-    rows = []
-    for wl in dict.fromkeys(r["workload"] for r in runs):
-        for policy in dict.fromkeys(r["policy"] for r in runs if r["workload"] == wl):
-            rs = [r for r in runs if r["workload"] == wl and r["policy"] == policy]
-            row = {"workload": wl, "policy": policy, "seeds": [r["seed"] for r in rs]}
-            for n in (*CHECKPOINTS, trials):
-                row[f"best@{n}"] = statistics.median(best_at(r["curve"], n) for r in rs)
-            row["reach90"] = [reach(r["curve"], 0.9) for r in rs]
-            row["trials_per_s"] = statistics.median(r["trials"] / r["seconds"] for r in rs)
-            rows.append(row)
-    return rows
+def peers_versions(peers_python: str) -> dict[str, str]:
+    code = ("import importlib.metadata as m, json\nout = {}\nfor d in ('torch', 'onnxruntime', 'numpy'):\n"
+            "    try: out[d] = m.version(d)\n    except m.PackageNotFoundError: pass\nprint(json.dumps(out))")
+    res = subprocess.run([peers_python, "-c", code], capture_output=True, text=True, timeout=120)
+    return json.loads(res.stdout) if res.returncode == 0 else {}
 
 
-def print_table(rows: list[dict], trials: int) -> None:
-    cols = sorted(set(CHECKPOINTS) | {trials})
-    head = f"{'workload':<10} {'policy':<13}" + "".join(f"{'@' + str(n):>9}" for n in cols)
-    print("median best GFLOPS over seeds")
-    print(head + f"  {'90% of own best at trial (per seed)':<38} trials/s")
-    for r in rows:
-        line = f"{r['workload']:<10} {r['policy']:<13}" + "".join(f"{r[f'best@{n}']:>9.1f}" for n in cols)
-        print(line + f"  {str(r['reach90']):<38} {r['trials_per_s']:.2f}")
-    for wl in dict.fromkeys(r["workload"] for r in rows):
-        rand = next((r for r in rows if r["workload"] == wl and r["policy"] == "random"), None)
-        if rand is None:
+def peer_figures(peers_python: str, task: Any, threads: int) -> tuple[list[dict], str | None]:
+    """The peers' virtualenv's libraries on ``task`` (GFLOPS each), and why there are none when so."""
+    kernel = peer_kernel(task)
+    if kernel is None:
+        return [], f"peer_kernels.py does not time {task.name}"
+    if not os.path.exists(peers_python):
+        return [], f"no peers virtualenv at {peers_python} (bash ../shared/peers/setup.sh), so no PyTorch"
+    versions = peers_versions(peers_python)
+    res = subprocess.run([peers_python, str(HERE / "peer_kernels.py"), json.dumps(kernel), "--threads",
+                          str(threads)], capture_output=True, text=True, timeout=600)
+    figures = []
+    for line in res.stdout.splitlines():
+        if line.startswith("{"):
+            d = json.loads(line)
+            dist = "torch" if d["peer"].startswith("torch") else d["peer"]
+            name = d["peer"].replace("torch", "PyTorch", 1)
+            figures.append({"library": f"{name} {versions.get(dist, '')} (peers)".replace("  ", " "),
+                            "seconds": d["seconds"], "gflops": task.flop / d["seconds"] / 1e9})
+    note = None
+    if res.returncode != 0:
+        note = f"peer_kernels.py failed: {(res.stderr.strip().splitlines() or ['?'])[-1]}"
+    return figures, note
+
+
+def measure_references(task: Any, threads: int, peers_python: str) -> dict:
+    """Every library's GFLOPS on ``task`` timed now (``REF_BUDGET`` seconds each in this process), what is
+    missing from them, and the fp32 peak."""
+    from autosched.measure.peak import get_peak
+    from autosched.search.vendor import vendor_figures
+
+    libraries = [dict(asdict(f), where="this process") for f in vendor_figures(task, threads, REF_BUDGET)]
+    peers, note = peer_figures(peers_python, task, threads)
+    libraries += [dict(f, where="peers virtualenv") for f in peers]
+    missing = [note] if note else []
+    if task.name in ("matmul", "batch_matmul") and threads != os.cpu_count():
+        try:
+            import threadpoolctl  # noqa: F401 - only whether numpy's BLAS threads can be limited
+        except ImportError:
+            missing.append(f"numpy in this process: threadpoolctl is not installed, so its BLAS cannot be held "
+                           f"to {threads} thread(s)")
+    try:
+        p = get_peak(threads)
+        peak = {"gflops": p.gflops, "trusted": p.trusted, "describe": p.describe()}
+    except Exception as e:  # noqa: BLE001 - without a peak the libraries still make a reference
+        peak = {"gflops": None, "error": f"{type(e).__name__}: {e}"}
+    return {"libraries": libraries, "missing": missing, "peak": peak}
+
+
+def combine(timings: dict, threads: int) -> dict:
+    """The references of a workload from its timings (before its runs, and after them once they are all
+    done): each library's faster figure, so one disturbed moment does not move the reference; the
+    reference is the fastest library (the peak when no library computes the task)."""
+    first = timings["before"]
+    libraries: dict[str, dict] = {}
+    for when in ("before", "after"):
+        for f in timings.get(when, {}).get("libraries", []):
+            mine = libraries.setdefault(f["library"], dict(f, timed={}))
+            mine["timed"][when] = f["gflops"]
+            if f["gflops"] > mine["gflops"]:
+                mine.update(seconds=f["seconds"], gflops=f["gflops"])
+    best = max(libraries.values(), key=lambda f: f["gflops"], default=None)
+    if best is not None:
+        ref = {"name": best["library"], "gflops": best["gflops"]}
+    elif first["peak"]["gflops"]:
+        ref = {"name": f"fp32 peak of {threads} thread(s)", "gflops": first["peak"]["gflops"]}
+    else:
+        ref = None
+    return {"libraries": list(libraries.values()), "missing": first["missing"], "peak": first["peak"],
+            "reference": ref}
+
+
+# ------------------------------------------------------------------------------------------- runs
+
+
+def run_from_json(d: dict) -> RaceRun:
+    return RaceRun(d["policy"], d["seed"], [tuple(x) for x in d["curve"]], d["seconds"], d["error"])
+
+
+def spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarise(runs: list[RaceRun], ref_gflops: float, trials: int, seconds: list[float]) -> dict:
+    """Per policy: share of the reference at each trial and second checkpoint (median, worst and best seed);
+    each other policy against random search at EARLY trials."""
+    at_trials = sorted({n for n in (EARLY, *GOALS) if n < trials} | {trials})
+    out: dict[str, Any] = {"at_trials": at_trials, "at_seconds": seconds, "policies": {}, "vs_random": {}}
+    for policy in dict.fromkeys(r.policy for r in runs):
+        rs = [r for r in runs if r.policy == policy]
+        row = {"seeds": [r.seed for r in rs], "failed": sum(1 for r in rs if r.error),
+               "trials_per_s": statistics.median((r.curve[-1][0] if r.curve else 0) / max(r.seconds, 1e-9)
+                                                 for r in rs),
+               "trials": {n: spread([r.best_at(trials=n) / ref_gflops for r in rs]) for n in at_trials},
+               "seconds": {s: dict(spread([r.best_at(seconds=s) / ref_gflops for r in rs]),
+                                   ended_before=sum(1 for r in rs if r.curve and r.curve[-1][1] < s))
+                           for s in seconds}}
+        out["policies"][policy] = row
+    early = min(EARLY, trials)
+    rand = {r.seed: r.best_at(trials=early) for r in runs if r.policy == "random"}
+    for policy, row in out["policies"].items():
+        if policy == "random" or not rand:
             continue
-        for r in rows:
-            if r["workload"] != wl or r["policy"] == "random":
-                continue
-            beats = [f"@{n}: {r[f'best@{n}'] / max(rand[f'best@{n}'], 1e-9):.2f}x" for n in cols]
-            third = trials / 3
-            fast = sum(1 for t in r["reach90"] if t is not None and t <= third)
-            print(f"{wl} {r['policy']} vs random: {', '.join(beats)}; "
-                  f"reached 90% of its best within the first third ({third:.0f} trials) in {fast}/{len(r['reach90'])}"
-                  f" seeds")
+        per_seed = [r.best_at(trials=early) / rand[r.seed] for r in runs
+                    if r.policy == policy and rand.get(r.seed)]
+        med_rand = statistics.median(rand.values())
+        out["vs_random"][policy] = {
+            "trials": early,
+            "ratio_of_medians": row["trials"][early]["median"] * ref_gflops / med_rand if med_rand else None,
+            "per_seed": per_seed}
+    return out
 
 
-def plot(runs: list[dict], path: Path) -> None:
-    import matplotlib
+def goals(summary: dict) -> list[str]:
+    """The issue's goals for the default policy, each with its figure and whether it is met."""
+    row = summary["policies"].get(DEFAULT_POLICY)
+    if row is None:
+        return []
+    out = []
+    for n, want in GOALS.items():
+        if n in row["trials"]:
+            got = row["trials"][n]["median"]
+            out.append(f"@{n} trials {got:.2f} {'>=' if got >= want else '<'} {want} "
+                       f"({'met' if got >= want else 'NOT met'})")
+    vs = summary["vs_random"].get(DEFAULT_POLICY)
+    if vs and vs["trials"] == EARLY and vs["ratio_of_medians"]:
+        got = vs["ratio_of_medians"]
+        out.append(f"{got:.2f}x random @{EARLY} {'>=' if got >= GOAL_VS_RANDOM else '<'} {GOAL_VS_RANDOM}x "
+                   f"({'met' if got >= GOAL_VS_RANDOM else 'NOT met'})")
+    return out
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    wls = list(dict.fromkeys(r["workload"] for r in runs))
-    fig, axes = plt.subplots(1, len(wls), figsize=(6 * len(wls), 4.2), dpi=100, squeeze=False)
-    for ax, wl in zip(axes[0], wls):
-        for policy in dict.fromkeys(r["policy"] for r in runs if r["workload"] == wl):
-            rs = [r for r in runs if r["workload"] == wl and r["policy"] == policy]
-            xs = sorted({t for r in rs for t, _ in r["curve"]})
-            ys = np.array([[best_at(r["curve"], x) for x in xs] for r in rs])
-            line, = ax.plot(xs, np.median(ys, axis=0), label=f"{policy} (median of {len(rs)})", linewidth=1.8)
-            ax.fill_between(xs, ys.min(axis=0), ys.max(axis=0), color=line.get_color(), alpha=0.15)
-        ax.set_title(wl)
-        ax.set_xlabel("trials")
-        ax.set_ylabel("best GFLOPS so far")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle("autosched tuning curves (band: worst to best seed)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+def print_workload(wl: str, label: str, refs: dict, summary: dict, seeds: int, threads: int) -> None:
+    print(f"\n== {wl}: {label}")
+    print(f"references, timed in this run at {threads} thread(s):")
+    for f in sorted(refs["libraries"], key=lambda f: -f["gflops"]):
+        timed = ", ".join(f"{when} the runs {g:.1f}" for when, g in f["timed"].items())
+        print(f"  {f['library']:<34} {f['gflops']:>9.1f} GFLOPS  ({f['where']}; {timed})")
+    for note in refs["missing"]:
+        print(f"  ({note})")
+    ref = refs["reference"]
+    peak = refs["peak"]
+    if peak.get("gflops"):
+        print(f"  {'autosched peak (fp32)':<34} {peak['gflops']:>9.1f} GFLOPS"
+              + (f"  (the reference is {ref['gflops'] / peak['gflops']:.2f} of it)" if ref else ""))
+    else:
+        print(f"  (no peak: {peak.get('error')})")
+    print(f"share of the reference ({ref['name']}, {ref['gflops']:.1f} GFLOPS): median over {seeds} seed(s) "
+          "[worst, best]; * = some runs had ended by then (their final best)")
+    cols = [f"@{n} trials" for n in summary["at_trials"]] + [f"@{s:g} s" for s in summary["at_seconds"]]
+    print(f"{'policy':<16}" + "".join(f"{c:<19}" for c in cols) + f"{'trials/s':>9}  failed")
+    for policy, row in summary["policies"].items():
+        cells = [row["trials"][n] for n in summary["at_trials"]] + [row["seconds"][s] for s in summary["at_seconds"]]
+        text = [f"{c['median']:.2f} [{c['min']:.2f}, {c['max']:.2f}]" + ("*" if c.get("ended_before") else "")
+                for c in cells]
+        print(f"{policy:<16}" + "".join(f"{t:<19}" for t in text) + f"{row['trials_per_s']:>9.2f}  "
+              f"{row['failed'] or ''}")
+    for policy, vs in summary["vs_random"].items():
+        ps = vs["per_seed"]
+        rng = f"; per seed {min(ps):.2f}x to {max(ps):.2f}x" if ps else ""
+        ratio = f"{vs['ratio_of_medians']:.2f}x" if vs["ratio_of_medians"] else "n/a"
+        print(f"{policy} vs random at {vs['trials']} trials: {ratio} (ratio of the medians){rng}")
+    met = goals(summary)
+    if met:
+        print(f"issue 24's goals for {DEFAULT_POLICY} (the default): " + "; ".join(met))
+
+
+# ------------------------------------------------------------------------------------------- cost model
 
 
 def pairwise_accuracy(pred: np.ndarray, truth: np.ndarray) -> float:
@@ -154,75 +288,162 @@ def kendall_tau(pred: np.ndarray, truth: np.ndarray) -> float:
     return float((d_pred * d_true).sum() / den) if den else float("nan")
 
 
-def model_quality(runs: list[dict], wl: str, train_n: int = 256) -> dict | None:
-    """Train on the first ``train_n`` records of the random run of the lowest seed; rank the other runs'."""
+def model_quality(task: Any, runs: list[dict]) -> dict | None:
+    """Train on the records of the random run of the lowest seed; rank the other runs' records."""
     from autosched.cost_model import XGBCostModel
 
-    mine = [r for r in runs if r["workload"] == wl]
-    rand = sorted((r for r in mine if r["policy"] == "random"), key=lambda r: r["seed"])
+    have = [r for r in runs if Path(r["db"]).exists()]
+    rand = sorted((r for r in have if r["policy"] == "random"), key=lambda r: r["seed"])
     if not rand:
         return None
-    name, params = WORKLOADS[wl]
-    task = autosched.Task(name, params)
 
     def load(run: dict) -> list:
         with Database(run["db"], create=False) as db:
-            return db.records(task)
+            return [x for x in db.records(task) if x.ok]
 
-    train = load(rand[0])[:train_n]
+    train = load(rand[0])
     model = XGBCostModel(seed=0)
     model.update([MeasureInput(task, r.trace) for r in train], [r.result for r in train])
-    out = {"workload": wl, "train_records": len(train)}
-    for label, held in (("random runs", [r for r in rand[1:]]), ("all other runs", [r for r in mine
-                                                                                   if r is not rand[0]])):
-        recs = [x for run in held for x in load(run) if x.ok]
+    out: dict[str, Any] = {"train_records": len(train), "train_run": f"random seed {rand[0]['seed']}"}
+    for label, held in (("random runs", rand[1:]), ("all other runs", [r for r in have if r is not rand[0]])):
+        recs = [x for run in held for x in load(run)]
         if len(recs) < 2:
             continue
         pred = model.predict([MeasureInput(task, r.trace) for r in recs])
         thr = np.array([1.0 / r.cost for r in recs])
-        tau = kendall_tau(pred, thr)
-        out[label] = {"records": len(recs), "pairwise_accuracy": pairwise_accuracy(pred, thr), "kendall_tau": tau}
+        out[label] = {"records": len(recs), "pairwise_accuracy": pairwise_accuracy(pred, thr),
+                      "kendall_tau": kendall_tau(pred, thr)}
     return out
+
+
+# ------------------------------------------------------------------------------------------- main
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("autosched", "numpy", "onnxruntime", "xgboost", "llvmlite"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    git = subprocess.run(["git", "-C", str(HERE), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if git.returncode == 0:
+        out["autosched_commit"] = git.stdout.strip()
+    return out
+
+
+def save(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trials", type=int, default=256)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--policies", nargs="+", default=["random", "annealing", "evolutionary"])
-    ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    ap.add_argument("--workloads", nargs="+", default=ISSUE_WORKLOADS, choices=list(WORKLOADS))
+    ap.add_argument("--policies", nargs="+", default=None,
+                    help="default: random annealing evolutionary and every policy installed packages register")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=2, help="threads of every kernel, tuned or vendor (default 2)")
+    ap.add_argument("--seconds", type=float, nargs="+", default=[30.0, 60.0, 120.0],
+                    help="also report the share reached within these seconds of each run (default 30 60 120)")
+    ap.add_argument("--backend", choices=["local", "ray"], default="local", help="measurement workers")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--peers-python", default=os.environ.get("AUTOSCHED_PEERS_PYTHON",
+                                                             "/tmp/autosched-peers/bin/python"))
     ap.add_argument("--out", type=Path, default=HERE / "results")
-    ap.add_argument("--dbdir", type=Path, default=Path("/tmp/autosched-bench-tuning"))
-    ap.add_argument("--resume", action="store_true", help="keep the runs already in OUT/tuning.json")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the runs (and the references) already in OUT/tuning.json; run only the missing ones")
     args = ap.parse_args()
+    os.environ["AUTOSCHED_NUM_THREADS"] = str(args.threads)  # the tuned kernels' threads, in the workers too
+    policies = args.policies or default_policies()
+    from autosched.search.policy import get_policy
+
+    for p in policies:
+        try:
+            get_policy(p)
+        except ValueError as e:
+            ap.error(str(e))
     args.out.mkdir(parents=True, exist_ok=True)
-    args.dbdir.mkdir(parents=True, exist_ok=True)
     result_file = args.out / "tuning.json"
-    runs: list[dict] = []
+    config = {"trials": args.trials, "threads": args.threads, "batch_size": args.batch_size,
+              "backend": args.backend, "cpu": host_cpu_name()}
+    data: dict[str, Any] = {"config": config, "references": {}, "runs": []}
     if args.resume and result_file.exists():
-        runs = json.loads(result_file.read_text())["runs"]
-    done = {(r["workload"], r["policy"], r["seed"]) for r in runs if r["trials"] == args.trials}
+        old = json.loads(result_file.read_text())
+        if old.get("config") != config:
+            ap.error(f"--resume: {result_file} was made with {old.get('config')}, not {config}; "
+                     "give the same options or another --out")
+        data = old
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    data.setdefault("started", now)
+    data.update(date=now,
+                cpu=host_cpu_name(), cores=os.cpu_count(), target=Target("llvm").key, versions=versions())
+    if os.path.exists(args.peers_python):
+        data["versions"]["peers"] = peers_versions(args.peers_python)
+    done = {(r["workload"], r["policy"], r["seed"]) for r in data["runs"]}
+    print(f"CPU {host_cpu_name()}, {args.threads} thread(s); {args.trials} trials x seeds {args.seeds} x "
+          f"{', '.join(policies)}", file=sys.stderr)
+
     for wl in args.workloads:
+        name, params = WORKLOADS[wl]
+        task = autosched.Task(name, params)
+        timings = data["references"].setdefault(wl, {})
+        if "before" not in timings:
+            timings["before"] = measure_references(task, args.threads, args.peers_python)
+            save(result_file, data)
+        ref = combine(timings, args.threads)["reference"]
+
+        def progress(r: RaceRun, trials: int, wl: str = wl, ref: dict | None = ref) -> None:
+            n, t, g = r.curve[-1]
+            share = f" = {g / ref['gflops']:.2f} of the reference" if ref else ""
+            print(f"\r  {wl} {r.policy} seed {r.seed}: {n}/{trials} {t:.0f} s best {g:.1f} GFLOPS{share}   ",
+                  end="", file=sys.stderr, flush=True)
+
+        workdir = args.out / "tuning-dbs" / wl
         for seed in args.seeds:
-            for policy in args.policies:
+            for policy in policies:
                 if (wl, policy, seed) in done:
                     continue
-                runs.append(tune_once(wl, policy, seed, args.trials, args.dbdir))
-                result_file.write_text(json.dumps({"runs": runs}, indent=1))
-    rows = summarise(runs, args.trials)
-    print_table(rows, args.trials)
-    quality = [q for wl in args.workloads if (q := model_quality(runs, wl)) is not None]
-    for q in quality:
-        for label in ("random runs", "all other runs"):
-            if label in q:
-                m = q[label]
-                print(f"cost model on {q['workload']}, trained on {q['train_records']} records, ranking "
-                      f"{m['records']} held-out records of {label}: pairwise accuracy {m['pairwise_accuracy']:.3f}, "
-                      f"Kendall tau {m['kendall_tau']:.3f}")
-    plot(runs, args.out / "tuning_curves.png")
-    result_file.write_text(json.dumps({"runs": runs, "summary": rows, "model_quality": quality,
-                                       "machine": Target("llvm").key}, indent=1))
-    print(f"wrote {result_file} and {args.out / 'tuning_curves.png'}")
+                (run,) = race(task, [policy], args.trials, [seed], backend=args.backend,
+                              batch_size=args.batch_size, workdir=str(workdir), progress=progress)
+                print(f"  {run.seconds:.0f} s" + (f"  FAILED: {run.error}" if run.error else ""), file=sys.stderr)
+                data["runs"].append(dict(asdict(run), workload=wl, trials=args.trials,
+                                         db=str(workdir / f"{task.name}-{policy}-{seed}.db")))
+                save(result_file, data)
+        if "after" not in timings:
+            timings["after"] = measure_references(task, args.threads, args.peers_python)
+            save(result_file, data)
+
+    data["summary"], data["model_quality"] = {}, {}
+    for wl in args.workloads:
+        name, params = WORKLOADS[wl]
+        task = autosched.Task(name, params)
+        refs = data["references"][wl]["combined"] = combine(data["references"][wl], args.threads)
+        mine = [r for r in data["runs"] if r["workload"] == wl and r["policy"] in policies
+                and r["seed"] in args.seeds]
+        if refs["reference"] is None:
+            print(f"\n== {wl}: no reference (no library computes it and the peak failed); skipped")
+            continue
+        runs = [run_from_json(r) for r in mine]
+        summary = summarise(runs, refs["reference"]["gflops"], args.trials, args.seconds)
+        data["summary"][wl] = summary
+        print_workload(wl, task.label, refs, summary, len(args.seeds), args.threads)
+        png = args.out / f"tuning_{wl}.png"
+        race_plot(str(png), runs, args.trials, Reference(**refs["reference"]),
+                  f"{wl}: {task.label}, {args.threads} thread(s), {host_cpu_name()}")
+        q = model_quality(task, mine)
+        if q is not None:
+            data["model_quality"][wl] = q
+            for label in ("random runs", "all other runs"):
+                if label in q:
+                    m = q[label]
+                    print(f"cost model trained on {q['train_run']} ({q['train_records']} records), ranking "
+                          f"{m['records']} held-out records of {label}: pairwise accuracy "
+                          f"{m['pairwise_accuracy']:.3f}, Kendall tau {m['kendall_tau']:.3f}")
+        save(result_file, data)
+    print(f"\nwrote {result_file} and {args.out}/tuning_<workload>.png", file=sys.stderr)
     return 0
 
 

@@ -3,12 +3,14 @@ the workload computes (so the comparison is with the same arithmetic), and a fig
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 from autosched import Task
 from autosched.measure.data import make_inputs, numpy_reference
-from autosched.search.vendor import onnx_graph, vendor_reference
+from autosched.search.vendor import onnx_graph, vendor_figures, vendor_reference
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -49,6 +51,18 @@ def test_the_reference_is_the_fastest_installed_library_timed_now():
     assert 0 < ref.seconds < 0.1 and ref.gflops == pytest.approx(task.flop / ref.seconds / 1e9)
 
 
+def test_every_installed_library_is_listed_with_its_own_figure():
+    # numpy's BLAS is timed without threadpoolctl only at its own default thread count: one per CPU
+    task = Task("matmul", dict(M=48, N=32, K=16), target="llvm")
+    figures = vendor_figures(task, threads=os.cpu_count(), budget=0.02)
+    assert [f.library.split()[0] for f in figures] == ["onnxruntime", "numpy"]
+    for f in figures:
+        assert f.seconds > 0 and f.gflops == pytest.approx(task.flop / f.seconds / 1e9)
+    # a workload only onnxruntime expresses lists it alone
+    conv = Task("depthwise_conv2d", dict(N=1, C=4, H=6, W=6, KH=3, KW=3, stride=1, padding=1), target="llvm")
+    assert [f.library.split()[0] for f in vendor_figures(conv, threads=1, budget=0.02)] == ["onnxruntime"]
+
+
 def test_a_workload_no_library_expresses_has_no_reference():
     task = Task("matmul", dict(M=8, N=8, K=8, dtype="float64"), target="llvm")
-    assert vendor_reference(task, threads=1, budget=0.01) is None
+    assert vendor_reference(task, threads=1, budget=0.01) is None and vendor_figures(task, 1, 0.01) == []

@@ -32,12 +32,12 @@ class VendorFigure:
     gflops: float
 
 
-def vendor_reference(task: Any, threads: int, budget: float = BUDGET) -> VendorFigure | None:
-    """The fastest installed library on ``task``'s computation at ``threads`` threads, or None when no
-    installed library expresses it (or the task is not float32 on a CPU). Takes the machine's measurement
-    turn while it times, as a candidate would."""
+def vendor_figures(task: Any, threads: int, budget: float = BUDGET) -> list[VendorFigure]:
+    """Every installed library that expresses ``task``'s computation, timed now at ``threads`` threads (none
+    when the task is not float32 on a CPU). Takes the machine's measurement turn while it times, as a
+    candidate would."""
     if task.target.kind != "llvm" or task.args.get("dtype", "float32") != "float32":
-        return None
+        return []
     from autosched.measure.data import make_inputs
     from autosched.measure.machine import MeasureTurn
 
@@ -54,7 +54,12 @@ def vendor_reference(task: Any, threads: int, budget: float = BUDGET) -> VendorF
             with MeasureTurn():
                 seconds = _median_time(fn, budget)
         figures.append(VendorFigure(library, seconds, task.flop / seconds / 1e9))
-    return min(figures, key=lambda f: f.seconds, default=None)
+    return figures
+
+
+def vendor_reference(task: Any, threads: int, budget: float = BUDGET) -> VendorFigure | None:
+    """The fastest of :func:`vendor_figures`, or None when no installed library expresses ``task``."""
+    return min(vendor_figures(task, threads, budget), key=lambda f: f.seconds, default=None)
 
 
 def _median_time(fn: Callable[[], Any], budget: float) -> float:
@@ -199,4 +204,4 @@ _LIBRARIES: list[tuple[str, Callable[..., Callable[[], Any] | None]]] = [
     (f"numpy {np.__version__}", _numpy_blas),
 ]
 
-__all__ = ["VendorFigure", "onnx_graph", "vendor_reference"]
+__all__ = ["VendorFigure", "onnx_graph", "vendor_figures", "vendor_reference"]
