@@ -1,4 +1,5 @@
-"""``pretrain``: a new task's cost model starts from the records of the other tasks in the database."""
+"""``pretrain`` (``cost_model="transfer"``): a new task's cost model starts from the records of the other tasks in
+the database."""
 
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ def test_pretrain_caps_records_per_task_and_an_empty_database_gives_an_untrained
         assert not pretrain(empty).trained
 
 
-def test_tune_starts_from_a_pretrained_model(db):
+def test_tune_starts_from_a_model_trained_on_the_other_tasks(db):
     task = autosched.Task("matmul", dict(M=64, N=64, K=64))
-    best = autosched.tune(task, 4, cost_model="pretrained", database=str(db), backend="local", batch_size=4,
+    best = autosched.tune(task, 4, cost_model="transfer", database=str(db), backend="local", batch_size=4,
                           seed=0, remeasure=0)
     assert best is not None and best.ok

@@ -13,11 +13,18 @@ from autosched.database import Database
 from autosched.workloads.reference import get_reference
 
 LOGS = sorted((Path(__file__).resolve().parent.parent / "tuning_logs").glob("*.jsonl"))
+MAX_LOG_BYTES = 1_000_000  # shipped logs are compact (`autosched db export --best K`, tuning_logs/make_logs.sh)
 BUILTIN = ["batch_matmul", "conv2d", "dense", "depthwise_conv2d", "elementwise", "matmul", "pool2d", "softmax"]
 
 
 def test_every_builtin_workload_has_a_log():
     assert {p.stem for p in LOGS} >= set(BUILTIN)
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[p.stem for p in LOGS])
+def test_log_is_under_1_mb(path):
+    assert path.stat().st_size < MAX_LOG_BYTES, (f"{path.name} is {path.stat().st_size:,} bytes: export it with "
+                                                 f"fewer records per task (autosched db export --best K)")
 
 
 @pytest.mark.parametrize("path", LOGS, ids=[p.stem for p in LOGS])

@@ -44,6 +44,8 @@ it (Kendall tau 0.472 vs 0.465 on 500 held-out conv2d records, 20 random splits,
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 
 import numpy as np
@@ -71,6 +73,16 @@ def _store_names(k: int) -> list[str]:
 
 FEATURE_NAMES: list[str] = _TOTALS + [n for k in range(N_STORES) for n in _store_names(k)]
 N_FEATURES = len(FEATURE_NAMES)
+# Bump when extract() computes a feature differently under the same name: a model trained on the old features
+# (the shipped one, autosched/cost_model/data/) then refuses to load until it is retrained.
+FEATURES_VERSION = 1
+
+
+def feature_fingerprint() -> str:
+    """A short digest of ``FEATURE_NAMES`` and ``FEATURES_VERSION``: a stored model was trained on the features
+    this process computes exactly when the fingerprints are equal."""
+    text = json.dumps({"version": FEATURES_VERSION, "names": FEATURE_NAMES})
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _log2(x: float) -> float:

@@ -13,6 +13,7 @@ import logging
 import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -100,22 +101,63 @@ def _throughput(keys: Sequence[str], costs: Sequence[float]) -> np.ndarray:
     return np.array([best[k] / c if np.isfinite(c) and c > 0 else 0.0 for k, c in zip(keys, costs)])
 
 
-class XGBCostModel(CostModel):
-    """Gradient-boosted trees with a pairwise ranking objective on normalised throughput, one group per task."""
+def xgb_params(seed: int = 0, max_depth: int = 6, learning_rate: float = 0.2) -> dict:
+    """The XGBoost parameters of every autosched ranking model (the tuner's and the shipped one's)."""
+    return {
+        "objective": "rank:pairwise",
+        "max_depth": max_depth,
+        "eta": learning_rate,
+        "min_child_weight": 1,
+        "subsample": 1.0,
+        "seed": seed,
+        "nthread": 1,
+        "verbosity": 0,
+    }
 
-    def __init__(self, seed: int = 0, num_rounds: int = 80, max_depth: int = 6, learning_rate: float = 0.2):
+
+def train_ranker(params: dict, x: np.ndarray, y: np.ndarray, groups: Sequence[str], num_rounds: int,
+                 base: Any = None) -> Any:
+    """An XGBoost booster ranking the rows of each group (a workload key) by ``y``; with ``base`` (a Booster),
+    its trees come first and the new ones learn what it gets wrong. ``base`` itself is left unchanged."""
+    import xgboost as xgb
+
+    order = np.argsort(np.asarray(groups), kind="stable")
+    _, sizes = np.unique(np.asarray(groups)[order], return_counts=True)
+    dtrain = xgb.DMatrix(x[order], label=y[order])
+    dtrain.set_group(sizes)
+    return xgb.train(params, dtrain, num_boost_round=num_rounds, xgb_model=base)
+
+
+def _booster_bytes(booster: Any) -> bytes | None:
+    return None if booster is None else bytes(booster.save_raw("ubj"))
+
+
+def _booster_from(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    import xgboost as xgb
+
+    booster = xgb.Booster()
+    booster.load_model(bytearray(raw))
+    return booster
+
+
+class XGBCostModel(CostModel):
+    """Gradient-boosted trees with a pairwise ranking objective on normalised throughput, one group per task.
+
+    ``base``: a booster trained elsewhere (the shipped model, :func:`~autosched.cost_model.load_pretrained`).
+    It ranks the candidates until records arrive; from then on each update trains ``num_rounds`` trees of the
+    model's own on top of it on its records, so that the task's own measurements correct the base (on held-out
+    workloads of the shipped logs, fewer trees on top ranked worse; as many ranked as well as a cold model).
+    ``origin`` says in words where the model started (the tuner prints it)."""
+
+    def __init__(self, seed: int = 0, num_rounds: int = 80, max_depth: int = 6, learning_rate: float = 0.2,
+                 base: Any = None, origin: str = ""):
         self.seed = seed
         self.num_rounds = num_rounds
-        self.params = {
-            "objective": "rank:pairwise",
-            "max_depth": max_depth,
-            "eta": learning_rate,
-            "min_child_weight": 1,
-            "subsample": 1.0,
-            "seed": seed,
-            "nthread": 1,
-            "verbosity": 0,
-        }
+        self.params = xgb_params(seed, max_depth, learning_rate)
+        self.base = base
+        self.origin = origin or ("a pretrained base model" if base is not None else "cold (no records yet)")
         self.cache = FeatureCache()
         self._x = np.zeros((0, N_FEATURES), dtype=np.float32)
         self._keys: list[str] = []  # workload key of each training row
@@ -127,24 +169,22 @@ class XGBCostModel(CostModel):
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["cache"] = FeatureCache()
-        state["_booster"] = None if self._booster is None else bytes(self._booster.save_raw("ubj"))
+        state["_booster"] = _booster_bytes(self._booster)
+        state["base"] = _booster_bytes(self.base)
         return state
 
     def __setstate__(self, state: dict) -> None:
-        raw = state.pop("_booster")
         state.setdefault("_untrained_why", "")
         state.setdefault("_warned", False)
+        state.setdefault("origin", "")
+        state["_booster"] = _booster_from(state.pop("_booster"))
+        state["base"] = _booster_from(state.get("base"))
         self.__dict__.update(state)
-        self._booster = None
-        if raw is not None:
-            import xgboost as xgb
-
-            self._booster = xgb.Booster()
-            self._booster.load_model(bytearray(raw))
 
     @property
     def trained(self) -> bool:
-        return self._booster is not None
+        """True when the scores mean more than chance: trained on records, or started from a base model."""
+        return self._booster is not None or self.base is not None
 
     def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
         """Add the measured candidates and retrain on everything seen so far (trees are cheap at this size)."""
@@ -156,34 +196,28 @@ class XGBCostModel(CostModel):
         self._fit(self._x, _throughput(self._keys, self._costs), self._keys)
 
     def _fit(self, x: np.ndarray, y: np.ndarray, groups: list[str]) -> None:
-        import xgboost as xgb
-
         if len(y) < 2 or float(np.max(y)) <= 0.0:
             self._untrained_why = (f"only {len(y)} measured candidate" if len(y) < 2 else
                                    f"none of the {len(y)} measured candidates has a time (all failed)")
             return
         self._untrained_why = ""
-        order = np.argsort(np.asarray(groups), kind="stable")
-        xs, ys = x[order], y[order]
-        gs = np.asarray(groups)[order]
-        _, sizes = np.unique(gs, return_counts=True)
-        dtrain = xgb.DMatrix(xs, label=ys)
-        dtrain.set_group(sizes)
-        self._booster = xgb.train(self.params, dtrain, num_boost_round=self.num_rounds)
+        self._booster = train_ranker(self.params, x, y, groups, self.num_rounds, base=self.base)
 
     def feature_gain(self) -> dict[str, float]:
         """Mean gain of the splits on each feature (``FEATURE_NAMES``) the trees use, largest first: what the model
         relies on most when it ranks candidates."""
-        if self._booster is None:
+        booster = self._booster if self._booster is not None else self.base
+        if booster is None:
             return {}
-        gain = self._booster.get_score(importance_type="gain")  # keys "f<index>"
+        gain = booster.get_score(importance_type="gain")  # keys "f<index>"
         return dict(sorted(((FEATURE_NAMES[int(k[1:])], v) for k, v in gain.items()), key=lambda kv: -kv[1]))
 
     def predict(self, candidates: Sequence[MeasureInput]) -> np.ndarray:
         if not candidates:
             return np.zeros(0)
         x = self.cache.features(candidates)
-        if self._booster is None:
+        booster = self._booster if self._booster is not None else self.base
+        if booster is None:
             # before any record a random order is all there is; after records it is a failure to report
             if self._costs and not self._warned:
                 self._warned = True
@@ -193,4 +227,4 @@ class XGBCostModel(CostModel):
             return np.random.default_rng(self.seed).random(len(candidates))
         import xgboost as xgb
 
-        return self._booster.predict(xgb.DMatrix(x))
+        return booster.predict(xgb.DMatrix(x))

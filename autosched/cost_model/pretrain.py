@@ -3,7 +3,8 @@
 Features come from the lowered loop IR, not from a workload's knobs, so what the model learnt on other
 workloads (vector widths, reuse, parallel extents, ...) carries over; the ranking objective groups rows
 per workload, so tasks of very different speeds do not confuse each other. ``tune(..., cost_model=
-"pretrained")`` starts its search from such a model.
+"transfer")`` starts its search from such a model (``"pretrained"`` is the model shipped with autosched,
+trained on the shipped logs: :mod:`autosched.cost_model.pretrained`).
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def pretrain(db: Any, *, exclude: Any = None, target: Any = None, model: XGBCost
                 task = rec.task()
             inputs.append(MeasureInput(task, rec.trace))
             results.append(rec.result)
+    n_tasks = len({i.task.workload_key for i in inputs})
+    model.origin = f"transfer: trained on {len(inputs)} records of {n_tasks} other tasks in the database"
     if inputs:
         model.update(inputs, results)
-        log.info("pretrained the cost model on %d records of %d workloads", len(inputs),
-                 len({i.task.workload_key for i in inputs}))
+        log.info("pretrained the cost model on %d records of %d workloads", len(inputs), n_tasks)
     return model

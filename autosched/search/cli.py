@@ -112,9 +112,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "(default evolutionary)")
     p.add_argument("--policy-option", action="append", default=[], metavar="NAME=VALUE",
                    help="an option of the policy (repeatable), e.g. --policy-option population=64")
-    p.add_argument("--cost-model", choices=["xgb", "pretrained", "random"], default=None,
-                   help="cost model for the policies that use one (default xgb; pretrained: XGBoost first "
-                        "trained on the database's records of other tasks)")
+    p.add_argument("--cost-model", choices=["xgb", "pretrained", "transfer", "random"], default=None,
+                   help="cost model for the policies that use one: xgb (XGBoost learning from this task's "
+                        "records only), pretrained (XGBoost starting from the model shipped with autosched), "
+                        "transfer (XGBoost first trained on the database's records of other tasks) or random "
+                        "(default: pretrained for a task with no records in the database, else xgb)")
     p.add_argument("--db", default=None, metavar="URL_OR_PATH",
                    help="tuning database: sqlite path, postgresql:// URL or .jsonl log "
                         "(default: $AUTOSCHED_DB, else the user data directory)")

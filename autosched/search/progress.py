@@ -51,6 +51,9 @@ class TuneProgress:
                       f"not measured again (best so far {self._gflops_text(state)})")
         else:
             self._say(f"tuning {label}: no earlier records")
+        origin = getattr(state.context.cost_model, "origin", None)
+        if origin:
+            self._say(f"cost model: {origin}")
         if self.live:
             self._start_live()
 

@@ -34,6 +34,7 @@ from autosched.measure.result import MeasureInput
 from autosched.search.policy import SearchPolicy, TuneContext, check_policy_options, get_policy, log
 
 Callback = Callable[["TuneState", Sequence[Any], Sequence[Any]], None]
+COST_MODELS = ("xgb", "pretrained", "transfer", "random")  # the names tune(cost_model=...) takes
 
 
 class TuningFailed(AutoschedError):
@@ -82,21 +83,31 @@ def _make_space(task: Any, space: Any, policy_cls: type[SearchPolicy]) -> Any:
 
 
 def _make_model(cost_model: Any, policy_cls: type[SearchPolicy], seed: int, task: Any, db: Any) -> Any:
-    from autosched.cost_model import RandomCostModel, XGBCostModel
+    from autosched.cost_model import RandomCostModel, XGBCostModel, load_pretrained
+    from autosched.cost_model.pretrained import suits
 
-    if cost_model is None:
-        return XGBCostModel(seed=seed) if policy_cls.uses_model else None
+    if cost_model is None:  # a new task starts from the shipped model; a resumed one from its own records
+        if not policy_cls.uses_model:
+            return None
+        n = db.count(task)
+        if n:
+            return XGBCostModel(seed=seed, origin=f"cold, trained on the task's {n} records in the database")
+        if not suits(task):
+            return XGBCostModel(seed=seed, origin=f"cold (the shipped model knows no {task.target.kind} kernels)")
+        return load_pretrained(seed)
     if cost_model == "xgb":
-        return XGBCostModel(seed=seed)
-    if cost_model == "pretrained":  # XGBoost, first trained on the other tasks' records in the database
+        return XGBCostModel(seed=seed, origin="cold")
+    if cost_model == "pretrained":  # the model shipped with autosched, trained on the shipped tuning logs
+        return load_pretrained(seed)
+    if cost_model == "transfer":  # XGBoost, first trained on the other tasks' records in the database
         from autosched.cost_model.pretrain import pretrain
 
         return pretrain(db, exclude=task, seed=seed)
     if cost_model == "random":
         return RandomCostModel(seed=seed)
     if isinstance(cost_model, str):
-        raise ValueError(f"unknown cost model {cost_model!r}; use 'xgb', 'pretrained', 'random' or a CostModel "
-                         "instance")
+        raise ValueError(f"unknown cost model {cost_model!r}; use {', '.join(map(repr, COST_MODELS))} or a "
+                         "CostModel instance")
     return cost_model
 
 
@@ -154,9 +165,12 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
 
     ``policy``: a registered name (:func:`~autosched.search.list_policies`) or a SearchPolicy subclass,
     built with ``policy_options``. ``space``: ``"generated"``, ``"template"`` or a Space (default: the
-    policy's ``space_kind``). ``cost_model``: ``"xgb"``, ``"pretrained"`` (XGBoost trained first on the
-    database's records of other tasks), ``"random"`` or a CostModel (default: XGBoost for policies that
-    use one). ``database``: a Database, URL or path (default: the user's database).
+    policy's ``space_kind``). ``cost_model``: ``"xgb"`` (XGBoost, cold: it learns from the task's records
+    only), ``"pretrained"`` (XGBoost starting from the model shipped with autosched, trained on the shipped
+    tuning logs; the task's records train trees on top), ``"transfer"`` (XGBoost trained first on the
+    database's records of other tasks), ``"random"`` or a CostModel. Default, for policies that use a model:
+    ``"pretrained"`` when the database holds no record of the task, else ``"xgb"`` (its records warm it).
+    ``database``: a Database, URL or path (default: the user's database).
     Measurement: a ``measurer`` (anything with ``measure(inputs)``), or a ``builder`` and ``runner``, or a
     ``backend`` (``"ray"``, ``"local"``) with ``run_config``. ``early_stopping``: stop after that many trials
     without improvement. ``callbacks``: ``callback(state, inputs, results)`` after each batch. ``warm_start``:
@@ -176,6 +190,8 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
     own_measurer = measurer is None
     try:
         model = _make_model(cost_model, policy_cls, seed, task, db)
+        if model is not None:
+            log.info("%s: cost model %s, from %s", task, type(model).__name__, getattr(model, "origin", "its start"))
         ctx = TuneContext(task, _make_space(task, space, policy_cls), model, db, np.random.default_rng(seed))
         state = TuneState(task, trials, policy_cls(ctx, **(policy_options or {})), ctx, started=time.time())
         _resume(state, db, warm_start)
@@ -188,6 +204,7 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
                         else Measurer(backend=backend, config=run_config, seed=seed))
         config = {"batch_size": batch_size, "space": getattr(ctx.space, "kind", type(ctx.space).__name__),
                   "cost_model": type(ctx.cost_model).__name__ if ctx.cost_model is not None else None,
+                  "cost_model_origin": getattr(ctx.cost_model, "origin", None),
                   "policy_options": policy_options or {}, "resumed": state.resumed}
         with db.tuning_run(policy_name, seed=seed, trials=trials, target=task.target, config=config) as run:
             state.run = run
