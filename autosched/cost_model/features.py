@@ -75,7 +75,7 @@ FEATURE_NAMES: list[str] = _TOTALS + [n for k in range(N_STORES) for n in _store
 N_FEATURES = len(FEATURE_NAMES)
 # Bump when extract() computes a feature differently under the same name: a model trained on the old features
 # (the shipped one, autosched/cost_model/data/) then refuses to load until it is retrained.
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2  # 2: read before loop partitioning
 
 
 def feature_fingerprint() -> str:
