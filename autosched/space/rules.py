@@ -38,7 +38,8 @@ def tile_candidates(n: int, levels: int, vector: bool, lanes: int, registers: in
     """Perfect tilings of ``n`` into ``levels`` (innermost <= 64) and sampling weights.
 
     The innermost level of the vectorized axis prefers a full vector (``lanes``) or half of one; elsewhere
-    small innermost tiles (register blocks) are preferred: up to half the target's vector ``registers``.
+    small innermost tiles (register blocks) are preferred: up to a quarter of the target's vector ``registers``
+    (rows of a block whose rows hold two or more vectors each).
     ``block`` is the product of the other axes' innermost tiles, already decided: on the vectorized axis a
     tile whose accumulators (``block`` x its vectors) would not fit the registers is sampled less.
     """
@@ -51,7 +52,7 @@ def tile_candidates(n: int, levels: int, vector: bool, lanes: int, registers: in
             if block * -(-t // lanes) > registers - 2:  # spills: accumulators plus two operands
                 w *= 0.25
         else:
-            w = 2.0 if t <= registers // 2 else 1.0
+            w = 2.0 if t <= registers // 4 else 1.0
         weights.append(w)
     return cands, tuple(weights)
 
