@@ -149,3 +149,12 @@ def test_the_held_out_evaluation_leaves_each_workload_out(tmp_path):
     for v in got["workloads"].values():
         assert 0.0 <= v["ndcg"] <= 1.0 and 0.0 <= v["recall"] <= 1.0 and -1.0 <= v["tau"] <= 1.0
         assert 0.0 < v["best"] <= 1.0
+
+
+def test_the_training_script_names_a_missing_log(capsys):
+    from autosched.cost_model.train_pretrained import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["/nonexistent/log.jsonl", "--no-eval"])
+    assert e.value.code == 2
+    assert "no such log file: /nonexistent/log.jsonl" in capsys.readouterr().err

@@ -230,6 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs = args.logs or default_logs()
     if not logs:
         p.error("no logs given and no tuning_logs/*.jsonl here: run from the repository root or name the logs")
+    missing = [str(x) for x in logs if not Path(x).is_file()]
+    if missing:
+        p.error(f"no such log file: {', '.join(missing)}")
     if not args.no_eval:
         try:
             import sklearn  # noqa: F401 - checked before minutes of feature extraction, not after
