@@ -15,6 +15,8 @@ measurement can flag its result (``serial``, ``scalar``, ``not_unrolled``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -26,7 +28,7 @@ from autosched.errors import CodegenError, ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
 from autosched.tir import stmt as S
-from autosched.tir.arith import ceildiv, simplify
+from autosched.tir.arith import Lin, ceildiv, linear, simplify
 from autosched.tir.transform import substitute_stmt
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -90,6 +92,9 @@ class _Fn:
         self.vars: dict[Var, ir.Value] = {}
         self.bufs: dict[S.Buffer, ir.Value] = {}
         self.in_parallel = False
+        # values emitted once and reused while they dominate the code being emitted (CodeGenLLVM.scoped)
+        self.reuse: dict[tuple, ir.Value] = {}
+        self.scopes: list[list[tuple]] = [[]]
 
 
 class CodeGenLLVM:
@@ -111,6 +116,7 @@ class CodeGenLLVM:
         # read and write whole vectors there even in masked-off lanes (which keeps them promotable to registers)
         self.stack_bufs: dict = {}  # buffer -> allocated elements
         self.unhonoured: dict[str, str] = {}  # flag (SERIAL, SCALAR, NOT_UNROLLED) -> what happened, first seen
+        self._analysis: dict[tuple, tuple] = {}  # (what, id(node), ...) -> (node kept alive, result)
 
     def _fallback(self, flag: str, message: str) -> None:
         self.unhonoured.setdefault(flag, message)
@@ -168,6 +174,69 @@ class CodeGenLLVM:
     @property
     def b(self) -> ir.IRBuilder:
         return self.cur.builder
+
+    @contextmanager
+    def scoped(self) -> Iterator[None]:
+        """Code emitted inside (a loop body, a branch arm) may reuse values from outside; values it adds are
+        forgotten when it ends, since they do not dominate the code after it."""
+        self.cur.scopes.append([])
+        try:
+            yield
+        finally:
+            for key in self.cur.scopes.pop():
+                self.cur.reuse.pop(key, None)
+
+    def _remember(self, key: tuple, value: ir.Value) -> ir.Value:
+        self.cur.reuse[key] = value
+        self.cur.scopes[-1].append(key)
+        return value
+
+    def cached(self, what: str, compute: Any, *nodes: Any) -> Any:
+        """``compute()`` once per ``nodes`` (by identity, kept alive so their ids stay their own): the analyses
+        every unrolled copy of a body would otherwise repeat (flat indices, their linear forms)."""
+        key = (what, *map(id, nodes))
+        hit = self._analysis.get(key)
+        if hit is None:
+            hit = self._analysis[key] = (nodes, compute())
+        return hit[1]
+
+    def _binding(self, v: Var) -> Any:
+        val = self.cur.vars.get(v)
+        return ("c", val.constant) if isinstance(val, ir.Constant) else id(val)
+
+    def index(self, e: Expr) -> ir.Value:
+        """An integer index as ``sum(coef * atom) + offset``: terms whose variables are constants here (unrolled
+        loops) fold into the offset, and the sum of the others is emitted once and reused by every unrolled
+        copy (one ``add`` of the offset each, instead of the whole expression again)."""
+        lin: Lin = self.cached("lin", lambda: linear(e), e)
+        ty = ltype(lin.dtype)
+        offset, parts = lin.const, []
+        for c, atom in lin.terms.values():
+            v = self._atom(atom)
+            if isinstance(v, ir.Constant) and isinstance(v.constant, int):
+                offset += c * v.constant
+            else:
+                parts.append((c, v))
+        if not parts:
+            return ir.Constant(ty, offset)
+        key = ("sum", *((c, id(v)) for c, v in parts))  # parts are instructions or arguments: alive
+        base = self.cur.reuse.get(key)
+        if base is None:
+            for c, v in parts:
+                term = v if c == 1 else self.b.mul(v, ir.Constant(ty, c), flags=["nsw"])
+                base = term if base is None else self.b.add(base, term, flags=["nsw"])
+            self._remember(key, base)
+        return base if offset == 0 else self.b.add(base, ir.Constant(ty, offset), flags=["nsw"])
+
+    def _atom(self, atom: Expr) -> ir.Value:
+        """The value of a term of an index (a variable, a division or a product of variables), emitted once per
+        binding of its variables."""
+        if isinstance(atom, Var):
+            return self._e_Var(atom)
+        # atoms live as long as the linear forms cached in self._analysis, so their ids stay their own
+        key = ("atom", id(atom), *(self._binding(v) for v in E.free_var_set(atom)))
+        hit = self.cur.reuse.get(key)
+        return hit if hit is not None else self._remember(key, self.expr(atom))
 
     # ------------------------------------------------------------ expressions
     def expr(self, e: Expr) -> ir.Value:
@@ -235,12 +304,16 @@ class CodeGenLLVM:
     def _e_TensorLoad(self, e):
         raise CodegenError(f"tensor load {e} survived lowering")
 
+    def flat(self, buf: S.Buffer, indices) -> Expr:
+        """``flat_index(buf, indices)``, worked out once per access of the loop IR."""
+        return self.cached("flat", lambda: flat_index(buf, indices), indices, buf)
+
     def _addr(self, buf: S.Buffer, indices) -> ir.Value:
         base = self.cur.bufs.get(buf)
         if base is None:
             raise CodegenError(f"buffer '{buf.name}' is used outside its allocation")
-        flat = flat_index(buf, indices)
-        return self.b.gep(base, [self.expr(flat)], inbounds=True, source_etype=ltype(buf.dtype, True))
+        return self.b.gep(base, [self.index(self.flat(buf, indices))], inbounds=True,
+                          source_etype=ltype(buf.dtype, True))
 
     # ------------------------------------------------------------- statements
     def stmt(self, s: S.Stmt) -> None:
@@ -381,7 +454,8 @@ class CodeGenLLVM:
         bld.cbranch(bld.icmp_signed("<", phi, end), loop, done)
         bld.position_at_end(loop)
         self.cur.vars[var] = phi
-        self.stmt(body)
+        with self.scoped():
+            self.stmt(body)
         nxt = bld.add(phi, ir.Constant(I64, 1), flags=["nsw"])
         bld.branch(head)
         phi.add_incoming(nxt, bld.block)

@@ -109,9 +109,42 @@ def cast(b: ir.IRBuilder, v: ir.Value, src: str, dst: str, dst_type: ir.Type) ->
     return b.zext(v, dt) if unsigned(src) else b.sext(v, dt)
 
 
+#: integer operators folded when both operands are constants (unrolled loop indices): Python's ``//`` and
+#: ``%`` are the IR's floor division and modulo
+_FOLD = {E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
+         E.FloorDiv: lambda a, b: a // b if b else None, E.FloorMod: lambda a, b: a % b if b else None,
+         E.Min: min, E.Max: max, E.LT: lambda a, b: a < b, E.LE: lambda a, b: a <= b,
+         E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b, E.EQ: lambda a, b: a == b,
+         E.NE: lambda a, b: a != b, E.And: lambda a, b: a and b, E.Or: lambda a, b: a or b}
+
+
+def fold(e: E.BinaryOp, x: ir.Value, y: ir.Value) -> ir.Constant | None:
+    """``e`` as a constant when both operands are integer constants, else None. Unrolled copies of a loop
+    body would otherwise emit their index arithmetic on constants (``mul 2, 56``) for LLVM to fold, which
+    costs time in Python and in LLVM."""
+    if not (isinstance(x, ir.Constant) and isinstance(y, ir.Constant) and isinstance(x.type, ir.IntType)
+            and isinstance(x.constant, int) and isinstance(y.constant, int)):
+        return None
+    op = _FOLD.get(type(e))
+    if op is None or is_float(e.a.dtype) or (unsigned(e.a.dtype) and e.a.dtype != "bool"):
+        return None
+    v = op(x.constant, y.constant)
+    if v is None:
+        return None
+    if isinstance(v, bool) or type(e) in (E.And, E.Or) or isinstance(e, E.CmpOp):
+        return ir.Constant(I1, int(bool(v)))
+    width = x.type.width
+    if not -(1 << (width - 1)) <= v < (1 << (width - 1)):
+        return None  # would wrap: leave it to the instruction
+    return ir.Constant(x.type, v)
+
+
 def binary(b: ir.IRBuilder, e: E.BinaryOp, x: ir.Value, y: ir.Value) -> ir.Value:
     """The value of ``e`` (arithmetic, min/max, a comparison, and/or) from its operands' values ``x`` and ``y``
     (both scalars, or both vectors of the same lanes)."""
+    folded = fold(e, x, y)
+    if folded is not None:
+        return folded
     kind, dtype = type(e), e.a.dtype
     if kind in _ARITH:
         if kind is E.Div and not is_float(dtype):
@@ -179,7 +212,13 @@ def call(b: ir.IRBuilder, name: str, dtype: str, args: list[ir.Value]) -> ir.Val
 
 def branch(cg, cond: ir.Value, then_fn: Callable[[], ir.Value | None],
            else_fn: Callable[[], ir.Value | None] | None = None, name: str = "if") -> ir.Value | None:
-    """``if cond then_fn() else else_fn()`` as basic blocks; a phi of their values when both return one."""
+    """``if cond then_fn() else else_fn()`` as basic blocks; a phi of their values when both return one. A
+    constant ``cond`` (decided by unrolled loops) emits only the arm it takes. Values ``cg`` reuses
+    (``cg.scoped``) do not leave the arm that computed them: they would not dominate the join."""
+    if isinstance(cond, ir.Constant) and isinstance(cond.constant, int):
+        if cond.constant:
+            return then_fn()
+        return else_fn() if else_fn is not None else None
     b = cg.b
     fn = cg.cur.fn
     bt = fn.append_basic_block(cg._name(f"{name}_then"))
@@ -187,13 +226,15 @@ def branch(cg, cond: ir.Value, then_fn: Callable[[], ir.Value | None],
     be = fn.append_basic_block(cg._name(f"{name}_else")) if else_fn is not None else bj
     b.cbranch(cond, bt, be)
     b.position_at_end(bt)
-    vt = then_fn()
+    with cg.scoped():
+        vt = then_fn()
     end_t = b.block
     b.branch(bj)
     vf = end_f = None
     if else_fn is not None:
         b.position_at_end(be)
-        vf = else_fn()
+        with cg.scoped():
+            vf = else_fn()
         end_f = b.block
         b.branch(bj)
     b.position_at_end(bj)

@@ -154,13 +154,16 @@ class VectorEmitter:
             raise CodegenError(f"cannot vectorize expression {type(e).__name__}: {e}")
         return m(e)
 
-    def scalar(self, e: Expr) -> ir.Value:
+    def scalar(self, e: Expr, index: bool = False) -> ir.Value:
+        """``e``, the same in every lane, by the scalar generator (``index``: as an index, ``cg.index``)."""
+        if not self.env:
+            return self.cg.index(e) if index else self.cg.expr(e)
         saved = dict(self.cg.cur.vars)
         for v, (val, vec) in self.env.items():
             if not vec:
                 self.cg.cur.vars[v] = val
         try:
-            return self.cg.expr(e)
+            return self.cg.index(e) if index else self.cg.expr(e)
         finally:
             self.cg.cur.vars = saved
 
@@ -217,6 +220,9 @@ class VectorEmitter:
         """(stride, base) when ``flat`` = base + stride * var with base uniform; else (None, None)."""
         if self.env and any(x in self.env for x in E.free_vars(flat)):
             return None, None
+        return self.cg.cached("stride", lambda: self._stride_of(flat), flat, self.var)
+
+    def _stride_of(self, flat: Expr) -> tuple[int | None, Expr | None]:
         lin = linear(simplify(flat))
         stride = 0
         rest_terms = {}
@@ -264,10 +270,10 @@ class VectorEmitter:
         mt = ltype(buf.dtype, True)
         vt = self.vtype(mt)
         align = ir.Constant(I32, DTYPE_BYTES[buf.dtype])
-        flat = _flat(buf, e.indices)
+        flat = self.cg.flat(buf, e.indices)
         stride, base = self._stride(flat)
         if stride == 1:
-            base_v = self.scalar(base)
+            base_v = self.scalar(base, index=True)
             ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [base_v], inbounds=True, source_etype=mt)
             if self.mask is None:
                 v = self.b.load(ptr, typ=vt, align=DTYPE_BYTES[buf.dtype])
@@ -305,10 +311,10 @@ class VectorEmitter:
         if buf.dtype == "bool":
             val = self.b.zext(val, vt)
         align = ir.Constant(I32, DTYPE_BYTES[buf.dtype])
-        flat = _flat(buf, s.indices)
+        flat = self.cg.flat(buf, s.indices)
         stride, base = self._stride(flat)
         if stride == 1:
-            base_v = self.scalar(base)
+            base_v = self.scalar(base, index=True)
             ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [base_v], inbounds=True, source_etype=mt)
             if self.mask is None:
                 self.b.store(val, ptr, align=DTYPE_BYTES[buf.dtype])
