@@ -144,3 +144,36 @@ def test_random_model_is_seeded():
     b = RandomCostModel(seed=3).predict(cands)
     np.testing.assert_array_equal(a, b)
     RandomCostModel().update(cands, [MeasureResult(costs=[1.0])] * 10)
+
+
+def test_build_times_are_learned_and_slow_builds_go_last():
+    """The model learns build seconds from its records' builds (after MIN_BUILD_RECORDS); the context's
+    ``affordable`` keeps the candidates expected to build within the budget (a factor of the fastest
+    kernels' build time), and keeps all of them before the model can tell or with a factor of 0."""
+    from scipy.stats import spearmanr
+
+    from autosched.cost_model.model import MIN_BUILD_RECORDS
+    from autosched.search.policy import TuneContext
+
+    task = autosched.Task("matmul", dict(M=64, N=64, K=64))
+    traces = task.space("generated").sample(60, np.random.default_rng(0))
+    model = XGBCostModel(seed=0)
+    ctx = TuneContext(task, task.space("generated"), model)
+    assert model.predict_build_seconds([MeasureInput(task, t) for t in traces]) is None
+    assert ctx.affordable(traces, 3.0) == traces  # nothing to predict with yet
+    x = model.cache.features([MeasureInput(task, t) for t in traces])
+    size = x[:, FEATURE_NAMES.index("s0_unroll")]  # a build time that grows with the unrolling
+    builds = 0.05 * 2.0 ** size
+    costs = 1e-3 * (1 + np.arange(len(traces)) % 7)
+    half = len(traces) // 2
+    model.update([MeasureInput(task, t) for t in traces[:half]],
+                 [MeasureResult(costs=[c], build_seconds=b) for c, b in zip(costs[:half], builds[:half])])
+    assert half >= MIN_BUILD_RECORDS
+    pred = model.predict_build_seconds([MeasureInput(task, t) for t in traces[half:]])
+    assert pred is not None and np.all(pred > 0)
+    assert spearmanr(pred, builds[half:]).correlation > 0.6
+    budget = model.build_budget(task.workload_key, 3.0)
+    kept = ctx.affordable(traces[half:], 3.0)
+    expected = [t for t, p in zip(traces[half:], pred) if p <= budget]
+    assert kept == expected and 0 < len(kept) < len(traces) - half
+    assert ctx.affordable(traces[half:], 0) == traces[half:]

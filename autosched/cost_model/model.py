@@ -101,6 +101,10 @@ def _throughput(keys: Sequence[str], costs: Sequence[float]) -> np.ndarray:
     return np.array([best[k] / c if np.isfinite(c) and c > 0 else 0.0 for k, c in zip(keys, costs)])
 
 
+#: builds a model learns from before it predicts build times (XGBCostModel.predict_build_seconds)
+MIN_BUILD_RECORDS = 8
+
+
 def xgb_params(seed: int = 0, max_depth: int = 6, learning_rate: float = 0.2) -> dict:
     """The XGBoost parameters of every autosched ranking model (the tuner's and the shipped one's)."""
     return {
@@ -162,7 +166,9 @@ class XGBCostModel(CostModel):
         self._x = np.zeros((0, N_FEATURES), dtype=np.float32)
         self._keys: list[str] = []  # workload key of each training row
         self._costs: list[float] = []  # seconds, inf for a failed candidate
+        self._builds: list[float] = []  # seconds each candidate took to build, 0 where unknown
         self._booster = None
+        self._build_booster = None  # log build seconds from the same features (predict_build_seconds)
         self._untrained_why = ""  # why the last fit trained nothing, once records exist
         self._warned = False
 
@@ -170,6 +176,7 @@ class XGBCostModel(CostModel):
         state = dict(self.__dict__)
         state["cache"] = FeatureCache()
         state["_booster"] = _booster_bytes(self._booster)
+        state["_build_booster"] = _booster_bytes(self._build_booster)
         state["base"] = _booster_bytes(self.base)
         return state
 
@@ -177,7 +184,9 @@ class XGBCostModel(CostModel):
         state.setdefault("_untrained_why", "")
         state.setdefault("_warned", False)
         state.setdefault("origin", "")
+        state.setdefault("_builds", [0.0] * len(state.get("_costs", [])))
         state["_booster"] = _booster_from(state.pop("_booster"))
+        state["_build_booster"] = _booster_from(state.pop("_build_booster", None))
         state["base"] = _booster_from(state.get("base"))
         self.__dict__.update(state)
 
@@ -193,7 +202,40 @@ class XGBCostModel(CostModel):
         self._x = np.concatenate([self._x, self.cache.features(inputs)])
         self._keys += [inp.task.workload_key for inp in inputs]
         self._costs += [res.cost for res in results]
+        self._builds += [float(getattr(res, "build_seconds", 0.0) or 0.0) for res in results]
         self._fit(self._x, _throughput(self._keys, self._costs), self._keys)
+        self._fit_build_time()
+
+    def _fit_build_time(self) -> None:
+        builds = np.asarray(self._builds)
+        known = builds > 0
+        if known.sum() < MIN_BUILD_RECORDS:
+            return
+        import xgboost as xgb
+
+        params = {"objective": "reg:squarederror", "max_depth": 4, "eta": 0.3, "seed": self.seed,
+                  "nthread": 1, "verbosity": 0}
+        self._build_booster = xgb.train(params, xgb.DMatrix(self._x[known], label=np.log(builds[known])),
+                                        num_boost_round=30)
+
+    def predict_build_seconds(self, candidates: Sequence[MeasureInput]) -> np.ndarray | None:
+        """Seconds each candidate is expected to take to build, learned from the builds of this model's
+        records (the same features); None before ``MIN_BUILD_RECORDS`` builds."""
+        if self._build_booster is None or not candidates:
+            return None
+        import xgboost as xgb
+
+        return np.exp(self._build_booster.predict(xgb.DMatrix(self.cache.features(candidates))))
+
+    def build_budget(self, workload_key: str, factor: float, floor: float = 0.5) -> float:
+        """``factor`` times the median build time of the fastest quarter of the task's measured kernels, at
+        least ``floor`` seconds (only ``floor`` before one was measured)."""
+        done = sorted((c, b) for k, c, b in zip(self._keys, self._costs, self._builds)
+                      if k == workload_key and np.isfinite(c) and b > 0)
+        if not done:
+            return floor
+        best = [b for _, b in done[: max(1, len(done) // 4)]]
+        return max(floor, factor * float(np.median(best)))
 
     def _fit(self, x: np.ndarray, y: np.ndarray, groups: list[str]) -> None:
         if len(y) < 2 or float(np.max(y)) <= 0.0:

@@ -10,6 +10,11 @@ the ``diversity * n`` best-scored unmeasured traces met on the way, each pick br
 values the batch does not have yet (``diversity=1``: simply the best), except an ``eps`` fraction of
 random samples (epsilon-greedy exploration); until the model has learned anything it is all random.
 
+``build_factor`` > 0 (off by default): once the model has timed some builds, the candidates it expects to
+take ``build_factor`` times longer to build than the task's fastest kernels did go to the back of the
+ranking (``TuneContext.affordable``). In a first trial on conv2d (2 cores, 64 trials, 2 seeds) a factor of 3
+halved a run's build time but its search found slower kernels: not the default until measured further.
+
 Cost: a batch scores about ``scout + population * (generations + 1)`` candidates, each lowered once for
 its features (~5 ms in Python for conv2d), so the defaults keep the search to a fraction of the time the
 batch takes to measure; raise them when measuring is slow (big kernels, GPUs).
@@ -29,8 +34,10 @@ class EvolutionaryPolicy(SearchPolicy):
     uses_model = True
 
     def __init__(self, context, population: int = 32, generations: int = 3, crossover_prob: float = 0.15,
-                 seed_fraction: float = 0.25, eps: float = 0.05, diversity: int = 2, scout: int = 256):
+                 seed_fraction: float = 0.25, eps: float = 0.05, diversity: int = 2, scout: int = 256,
+                 build_factor: float = 0.0):
         super().__init__(context)
+        self.build_factor = build_factor
         self.scout = scout
         self.population, self.generations, self.eps = population, generations, eps
         self.crossover_prob, self.seed_fraction, self.diversity = crossover_prob, seed_fraction, diversity
@@ -75,5 +82,9 @@ class EvolutionaryPolicy(SearchPolicy):
             pop, scores = [both[i] for i in keep], both_scores[keep]
         n_rand = int(round(self.eps * n))
         ranked = [t for _, t in sorted(found.values(), key=lambda st: -st[0])]
+        cheap = ctx.affordable(ranked, self.build_factor)
+        if len(cheap) < len(ranked):  # the ones expected to build slowly go last: picked only if too few others
+            fast = set(map(id, cheap))
+            ranked = cheap + [t for t in ranked if id(t) not in fast]
         out = ctx.diverse(ranked, n - n_rand, self.diversity) if self.diversity > 1 else ranked[: n - n_rand]
         return ctx.new_only(out + ctx.sample_new(n - len(out)))[:n]

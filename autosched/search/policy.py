@@ -153,6 +153,20 @@ class TuneContext:
             out.append(cands[i])
         return out
 
+    def affordable(self, traces: Sequence[Trace], factor: float = 3.0) -> list[Trace]:
+        """``traces`` (in order) without those the cost model expects to take more than ``factor`` times as long
+        to build as the task's fastest kernels did (all of them while it cannot tell, or ``factor`` <= 0). A
+        candidate that takes seconds to compile is almost never a fast kernel (big unrolled bodies under
+        guards), and its build holds up the measurement of the rest."""
+        m = self.cost_model
+        if factor <= 0 or not traces or not hasattr(m, "predict_build_seconds"):
+            return list(traces)
+        budget = m.build_budget(self.task.workload_key, factor)
+        from autosched.measure.result import MeasureInput
+
+        seconds = m.predict_build_seconds([MeasureInput(self.task, t) for t in traces])
+        return list(traces) if seconds is None else [t for t, s in zip(traces, seconds) if s <= budget]
+
     def predict(self, traces: Sequence[Trace]) -> np.ndarray:
         """Cost-model scores for ``traces`` (higher is faster); zeros without a model."""
         if self.cost_model is None or not traces:
