@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -223,8 +224,6 @@ def test_compile_cache_reuses_identical_kernels():
 
 def _const_operand_instructions(ir_text: str) -> list[str]:
     """Integer arithmetic on two literal constants in LLVM IR text (what a constant folder leaves out)."""
-    import re
-
     pat = re.compile(r"= (add|sub|mul|sdiv|srem|and|ashr|icmp \w+)( nsw)? i(1|32|64) -?\d+, -?\d+$")
     return [line for line in ir_text.splitlines() if pat.search(line.strip())]
 
@@ -263,3 +262,42 @@ def test_unrolled_copies_share_their_index_arithmetic(target):
     ref = a @ b
     ref[np.arange(M) % 8 >= 6] = 0.0
     np.testing.assert_allclose(d, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+def test_padding_guards_mask_only_the_edge_chunks(target):
+    """A convolution row with its padding inlined, the row two native vectors wide and the taps unrolled: the
+    guard is decided for each chunk and tap where it is emitted, so only the two edge copies (first chunk and
+    tap, last chunk and tap) use masked loads, with no run-time test for a full vector or for the accumulator's
+    bounds (its row loop's range keeps it inside), and the result matches numpy."""
+    lanes = Target(target).cpu.lanes("float32")
+    C, F, W = 8, 8, 2 * lanes
+    data = te.placeholder((C, W), name="data")
+    weight = te.placeholder((F, C, 3), name="weight")
+    pad = te.compute((C, W + 2), lambda c, x: te.if_then_else(te.all(x >= 1, x < W + 1), data[c, x - 1], 0.0),
+                     name="pad")
+    c = te.reduce_axis((0, C), name="c")
+    r = te.reduce_axis((0, 3), name="r")
+    out = te.compute((F, W), lambda f, x: te.sum(pad[c, x + r] * weight[f, c, r], axis=[c, r]), name="out")
+    s = te.create_schedule(out.op)
+    s[pad].compute_inline()
+    acc = s.cache_write(out, "local")
+    fo, _ = s[out].split(s[out].op.axis[0], factor=4)
+    s[acc].compute_at(s[out], fo)
+    af, ax = s[acc].op.axis
+    ac, ar = s[acc].op.reduce_axis
+    s[acc].reorder(ac, af, ar, ax)
+    s[acc].unroll(ar)
+    s[acc].vectorize(ax)
+    s[out].vectorize(s[out].op.axis[1])
+    f = autosched.build(s, [data, weight, out], target=target)
+    text = f.get_source("ll-unopt")
+    assert len(re.findall(r"call .*@\"llvm\.masked\.load", text)) == 2
+    assert "vfull" not in text and "vstack" not in text
+    rng = np.random.default_rng(0)
+    d, w = rng.standard_normal((C, W)).astype("float32"), rng.standard_normal((F, C, 3)).astype("float32")
+    o = np.zeros((F, W), "float32")
+    f(d, w, o)
+    p = np.pad(d, ((0, 0), (1, 1)))
+    ref = sum(w[:, :, k] @ p[:, k:k + W] for k in range(3))
+    np.testing.assert_allclose(o, ref, rtol=1e-4, atol=1e-4)

@@ -40,6 +40,7 @@ UNROLL_LIMIT = 256  # copies of its body one nest of unrolled loops may expand i
 #: loop passes grow faster than linearly in it (a conv2d sample of 8,000 took 130 s to compile; the fastest
 #: conv2d kernels found emit under 200, the largest default schedule ~1,300)
 EMIT_BUDGET = 2048
+MAX_VECTOR_CHUNKS = 4  # a vectorized loop of up to this many native vectors is emitted chunk by chunk
 
 log = logging.getLogger("autosched.codegen")
 
@@ -90,6 +91,9 @@ class _Fn:
         self.entry = fn.append_basic_block("entry")
         self.builder = ir.IRBuilder(self.entry)
         self.vars: dict[Var, ir.Value] = {}
+        # the values the loop variables being emitted take (loops of constant bounds): conditions decidable
+        # over them (a guard that only the edge chunks of a vector need) emit no code (CodeGenLLVM._known)
+        self.ranges: dict[Var, tuple[IntImm, IntImm]] = {}
         self.bufs: dict[S.Buffer, ir.Value] = {}
         self.in_parallel = False
         # values emitted once and reused while they dominate the code being emitted (CodeGenLLVM.scoped)
@@ -273,15 +277,17 @@ class CodeGenLLVM:
         return ops.branch(self, cond, lambda: self.expr(e.t), lambda: self.expr(e.f), "sel")
 
     def _known(self, cond: Expr) -> bool | None:
-        """The value of an integer condition whose variables are all constants here (unrolled loops), else
-        None."""
-        vmap = {}
+        """The value of an integer condition if the code being emitted decides it: its variables constants
+        (unrolled loops) or within the bounds of their loops; else None."""
+        vmap, ranges = {}, {}
         for v in E.free_vars(cond):
             val = self.cur.vars.get(v)
-            if not isinstance(val, ir.Constant) or not isinstance(val.constant, int):
-                return None
-            vmap[v] = IntImm(val.constant, v.dtype)
-        c = simplify(E.substitute(cond, vmap)) if vmap else simplify(cond)
+            if isinstance(val, ir.Constant) and isinstance(val.constant, int):
+                vmap[v] = IntImm(val.constant, v.dtype)
+            elif v in self.cur.ranges:
+                ranges[v] = self.cur.ranges[v]
+        c = E.substitute(cond, vmap) if vmap else cond
+        c = simplify(c, ranges) if ranges else simplify(c)
         return bool(c.value) if isinstance(c, IntImm) else None
 
     def _e_Cast(self, e: E.Cast):
@@ -331,6 +337,11 @@ class CodeGenLLVM:
         self.b.store(v, self._addr(s.buffer, s.indices), align=DTYPE_BYTES[s.buffer.dtype])
 
     def _s_IfThenElse(self, s: S.IfThenElse):
+        known = self._known(s.cond)
+        if known is not None:  # decided where it is emitted: only that arm
+            if known or s.else_case is not None:
+                self.stmt(s.then_case if known else s.else_case)
+            return
         else_fn = (lambda: self.stmt(s.else_case)) if s.else_case is not None else None
         ops.branch(self, self.expr(s.cond), lambda: self.stmt(s.then_case), else_fn, "if")
 
@@ -437,8 +448,15 @@ class CodeGenLLVM:
         body = substitute_stmt(s.body, {s.var: idx})
         exact = isinstance(s.extent, IntImm) and s.extent.value % width == 0
         inner = body if exact else S.IfThenElse(E.LT(idx, s.extent), body)
-        chunks = S.For(vo, ceildiv(s.extent, width), "serial", S.For(vi, IntImm(width), "vectorized", inner))
-        self.stmt(chunks)
+        chunk = S.For(vi, IntImm(width), "vectorized", inner)
+        if isinstance(s.extent, IntImm) and s.extent.value <= MAX_VECTOR_CHUNKS * width:
+            # a few chunks are emitted one by one: guards that only an edge chunk needs (padding, tails) are
+            # then decided where each is emitted (LLVM would unroll the loop anyway, but after the masks exist)
+            for i in range(-(-s.extent.value // width)):
+                self.cur.vars[vo] = ir.Constant(I64, i)
+                self.stmt(chunk)
+            return
+        self.stmt(S.For(vo, ceildiv(s.extent, width), "serial", chunk))
 
     def _serial_for(self, var: Var, begin: ir.Value, end: ir.Value, body: S.Stmt):
         bld = self.b
@@ -454,8 +472,14 @@ class CodeGenLLVM:
         bld.cbranch(bld.icmp_signed("<", phi, end), loop, done)
         bld.position_at_end(loop)
         self.cur.vars[var] = phi
+        outer = self.cur.ranges.pop(var, None)
+        if isinstance(begin, ir.Constant) and isinstance(end, ir.Constant):
+            self.cur.ranges[var] = (IntImm(begin.constant, var.dtype), IntImm(end.constant - 1, var.dtype))
         with self.scoped():
             self.stmt(body)
+        self.cur.ranges.pop(var, None)
+        if outer is not None:
+            self.cur.ranges[var] = outer
         nxt = bld.add(phi, ir.Constant(I64, 1), flags=["nsw"])
         bld.branch(head)
         phi.add_incoming(nxt, bld.block)

@@ -248,15 +248,19 @@ class VectorEmitter:
     def _mask_or_true(self) -> ir.Value:
         return self.mask if self.mask is not None else self.const_vec(I1, 1)
 
-    def _on_stack_or_masked(self, buf: S.Buffer, base: ir.Value, plain, masked):
+    def _on_stack_or_masked(self, buf: S.Buffer, base_e: Expr, base: ir.Value, plain, masked):
         """Whole-vector access (``plain``) when the vector lies inside a stack buffer, else ``masked``.
 
-        Masked intrinsics on a stack buffer stop LLVM from keeping it in registers; with constant
-        indices (unrolled register blocks) the range check folds away and only ``plain`` remains.
+        Masked intrinsics on a stack buffer stop LLVM from keeping it in registers; when the index is known to
+        stay inside (constant, or within its loops' bounds) there is no check, only ``plain``.
         """
         size = self.cg.stack_bufs.get(buf)
         if size is None:
             return masked()
+        known = self.cg._known(E.And(E.GE(base_e, IntImm(0, base_e.dtype)),
+                                     E.LE(base_e, IntImm(size - self.lanes, base_e.dtype))))
+        if known is not None:
+            return plain() if known else masked()
         b = self.b
         inside = b.and_(b.icmp_signed(">=", base, ir.Constant(I64, 0)),
                         b.icmp_signed("<=", base, ir.Constant(I64, size - self.lanes)))
@@ -282,7 +286,7 @@ class VectorEmitter:
                                    [PTR, I32, self.vtype(I1), vt])
                 masked = lambda: self.b.call(fn, [ptr, align, self.mask, ir.Constant(vt, None)])  # noqa: E731
                 plain = lambda: self.b.load(ptr, typ=vt, align=DTYPE_BYTES[buf.dtype])  # noqa: E731
-                v = self._on_stack_or_masked(buf, base_v, plain, masked)
+                v = self._on_stack_or_masked(buf, base, base_v, plain, masked)
         elif stride == 0 and self.mask is None:
             return self.splat(self.scalar(e))
         elif stride == 0:  # one address for every lane: load it once if any lane is on (no gather)
@@ -326,7 +330,7 @@ class VectorEmitter:
                 old = self.b.load(ptr, typ=vt, align=DTYPE_BYTES[buf.dtype])
                 self.b.store(self.b.select(self.mask, val, old), ptr, align=DTYPE_BYTES[buf.dtype])
 
-            self._on_stack_or_masked(buf, base_v, blend, lambda: self.b.call(fn, [val, ptr, align, self.mask]))
+            self._on_stack_or_masked(buf, base, base_v, blend, lambda: self.b.call(fn, [val, ptr, align, self.mask]))
             return
         ptrs = self._pointers(buf, flat)
         fn = self.cg._decl(f"llvm.masked.scatter.{ops.type_suffix(vt)}.v{self.lanes}p0", ir.VoidType(),
@@ -383,7 +387,12 @@ class VectorEmitter:
         """Full vectors without masks when the guard holds in the first and the last lane (split tails)."""
         first = E.substitute(s.cond, {self.var: IntImm(0)})
         last = E.substitute(s.cond, {self.var: IntImm(self.lanes - 1)})
-        all_in = self.scalar(simplify(E.And(first, last)))
+        both = simplify(E.And(first, last))
+        known = self.cg._known(both)
+        if known:  # every lane, wherever this is emitted
+            self.stmt(s.then_case)
+            return
+        all_in = ir.Constant(I1, 0) if known is False else self.scalar(both)
 
         def partial():
             saved = self.mask
@@ -394,5 +403,10 @@ class VectorEmitter:
         ops.branch(self.cg, all_in, lambda: self.stmt(s.then_case), partial, "vfull")
 
     def _uniform_if(self, s: S.IfThenElse) -> None:
+        known = self.cg._known(s.cond)
+        if known is not None:
+            if known or s.else_case is not None:
+                self.stmt(s.then_case if known else s.else_case)
+            return
         else_fn = (lambda: self.stmt(s.else_case)) if s.else_case is not None else None
         ops.branch(self.cg, self.scalar(s.cond), lambda: self.stmt(s.then_case), else_fn, "vif")
