@@ -421,18 +421,25 @@ def _accumulator_vectors(space, trace, lanes):
     return rows * -(-cols // lanes)
 
 
-def test_the_tile_prior_follows_the_targets_registers():
-    """Register blocks are sampled to fit the target's vector registers: 16 on AVX2, 32 with AVX-512."""
+def test_register_blocks_fit_the_targets_registers():
+    """A register block (the innermost tiles of a stage's spatial axes) holds at most the target's vector registers
+    less two for operands: 16 on AVX2, 32 with AVX-512. Blocks that would spill are not in the space at all (on
+    conv2d they ran at a fifth of the speed and took ten times as long to compile); a reduction axis has no such
+    limit."""
     from autosched.space.rules import tile_candidates
 
-    cands, w16 = tile_candidates(64, 4, True, 8, registers=16, block=8)
-    _, w32 = tile_candidates(64, 4, True, 8, registers=32, block=8)
-    two_vectors = [i for i, c in enumerate(cands) if c[-1] == 16]  # 8 rows x 2 vectors: 16 accumulators
-    assert all(w16[i] < w32[i] for i in two_vectors)
-    share = {}
+    def vectors(cands, lanes, block):
+        return {block * -(-c[-1] // lanes) for c in cands}
+
+    avx2, _ = tile_candidates(64, 4, True, 8, registers=16, block=8)
+    avx512, _ = tile_candidates(64, 4, True, 8, registers=32, block=8)
+    assert max(vectors(avx2, 8, 8)) == 8 and max(vectors(avx512, 8, 8)) == 16  # 8 rows x 1 or 2 vectors
+    rows, _ = tile_candidates(64, 4, False, 8, registers=16, block=1)
+    assert max(c[-1] for c in rows) == 8  # the next divisor, 16 rows, leaves no room beside the operands
+    reduction, _ = tile_candidates(64, 2, False, 16)
+    assert max(c[-1] for c in reduction) == 64
     for cpu, lanes, regs in (("haswell", 8, 16), ("skylake-avx512", 16, 32)):
         t = autosched.Task("matmul", dict(M=256, N=256, K=64), target=f"llvm -mcpu={cpu}")
         space = t.space("generated")
         sizes = [_accumulator_vectors(space, tr, lanes) for tr in space.sample(200, np.random.default_rng(4))]
-        share[cpu] = np.mean([s <= regs - 2 for s in sizes])
-    assert share["haswell"] >= 0.85 and share["skylake-avx512"] >= 0.85, share  # 0.89 and 0.95 when written
+        assert max(sizes) <= regs - 2, (cpu, max(sizes))

@@ -34,23 +34,26 @@ MAX_LOCATIONS = 16
 # ------------------------------------------------------------------ helpers
 @lru_cache(maxsize=2048)
 def tile_candidates(n: int, levels: int, vector: bool, lanes: int, registers: int = 16,
-                    block: int = 1) -> tuple[tuple, tuple]:
+                    block: int | None = None) -> tuple[tuple, tuple]:
     """Perfect tilings of ``n`` into ``levels`` (innermost <= 64) and sampling weights.
 
     The innermost level of the vectorized axis prefers a full vector (``lanes``) or half of one; elsewhere
-    small innermost tiles (register blocks) are preferred: up to a quarter of the target's vector ``registers``
-    (rows of a block whose rows hold two or more vectors each).
-    ``block`` is the product of the other axes' innermost tiles, already decided: on the vectorized axis a
-    tile whose accumulators (``block`` x its vectors) would not fit the registers is sampled less.
+    small innermost tiles (register blocks) are preferred: up to a quarter of the target's vector ``registers``.
+    ``block``, for a spatial axis, is the product of the innermost tiles of the axes before it, already decided:
+    together they are the register block of accumulators, which must fit the registers beside two operands
+    (a block that spills keeps every accumulator in memory: on conv2d such kernels ran at a fifth of the
+    others' speed and took ten times as long to compile). None: no such limit (a reduction axis).
     """
     cands = tuple(c for c in factorizations(n, levels) if c[-1] <= MAX_INNERMOST)
+    if block is not None:
+        room = max(1, registers - 2)
+        fits = tuple(c for c in cands if block * (-(-c[-1] // lanes) if vector else c[-1]) <= room)
+        cands = fits or tuple(c for c in cands if c[-1] == 1) or cands
     weights = []
     for c in cands:
         t = c[-1]
         if vector:
             w = 8.0 if t == lanes else 6.0 if t == lanes // 2 else 2.0 if 1 < t <= lanes else 1.0
-            if block * -(-t // lanes) > registers - 2:  # spills: accumulators plus two operands
-                w *= 0.25
         else:
             w = 2.0 if t <= registers // 4 else 1.0
         weights.append(w)
@@ -173,8 +176,8 @@ def spatial_tile(ctx: SketchContext, p: Stage, i: int) -> tuple:
     """The four tile sizes of spatial axis ``i`` of the tiled stage ``p`` (decided once per run)."""
     n = static_extents(p.op.axis)[i]
     last = i == len(p.op.axis) - 1
-    # the register block of the other axes is decided first (same names: the same values within a run)
-    block = math.prod(spatial_tile(ctx, p, j)[-1] for j in range(i)) if last else 1
+    # the register block of the axes before it is decided first (same names: the same values within a run)
+    block = math.prod(spatial_tile(ctx, p, j)[-1] for j in range(i))
     cands, w = tile_candidates(n, 4, last, ctx.vector_lanes(p.op.dtype), ctx.vector_registers(), block)
     return ctx.decide(f"tile/{ctx.origin(p)}/s{i}", cands, kind="tile", weights=w, hint=split_hint(0))
 
