@@ -22,20 +22,21 @@ class ErrorKind:
     INVALID_SCHEDULE = "invalid_schedule"  # a step of the trace does not apply
     LOWERING_ERROR = "lowering_error"  # the steps apply but the loops cannot be formed
     COMPILE_ERROR = "compile_error"  # LLVM or the linker failed
-    BUILD_TIMEOUT = "build_timeout"
+    BUILD_TIMEOUT = "build_timeout"  # building took longer than the builder's timeout
+    BUILD_CUT_OFF = "build_cut_off"  # stopped on purpose: building took over build_cutoff_factor x the task's median
     RUNTIME_CRASH = "runtime_crash"  # the kernel killed its worker (segfault, abort)
     RUN_TIMEOUT = "run_timeout"  # one run took longer than the absolute time limit (RunConfig.timeout)
     CUT_OFF = "cut_off"  # stopped on purpose: one run took over timeout_factor x the task's best (slow, not broken)
     WRONG_RESULT = "wrong_result"  # output differs from the reference
     UNKNOWN = "unknown"
 
-    ALL = (INVALID_SCHEDULE, LOWERING_ERROR, COMPILE_ERROR, BUILD_TIMEOUT, RUNTIME_CRASH, RUN_TIMEOUT,
-           CUT_OFF, WRONG_RESULT, UNKNOWN)
+    ALL = (INVALID_SCHEDULE, LOWERING_ERROR, COMPILE_ERROR, BUILD_TIMEOUT, BUILD_CUT_OFF, RUNTIME_CRASH,
+           RUN_TIMEOUT, CUT_OFF, WRONG_RESULT, UNKNOWN)
 
-    #: kinds that are not faults: the candidate ran correctly, just too slowly to be worth timing
-    NOT_FAULTS = (CUT_OFF,)
+    #: kinds that are not faults: the candidate was too slow to run, or to build, to be worth finishing
+    NOT_FAULTS = (CUT_OFF, BUILD_CUT_OFF)
 
-    BUILD = (INVALID_SCHEDULE, LOWERING_ERROR, COMPILE_ERROR, BUILD_TIMEOUT)  # raised before anything runs
+    BUILD = (INVALID_SCHEDULE, LOWERING_ERROR, COMPILE_ERROR, BUILD_TIMEOUT, BUILD_CUT_OFF)  # before anything runs
 
 
 class ResultFlag:
@@ -178,6 +179,8 @@ def kind_label(kind: str, cutoff_factor: float | None = None) -> str:
     """How a result kind is named to a person: the error kinds by name; a cut-off as what it is."""
     if kind == ErrorKind.CUT_OFF:
         return f"cut off (> {cutoff_factor:g}x best)" if cutoff_factor else "cut off (slower than the best allows)"
+    if kind == ErrorKind.BUILD_CUT_OFF:
+        return "build cut off (slow to build)"
     return kind
 
 
@@ -187,9 +190,9 @@ def outcome_summary(kinds: Mapping[str | None, int], noisy: int = 0, cutoff_fact
     progress line, the summary of ``autosched tune``, ``autosched db`` and ``autosched report`` use it."""
     faults = Counter({k: n for k, n in kinds.items() if k is not None and k not in ErrorKind.NOT_FAULTS and n})
     text = "errors: " + (", ".join(f"{k} {n}" for k, n in faults.most_common()) or "none")
-    cut = kinds.get(ErrorKind.CUT_OFF, 0)
-    if cut:
-        text += f"  {kind_label(ErrorKind.CUT_OFF, cutoff_factor)}: {cut}"
+    for kind in ErrorKind.NOT_FAULTS:
+        if kinds.get(kind, 0):
+            text += f"  {kind_label(kind, cutoff_factor)}: {kinds[kind]}"
     if noisy:
         text += f"  noisy: {noisy}"
     return text

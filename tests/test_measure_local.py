@@ -106,6 +106,31 @@ def test_a_candidate_far_slower_than_the_best_is_cut_off(builder, runner):
     assert runner.run([fast], builder.build([fast]))[0].ok
 
 
+def test_a_build_far_slower_than_the_tasks_builds_is_cut_off(builder, runner, monkeypatch):
+    """Once a task has 8 builds, one that takes over build_cutoff_factor x their median is stopped as a
+    build_cut_off (slow, not broken), and the next candidate builds on a fresh worker."""
+    from autosched.measure import measurer as measurer_module
+
+    monkeypatch.setattr(measurer_module, "BUILD_CUTOFF_FLOOR", 0.2)
+    slow = slow_build()  # its 400 loops take seconds to optimise
+    inline = [["compute_inline", i] for i in range(1, 400) if i % 20]  # 20 loops: quick to build
+    fast = [MeasureInput(slow.task, Trace.from_json(inline + [["split", 400, 0, f, None]]))
+            for f in (2, 4, 8, 16, 32, 64, 1, 3)]
+    m = Measurer(builder, runner, build_cutoff_factor=3.0)
+    assert m.build_limit([slow]) is None  # no builds of the task yet
+    assert all(r.ok for r in m.measure(fast))
+    limit = m.build_limit([slow])
+    assert limit is not None and limit >= 0.2
+    t0 = time.perf_counter()
+    r_slow, r_next = m.measure([slow, MeasureInput(slow.task, Trace.from_json(inline))])
+    assert r_slow.error_kind == ErrorKind.BUILD_CUT_OFF, r_slow
+    assert "x the median build of this task" in r_slow.error_msg and r_slow.build_seconds < 10 * limit
+    assert r_next.ok and m.stats.builds_cut_off == 1
+    assert time.perf_counter() - t0 < 30
+    assert builder.timeout == 20.0  # the builder's own limit is back
+    m.close()
+
+
 def test_the_best_few_are_remeasured_longer(builder, runner):
     task = small_conv()
     m = Measurer(builder, runner, top_k=2, overlap=True)

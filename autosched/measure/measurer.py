@@ -5,6 +5,11 @@
 * **adaptive timeouts**: once a task has a best time, one run of a later
   candidate may take at most ``timeout_factor`` times it (never more than
   ``RunConfig.timeout``); slower ones are cut off as ``run_timeout``;
+  likewise, once a task has ``BUILD_CUTOFF_MIN_BUILDS`` builds, a build may take
+  at most ``build_cutoff_factor`` times their median (at least
+  ``BUILD_CUTOFF_FLOOR`` s, never more than the builder's timeout); slower ones are
+  stopped as ``build_cut_off`` (on conv2d, every candidate that took 5-30 s to
+  build ran at under 40% of the speed of the fastest kernels);
 * **pipelining**: when this machine has cores to spare for it, the next chunk
   is built while the current one is timed (never on a cluster, whose builders
   are on the nodes that time too);
@@ -31,11 +36,14 @@ from typing import Any
 from autosched.errors import AutoschedError
 from autosched.measure.builder import Builder
 from autosched.measure.result import BuildResult, MeasureInput, MeasureResult, summarize_errors
+from autosched.result import ErrorKind
 from autosched.measure.runner import RunConfig, Runner
 
 log = logging.getLogger("autosched.measure")
 
 BACKEND_ENV = "AUTOSCHED_MEASURE_BACKEND"
+BUILD_CUTOFF_MIN_BUILDS = 8  # successful builds of a task before its builds are cut off
+BUILD_CUTOFF_FLOOR = 2.0  # seconds a build is always allowed
 
 
 class TooManyFailures(AutoschedError):
@@ -99,6 +107,7 @@ class MeasureStats:
     build_seconds: float = 0.0  # inside builders, summed
     run_seconds: float = 0.0  # inside runners, per candidate from dispatch to result, summed
     builds_cached: int = 0
+    builds_cut_off: int = 0  # stopped at build_cutoff_factor x the task's median build
 
     @property
     def candidates_per_second(self) -> float:
@@ -124,7 +133,8 @@ class Measurer:
 
     def __init__(self, builder: Builder | None = None, runner: Runner | None = None, *,
                  backend: str | None = None, config: RunConfig | None = None, n_builders: int | None = None,
-                 build_timeout: float = 30.0, timeout_factor: float = 10.0, top_k: int = 3,
+                 build_timeout: float = 30.0, timeout_factor: float = 10.0, build_cutoff_factor: float = 10.0,
+                 top_k: int = 3,
                  max_consecutive_failures: int = 128, remeasure_config: RunConfig | None = None,
                  overlap: bool | None = None, keep_artifacts: bool = False, seed: int = 0,
                  address: str | None = None):
@@ -144,6 +154,10 @@ class Measurer:
         if timeout_factor <= 1:
             raise ValueError(f"timeout_factor must be > 1, got {timeout_factor}")
         self.timeout_factor = float(timeout_factor)
+        if build_cutoff_factor and build_cutoff_factor <= 1:
+            raise ValueError(f"build_cutoff_factor must be > 1 (or 0: no cut-off), got {build_cutoff_factor}")
+        self.build_cutoff_factor = float(build_cutoff_factor)
+        self._build_times: dict[tuple, list[float]] = {}
         self.top_k = int(top_k)
         self.max_consecutive_failures = int(max_consecutive_failures)
         base = self.runner.config
@@ -183,8 +197,43 @@ class Measurer:
         best = self.best_cost(inp.task)
         return None if best is None else self.timeout_factor * best
 
+    def build_limit(self, inputs: Sequence[MeasureInput]) -> float | None:
+        """Seconds a build of these candidates may take before it is cut off: ``build_cutoff_factor`` x the
+        median of their tasks' successful builds (the largest over the tasks), at least ``BUILD_CUTOFF_FLOOR``;
+        None while a task has fewer than ``BUILD_CUTOFF_MIN_BUILDS`` of them or when it is off."""
+        if not self.build_cutoff_factor:
+            return None
+        limits = []
+        for key in {self._key(inp.task) for inp in inputs}:
+            times = sorted(self._build_times.get(key, ()))
+            if len(times) < BUILD_CUTOFF_MIN_BUILDS:
+                return None
+            limits.append(max(BUILD_CUTOFF_FLOOR, self.build_cutoff_factor * times[len(times) // 2]))
+        return max(limits) if limits else None
+
+    def _build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+        """The builder's results, under the adaptive build limit when it is below the builder's own timeout;
+        a build stopped by it is a ``build_cut_off`` (too slow to be worth it), not a fault."""
+        limit, timeout = self.build_limit(inputs), self.builder.timeout
+        if limit is None or limit >= timeout:
+            return self.builder.build(inputs)
+        self.builder.timeout = limit
+        try:
+            builds = self.builder.build(inputs)
+        finally:
+            self.builder.timeout = timeout
+        for b in builds:
+            if b.error_kind == ErrorKind.BUILD_TIMEOUT:
+                b.error_kind = ErrorKind.BUILD_CUT_OFF
+                b.error_msg = (f"building took more than {limit:.3g} s ({self.build_cutoff_factor:g}x the median "
+                               "build of this task) and was stopped")
+                self.stats.builds_cut_off += 1
+        return builds
+
     def _record(self, inp: MeasureInput, res: MeasureResult, build: BuildResult) -> None:
         self.stats.candidates += 1
+        if build.ok and not build.cached:
+            self._build_times.setdefault(self._key(inp.task), []).append(build.build_seconds)
         if res.ok:
             self.stats.measured += 1
             self.consecutive_failures = 0
@@ -245,17 +294,17 @@ class Measurer:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="autosched-build")
             tb = time.perf_counter()
-            fut = self._executor.submit(self.builder.build, chunks[0][1])
+            fut = self._executor.submit(self._build, chunks[0][1])
             for n, (offset, chunk) in enumerate(chunks):
                 tw = time.perf_counter()
                 chunk_builds = fut.result()
                 self.stats.build_wall_seconds += time.perf_counter() - (tb if n == 0 else tw)
                 if n + 1 < len(chunks):
-                    fut = self._executor.submit(self.builder.build, chunks[n + 1][1])
+                    fut = self._executor.submit(self._build, chunks[n + 1][1])
                 run_chunk(offset, chunk, chunk_builds)
         else:
             tb = time.perf_counter()
-            all_builds = self.builder.build(inputs)
+            all_builds = self._build(inputs)
             self.stats.build_wall_seconds += time.perf_counter() - tb
             run_chunk(0, inputs, all_builds)
 
