@@ -36,8 +36,8 @@ from typing import Any
 from autosched.errors import AutoschedError
 from autosched.measure.builder import Builder
 from autosched.measure.result import BuildResult, MeasureInput, MeasureResult, summarize_errors
-from autosched.result import ErrorKind
 from autosched.measure.runner import RunConfig, Runner
+from autosched.result import ErrorKind
 
 log = logging.getLogger("autosched.measure")
 
