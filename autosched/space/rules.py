@@ -24,6 +24,7 @@ from autosched.space.config import divisors, factorizations
 from autosched.space.sketch import SketchContext, SketchRule
 from autosched.te.schedule import Stage
 from autosched.te.trace import Split
+from autosched.workloads.blocking import MIN_ACCUMULATORS
 
 MAX_INNERMOST = 64  # Ansor's max_innermost_split_factor
 UNROLL_STEPS = (0, 16, 64, 512)  # Ansor's auto_unroll_max_step candidates on CPU
@@ -38,7 +39,8 @@ def tile_candidates(n: int, levels: int, vector: bool, lanes: int, registers: in
     """Perfect tilings of ``n`` into ``levels`` (innermost <= 64) and sampling weights.
 
     The innermost level of the vectorized axis prefers a full vector (``lanes``) or half of one; elsewhere
-    small innermost tiles (register blocks) are preferred: up to a quarter of the target's vector ``registers``.
+    small innermost tiles (register blocks) are preferred: up to a quarter of the target's vector ``registers``,
+    but not 1; on the vectorized axis, a block of fewer than ``MIN_ACCUMULATORS`` vectors is sampled less.
     ``block``, for a spatial axis, is the product of the innermost tiles of the axes before it, already decided:
     together they are the register block of accumulators, which must fit the registers beside two operands
     (a block that spills keeps every accumulator in memory: on conv2d such kernels ran at a fifth of the
@@ -54,8 +56,10 @@ def tile_candidates(n: int, levels: int, vector: bool, lanes: int, registers: in
         t = c[-1]
         if vector:
             w = 8.0 if t == lanes else 6.0 if t == lanes // 2 else 2.0 if 1 < t <= lanes else 1.0
+            if block is not None:  # too few accumulators leave the FMA units waiting on each other's latency
+                w *= min(1.0, block * -(-t // lanes) / MIN_ACCUMULATORS) ** 0.5
         else:
-            w = 2.0 if t <= registers // 4 else 1.0
+            w = 2.0 if 1 < t <= registers // 4 else 1.0
         weights.append(w)
     return cands, tuple(weights)
 
