@@ -328,7 +328,13 @@ def test_a_batch_is_picked_for_diversity():
         m = space.mutate(base, rng)
         if m not in copies:
             copies.append(m)
-    others = [t for t in space.sample(20, rng) if t != base and t not in copies][:4]
+    point = space.point_of(base)
+
+    def differences(t):
+        return sum(point.get(k) != v for k, v in space.point_of(t).items())
+
+    # different kernels: of 20 samples, the 4 that differ from the base in the most decisions
+    others = sorted((t for t in space.sample(20, rng) if t != base and t not in copies), key=differences)[-4:]
     ctx = TuneContext(TASK, space, rng=rng)
     ranked = [base] + copies + others  # best first
     assert ctx.diverse(ranked, 4, pool=1) == ranked[:4]  # no room to choose: the best

@@ -421,6 +421,33 @@ def _accumulator_vectors(space, trace, lanes):
     return rows * -(-cols // lanes)
 
 
+@pytest.mark.parametrize("cpu,lanes", [("haswell", 8), ("skylake-avx512", 16)])
+@pytest.mark.parametrize("cores", [2, 16])
+def test_samples_keep_the_cores_busy_and_fill_their_vectors(cpu, lanes, cores):
+    """The prior of the generated space, from the target: every parallel loop of a sampled conv2d keeps at least
+    three-quarters of the target's cores busy (fusing only the batch axis of 1 ran a third of the samples on one
+    core), the vectorized tile of the output row is rarely under a quarter of a vector (nearly scalar code; half
+    the samples were, before the tile prior counted each tile once rather than once per outer factorization),
+    and the padding is kept as a stage of its own three times in four (inlined, its guard sits in the
+    reduction's innermost loops)."""
+    from autosched.space.rules import parallel_efficiency
+
+    task = autosched.Task("conv2d", target=f"llvm -mcpu={cpu} -num-cores={cores}")
+    space = task.space("generated")
+    traces = space.sample(60, np.random.default_rng(0))
+    rows, inlined = [], 0
+    for trace in traces:
+        sch, args = task.apply(trace)
+        loops = [int(n) for n in re.findall(r"parallel \(\S+, 0, (\d+)\)", str(autosched.lower(sch, args)))]
+        assert loops and all(parallel_efficiency(n, cores) >= 0.75 for n in loops), (loops, trace.dumps())
+        point = space.point_of(trace)
+        rows.append(next(v for k, v in point.items() if k.startswith("tile/") and k.endswith("/s3"))[-1])
+        inlined += point["inline/pad"]
+    assert np.mean([4 * t < lanes for t in rows]) < 0.1, rows
+    assert np.mean([t in (lanes // 2, 14, 28, 56) or t == lanes for t in rows]) > 0.5, rows
+    assert inlined < 0.4 * len(traces)
+
+
 def test_register_blocks_fit_the_targets_registers():
     """A register block (the innermost tiles of a stage's spatial axes) holds at most the target's vector registers
     less two for operands: 16 on AVX2, 32 with AVX-512. Blocks that would spill are not in the space at all (on

@@ -16,18 +16,23 @@ schedule (consumers first; first match wins):
 from __future__ import annotations
 
 import math
+from collections import Counter
 from functools import lru_cache
 
 from autosched.space.analysis import const_int, consumes, leaf_extents, within
-from autosched.space.base import split_hint
+from autosched.space.base import CandidateError, split_hint
 from autosched.space.config import divisors, factorizations
 from autosched.space.sketch import SketchContext, SketchRule
+from autosched.te import expr as E
 from autosched.te.schedule import Stage
 from autosched.te.trace import Split
 from autosched.workloads.blocking import MIN_ACCUMULATORS
 
 MAX_INNERMOST = 64  # Ansor's max_innermost_split_factor
 UNROLL_STEPS = (0, 16, 64, 512)  # Ansor's auto_unroll_max_step candidates on CPU
+# drawn unevenly: on conv2d (2 x 96 random samples) 16 and 64 gave the fastest kernels; 512 took 3-5x as long
+# to build, for kernels slower in the median; 0 left the register block in memory
+UNROLL_WEIGHTS = (1.0, 2.0, 2.0, 0.5)
 SSRSRS = ("S0", "S1", "R0", "S2", "R1", "S3")
 MAX_LOCATIONS = 16
 
@@ -38,9 +43,14 @@ def tile_candidates(n: int, levels: int, vector: bool, lanes: int, registers: in
                     block: int | None = None) -> tuple[tuple, tuple]:
     """Perfect tilings of ``n`` into ``levels`` (innermost <= 64) and sampling weights.
 
-    The innermost level of the vectorized axis prefers a full vector (``lanes``) or half of one; elsewhere
-    small innermost tiles (register blocks) are preferred: up to a quarter of the target's vector ``registers``,
-    but not 1; on the vectorized axis, a block of fewer than ``MIN_ACCUMULATORS`` vectors is sampled less.
+    The weights are a prior on the innermost tile (the register block), shared out evenly among the tilings
+    that have it: otherwise a tile with many outer factorizations (1 has the most) would be drawn for its count,
+    not its merit. The innermost level of the vectorized axis prefers lanes well filled: a full vector
+    (``lanes``), half of one, or several vectors at least three-quarters full; a tile under a quarter of a vector
+    is nearly scalar code (on conv2d such samples ran under 55 GFLOPS where the best ran at 220) and is drawn
+    rarely. Elsewhere small innermost tiles (register blocks) are preferred: up to a quarter of the target's
+    vector ``registers``, but not 1; on the vectorized axis, a block of fewer than ``MIN_ACCUMULATORS`` vectors
+    is sampled less.
     ``block``, for a spatial axis, is the product of the innermost tiles of the axes before it, already decided:
     together they are the register block of accumulators, which must fit the registers beside two operands
     (a block that spills keeps every accumulator in memory: on conv2d such kernels ran at a fifth of the
@@ -51,17 +61,32 @@ def tile_candidates(n: int, levels: int, vector: bool, lanes: int, registers: in
         room = max(1, registers - 2)
         fits = tuple(c for c in cands if block * (-(-c[-1] // lanes) if vector else c[-1]) <= room)
         cands = fits or tuple(c for c in cands if c[-1] == 1) or cands
+    share = Counter(c[-1] for c in cands)  # tilings per innermost tile: the tile's weight is split among them
     weights = []
     for c in cands:
         t = c[-1]
         if vector:
-            w = 8.0 if t == lanes else 6.0 if t == lanes // 2 else 2.0 if 1 < t <= lanes else 1.0
+            w = lane_weight(t, lanes)
             if block is not None:  # too few accumulators leave the FMA units waiting on each other's latency
                 w *= min(1.0, block * -(-t // lanes) / MIN_ACCUMULATORS) ** 0.5
         else:
             w = 2.0 if 1 < t <= registers // 4 else 1.0
-        weights.append(w)
+        weights.append(w / share[t])
     return cands, tuple(weights)
+
+
+def lane_weight(t: int, lanes: int) -> float:
+    """Prior weight of ``t`` elements on a vectorized axis of ``lanes``-wide vectors, by how full its vectors are:
+    a full vector or half of one first, then several vectors at least three-quarters full, then the rest; under
+    a quarter of a vector least of all."""
+    if t == lanes:
+        return 8.0
+    if t == lanes // 2:
+        return 6.0
+    if 4 * t < lanes:
+        return 0.2
+    fill = t / (-(-t // lanes) * lanes)
+    return 4.0 if fill >= 0.75 else 1.0
 
 
 @lru_cache(maxsize=2048)
@@ -93,11 +118,31 @@ def split_levels(stage: Stage, axis, sizes, first: int):
     return loops
 
 
-def fuse_parallel(ctx: SketchContext, stage: Stage, outer: list, name: str):
-    """Fuse the first k of ``outer`` (k decided: the parallel granularity) and mark the loop parallel."""
+def parallel_efficiency(iterations: int, cores: int) -> float:
+    """The share of ``cores`` a parallel loop of ``iterations`` equal chunks keeps busy."""
+    return iterations / (-(-iterations // cores) * cores)
+
+
+def fuse_parallel(ctx: SketchContext, stage: Stage, outer: list, name: str, extents: list | None = None,
+                  tiled_from: list[int] | None = None):
+    """Fuse the first k of ``outer`` (k decided: the parallel granularity) and mark the loop parallel.
+
+    With the loops' ``extents`` known, only the k whose fused loop keeps at least three-quarters of the
+    target's cores busy are candidates (when some k does): fusing just a batch axis of 1, say, ran a third of
+    the samples of conv2d on one core. ``tiled_from``: the full extents of the axes whose outer tiles
+    ``outer`` are; when they could have kept the cores busy but these tiles cannot, the point is refused
+    (:class:`CandidateError`) and another is drawn."""
     if not outer:
         return None, 0
-    k = ctx.decide(name, tuple(range(1, len(outer) + 1)), kind="parallel")
+    ks = tuple(range(1, len(outer) + 1))
+    if extents is not None and None not in extents:
+        cores = ctx.cores()
+        busy = tuple(k for k in ks if parallel_efficiency(math.prod(extents[:k]), cores) >= 0.75)
+        if not busy and tiled_from is not None and math.prod(tiled_from) >= cores:
+            raise CandidateError(f"the outer tiles of {stage.op.name} leave the parallel loop too few iterations "
+                                 f"({math.prod(extents)}) for {cores} cores")
+        ks = busy or ks
+    k = ctx.decide(name, ks, kind="parallel")
     loop = stage.fuse(*outer[:k]) if k > 1 else outer[0]
     stage.parallel(loop)
     return loop, k
@@ -107,7 +152,7 @@ def unroll_inner(ctx: SketchContext, stage: Stage, extents: dict, name: str, onl
     """Unroll the innermost loops while their extents multiply to at most the decided step (Ansor's
     auto_unroll_max_step; a vector loop counts as its number of native vectors, and is not unrolled);
     ``only`` restricts which loops may be unrolled."""
-    step = ctx.decide(name, UNROLL_STEPS, kind="unroll")
+    step = ctx.decide(name, UNROLL_STEPS, kind="unroll", weights=UNROLL_WEIGHTS)
     if step == 0:
         return
     prod = 1
@@ -130,7 +175,11 @@ def unroll_inner(ctx: SketchContext, stage: Stage, extents: dict, name: str, onl
 # -------------------------------------------------------------------- prepare
 class InlineElementwise(SketchRule):
     """Inline an elementwise, non-output stage into its readers (padding, bias, exp), or keep it
-    (the ``default`` rule then computes it at the root or at a consumer's loop)."""
+    (the ``default`` rule then computes it at the root or at a consumer's loop).
+
+    Inlining is drawn three times in four, except for a guarded stage (a ``select``, as padding is) read by a
+    reduction with data reuse (one that is tiled): inlined, its guard lands in the reduction's innermost loops, so it is kept three times in four
+    (on conv2d, inlined padding gave kernels at two-thirds of the speed that took twice as long to build)."""
 
     name = "inline"
     phase = "prepare"
@@ -140,7 +189,10 @@ class InlineElementwise(SketchRule):
             ctx.sch.readers(st)) and not ctx.info(st)
 
     def apply(self, ctx, st):
-        if ctx.decide(f"inline/{ctx.key(st)}", (True, False), kind="location", weights=(3.0, 1.0)):
+        guarded = any(isinstance(e, E.Select) for e in E.walk(ctx.flow.body(st)))
+        hot = guarded and any(r.is_reduction and ctx.flow.has_reuse(r) for r in ctx.flow.readers(st))
+        if ctx.decide(f"inline/{ctx.key(st)}", (True, False), kind="location",
+                      weights=(1.0, 3.0) if hot else (3.0, 1.0)):
             st.compute_inline()
 
 
@@ -211,7 +263,8 @@ class FuseConsumer(SketchRule):
                 levels[lv].append(loop)
         st.reorder(*[a for lv in levels for a in lv])
         n = len(levels[0])
-        par, k = fuse_parallel(ctx, st, levels[0], f"parallel/{ctx.key(st)}")
+        par, k = fuse_parallel(ctx, st, levels[0], f"parallel/{ctx.key(st)}", [t[0] for t in tiles],
+                              static_extents(p.op.axis))
         if tiles[-1][3] > 1:
             st.vectorize(levels[3][-1])
         level = ctx.decide(f"fuse_level/{ctx.origin(p)}", (1, 2), kind="location")
@@ -250,7 +303,8 @@ class MultiLevelTiling(SketchRule):
             ext[r0], ext[r1] = t
         st.reorder(*[a for tok in SSRSRS for a in levels[tok]])
         if first == 0:
-            fuse_parallel(ctx, st, levels["S0"], f"parallel/{ctx.key(st)}")
+            fuse_parallel(ctx, st, levels["S0"], f"parallel/{ctx.key(st)}", [ext[a] for a in levels["S0"]],
+                          static_extents(st.op.axis))
         if tiles[-1][3] > 1:
             st.vectorize(levels["S3"][-1])
         unroll_inner(ctx, st, ext, f"unroll/{org}")
@@ -291,7 +345,7 @@ class DefaultLoops(SketchRule):
                 outer = sp[:-1] + [lo]
                 if rd:
                     st.reorder(*outer, *rd, vec)
-        fuse_parallel(ctx, st, outer, f"parallel/{key}")
+        fuse_parallel(ctx, st, outer, f"parallel/{key}", [leaf_extents(st).get(a) for a in outer])
         if vec is not None:
             st.vectorize(vec)
         if rd:

@@ -198,6 +198,10 @@ class SketchContext:
             return self.target.cpu.lanes(dtype)
         return max(1, 16 // max(1, np.dtype(dtype).itemsize))
 
+    def cores(self) -> int:
+        """Cores the kernels of a CPU target run on (its parallel loops' threads); 1 elsewhere."""
+        return self.target.cpu.cores if self.target.kind == "llvm" else 1
+
     def vector_registers(self) -> int:
         """Architectural vector registers of the task's CPU target (16, or 32 with AVX-512); 16 elsewhere."""
         return self.target.cpu.vector_registers if self.target.kind == "llvm" else 16
