@@ -18,6 +18,7 @@ import pytest
 import autosched
 from autosched.cost_model import XGBCostModel, features, load_pretrained, pretrained_info
 from autosched.cost_model import pretrained as shipped
+from autosched.cost_model.model import BASE_CHECK_RECORDS
 from autosched.database import Database
 from autosched.measure import MeasureInput, MeasureResult
 from autosched.search.evolutionary import EvolutionaryPolicy
@@ -78,8 +79,8 @@ def test_other_features_than_it_was_trained_on_give_one_warning_and_a_cold_model
 def test_own_records_train_trees_on_top_of_the_base(fresh_cache):
     model = load_pretrained(seed=0)
     base_rounds = model.base.num_boosted_rounds()
-    cands = _candidates(16, seed=1)
-    costs = [1e-4 * (1 + (i * 7) % 16) for i in range(16)]  # a fixed, arbitrary order to learn
+    cands = _candidates(BASE_CHECK_RECORDS - 1, seed=1)  # too few records to judge the base on
+    costs = [1e-4 * (1 + (i * 7) % 16) for i in range(len(cands))]  # a fixed, arbitrary order to learn
     before = model.predict(cands)
     model.update(cands, [MeasureResult(costs=[c]) for c in costs])
     assert model._booster.num_boosted_rounds() == base_rounds + model.num_rounds
@@ -90,6 +91,23 @@ def test_own_records_train_trees_on_top_of_the_base(fresh_cache):
     again = pickle.loads(pickle.dumps(model))
     np.testing.assert_allclose(again.predict(cands), after, rtol=1e-6)
     assert again.base.num_boosted_rounds() == base_rounds
+
+
+@pytest.mark.parametrize("agrees", [True, False])
+def test_a_base_that_orders_the_tasks_records_backwards_is_dropped(fresh_cache, agrees):
+    """The base is judged on the records it never saw, the task's own: kept when it orders them as they
+    measured, dropped (a cold model learns from the records alone) when it orders them backwards."""
+    model = load_pretrained(seed=0)
+    cands = _candidates(BASE_CHECK_RECORDS, seed=2)
+    score = model.predict(cands)
+    costs = 1e-4 * np.exp(-score if agrees else score)  # the base's favourite the fastest, or the slowest
+    model.update(cands, [MeasureResult(costs=[float(c)]) for c in costs])
+    if agrees:
+        assert model.base is not None and "shipped" in model.origin
+    else:
+        assert model.base is None and model.origin.startswith("cold (dropped the shipped pretrained model")
+        assert model._booster.num_boosted_rounds() == model.num_rounds  # trees of its own only
+    assert np.corrcoef(model.predict(cands), -costs)[0, 1] > 0.5  # either way it learnt this task's order
 
 
 def test_default_is_the_shipped_model_for_a_new_task_and_cold_for_a_resumed_one(fresh_cache, tmp_path):

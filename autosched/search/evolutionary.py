@@ -8,7 +8,8 @@ drawn by rank of model score; a child is a crossover of two parents (probability
 mutation of one, and the best ``population`` of parents and children survive. The batch is picked from
 the ``diversity * n`` best-scored unmeasured traces met on the way, each pick bringing the most decision
 values the batch does not have yet (``diversity=1``: simply the best), except an ``eps`` fraction of
-random samples (epsilon-greedy exploration); until the model has learned anything it is all random.
+random samples (epsilon-greedy exploration); until the model has learned anything it is all random, and a
+task's first batch, picked by a model trained elsewhere (the shipped one), is half random.
 
 ``build_factor`` > 0 (off by default): once the model has timed some builds, the candidates it expects to
 take ``build_factor`` times longer to build than the task's fastest kernels did go to the back of the
@@ -80,7 +81,9 @@ class EvolutionaryPolicy(SearchPolicy):
                 if len(keep) == self.population:
                     break
             pop, scores = [both[i] for i in keep], both_scores[keep]
-        n_rand = int(round(self.eps * n))
+        # a task's first batch (a model that has only a base, trained elsewhere, to go on) is half random: the
+        # random half is what the base is checked on (XGBCostModel drops one that orders them no better than chance)
+        n_rand = int(round((0.5 if len(ctx.measured) < n else self.eps) * n))
         ranked = [t for _, t in sorted(found.values(), key=lambda st: -st[0])]
         cheap = ctx.affordable(ranked, self.build_factor)
         if len(cheap) < len(ranked):  # the ones expected to build slowly go last: picked only if too few others
