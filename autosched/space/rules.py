@@ -178,8 +178,9 @@ class InlineElementwise(SketchRule):
     (the ``default`` rule then computes it at the root or at a consumer's loop).
 
     Inlining is drawn three times in four, except for a guarded stage (a ``select``, as padding is) read by a
-    reduction with data reuse (one that is tiled): inlined, its guard lands in the reduction's innermost loops, so it is kept three times in four
-    (on conv2d, inlined padding gave kernels at two-thirds of the speed that took twice as long to build)."""
+    reduction with data reuse (one that is tiled): inlined, its guard lands in the reduction's innermost loops,
+    so it is kept three times in four (on conv2d, inlined padding gave kernels at two-thirds of the speed that
+    took twice as long to build)."""
 
     name = "inline"
     phase = "prepare"
