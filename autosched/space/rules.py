@@ -346,7 +346,8 @@ class DefaultLoops(SketchRule):
                 outer = sp[:-1] + [lo]
                 if rd:
                     st.reorder(*outer, *rd, vec)
-        fuse_parallel(ctx, st, outer, f"parallel/{key}", [leaf_extents(st).get(a) for a in outer])
+        ext = leaf_extents(st)
+        fuse_parallel(ctx, st, outer, f"parallel/{key}", [ext.get(a) for a in outer])
         if vec is not None:
             st.vectorize(vec)
         if rd:
