@@ -170,7 +170,8 @@ def test_a_worker_node_killed_mid_run_costs_no_candidate(tmp_path):
 @pytest.mark.slow
 def test_the_head_lost_mid_run_stops_in_one_line_and_the_same_command_resumes(tmp_path):
     db = tmp_path / "h.db"
-    args = [*SMALL, "--trials", 16, "--db", db]
+    # enough trials that the one worker node cannot finish them in the 10 s the lost head is given
+    args = [*SMALL, "--trials", 40, "--db", db]
     with LoopbackCluster("--workers", "1") as c:
         tune = start_tune(*args, "--ray-address", c.address)
         try:
@@ -187,16 +188,15 @@ def test_the_head_lost_mid_run_stops_in_one_line_and_the_same_command_resumes(tm
                            "answered"), err[-3000:]
     assert "run the same command again" in last
     before = records(db)
-    # the worker node goes on for the 10 s the head is given: on a quick machine every trial may be in, and the
-    # remeasure of the best is what meets the lost head
-    assert 4 <= len(before) <= 16 and all(x.error_kind not in FAULTS for x in before)
+    # the worker node goes on for the 10 s the head is given, but not to the end
+    assert 4 <= len(before) < 40 and all(x.error_kind not in FAULTS for x in before)
 
     with LoopbackCluster("--workers", "1") as fresh:
         r = autosched("tune", *args, "--ray-address", fresh.address, timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resuming matmul(M=64, N=64, K=64): " in r.stderr, r.stderr[-3000:]
     after = records(db)
-    assert len(after) == len(before) + 16
+    assert len(after) == len(before) + 40
     assert [(x.trace_json, x.costs) for x in after[:len(before)]] == \
         [(x.trace_json, x.costs) for x in before]  # what was committed is untouched
     assert len({x.trace_json for x in after}) == len(after)  # resumed: nothing measured twice
