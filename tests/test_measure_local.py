@@ -127,8 +127,32 @@ def test_a_build_far_slower_than_the_tasks_builds_is_cut_off(builder, runner, mo
     assert "x the median build of this task" in r_slow.error_msg and r_slow.build_seconds < 10 * limit
     assert r_next.ok and m.stats.builds_cut_off == 1
     assert time.perf_counter() - t0 < 30
-    assert builder.timeout == 20.0  # the builder's own limit is back
+    assert builder.timeout == 20.0  # the builder's own limit stays
     m.close()
+    assert builder.cutoff is None  # the builder, which outlives the measurer, cuts nothing on its own
+
+
+def test_a_slow_build_in_the_first_batch_is_cut_once_the_batch_quick_builds_are_in(runner, monkeypatch):
+    """The first batch of a task has no median to judge a build by when it starts: the cut-off is read again
+    as the batch's builds finish, so a slow build that started first does not hold the batch."""
+    from autosched.measure import measurer as measurer_module
+
+    monkeypatch.setattr(measurer_module, "BUILD_CUTOFF_FLOOR", 0.2)
+    monkeypatch.setattr(measurer_module, "BUILD_CUTOFF_MIN_BUILDS", 4)  # the slow one takes 7 quick builds' time
+    slow = slow_build()
+    inline = [["compute_inline", i] for i in range(1, 400) if i % 20]
+    fast = [MeasureInput(slow.task, Trace.from_json(inline + [["split", 400, 0, f, None]]))
+            for f in (2, 4, 8, 16, 32, 64, 1, 3, 5, 6, 7, 9)]
+    with LocalBuilder(n_parallel=2, timeout=20.0) as builder, \
+            Measurer(builder, runner, build_cutoff_factor=3.0) as m:
+        assert m.build_limit([slow]) is None
+        t0 = time.perf_counter()
+        results = m.measure([slow, *fast])
+        took = time.perf_counter() - t0
+    assert results[0].error_kind == ErrorKind.BUILD_CUT_OFF, results[0]
+    assert all(r.ok for r in results[1:])
+    fast_builds = sorted(r.build_seconds for r in results[1:])
+    assert results[0].build_seconds < sum(fast_builds) + 3 * fast_builds[len(fast_builds) // 2] + 1.5, took
 
 
 def test_the_best_few_are_remeasured_longer(builder, runner):

@@ -76,6 +76,23 @@ def test_a_build_that_takes_too_long_is_stopped(local_ray):
     assert not os.path.exists(cache)  # the builder's libraries go with it
 
 
+def test_a_slow_build_is_cut_once_the_quick_builds_of_its_batch_are_in(local_ray):
+    """The builder reads its cut-off again while the batch builds: the slow build that started first is stopped
+    as a ``build_cut_off`` once four quick ones gave it a median; the quick ones teach the cut-off."""
+    from autosched.measure.builder import BuildCutoff
+
+    slow = slow_build()
+    inline = [["compute_inline", i] for i in range(1, 400) if i % 20]
+    fast = [MeasureInput(slow.task, Trace.from_json(inline + [["split", 400, 0, f, None]]))
+            for f in (2, 4, 8, 16, 32, 64, 1, 3, 5, 6)]
+    with rb.RayBuilder(n_parallel=2, timeout=20.0) as b:
+        b.cutoff = BuildCutoff(factor=3.0, floor=0.2, min_builds=4)
+        res = b.build([slow, *fast])
+    assert res[0].error_kind == ErrorKind.BUILD_CUT_OFF and "x the median build" in res[0].error_msg, res[0]
+    assert all(r.ok for r in res[1:]) and b.cutoff.added == len(fast)
+    assert res[0].build_seconds < 6 * sorted(r.build_seconds for r in res[1:])[len(fast) // 2] + 1.5
+
+
 def test_libraries_travel_as_bytes_when_asked(local_ray, runner):
     task = small_matmul(32)
     with rb.RayBuilder(n_parallel=1, ship_artifacts=True) as b:

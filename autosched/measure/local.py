@@ -13,6 +13,7 @@ parent disappears, so no process outlives the run.
 
 from __future__ import annotations
 
+import math
 import multiprocessing.connection
 import os
 import tempfile
@@ -22,7 +23,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from autosched.measure.builder import Builder, builds_per_worker
+from autosched.measure.builder import BuildClock, Builder, builds_per_worker
 from autosched.measure.process import WorkerProcess, close_all
 from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
 from autosched.measure.runner import (
@@ -69,6 +70,13 @@ class _Job:
     def died(self, how: str) -> None:
         raise NotImplementedError
 
+    def cut_at(self) -> float:
+        """A deadline sooner than the reply's, which may move while the job runs (a build's cut-off)."""
+        return math.inf
+
+    def ready(self) -> None:
+        """Its worker started up and took the job: the job's own clock starts now."""
+
 
 def _dispatch(procs: list[WorkerProcess], jobs: Sequence[_Job]) -> None:
     """Feed jobs to idle workers; enforce deadlines; replace workers that die or miss one."""
@@ -88,11 +96,12 @@ def _dispatch(procs: list[WorkerProcess], jobs: Sequence[_Job]) -> None:
         if not active:
             break
         now = time.monotonic()
-        wait = max(0.0, min(d for _, d in active.values()) - now)
-        ready = multiprocessing.connection.wait([p.conn for p in active], timeout=wait)
+        wait = max(0.0, min(min(d, j.cut_at()) for j, d in active.values()) - now)
+        ready = multiprocessing.connection.wait([p.conn for p in active], timeout=min(wait, 1.0))
         now = time.monotonic()
         for proc in list(active):
             job, deadline = active[proc]
+            deadline = min(deadline, job.cut_at())
             if proc.conn in ready:
                 try:
                     tag, value = proc.conn.recv()
@@ -104,6 +113,7 @@ def _dispatch(procs: list[WorkerProcess], jobs: Sequence[_Job]) -> None:
                 if tag == "ready":
                     proc.ready = True
                     active[proc][1] = time.monotonic() + job.timeout
+                    job.ready()
                     continue
                 nxt = job.handle(tag, value, proc)
                 if nxt is None:
@@ -127,28 +137,33 @@ def _candidate_key(inp: MeasureInput) -> tuple:
 
 
 class _BuildJob(_Job):
-    def __init__(self, index: int, inp: MeasureInput, timeout: float, results: list):
+    def __init__(self, index: int, inp: MeasureInput, timeout: float, results: list, cutoff: Any):
         self.index, self.timeout, self.results = index, timeout, results
         self.msg = ("build", (workload_shipment(inp.task), task_state(inp.task), inp.trace.to_json()))
+        self.clock = BuildClock(inp, timeout, cutoff)
         self.t0 = time.perf_counter()
 
     def message(self) -> tuple:
         self.t0 = time.perf_counter()
+        self.clock.start()
         return self.msg
+
+    def ready(self) -> None:
+        self.clock.start()
+
+    def cut_at(self) -> float:
+        return self.clock.cut_at()
 
     def handle(self, tag: str, value: Any, proc: WorkerProcess) -> float | None:
         if tag == "done":
-            self.results[self.index] = value
+            self.results[self.index] = self.clock.finished(value)
         else:
             self.results[self.index] = BuildResult(error_kind=ErrorKind.UNKNOWN, error_msg=str(value),
                                                    build_seconds=time.perf_counter() - self.t0)
         return None
 
     def timed_out(self) -> None:
-        self.results[self.index] = BuildResult(
-            error_kind=ErrorKind.BUILD_TIMEOUT,
-            error_msg=f"building took more than {self.timeout:g} s and was stopped",
-            build_seconds=time.perf_counter() - self.t0)
+        self.results[self.index] = self.clock.stopped()
 
     def died(self, how: str) -> None:
         self.results[self.index] = BuildResult(
@@ -201,7 +216,7 @@ class LocalBuilder(Builder):
             if k in first:
                 continue
             first[k] = i
-            jobs.append(_BuildJob(i, inp, self.timeout, results))
+            jobs.append(_BuildJob(i, inp, self.timeout, results, self.cutoff))
         _dispatch(self._procs, jobs)
         for i, inp in enumerate(inputs):
             if results[i] is None:

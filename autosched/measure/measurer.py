@@ -5,11 +5,12 @@
 * **adaptive timeouts**: once a task has a best time, one run of a later
   candidate may take at most ``timeout_factor`` times it (never more than
   ``RunConfig.timeout``); slower ones are cut off as ``run_timeout``;
-  likewise, once a task has ``BUILD_CUTOFF_MIN_BUILDS`` builds, a build may take
-  at most ``build_cutoff_factor`` times their median (at least
-  ``BUILD_CUTOFF_FLOOR`` s, never more than the builder's timeout); slower ones are
-  stopped as ``build_cut_off`` (on conv2d, every candidate that took 5-30 s to
-  build ran at under 40% of the speed of the fastest kernels);
+  likewise, once a task has ``BUILD_CUTOFF_MIN_BUILDS`` builds (those of the batch
+  in flight count as they finish), a build may take at most ``build_cutoff_factor``
+  times their median (at least ``BUILD_CUTOFF_FLOOR`` s, never more than the
+  builder's timeout); slower ones are stopped as ``build_cut_off`` (on conv2d,
+  every candidate that took 5-30 s to build ran at under 40% of the speed of the
+  fastest kernels, and one of them held its whole batch);
 * **pipelining**: when this machine has cores to spare for it, the next chunk
   is built while the current one is timed (never on a cluster, whose builders
   are on the nodes that time too);
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autosched.errors import AutoschedError
-from autosched.measure.builder import Builder
+from autosched.measure.builder import BuildCutoff, Builder
 from autosched.measure.result import BuildResult, MeasureInput, MeasureResult, summarize_errors
 from autosched.measure.runner import RunConfig, Runner
 from autosched.result import ErrorKind
@@ -157,7 +158,8 @@ class Measurer:
         if build_cutoff_factor and build_cutoff_factor <= 1:
             raise ValueError(f"build_cutoff_factor must be > 1 (or 0: no cut-off), got {build_cutoff_factor}")
         self.build_cutoff_factor = float(build_cutoff_factor)
-        self._build_times: dict[tuple, list[float]] = {}
+        self.cutoff = BuildCutoff(self.build_cutoff_factor, BUILD_CUTOFF_FLOOR, BUILD_CUTOFF_MIN_BUILDS)
+        self.builder.cutoff = self.cutoff
         self.top_k = int(top_k)
         self.max_consecutive_failures = int(max_consecutive_failures)
         base = self.runner.config
@@ -198,42 +200,26 @@ class Measurer:
         return None if best is None else self.timeout_factor * best
 
     def build_limit(self, inputs: Sequence[MeasureInput]) -> float | None:
-        """Seconds a build of these candidates may take before it is cut off: ``build_cutoff_factor`` x the
-        median of their tasks' successful builds (the largest over the tasks), at least ``BUILD_CUTOFF_FLOOR``;
-        None while a task has fewer than ``BUILD_CUTOFF_MIN_BUILDS`` of them or when it is off."""
-        if not self.build_cutoff_factor:
-            return None
-        limits = []
-        for key in {self._key(inp.task) for inp in inputs}:
-            times = sorted(self._build_times.get(key, ()))
-            if len(times) < BUILD_CUTOFF_MIN_BUILDS:
-                return None
-            limits.append(max(BUILD_CUTOFF_FLOOR, self.build_cutoff_factor * times[len(times) // 2]))
-        return max(limits) if limits else None
+        """Seconds a build of these candidates may take now before it is cut off (the largest over their
+        tasks; see :class:`~autosched.measure.builder.BuildCutoff`); None while a task has too few builds for
+        a median, or when the cut-off is off."""
+        limits = [self.cutoff.limit(BuildCutoff.key(inp)) for inp in inputs]
+        return None if not limits or None in limits else max(x for x in limits if x is not None)
 
     def _build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
-        """The builder's results, under the adaptive build limit when it is below the builder's own timeout;
-        a build stopped by it is a ``build_cut_off`` (too slow to be worth it), not a fault."""
-        limit, timeout = self.build_limit(inputs), self.builder.timeout
-        if limit is None or limit >= timeout:
-            return self.builder.build(inputs)
-        self.builder.timeout = limit
-        try:
-            builds = self.builder.build(inputs)
-        finally:
-            self.builder.timeout = timeout
-        for b in builds:
-            if b.error_kind == ErrorKind.BUILD_TIMEOUT:
-                b.error_kind = ErrorKind.BUILD_CUT_OFF
-                b.error_msg = (f"building took more than {limit:.3g} s ({self.build_cutoff_factor:g}x the median "
-                               "build of this task) and was stopped")
-                self.stats.builds_cut_off += 1
+        """The builder's results; a builder that does not report its builds to the cut-off as they finish
+        has them reported here, once the batch is built."""
+        added = self.cutoff.added
+        builds = self.builder.build(inputs)
+        if self.cutoff.added == added:
+            for inp, b in zip(inputs, builds):
+                if b.ok and not b.cached:
+                    self.cutoff.add(BuildCutoff.key(inp), b.build_seconds)
+        self.stats.builds_cut_off += sum(b.error_kind == ErrorKind.BUILD_CUT_OFF for b in builds)
         return builds
 
     def _record(self, inp: MeasureInput, res: MeasureResult, build: BuildResult) -> None:
         self.stats.candidates += 1
-        if build.ok and not build.cached:
-            self._build_times.setdefault(self._key(inp.task), []).append(build.build_seconds)
         if res.ok:
             self.stats.measured += 1
             self.consecutive_failures = 0
@@ -377,6 +363,8 @@ class Measurer:
         self._closed = True
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
+        if self.builder.cutoff is self.cutoff:  # a builder that outlives this measurer cuts nothing of its own
+            self.builder.cutoff = None
         if self._own:
             self.builder.close()
             self.runner.close()

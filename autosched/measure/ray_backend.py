@@ -33,6 +33,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import math
 import os
 import shutil
 import socket
@@ -49,7 +50,7 @@ import ray.exceptions
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from autosched.errors import ClusterError, ClusterLost
-from autosched.measure.builder import Builder, builds_per_worker
+from autosched.measure.builder import BuildClock, Builder, builds_per_worker
 from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
 from autosched.measure.runner import (
     LOAD_TIMEOUT,
@@ -535,6 +536,10 @@ class _RayJob:
     def again(self) -> None:
         """Its actor's node is gone: the job starts afresh on another actor."""
 
+    def cut_at(self) -> float:
+        """A deadline sooner than the call's, which may move while the job runs (a build's cut-off)."""
+        return math.inf
+
 
 def _ray_dispatch(pool: _ActorPool, jobs: Sequence[_RayJob]) -> None:
     """Feed jobs to idle actors; enforce deadlines; kill and revive actors that miss one or die; hand the
@@ -558,7 +563,7 @@ def _ray_dispatch(pool: _ActorPool, jobs: Sequence[_RayJob]) -> None:
         if not waits:
             raise pool.none_left()
         now = time.monotonic()
-        timeout = max(0.0, min(min(d, c) for _, _, d, c in active.values()) - now) if active else 1.0
+        timeout = max(0.0, min(min(d, c, j.cut_at()) for j, _, d, c in active.values()) - now) if active else 1.0
         done, _ = ray.wait(waits, num_returns=1, timeout=min(timeout, 1.0))  # a second: the head may be lost
         for ref in done:
             if ref in pool.reviving:
@@ -588,6 +593,7 @@ def _ray_dispatch(pool: _ActorPool, jobs: Sequence[_RayJob]) -> None:
                 active[nxt[0]] = [job, actor, now + nxt[1], now + NODE_CHECK]
         now = time.monotonic()
         for ref, (job, actor, deadline, check) in list(active.items()):
+            deadline = min(deadline, job.cut_at())
             if now < min(deadline, check):
                 continue
             # a call that runs long, or past its deadline, may be on a node that died (Ray says so only once
@@ -620,24 +626,26 @@ def _actor_cpus(n_actors: int, reserve: float) -> float:
 
 
 class _RayBuildJob(_RayJob):
-    def __init__(self, index: int, inp: MeasureInput, timeout: float, results: list):
+    def __init__(self, index: int, inp: MeasureInput, timeout: float, results: list, cutoff: Any):
         self.index, self.timeout, self.results = index, timeout, results
         self.args = (workload_shipment(inp.task), task_state(inp.task), inp.trace.to_json())
+        self.clock = BuildClock(inp, timeout, cutoff)
         self.t0 = time.perf_counter()
 
     def start(self, actor: Any) -> Any:
         self.t0 = time.perf_counter()
+        self.clock.start()
         return actor.build.remote(*self.args)
 
+    def cut_at(self) -> float:
+        return self.clock.cut_at()
+
     def handle(self, value: Any, actor: Any) -> None:
-        self.results[self.index] = value
+        self.results[self.index] = self.clock.finished(value)
         return None
 
     def timed_out(self) -> None:
-        self.results[self.index] = BuildResult(
-            error_kind=ErrorKind.BUILD_TIMEOUT,
-            error_msg=f"building took more than {self.timeout:g} s and was stopped",
-            build_seconds=time.perf_counter() - self.t0)
+        self.results[self.index] = self.clock.stopped()
 
     def died(self, e: BaseException) -> None:
         bug = isinstance(e, ray.exceptions.RayTaskError)  # the worker code raised: not the candidate's doing
@@ -697,7 +705,7 @@ class RayBuilder(Builder):
             k = _candidate_key(inp)
             if k not in first:
                 first[k] = i
-                jobs.append(_RayBuildJob(i, inp, self.timeout, results))
+                jobs.append(_RayBuildJob(i, inp, self.timeout, results, self.cutoff))
         _ray_dispatch(self._pool, jobs)
         for i, inp in enumerate(inputs):
             if results[i] is None:
