@@ -107,7 +107,7 @@ def test_a_candidate_far_slower_than_the_best_is_cut_off(builder, runner):
 
 
 def test_a_build_far_slower_than_the_tasks_builds_is_cut_off(builder, runner, monkeypatch):
-    """Once a task has 8 builds, one that takes over build_cutoff_factor x their median is stopped as a
+    """Once a task has 4 builds, one that takes over build_cutoff_factor x their median is stopped as a
     build_cut_off (slow, not broken), and the next candidate builds on a fresh worker."""
     from autosched.measure import measurer as measurer_module
 
@@ -138,7 +138,6 @@ def test_a_slow_build_in_the_first_batch_is_cut_once_the_batch_quick_builds_are_
     from autosched.measure import measurer as measurer_module
 
     monkeypatch.setattr(measurer_module, "BUILD_CUTOFF_FLOOR", 0.2)
-    monkeypatch.setattr(measurer_module, "BUILD_CUTOFF_MIN_BUILDS", 4)  # the slow one takes 7 quick builds' time
     slow = slow_build()
     inline = [["compute_inline", i] for i in range(1, 400) if i % 20]
     fast = [MeasureInput(slow.task, Trace.from_json(inline + [["split", 400, 0, f, None]]))
