@@ -107,7 +107,7 @@ def test_a_candidate_far_slower_than_the_best_is_cut_off(builder, runner):
 
 
 def test_a_build_far_slower_than_the_tasks_builds_is_cut_off(builder, runner, monkeypatch):
-    """Once a task has 4 builds, one that takes over build_cutoff_factor x their median is stopped as a
+    """Once a task has 3 builds, one that takes over build_cutoff_factor x their median is stopped as a
     build_cut_off (slow, not broken), and the next candidate builds on a fresh worker."""
     from autosched.measure import measurer as measurer_module
 

@@ -43,7 +43,7 @@ from autosched.result import ErrorKind
 log = logging.getLogger("autosched.measure")
 
 BACKEND_ENV = "AUTOSCHED_MEASURE_BACKEND"
-BUILD_CUTOFF_MIN_BUILDS = 4  # successful builds of a task (this batch's included) before its builds are cut off
+BUILD_CUTOFF_MIN_BUILDS = 3  # successful builds of a task (this batch's included) before its builds are cut off
 BUILD_CUTOFF_FLOOR = 2.0  # seconds a build is always allowed
 
 
