@@ -72,6 +72,10 @@ class BuildClock:
     def start(self) -> None:
         self.started = time.monotonic()
 
+    def elapsed(self) -> float:
+        """Seconds since the build started."""
+        return time.monotonic() - self.started
+
     def _limit(self) -> float | None:
         limit = self.cutoff.limit(self.key) if self.cutoff is not None else None
         return limit if limit is not None and limit < self.timeout else None
@@ -89,7 +93,7 @@ class BuildClock:
 
     def stopped(self) -> BuildResult:
         """The result of a build stopped at its deadline: cut off (slow, not broken) or timed out."""
-        seconds = time.monotonic() - self.started
+        seconds = self.elapsed()
         limit = self._limit()
         if limit is not None and seconds < self.timeout:
             assert self.cutoff is not None

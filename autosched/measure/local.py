@@ -141,10 +141,8 @@ class _BuildJob(_Job):
         self.index, self.timeout, self.results = index, timeout, results
         self.msg = ("build", (workload_shipment(inp.task), task_state(inp.task), inp.trace.to_json()))
         self.clock = BuildClock(inp, timeout, cutoff)
-        self.t0 = time.perf_counter()
 
     def message(self) -> tuple:
-        self.t0 = time.perf_counter()
         self.clock.start()
         return self.msg
 
@@ -159,7 +157,7 @@ class _BuildJob(_Job):
             self.results[self.index] = self.clock.finished(value)
         else:
             self.results[self.index] = BuildResult(error_kind=ErrorKind.UNKNOWN, error_msg=str(value),
-                                                   build_seconds=time.perf_counter() - self.t0)
+                                                   build_seconds=self.clock.elapsed())
         return None
 
     def timed_out(self) -> None:
@@ -168,7 +166,7 @@ class _BuildJob(_Job):
     def died(self, how: str) -> None:
         self.results[self.index] = BuildResult(
             error_kind=ErrorKind.COMPILE_ERROR, error_msg=f"the compiler crashed its worker ({how})",
-            build_seconds=time.perf_counter() - self.t0)
+            build_seconds=self.clock.elapsed())
 
 
 def _close_builder(procs: list[WorkerProcess], cache_dir: str | None) -> None:

@@ -630,10 +630,8 @@ class _RayBuildJob(_RayJob):
         self.index, self.timeout, self.results = index, timeout, results
         self.args = (workload_shipment(inp.task), task_state(inp.task), inp.trace.to_json())
         self.clock = BuildClock(inp, timeout, cutoff)
-        self.t0 = time.perf_counter()
 
     def start(self, actor: Any) -> Any:
-        self.t0 = time.perf_counter()
         self.clock.start()
         return actor.build.remote(*self.args)
 
@@ -653,7 +651,7 @@ class _RayBuildJob(_RayJob):
             error_kind=ErrorKind.UNKNOWN if bug else ErrorKind.COMPILE_ERROR,
             error_msg=f"builder error: {_error_line(e)}" if bug else
             f"the compiler crashed its worker ({_error_line(e)})",
-            build_seconds=time.perf_counter() - self.t0)
+            build_seconds=self.clock.elapsed())
 
 
 class RayBuilder(Builder):
