@@ -456,7 +456,9 @@ class Schedule:
         vmap: dict[Var, Any] = {a.var: b.var for a, b in zip(op.axis, new_axis)}
         body = op.body
         if isinstance(body, Reduce):
-            new_raxis = [IterVar(a.dom, Var(a.name + ".c"), "reduce") for a in body.axis]
+            # a reduce range may depend on a spatial axis (a triangular sum): rename it there too
+            new_raxis = [IterVar(Range(substitute(a.dom.min, vmap), substitute(a.dom.extent, vmap)),
+                                 Var(a.name + ".c"), "reduce") for a in body.axis]
             vmap.update({a.var: b.var for a, b in zip(body.axis, new_raxis)})
             body = Reduce(
                 body.combiner,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autosched.errors import LoweringError
+from autosched.errors import LoweringError, ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var
 from autosched.te.schedule import Schedule, SplitRel, Stage
@@ -39,7 +39,7 @@ _KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"
 class _Info:
     """What bound inference learned about one stage."""
 
-    __slots__ = ("region", "extent", "value", "buffer", "local", "mult", "simp")
+    __slots__ = ("region", "extent", "value", "buffer", "local", "mult", "simp", "spatial_root")
 
     def __init__(self):
         self.region: list[tuple[Expr, Expr]] = []  # per output dim: (min, extent)
@@ -48,6 +48,7 @@ class _Info:
         self.buffer: S.Buffer | None = None
         self.local = False  # buffer holds only the region (indices offset by region min)
         self.simp: Simplifier | None = None  # the simplifier under the leaf loop ranges (inference, guards)
+        self.spatial_root: dict = {}  # spatial root var -> its index in the stage's loops (region min + offset)
 
 
 def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", *, partition: bool = True) -> S.PrimFunc:
@@ -249,7 +250,10 @@ class _Lowerer:
         for d, ax in enumerate(st.op.axis):
             m[ax.var] = _offset(info.region[d][0], info.value[ax])
         for ax in st.op.reduce_axis:
-            m[ax.var] = _offset(ax.dom.min, info.value[ax])
+            lo = ax.dom.min
+            if E.free_vars(lo) & info.spatial_root.keys():  # a reduce range that starts at a spatial index
+                lo = simplify(E.substitute(lo, info.spatial_root))
+            m[ax.var] = _offset(lo, info.value[ax])
         return m
 
     def infer(self, st: Stage) -> None:
@@ -307,10 +311,36 @@ class _Lowerer:
                     q = fv // stride if not (isinstance(stride, IntImm) and stride.value == 1) else fv
                     val[a] = q if k == 0 else q % ext[a]
                     stride = _mul(stride, ext[a])
+        info.spatial_root = {ax.var: _offset(info.region[d][0], val[ax]) for d, ax in enumerate(st.op.axis)}
+        if any(E.free_vars(ax.dom.extent) & info.spatial_root.keys() for ax in st.op.reduce_axis):
+            self.dependent_reduce(st, info, val)
         simp = info.simp = Simplifier({iv.var: self.loop_range[iv.var] for iv in st.leaf_iter_vars})
         for ax, v in val.items():
             info.value[ax] = simp.run(v)
         self.infos[id(st)] = info
+
+    def dependent_reduce(self, st: Stage, info: _Info, val: dict) -> None:
+        """A reduction whose range depends on a spatial axis (``te.reduce_axis((0, i + 1))``): its extents, and
+        those split or fused from it, are written in the root variable ``i``, which is a loop only while the axis
+        is neither split nor fused nor renamed (``cache_write``): rewrite them in the stage's own loops, and
+        refuse a loop order that puts such a reduction loop outside a loop its extent needs."""
+        sub = info.spatial_root
+        ext = info.extent
+        for iv in list(ext):
+            if E.free_vars(ext[iv]) & sub.keys():
+                ext[iv] = simplify(E.substitute(ext[iv], sub))
+        for iv in list(val):
+            if iv.kind == "reduce":  # a spatial leaf that is its own root keeps its variable
+                val[iv] = E.substitute(val[iv], sub)
+        pos = {iv.var: k for k, iv in enumerate(st.leaf_iter_vars)}
+        for k, iv in enumerate(st.leaf_iter_vars):
+            late = [v for v in E.free_vars(ext[iv]) if pos.get(v, -1) >= k]
+            if late:
+                raise ScheduleError(
+                    f"stage '{st.name}': the extent of reduction loop '{iv.name}' ({ext[iv]}) depends on loop "
+                    f"'{late[0].name}', which runs inside it; keep '{late[0].name}' outside '{iv.name}' "
+                    f"(reorder)")
+            self.loop_range[iv.var] = (IntImm(0), _minus_one(ext[iv]))
 
     def infer_region(self, st: Stage) -> list[tuple[Expr, Expr]]:
         shape = st.op.shape
@@ -429,6 +459,8 @@ class _Lowerer:
         bounded = list(st.op.axis) + list(st.op.reduce_axis)
         bounded += [rel.parent for rel in st.relations if isinstance(rel, SplitRel)]
         for ax in bounded:
+            if info.value[ax] is ax.var and ax.var in pos_of:  # an unsplit loop: its own extent bounds it
+                continue
             if not leaf_ranges.proves_lt(info.value[ax], info.extent[ax]):
                 add_guard(info.value[ax] < info.extent[ax], leaf_ranges)
         if st.attach_type == "scope":
