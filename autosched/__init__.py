@@ -7,9 +7,10 @@ import llvmlite: only building does, so exported libraries load without it.
 
 from __future__ import annotations
 
-from autosched import runtime, te
+from autosched import errors, runtime, te, tir
+from autosched import errors as error  # TVM's name for the module of error classes
 from autosched import workloads as _workloads
-from autosched.errors import AutoschedError, CodegenError, LoweringError, ScheduleError
+from autosched.errors import AutoschedError, CodegenError, LoweringError, ScheduleError, TVMError
 from autosched.workloads import register_workload
 
 
@@ -107,6 +108,7 @@ __all__ = [
     "CodegenError",
     "LoweringError",
     "ScheduleError",
+    "TVMError",
     "Task",
     "apply_history_best",
     "database",
@@ -121,4 +123,7 @@ __all__ = [
     "lower",
     "runtime",
     "te",
+    "tir",
+    "error",
+    "errors",
 ]

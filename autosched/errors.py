@@ -1,8 +1,13 @@
 """Exceptions raised by autosched, each naming what went wrong and where."""
 
 
-class AutoschedError(Exception):
-    """Base class of autosched's own errors."""
+class AutoschedError(RuntimeError):
+    """Base class of autosched's own errors. It is a RuntimeError, as TVM's ``TVMError`` is, so code written
+    for TVM (``pytest.raises(RuntimeError)``, ``except tvm.error.TVMError``) catches a refused schedule."""
+
+
+#: TVM's name for the base class, for code written against TVM
+TVMError = AutoschedError
 
 
 class ScheduleError(AutoschedError, ValueError):
@@ -24,3 +29,8 @@ class ClusterError(AutoschedError, RuntimeError):
 
 class ClusterLost(ClusterError):
     """The head of the Ray cluster stopped answering: the run cannot go on there (what it committed is kept)."""
+
+
+class UnsupportedCPUError(AutoschedError):
+    """Compiled code needs instruction-set extensions this CPU lacks (an AVX-512 build on an AVX2 host): raised
+    before any of it runs, naming the CPU it was built for, the missing extensions and what to build instead."""

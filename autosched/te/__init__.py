@@ -14,7 +14,11 @@ from autosched.te.expr import (
     erf,
     exp,
     floor,
+    floordiv,
+    floormod,
     if_then_else,
+    indexdiv,
+    indexmod,
     log,
     max,
     max_value,
@@ -28,6 +32,8 @@ from autosched.te.expr import (
     sqrt,
     sum,
     tanh,
+    truncdiv,
+    truncmod,
 )
 from autosched.te.schedule import Schedule, Stage, create_schedule
 from autosched.te.tensor import (
@@ -37,6 +43,7 @@ from autosched.te.tensor import (
     PlaceholderOp,
     Range,
     Tensor,
+    TensorSlice,
     compute,
     placeholder,
     reduce_axis,
@@ -49,7 +56,9 @@ from autosched.te.trace import Step, Trace
 __all__ = [
     "Expr", "Var", "abs", "all", "any", "cast", "ceil", "comm_reducer", "const", "cos", "erf", "exp", "floor",
     "if_then_else", "log", "max", "max_value", "maximum", "min", "min_value", "minimum", "power", "sigmoid", "sin",
-    "sqrt", "sum", "tanh", "Schedule", "Stage", "create_schedule", "ComputeOp", "IterVar", "Operation",
-    "PlaceholderOp", "Range", "Tensor", "compute", "placeholder", "reduce_axis", "size_var", "thread_axis", "var",
+    "sqrt", "sum", "tanh", "floordiv", "floormod", "indexdiv", "indexmod", "truncdiv", "truncmod",
+    "Schedule", "Stage", "create_schedule", "ComputeOp", "IterVar", "Operation",
+    "PlaceholderOp", "Range", "Tensor", "TensorSlice",
+    "compute", "placeholder", "reduce_axis", "size_var", "thread_axis", "var",
     "Step", "Trace",
 ]

@@ -378,15 +378,45 @@ class CommReducer:
     def identity(self, dtype: str) -> Expr:
         return convert(self.fidentity(dtype), dtype)
 
-    def __call__(self, expr: Any, axis: Any, where: Any = None) -> Reduce:
+    def combine_tuple(self, lhs: Sequence[Expr], rhs: Sequence[Expr]) -> list[Expr]:
+        """``fcombine`` of a tuple reducer (argmax: (index, value) pairs): one new value per element."""
+        out = self.fcombine(tuple(lhs), tuple(rhs))
+        if not isinstance(out, (list, tuple)) or len(out) != len(lhs):
+            raise TypeError(f"{self.name}: fcombine of {len(lhs)}-tuples must return a {len(lhs)}-tuple, got {out!r}")
+        return [convert(o, x.dtype) if not isinstance(o, Expr) else o for o, x in zip(out, lhs)]
+
+    def identity_tuple(self, dtypes: Sequence[str]) -> list[Expr]:
+        out = self.fidentity(*dtypes)
+        if not isinstance(out, (list, tuple)) or len(out) != len(dtypes):
+            raise TypeError(f"{self.name}: fidentity of {len(dtypes)} types must return a {len(dtypes)}-tuple")
+        return [convert(o, d) for o, d in zip(out, dtypes)]
+
+    def __call__(self, expr: Any, axis: Any = None, where: Any = None, *args: Any) -> Any:
+        """``reducer(expr, axis=k, where=cond)`` reduces over the reduce axes ``k``; ``expr`` may be a tuple
+        (argmax), and then the result is a tuple of Reduce nodes that a ``te.compute`` returns as that many
+        outputs. Called on values instead (``reducer(a, b, ...)``), it combines them, as TVM's does."""
         from autosched.te.tensor import IterVar
 
+        is_axis = isinstance(axis, IterVar) or (
+            isinstance(axis, (list, tuple)) and len(axis) > 0 and builtins_all(isinstance(a, IterVar) for a in axis))
+        if not is_axis:
+            if axis is None:
+                raise TypeError(f"{self.name}: give the reduce axis (axis=k) or at least two values to combine")
+            values = [expr, axis] + ([where] if where is not None else []) + list(args)
+            acc = convert(values[0])
+            for v in values[1:]:
+                a, b = _promote(acc, v)
+                acc = convert(self.fcombine(a, b), a.dtype)
+            return acc
         axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
         for ax in axes:
             if not isinstance(ax, IterVar) or ax.kind != "reduce":
                 raise TypeError(f"{self.name}: axis must be created by te.reduce_axis, got {ax!r}")
-        source = convert(expr)
         cond = _as_bool(where) if where is not None else None
+        if isinstance(expr, (list, tuple)):
+            sources = tuple(convert(x) for x in expr)
+            return tuple(Reduce(self, sources[k], axes, cond, sources, k) for k in range(len(sources)))
+        source = convert(expr)
         return Reduce(self, source, axes, cond)
 
     def __repr__(self) -> str:
@@ -394,16 +424,22 @@ class CommReducer:
 
 
 class Reduce(Expr):
-    """A reduction over reduce axes; only allowed as the whole body of a compute."""
+    """A reduction over reduce axes; only allowed as the whole body of a compute.
 
-    __slots__ = ("combiner", "source", "axis", "condition")
+    One value of a tuple reduction (argmax) has all the reduced values in ``sources`` and is the
+    ``value_index``-th of them; a plain reduction has ``sources == (source,)``."""
 
-    def __init__(self, combiner: CommReducer, source: Expr, axis: Sequence[Any], condition: Expr | None):
+    __slots__ = ("combiner", "source", "axis", "condition", "sources", "value_index")
+
+    def __init__(self, combiner: CommReducer, source: Expr, axis: Sequence[Any], condition: Expr | None,
+                 sources: Sequence[Expr] | None = None, value_index: int = 0):
         self.combiner = combiner
-        self.source = source
+        self.sources = tuple(sources) if sources is not None else (source,)
+        self.value_index = value_index
+        self.source = self.sources[value_index]
         self.axis = tuple(axis)
         self.condition = condition
-        self.dtype = source.dtype
+        self.dtype = self.source.dtype
 
 
 # ----------------------------------------------------------------------------------------------
@@ -602,6 +638,54 @@ def power(x: Any, y: Any) -> Expr:
     return Call(x.dtype, "pow", [x, y])
 
 
+def floordiv(a: Any, b: Any) -> Expr:
+    """``a // b`` rounded towards minus infinity (TVM's ``floordiv``; the same as Python's ``//`` here)."""
+    return _arith(FloorDiv, a, b)
+
+
+def floormod(a: Any, b: Any) -> Expr:
+    """The remainder of :func:`floordiv`: it has the sign of ``b`` (TVM's ``floormod``, Python's ``%``)."""
+    return _arith(FloorMod, a, b)
+
+
+#: TVM's index division and remainder, which are floor division and its remainder
+indexdiv = floordiv
+indexmod = floormod
+
+
+def truncdiv(a: Any, b: Any) -> Expr:
+    """``a / b`` rounded towards zero, as C's integer division (TVM's ``truncdiv``); on floats, ``a / b``."""
+    a, b = _promote(a, b)
+    if is_float(a.dtype):
+        return Div(a, b)
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        if b.value == 0:
+            raise ZeroDivisionError(f"truncdiv({a.value}, 0)")
+        q = builtins.abs(a.value) // builtins.abs(b.value)
+        return IntImm(q if (a.value < 0) == (b.value < 0) else -q, a.dtype)
+    # floor and truncation differ by one where the division is inexact and the signs differ
+    zero = const(0, a.dtype)
+    q = FloorDiv(a, b)
+    inexact = NE(FloorMod(a, b), zero)
+    if isinstance(b, IntImm):
+        differ = LT(a, zero) if b.value > 0 else GT(a, zero)
+    else:
+        differ = Or(And(LT(a, zero), GT(b, zero)), And(GT(a, zero), LT(b, zero)))
+    return Select(And(inexact, differ), Add(q, const(1, a.dtype)), q)
+
+
+def truncmod(a: Any, b: Any) -> Expr:
+    """The remainder of :func:`truncdiv`: it has the sign of ``a`` (C's ``%``, TVM's ``truncmod``)."""
+    a, b = _promote(a, b)
+    if is_float(a.dtype):  # a - trunc(a / b) * b, trunc being floor or ceil by the quotient's sign
+        q = Div(a, b)
+        return Sub(a, Mul(Select(LT(q, const(0.0, a.dtype)), Call(a.dtype, "ceil", [q]), Call(a.dtype, "floor", [q])),
+                          b))
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return IntImm(a.value - truncdiv(a, b).value * b.value, a.dtype)
+    return Sub(a, Mul(truncdiv(a, b), b))
+
+
 def maximum(a: Any, b: Any) -> Expr:
     return _arith(Max, a, b)
 
@@ -693,7 +777,7 @@ def _children_slow(e: Expr) -> tuple:
     if isinstance(e, TensorLoad):
         return e.indices
     if isinstance(e, Reduce):
-        return (e.source,) + ((e.condition,) if e.condition is not None else ())
+        return e.sources + ((e.condition,) if e.condition is not None else ())
     idx = getattr(e, "indices", None)  # tir BufferLoad
     if idx is not None:
         return tuple(idx)
@@ -779,8 +863,11 @@ def rebuild(e: Expr, new_children: Sequence[Expr]) -> Expr:
     if isinstance(e, TensorLoad):
         return TensorLoad(e.tensor, new_children)
     if isinstance(e, Reduce):
-        cond = new_children[1] if e.condition is not None else None
-        return Reduce(e.combiner, new_children[0], e.axis, cond)
+        n = len(e.sources)
+        cond = new_children[n] if e.condition is not None else None
+        if n == 1:
+            return Reduce(e.combiner, new_children[0], e.axis, cond)
+        return Reduce(e.combiner, new_children[e.value_index], e.axis, cond, new_children[:n], e.value_index)
     if hasattr(e, "with_indices"):
         return e.with_indices(new_children)
     return e

@@ -158,13 +158,24 @@ class Operation:
     shape: tuple
     dtype: str
 
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
     def output(self, index: int = 0) -> Tensor:
-        if index != 0:
-            raise IndexError(f"operation {self.name} has a single output")
-        t = getattr(self, "_out", None)
+        """The ``index``-th tensor this operation produces (the same object on every call)."""
+        if not 0 <= index < self.num_outputs:
+            raise IndexError(f"operation {self.name} has {self.num_outputs} output(s), asked for output {index}")
+        if index == 0:
+            t = getattr(self, "_out", None)
+            if t is None:
+                t = Tensor(self)
+                self._out = t
+            return t
+        outs = self.__dict__.setdefault("_outs", {})
+        t = outs.get(index)
         if t is None:
-            t = Tensor(self)
-            self._out = t
+            t = outs[index] = Tensor(self, index)
         return t
 
     @property
@@ -185,32 +196,47 @@ class PlaceholderOp(Operation):
 
 
 class ComputeOp(Operation):
-    """``out[axis] = body``; ``body`` may be a Reduce over ``reduce_axis``."""
+    """``out[axis] = body``; ``body`` may be a Reduce over ``reduce_axis``.
 
-    def __init__(self, name: str, axis: Sequence[IterVar], body: Expr, tag: str = "", attrs: dict | None = None):
+    An operation with several outputs (``te.compute`` of a lambda returning a tuple) is given a list of
+    bodies, one per output, computed in one loop nest: ``bodies`` lists them, ``body`` is the first. The
+    bodies of a tuple reduction (argmax) are Reduce nodes that share one combiner and one tuple of sources.
+    """
+
+    def __init__(self, name: str, axis: Sequence[IterVar], body: Expr | Sequence[Expr], tag: str = "",
+                 attrs: dict | None = None):
         self.name = name
         self.axis = list(axis)
+        self.bodies: list[Expr] = list(body) if isinstance(body, (list, tuple)) else [body]
+        body = self.bodies[0]
         self.body = body
         self.tag = tag
         self.attrs = dict(attrs or {})
         self.reduce_axis = list(body.axis) if isinstance(body, Reduce) else []
         self.shape = tuple(ax.dom.extent for ax in self.axis)
         self.dtype = body.dtype
+        self.dtypes = [b.dtype for b in self.bodies]
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.bodies)
 
     @property
     def input_tensors(self) -> list[Tensor]:
         seen: dict[int, Tensor] = {}
-        for node in walk(self.body):
-            if isinstance(node, TensorLoad) and id(node.tensor) not in seen:
-                seen[id(node.tensor)] = node.tensor
+        for b in self.bodies:
+            for node in walk(b):
+                if isinstance(node, TensorLoad) and id(node.tensor) not in seen:
+                    seen[id(node.tensor)] = node.tensor
         return list(seen.values())
 
 
 class Tensor:
     """The output of an operation; ``T[i, j]`` reads it inside a compute."""
 
-    def __init__(self, op: Operation):
+    def __init__(self, op: Operation, value_index: int = 0):
         self.op = op
+        self.value_index = value_index
 
     @property
     def shape(self) -> tuple:
@@ -218,19 +244,25 @@ class Tensor:
 
     @property
     def dtype(self) -> str:
-        return self.op.dtype
+        return self.op.dtypes[self.value_index] if self.value_index else self.op.dtype
 
     @property
     def name(self) -> str:
-        return self.op.name
+        return f"{self.op.name}.v{self.value_index}" if self.value_index else self.op.name
 
     @property
     def ndim(self) -> int:
         return len(self.op.shape)
 
-    def __getitem__(self, indices: Any) -> TensorLoad:
+    def __call__(self, *indices: Any) -> TensorLoad:
+        """``T(i, j)``: the same read as ``T[i, j]`` (TVM's call syntax; ``T()`` reads a rank-0 tensor)."""
+        return self[indices]
+
+    def __getitem__(self, indices: Any) -> TensorLoad | TensorSlice:
         if not isinstance(indices, tuple):
             indices = (indices,)
+        if 0 < len(indices) < len(self.shape) and not any(isinstance(x, slice) for x in indices):
+            return TensorSlice(self, indices)  # T[i][j]: the first indices, the rest to come
         if len(indices) != len(self.shape):
             raise IndexError(f"tensor {self.name} has {len(self.shape)} dimensions, indexed with {len(indices)}")
         idx = []
@@ -250,11 +282,35 @@ class Tensor:
     __hash__ = object.__hash__
 
 
+class TensorSlice:
+    """``T[i]`` of a tensor with more dimensions: indexing it again (``T[i][j]``) reads an element."""
+
+    __slots__ = ("tensor", "indices")
+
+    def __init__(self, tensor: Tensor, indices: tuple):
+        self.tensor = tensor
+        self.indices = tuple(indices)
+
+    def __getitem__(self, more: Any) -> TensorLoad | TensorSlice:
+        if not isinstance(more, tuple):
+            more = (more,)
+        return self.tensor[self.indices + more]
+
+    @property
+    def dtype(self) -> str:
+        return self.tensor.dtype
+
+    def __repr__(self) -> str:
+        return f"{self.tensor.name}[{', '.join(map(str, self.indices))}]"
+
+
 def _shape(shape: Any) -> tuple:
     if isinstance(shape, (int, Expr)):
         shape = (shape,)
     out = []
     for d in shape:
+        if isinstance(d, float) and d.is_integer():  # (N / bn, ...) in Python 3 gives a float
+            d = int(d)
         e = convert(d)
         if isinstance(e, IntImm) and e.value < 0:
             raise ValueError(f"negative dimension {e.value} in shape {shape}")
@@ -271,8 +327,9 @@ def placeholder(shape: Any, dtype: str = "float32", name: str = "placeholder") -
 
 def compute(
     shape: Any, fcompute: Callable[..., Any], name: str = "compute", tag: str = "", attrs: dict | None = None
-) -> Tensor:
-    """``out[i, j, ...] = fcompute(i, j, ...)``; a reduction must be the whole body."""
+) -> Tensor | list[Tensor]:
+    """``out[i, j, ...] = fcompute(i, j, ...)``; a reduction must be the whole body. A ``fcompute`` that
+    returns a tuple makes one operation with that many outputs, returned as a list of tensors."""
     shape = _shape(shape)
     try:
         params = list(inspect.signature(fcompute).parameters.values())
@@ -292,22 +349,38 @@ def compute(
             )
     axis = [IterVar(Range(0, d), Var(nm), "spatial") for nm, d in zip(names, shape)]
     body = fcompute(*[ax.var for ax in axis])
-    if isinstance(body, (list, tuple)):
-        raise ValueError(f"compute {name}: multiple outputs are not supported; return one expression")
-    body = convert(body)
-    for node in walk(body):
-        if isinstance(node, Reduce) and node is not body:
-            raise ValueError(
-                f"compute {name}: a reduction must be the whole body of a compute "
-                "(split the expression into two computes)"
-            )
-    return ComputeOp(name, axis, body, tag, attrs).output(0)
+    multi = isinstance(body, (list, tuple))
+    bodies = [convert(b) for b in body] if multi else [convert(body)]
+    if not bodies:
+        raise ValueError(f"compute {name}: fcompute returned an empty tuple")
+    for b in bodies:
+        for node in walk(b):
+            if isinstance(node, Reduce) and node is not b:
+                raise ValueError(
+                    f"compute {name}: a reduction must be the whole body of a compute "
+                    "(split the expression into two computes)"
+                )
+    reds = [b for b in bodies if isinstance(b, Reduce)]
+    if reds and (len(reds) != len(bodies) or any(
+            r.combiner is not reds[0].combiner or r.sources is not reds[0].sources for r in reds)):
+        raise ValueError(
+            f"compute {name}: the outputs of one compute are either all the values of one tuple reduction "
+            "(argmax: reducer((idx, val), axis=k)) or none of them a reduction"
+        )
+    if reds and len(reds) != len(reds[0].sources):
+        raise ValueError(f"compute {name}: a tuple reduction of {len(reds[0].sources)} values is returned "
+                         f"as {len(reds)} outputs; return all of them")
+    op = ComputeOp(name, axis, bodies if multi else bodies[0], tag, attrs)
+    if multi:
+        return [op.output(i) for i in range(len(bodies))]
+    return op.output(0)
 
 
 __all__ = [
     "Range",
     "IterVar",
     "Tensor",
+    "TensorSlice",
     "Operation",
     "PlaceholderOp",
     "ComputeOp",

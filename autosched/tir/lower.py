@@ -39,13 +39,14 @@ _KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"
 class _Info:
     """What bound inference learned about one stage."""
 
-    __slots__ = ("region", "extent", "value", "buffer", "local", "mult", "simp", "spatial_root")
+    __slots__ = ("region", "extent", "value", "buffer", "buffers", "local", "mult", "simp", "spatial_root")
 
     def __init__(self):
         self.region: list[tuple[Expr, Expr]] = []  # per output dim: (min, extent)
         self.extent: dict = {}  # IterVar -> loop extent
         self.value: dict = {}  # root IterVar -> offset expression in leaf loop vars
         self.buffer: S.Buffer | None = None
+        self.buffers: list[S.Buffer] = []  # one per output of the operation (buffer is the first)
         self.local = False  # buffer holds only the region (indices offset by region min)
         self.simp: Simplifier | None = None  # the simplifier under the leaf loop ranges (inference, guards)
         self.spatial_root: dict = {}  # spatial root var -> its index in the stage's loops (region min + offset)
@@ -67,7 +68,8 @@ class _Lowerer:
         self.sch = sch
         self.name = name
         self.args = list(args)
-        self.arg_buf: dict[int, S.Buffer] = {}  # id(stage) -> buffer
+        self.arg_buf: dict[int, S.Buffer] = {}  # id(stage) -> buffer (of its first output that is an argument)
+        self.out_buf: dict[tuple[int, int], S.Buffer] = {}  # (id(stage), output index) -> argument buffer
         self.infos: dict[int, _Info] = {}
         self.eff_body: dict[int, Expr] = {}
         self.loop_range: dict[Var, tuple[Expr, Expr]] = {}
@@ -88,7 +90,8 @@ class _Lowerer:
             if not isinstance(t, Tensor):
                 raise TypeError(f"lower: arguments must be te tensors, got {t!r}")
             st = sch[t]
-            if id(st) in self.arg_buf:
+            vi = getattr(t, "value_index", 0)
+            if (id(st), vi) in self.out_buf:
                 raise LoweringError(f"tensor '{t.name}' appears twice in the argument list")
             if st.attach_type == "inline":
                 raise LoweringError(f"argument '{t.name}' is compute_inline'd, so it has no buffer to pass")
@@ -96,7 +99,8 @@ class _Lowerer:
             while bname in names:
                 bname += "_"
             names.add(bname)
-            self.arg_buf[id(st)] = S.Buffer(bname, st.op.shape, st.op.dtype)
+            buf = self.out_buf[(id(st), vi)] = S.Buffer(bname, st.op.shape, t.dtype)
+            self.arg_buf.setdefault(id(st), buf)
         self.compute_stages = [s for s in sch.stages if not s.is_placeholder and s.attach_type != "inline"]
         for st in sch.stages:
             if st.is_placeholder:
@@ -116,9 +120,11 @@ class _Lowerer:
         body_parts = [self.emit(st) for st in self.compute_stages if st.attach_type == "root"]
         body = S.seq(body_parts) if body_parts else S.SeqStmt([])
         for st in reversed(self.compute_stages):
-            if st.attach_type == "root" and id(st) not in self.arg_buf:
-                body = S.Allocate(self.infos[id(st)].buffer, body)
-        params = [self.arg_buf[id(sch[t])] for t in self.args]
+            if st.attach_type == "root":
+                for k, b in enumerate(self.infos[id(st)].buffers):
+                    if (id(st), k) not in self.out_buf:
+                        body = S.Allocate(b, body)
+        params = [self.out_buf[(id(sch[t]), getattr(t, "value_index", 0))] for t in self.args]
         scalars = self.scalar_params(params, body)
         body = simplify_stmt(body, {})
         if partition and any(isinstance(x, S.IfThenElse) or (isinstance(x, S.BufferStore) and any(
@@ -161,10 +167,17 @@ class _Lowerer:
                 src = self.stage_of(e.tensor)
                 if src.attach_type == "inline" and not src.is_placeholder:
                     body = self.effective_body(src)
+                    if _is_tuple(body):  # one of the outputs of a multi-output compute
+                        body = body.args[getattr(e.tensor, "value_index", 0)]
                     return E.substitute(body, {ax.var: i for ax, i in zip(src.op.axis, e.indices)})
             return None
 
-        out = E.transform(st.op.body, fn)
+        bodies = getattr(st.op, "bodies", [st.op.body])
+        if len(bodies) > 1 and not isinstance(bodies[0], E.Reduce):
+            # the outputs of a multi-output compute, held in one node so that every walk sees all their reads
+            out = E.Call(bodies[0].dtype, _TUPLE, [E.transform(b, fn) for b in bodies])
+        else:  # a tuple reduction's first value carries every source
+            out = E.transform(st.op.body, fn)
         self.eff_body[key] = out
         return out
 
@@ -265,11 +278,14 @@ class _Lowerer:
         else:
             info.region = self.infer_region(st)
             info.local = not is_arg
-        if is_arg:
-            info.buffer = self.arg_buf[id(st)]
-        else:
-            bshape = [ext for _, ext in info.region] if info.local else list(shape)
-            info.buffer = S.Buffer(st.name, bshape, st.op.dtype, st.scope)
+        dtypes = getattr(st.op, "dtypes", [st.op.dtype])
+        for k, dt in enumerate(dtypes):
+            buf = self.out_buf.get((id(st), k))
+            if buf is None:
+                bshape = [ext for _, ext in info.region] if info.local else list(shape)
+                buf = S.Buffer(st.name if k == 0 else f"{st.name}.v{k}", bshape, dt, st.scope)
+            info.buffers.append(buf)
+        info.buffer = info.buffers[0]
         # leaf extents
         ext = info.extent
         for d, ax in enumerate(st.op.axis):
@@ -396,7 +412,7 @@ class _Lowerer:
         idx = x.indices
         if info.local:
             idx = [simplify(i - mn) for i, (mn, _) in zip(idx, info.region)]
-        return S.BufferLoad(info.buffer, idx)
+        return S.BufferLoad(info.buffers[getattr(x.tensor, "value_index", 0)], idx)
 
     def load_expr(self, e: Expr, vmap: dict | None = None) -> Expr:
         """Replace variables by ``vmap`` and then te tensor loads by buffer loads, in one bottom-up pass: the
@@ -470,7 +486,9 @@ class _Lowerer:
                 add_guard(E.LT(actual, st.op.shape[d]), all_ranges)
 
         # innermost statement
-        if isinstance(body_expr, E.Reduce):
+        if isinstance(body_expr, E.Reduce) and len(body_expr.sources) > 1:
+            stmt, init, p = self.emit_tuple_reduce(st, info, body_expr, rmap, out_idx, guards)
+        elif isinstance(body_expr, E.Reduce):
             red = body_expr
             src = self.load_expr(red.source, rmap)
             p = next(k for k, iv in enumerate(leaves) if iv.kind == "reduce")
@@ -487,6 +505,10 @@ class _Lowerer:
                 stmt = S.IfThenElse(self.load_expr(red.condition, rmap), stmt)
             init = self.emit_init(st, info, out_idx, red.combiner.identity(st.op.dtype), p,
                                   {k: [c for c in cs if skey(c) not in padding] for k, cs in guards.items()})
+        elif _is_tuple(body_expr):
+            stmt = S.seq([S.BufferStore(b, self.load_expr(x, rmap), out_idx)
+                          for b, x in zip(info.buffers, body_expr.args)])
+            p, init = None, None
         else:
             stmt = S.BufferStore(buf, self.load_expr(body_expr, rmap), out_idx)
             p, init = None, None
@@ -505,7 +527,9 @@ class _Lowerer:
             for c in reversed(attached.get(level, [])):
                 cinfo = self.infos[id(c)]
                 if cinfo.local:
-                    content = S.Allocate(cinfo.buffer, content)
+                    for k, b in enumerate(cinfo.buffers):
+                        if (id(c), k) not in self.out_buf:
+                            content = S.Allocate(b, content)
             if level in guards:
                 content = S.IfThenElse(_conj(guards[level]), content)
             stmt = self.make_for(st, leaves[level], info.extent[leaves[level]], content)
@@ -523,7 +547,29 @@ class _Lowerer:
             return S.For(iv.var if var is None else var, extent, "thread_binding", body, ann.split(":", 1)[1])
         return S.For(iv.var if var is None else var, extent, _KIND[ann], body)
 
-    def emit_init(self, st: Stage, info: _Info, out_idx, identity: Expr, p: int, guards: dict) -> S.Stmt:
+    def emit_tuple_reduce(self, st: Stage, info: _Info, red: E.Reduce, rmap: dict, out_idx: list,
+                          guards: dict) -> tuple[S.Stmt, S.Stmt, int]:
+        """One step of a tuple reduction (argmax): every value's update reads the old values of all of them, so
+        the new values go to one-element temporaries first and are copied back after."""
+        leaves = st.leaf_iter_vars
+        p = next(k for k, iv in enumerate(leaves) if iv.kind == "reduce")
+        srcs = [self.load_expr(x, rmap) for x in red.sources]
+        cur = [S.BufferLoad(b, out_idx) for b in info.buffers]
+        new = red.combiner.combine_tuple(cur, srcs)
+        zero = [IntImm(0)]
+        tmps = [S.Buffer(f"{b.name}.new", [IntImm(1)], b.dtype, "local") for b in info.buffers]
+        stmt: S.Stmt = S.seq([S.BufferStore(t, v, zero) for t, v in zip(tmps, new)]
+                             + [S.BufferStore(b, S.BufferLoad(t, zero), out_idx) for b, t in zip(info.buffers, tmps)])
+        for t in tmps:
+            stmt = S.Allocate(t, stmt)
+        if red.condition is not None:
+            stmt = S.IfThenElse(self.load_expr(red.condition, rmap), stmt)
+        identity = red.combiner.identity_tuple([b.dtype for b in info.buffers])
+        init = self.emit_init(st, info, out_idx, identity[0], p, guards, identity)
+        return stmt, init, p
+
+    def emit_init(self, st: Stage, info: _Info, out_idx, identity: Expr, p: int, guards: dict,
+                  identities: list[Expr] | None = None) -> S.Stmt:
         leaves = st.leaf_iter_vars
         init_leaves = [iv for iv in leaves[p:] if iv.kind != "reduce"]
         fresh = {iv.var: Var(iv.var.name + ".init") for iv in init_leaves}
@@ -540,7 +586,11 @@ class _Lowerer:
                 c2 = E.substitute(c, fresh)
                 ks = [init_pos[v] for v in E.free_vars(c2) if v in init_pos]
                 inner_guards.setdefault(max(ks) if ks else -1, []).append(c2)
-        stmt: S.Stmt = S.BufferStore(info.buffer, identity, [E.substitute(i, fresh) for i in out_idx])
+        idx = [E.substitute(i, fresh) for i in out_idx]
+        if identities is None:
+            stmt: S.Stmt = S.BufferStore(info.buffer, identity, idx)
+        else:  # a tuple reduction starts every value at its identity
+            stmt = S.seq([S.BufferStore(b, v, idx) for b, v in zip(info.buffers, identities)])
         for k in range(len(init_leaves) - 1, -1, -1):
             if k in inner_guards:
                 stmt = S.IfThenElse(_conj(inner_guards[k]), stmt)
@@ -550,6 +600,13 @@ class _Lowerer:
         if -1 in inner_guards:
             stmt = S.IfThenElse(_conj(inner_guards[-1]), stmt)
         return stmt
+
+
+_TUPLE = "tuple"  # the Call that holds the bodies of a multi-output compute during lowering
+
+
+def _is_tuple(e: Expr) -> bool:
+    return isinstance(e, E.Call) and e.name == _TUPLE
 
 
 def _conjuncts(c: Expr) -> list[Expr]:

@@ -1,0 +1,172 @@
+"""The te language as TVM users write it: calling a tensor, chained indexing, the index operators, multi-output
+compute, tuple reducers (argmax / argmin), reducers called on values, and TVM's error class. Each kernel is
+built for llvm and compared with numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import autosched
+from autosched import te, tir
+
+
+def _rand(*shape, dtype="float32"):
+    return np.random.default_rng(0).uniform(-1, 1, size=shape).astype(dtype)
+
+
+def test_call_and_chained_indexing_read_like_brackets():
+    m, n = 5, 7
+    A = te.placeholder((m, n), name="A")
+    s0 = te.placeholder((), name="s0")
+    B = te.compute((m, n), lambda i, j: A(i, j) * 2 + A[i][j] + s0(), name="B")
+    s = te.create_schedule(B.op)
+    f = autosched.build(s, [A, s0, B])
+    a, sc, b = _rand(m, n), np.array(0.5, "float32"), np.zeros((m, n), "float32")
+    f(a, sc, b)
+    np.testing.assert_allclose(b, a * 3 + 0.5, rtol=1e-6)
+    assert isinstance(A[1], te.TensorSlice)
+    assert A[0][1].dtype == "float32"
+    with pytest.raises(IndexError):
+        A[0][1, 2]
+
+
+@pytest.mark.parametrize("mod", [te, tir])
+def test_index_operators_match_numpy_on_negative_values(mod):
+    n = 24
+    A = te.placeholder((n,), dtype="int32", name="A")
+    outs = []
+    for fn in ("floordiv", "floormod", "indexdiv", "indexmod", "truncdiv", "truncmod"):
+        op = getattr(mod, fn)
+        outs.append(te.compute((n,), lambda i, op=op: op(A[i], -5 if fn.startswith("trunc") else 5), name=fn))
+    by_var = te.compute((n,), lambda i: mod.truncdiv(A[i], A[(i + 1) % n]), name="tdv")
+    s = te.create_schedule([o.op for o in outs] + [by_var.op])
+    f = autosched.build(s, [A] + outs + [by_var])
+    a = np.arange(-12, 12, dtype="int32")
+    a[a == 0] = 7
+    res = [np.zeros(n, "int32") for _ in range(len(outs) + 1)]
+    f(a, *res)
+    np.testing.assert_array_equal(res[0], a // 5)
+    np.testing.assert_array_equal(res[1], a % 5)
+    np.testing.assert_array_equal(res[2], a // 5)
+    np.testing.assert_array_equal(res[3], a % 5)
+    np.testing.assert_array_equal(res[4], np.trunc(a / -5).astype("int32"))
+    np.testing.assert_array_equal(res[5], np.fmod(a, -5))
+    np.testing.assert_array_equal(res[6], np.trunc(a / np.roll(a, -1)).astype("int32"))
+    assert te.truncdiv(-7, 2).value == -3 and te.truncmod(-7, 2).value == -1
+
+
+def test_float_truncmod_matches_fmod():
+    n = 16
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: te.truncmod(A[i], 0.3), name="B")
+    f = autosched.build(te.create_schedule(B.op), [A, B])
+    a, b = _rand(n) * 3, np.zeros(n, "float32")
+    f(a, b)
+    np.testing.assert_allclose(b, np.fmod(a, np.float32(0.3)), atol=1e-5)
+
+
+def test_multi_output_compute_shares_one_op_and_loop_nest():
+    m, n = 6, 9
+    A0, A1 = te.placeholder((m, n), name="A0"), te.placeholder((m, n), name="A1")
+    T0, T1 = te.compute((m, n), lambda i, j: (A0[i, j] * 2, A1[i, j] + 3), name="T")
+    assert T0.op is T1.op and (T0.value_index, T1.value_index) == (0, 1)
+    assert T0.op.output(1) is T1
+    a0, a1 = _rand(m, n), _rand(m, n)
+    # both outputs as arguments
+    f = autosched.build(te.create_schedule(T0.op), [A0, A1, T0, T1])
+    t0, t1 = np.zeros((m, n), "float32"), np.zeros((m, n), "float32")
+    f(a0, a1, t0, t1)
+    np.testing.assert_allclose(t0, a0 * 2, rtol=1e-6)
+    np.testing.assert_allclose(t1, a1 + 3, rtol=1e-6)
+    # read by a later stage, computed at its loop, and inlined
+    C = te.compute((m, n), lambda i, j: T0[i, j] - T1[i, j], name="C")
+    for how in ("root", "compute_at", "inline"):
+        s = te.create_schedule(C.op)
+        if how == "compute_at":
+            s[T0].compute_at(s[C], C.op.axis[0])
+        elif how == "inline":
+            s[T0].compute_inline()
+        c = np.zeros((m, n), "float32")
+        autosched.build(s, [A0, A1, C])(a0, a1, c)
+        np.testing.assert_allclose(c, a0 * 2 - (a1 + 3), rtol=1e-6, err_msg=how)
+
+
+def _argmax_reducer():
+    def fcombine(x, y):
+        keep = x[1] >= y[1]
+        return tir.Select(keep, x[0], y[0]), tir.Select(keep, x[1], y[1])
+
+    def fidentity(t0, t1):
+        return tir.const(-1, t0), te.min_value(t1)
+
+    return te.comm_reducer(fcombine, fidentity, name="argmax")
+
+
+def test_argmax_and_argmin_tuple_reducers():
+    m, n = 7, 13
+    argmax = _argmax_reducer()
+    argmin = te.comm_reducer(
+        lambda x, y: (tir.Select(x[1] <= y[1], x[0], y[0]), tir.Select(x[1] <= y[1], x[1], y[1])),
+        lambda t0, t1: (tir.const(-1, t0), te.max_value(t1)), name="argmin")
+    val = te.placeholder((m, n), name="val")
+    k = te.reduce_axis((0, n), "k")
+    I, V = te.compute((m,), lambda i: argmax((k.var.astype("int32"), val[i, k]), axis=k), name="mx")
+    k2 = te.reduce_axis((0, n), "k2")
+    J, W = te.compute((m,), lambda i: argmin((k2.var, val[i, k2]), axis=k2), name="mn")
+    s = te.create_schedule([I.op, J.op])
+    xo, xi = s[I].split(I.op.axis[0], factor=3)
+    f = autosched.build(s, [val, I, V, J, W])
+    v = _rand(m, n)
+    oi, ov = np.zeros(m, "int32"), np.zeros(m, "float32")
+    oj, ow = np.zeros(m, "int64"), np.zeros(m, "float32")
+    f(v, oi, ov, oj, ow)
+    np.testing.assert_array_equal(oi, v.argmax(1))
+    np.testing.assert_allclose(ov, v.max(1))
+    np.testing.assert_array_equal(oj, v.argmin(1))
+    np.testing.assert_allclose(ow, v.min(1))
+
+
+def test_tuple_reducer_with_condition():
+    m, n = 4, 10
+    mysum = te.comm_reducer(lambda x, y: (x[0] + y[0], x[1] + y[1]),
+                            lambda t0, t1: (tir.const(0, t0), tir.const(1, t1)), name="mysum")
+    idx = te.placeholder((m, n), name="idx", dtype="int32")
+    val = te.placeholder((m, n), name="val", dtype="int32")
+    k = te.reduce_axis((0, n), "k")
+    T0, T1 = te.compute((m,), lambda i: mysum((idx[i, k], val[i, k]), axis=k, where=te.floormod(k, 2) == 0),
+                        name="T")
+    f = autosched.build(te.create_schedule(T0.op), [idx, val, T0, T1])
+    a = np.arange(m * n, dtype="int32").reshape(m, n)
+    b = a * 3
+    o0, o1 = np.zeros(m, "int32"), np.zeros(m, "int32")
+    f(a, b, o0, o1)
+    np.testing.assert_array_equal(o0, a[:, ::2].sum(1))
+    np.testing.assert_array_equal(o1, b[:, ::2].sum(1) + 1)
+
+
+def test_reducer_called_on_values_combines_them():
+    mysum = te.comm_reducer(lambda x, y: x + y, lambda t: tir.const(0, dtype=t))
+    m, n = te.var("m"), te.var("n")
+    assert str(mysum(m, n)) == str(m + n)
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: te.comm_reducer(lambda x, y: te.max(x, y), te.min_value)(A[i], 0.25, -A[i]),
+                   name="B")
+    b = np.zeros(8, "float32")
+    a = _rand(8)
+    autosched.build(te.create_schedule(B.op), [A, B])(a, b)
+    np.testing.assert_allclose(b, np.maximum(np.maximum(a, 0.25), -a))
+
+
+def test_refused_schedule_is_a_runtime_error_named_tvm_error():
+    assert autosched.TVMError is autosched.AutoschedError
+    assert issubclass(autosched.ScheduleError, RuntimeError) and issubclass(autosched.ScheduleError, ValueError)
+    assert autosched.error.TVMError is autosched.TVMError
+    A = te.placeholder((10, 12), name="A")
+    T = te.compute((10, 12), lambda i, j: A[i, j], name="T")
+    s = te.create_schedule(T.op)
+    xo, xi = s[T].split(T.op.axis[0], factor=5)
+    with pytest.raises(RuntimeError, match=r"stage 'T'.*'xo|'i.outer'"):
+        s[T].fuse(xo, T.op.axis[1])
+    with pytest.raises(autosched.TVMError):
+        s[T].reorder(xi, xi)
