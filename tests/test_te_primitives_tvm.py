@@ -61,3 +61,123 @@ def test_reduction_loop_outside_the_axis_its_range_needs_is_refused():
     s[B].reorder(B.op.reduce_axis[0], B.op.axis[0])
     with pytest.raises(ScheduleError, match="stage 'B'.*reduction loop 'k'.*depends on loop 'i'"):
         autosched.lower(s, [A, B])
+
+
+# -- rfactor ----------------------------------------------------------------------------------------
+
+
+def _row_sum(n, m):
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), name="k")
+    return A, te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+
+
+@pytest.mark.parametrize("factor_axis", [0, 1, -1])
+def test_rfactor_parallel_partial_sums(factor_axis):
+    n, m = 13, 70  # 70 is not a multiple of 16: the factored stage checks the split's tail
+    A, B = _row_sum(n, m)
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+    BF = s.rfactor(B, ki, factor_axis)
+    assert BF.op.name == "B.rf" and [s_.name for s_ in s.stages] == ["A", "B.rf", "B"]
+    want_shape = (16, n) if factor_axis == 0 else (n, 16)
+    assert tuple(int(d) for d in BF.shape) == want_shape
+    assert [a.name for a in BF.op.reduce_axis] == ["k.outer"]
+    rv = s[B].op.reduce_axis[0]
+    assert int(rv.dom.extent) == 16
+    s[BF].parallel(BF.op.axis[0])
+    a = RNG.random((n, m)).astype("float32")
+    b = np.zeros(n, "float32")
+    autosched.build(s, [A, B])(a, b)
+    np.testing.assert_allclose(b, a.sum(1), rtol=1e-5)
+    check_replay(s, [B], [A, B])
+    assert Trace.loads(s.trace.dumps()) == s.trace
+
+
+def test_rfactor_computed_at_its_reader_with_symbolic_shapes():
+    n, m = te.var("n"), te.var("m")
+    A, B = _row_sum(n, m)
+    s = te.create_schedule(B.op)
+    _, ki = s[B].split(B.op.reduce_axis[0], factor=8)
+    BF = s.rfactor(B, ki, 1)
+    xo, xi = s[B].split(s[B].op.axis[0], factor=4)
+    s[B].parallel(xo)
+    s[BF].compute_at(s[B], xi)
+    s[BF].vectorize(BF.op.axis[1])
+    f = autosched.build(s, [A, B])
+    for shape in [(5, 3), (9, 40), (17, 65)]:
+        a = RNG.random(shape).astype("float32")
+        b = np.zeros(shape[0], "float32")
+        f(a, b)
+        np.testing.assert_allclose(b, a.sum(1), rtol=1e-5)
+    check_replay(s, [B], [A, B])
+
+
+def test_rfactor_of_a_root_axis_among_two():
+    n = 6
+    A = te.placeholder((n, n, n), name="A")
+    k1 = te.reduce_axis((0, n), name="k1")
+    k2 = te.reduce_axis((0, n), name="k2")
+    B = te.compute((n,), lambda i: te.max(A[i, k1, k2], axis=[k1, k2]), name="B")
+    s = te.create_schedule(B.op)
+    BF = s.rfactor(B, k1)
+    assert tuple(int(d) for d in BF.shape) == (n, n)
+    assert list(BF.op.reduce_axis) == [k2]
+    assert len(s[B].all_iter_vars) == 2
+    a = RNG.standard_normal((n, n, n)).astype("float32")
+    b = np.zeros(n, "float32")
+    autosched.build(s, [A, B])(a, b)
+    np.testing.assert_allclose(b, a.max(axis=(1, 2)))
+
+
+def test_rfactor_of_fused_reduction_axes():
+    n = 5
+    A = te.placeholder((n, 6, 7), name="A")
+    k1 = te.reduce_axis((0, 6), name="k1")
+    k2 = te.reduce_axis((0, 7), name="k2")
+    B = te.compute((n,), lambda i: te.sum(A[i, k1, k2], axis=[k1, k2]), name="B")
+    s = te.create_schedule(B.op)
+    f = s[B].fuse(k1, k2)
+    _, fi = s[B].split(f, factor=4)
+    BF = s.rfactor(B, fi)
+    s[BF].parallel(BF.op.axis[0])
+    a = RNG.random((n, 6, 7)).astype("float32")
+    b = np.zeros(n, "float32")
+    autosched.build(s, [A, B])(a, b)
+    np.testing.assert_allclose(b, a.sum(axis=(1, 2)), rtol=1e-5)
+    check_replay(s, [B], [A, B])
+
+
+def test_rfactor_of_a_tuple_reduction_argmax():
+    from autosched import tir
+
+    argmax = te.comm_reducer(
+        lambda x, y: (tir.Select(x[1] >= y[1], x[0], y[0]), tir.Select(x[1] >= y[1], x[1], y[1])),
+        lambda t0, t1: (tir.const(-1, t0), te.min_value(t1)), name="argmax")
+    m, n = 7, 37
+    val = te.placeholder((m, n), name="val")
+    k = te.reduce_axis((0, n), "k")
+    idx, mx = te.compute((m,), lambda i: argmax((k.var.astype("int32"), val[i, k]), axis=k), name="am")
+    s = te.create_schedule(idx.op)
+    _, ki = s[idx].split(k, factor=8)
+    BF = s.rfactor(idx, ki)
+    s[BF].parallel(BF.op.axis[0])
+    v = RNG.standard_normal((m, n)).astype("float32")
+    out_i, out_v = np.zeros(m, "int32"), np.zeros(m, "float32")
+    autosched.build(s, [val, idx, mx])(v, out_i, out_v)
+    np.testing.assert_array_equal(out_i, v.argmax(1))
+    np.testing.assert_allclose(out_v, v.max(1))
+
+
+def test_rfactor_refusals_name_the_stage_and_axis():
+    A, B = _row_sum(8, 8)
+    s = te.create_schedule(B.op)
+    with pytest.raises(ScheduleError, match="rfactor of stage 'B' at axis 'i'.*spatial"):
+        s.rfactor(B, B.op.axis[0])
+    with pytest.raises(RuntimeError, match="rfactor on stage 'B'.*'k.outer'"):
+        ko, _ = s[B].split(B.op.reduce_axis[0], factor=4)
+        s[B].split(ko, factor=2)
+        s.rfactor(B, ko)
+    C = te.compute((8,), lambda i: A[i, 0] + 1, name="C")
+    with pytest.raises(ScheduleError, match="rfactor of stage 'C'.*not a reduction"):
+        te.create_schedule(C.op).rfactor(C, C.op.axis[0])

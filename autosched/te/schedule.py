@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autosched.errors import ScheduleError
+from autosched.te.dataflow import rfactor_ops
 from autosched.te.expr import Reduce, TensorLoad, Var, substitute, transform
 from autosched.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor
 from autosched.te.trace import (
@@ -24,6 +25,7 @@ from autosched.te.trace import (
     ComputeRoot,
     Fuse,
     Reorder,
+    RFactor,
     Split,
     Step,
     Trace,
@@ -246,6 +248,16 @@ class Schedule:
         idx = st.index
         self.apply(CacheWrite(idx, scope))
         return self.stages[idx].op.output(0)
+
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+        """Factor the reduction loop ``axis`` of ``tensor``'s stage out into a new stage ``<name>.rf`` whose
+        output keeps it as dimension ``factor_axis`` (a partial result per value of ``axis``, reduced over
+        the other loops); the stage then reduces that output over the new reduction axis
+        ``s[tensor].op.reduce_axis[0]``. Each partial result can then run in parallel (a parallel or
+        thread-bound loop of the ``.rf`` stage). Returns the ``.rf`` tensor."""
+        st = self[tensor]
+        self.apply(RFactor(st.index, st._leaf_index(axis, "rfactor"), int(factor_axis)))
+        return self.stages[st.index - 1].op.output(0)
 
     # -------------------------------------------------------- applying steps
     def apply(self, step: Step) -> Any:
@@ -480,6 +492,28 @@ class Schedule:
         self.stages.insert(stage.index, cst)
         self.stage_map[cache_op] = cst
         return cache_tensor
+
+    def _apply_rfactor(self, stage: Stage, step: RFactor):
+        self._check_mutable(stage, step)
+        iv = self._leaf(stage, step.axis, step)
+        if stage.attach_type == "inline":
+            raise ScheduleError(f"rfactor of stage '{stage.name}': it is inlined")
+        for s in self.stages:
+            if s.attach_stage is stage:
+                raise ScheduleError(
+                    f"rfactor of stage '{stage.name}' at axis '{iv.name}': stage '{s.name}' is computed at its "
+                    f"axis '{s.attach_ivar.name}'; call rfactor before compute_at into this stage")
+        rf_op, repl = rfactor_ops(stage, iv, step.factor_axis)
+        self.stage_map[repl] = stage
+        stage.op = repl
+        stage.all_iter_vars = list(repl.axis) + list(repl.reduce_axis)
+        stage.leaf_iter_vars = list(stage.all_iter_vars)
+        stage.relations = []
+        stage.iter_attrs = {}
+        rst = Stage(self, rf_op)
+        self.stages.insert(stage.index, rst)
+        self.stage_map[rf_op] = rst
+        return rf_op.output(0)
 
     # ---------------------------------------------------------- dataflow
     def readers(self, stage: Stage) -> list[Stage]:

@@ -118,9 +118,20 @@ class CacheWrite(Step):
     scope: str
 
 
+@dataclass(frozen=True)
+class RFactor(Step):
+    """Factor leaf reduction ``axis`` out into a new stage (inserted before this one) whose output has it as
+    dimension ``factor_axis``; this stage then reduces that output over it."""
+
+    kind: ClassVar[str] = "rfactor"
+    axis: int
+    factor_axis: int = 0
+
+
 STEP_KINDS: dict[str, type[Step]] = {
     cls.kind: cls
-    for cls in (Split, Reorder, Fuse, Annotate, Bind, ComputeAt, ComputeInline, ComputeRoot, CacheRead, CacheWrite)
+    for cls in (Split, Reorder, Fuse, Annotate, Bind, ComputeAt, ComputeInline, ComputeRoot, CacheRead, CacheWrite,
+                RFactor)
 }
 
 

@@ -1,0 +1,141 @@
+"""Schedule primitives that rewrite the dataflow: ``rfactor`` (a reduction split into a factored stage and a
+smaller reduction over its result).
+
+They build new operations from a stage's current ones; :mod:`autosched.te.schedule` records each call as a
+step and installs the operations, so a replayed trace rewrites the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autosched.errors import ScheduleError
+from autosched.te import expr as E
+from autosched.te.expr import Expr, IntImm, Var
+from autosched.te.tensor import ComputeOp, IterVar, Range
+from autosched.tir.arith import ceildiv, simplify
+
+
+def _touched(stage: Any, axis: IterVar) -> set[int]:
+    """Ids of the iteration variables derived from the same root axes as ``axis`` (its ancestors through the
+    stage's splits and fuses, then every axis derived from those): what TVM's rfactor calls touched."""
+    touched = {id(axis)}
+    for rel in reversed(stage.relations):  # up: to the root axes
+        if hasattr(rel, "fused"):
+            if id(rel.fused) in touched:
+                touched.update(id(a) for a in rel.axes)
+        elif id(rel.outer) in touched or id(rel.inner) in touched:
+            touched.add(id(rel.parent))
+    for rel in stage.relations:  # down: everything split or fused from them
+        if hasattr(rel, "fused"):
+            if any(id(a) in touched for a in rel.axes):
+                touched.add(id(rel.fused))
+        elif id(rel.parent) in touched:
+            touched.update((id(rel.outer), id(rel.inner)))
+    return touched
+
+
+def rfactor_ops(stage: Any, axis: IterVar, factor_axis: int) -> tuple[ComputeOp, ComputeOp]:
+    """The factored operation (its output has the extent of ``axis`` as a new dimension at ``factor_axis``,
+    and reduces over every other reduction loop) and the operation that replaces the stage's (the reduction of
+    the factored output over that dimension)."""
+    op = stage.op
+    where = f"rfactor of stage '{stage.name}' at axis '{axis.name}'"
+    if not isinstance(op, ComputeOp) or not isinstance(op.body, E.Reduce):
+        raise ScheduleError(f"{where}: the stage is not a reduction")
+    if axis.kind != "reduce":
+        raise ScheduleError(f"{where}: '{axis.name}' is a spatial axis; rfactor factors out a reduction axis")
+    ndim = len(op.axis)
+    pos = factor_axis if factor_axis >= 0 else ndim + 1 + factor_axis
+    if not 0 <= pos <= ndim:
+        raise ScheduleError(f"{where}: factor_axis {factor_axis} is out of range for {ndim} output dimensions")
+    touched = _touched(stage, axis)
+    for ax in op.axis:
+        if id(ax) in touched:
+            raise ScheduleError(f"{where}: it is fused with spatial axis '{ax.name}'; factor a reduction axis")
+    # extents of the touched axes, root to leaves (the same rules as lowering's bound inference)
+    ext: dict[int, Expr] = {}
+    for ax in op.reduce_axis:
+        if id(ax) in touched:
+            ext[id(ax)] = ax.dom.extent
+    mult: dict[int, Expr] = {}
+    for rel in stage.relations:
+        if hasattr(rel, "fused"):
+            if id(rel.fused) in touched:
+                prod: Expr = IntImm(1)
+                for a in rel.axes:
+                    prod = simplify(prod * ext[id(a)])
+                ext[id(rel.fused)] = prod
+        elif id(rel.parent) in touched:
+            e = ext[id(rel.parent)]
+            if rel.factor is not None:
+                ext[id(rel.inner)] = IntImm(min(rel.factor, e.value)) if isinstance(e, IntImm) else IntImm(rel.factor)
+                ext[id(rel.outer)] = ceildiv(e, rel.factor)
+                mult[id(rel.parent)] = IntImm(rel.factor)
+            else:
+                inner = ceildiv(e, rel.nparts)
+                ext[id(rel.inner)] = inner
+                ext[id(rel.outer)] = IntImm(rel.nparts)
+                mult[id(rel.parent)] = inner
+    root = any(a is axis for a in op.reduce_axis)
+    if root and not (isinstance(axis.dom.min, IntImm) and axis.dom.min.value == 0):
+        raise ScheduleError(f"{where}: its range starts at {axis.dom.min}; rfactor needs a range from 0 "
+                            f"(split it and factor a part)")
+    # values of the touched axes from the touched leaves, leaves to roots
+    val: dict[int, Expr] = {id(iv): iv.var for iv in stage.leaf_iter_vars if id(iv) in touched}
+    bound_checks: list[Expr] = []
+    for rel in reversed(stage.relations):
+        if hasattr(rel, "fused"):
+            if id(rel.fused) not in touched:
+                continue
+            fv, stride = val[id(rel.fused)], IntImm(1)
+            for k in range(len(rel.axes) - 1, -1, -1):
+                a = rel.axes[k]
+                q = fv if stride.value == 1 else E.FloorDiv(fv, stride, fv.dtype)
+                val[id(a)] = q if k == 0 else E.FloorMod(q, ext[id(a)], fv.dtype)
+                stride = simplify(stride * ext[id(a)])
+        elif id(rel.parent) in touched:
+            v = simplify(val[id(rel.outer)] * mult[id(rel.parent)] + val[id(rel.inner)])
+            val[id(rel.parent)] = v
+            exact = (isinstance(ext[id(rel.parent)], IntImm) and isinstance(ext[id(rel.outer)], IntImm)
+                     and isinstance(ext[id(rel.inner)], IntImm)
+                     and ext[id(rel.outer)].value * ext[id(rel.inner)].value == ext[id(rel.parent)].value)
+            if not exact:
+                bound_checks.append(E.LT(v, ext[id(rel.parent)]))
+    vsub: dict[Var, Expr] = {}
+    rf_reduce: list[IterVar] = []
+    for ax in op.reduce_axis:
+        if id(ax) in touched:
+            vsub[ax.var] = simplify(ax.dom.min + val[id(ax)])
+        else:
+            rf_reduce.append(ax)
+    for iv in stage.leaf_iter_vars:
+        if id(iv) in touched and iv is not axis:
+            rf_reduce.append(IterVar(Range(0, ext[id(iv)]), iv.var, "reduce"))
+    factored = IterVar(Range(0, ext[id(axis)]), axis.var, "spatial")
+    rf_axes = list(op.axis[:pos]) + [factored] + list(op.axis[pos:])
+    red = op.body
+    cond = red.condition
+    for c in bound_checks:
+        cond = c if cond is None else E.And(cond, c)
+    sources = [E.substitute(x, vsub) for x in red.sources]  # several: a tuple reduction (argmax)
+    cond = E.substitute(cond, vsub) if cond is not None else None
+    nout = len(sources)
+    if not rf_reduce and nout == 1:  # every reduction loop factored out: the factored stage is elementwise
+        ident = red.combiner.identity(op.dtype)
+        bodies: list[Expr] = [sources[0] if cond is None else E.Select(cond, sources[0], ident)]
+    else:
+        if not rf_reduce:  # a tuple reduction keeps a Reduce node: over one iteration
+            rf_reduce = [IterVar(Range(0, 1), Var(axis.name + ".one"), "reduce")]
+        bodies = [E.Reduce(red.combiner, sources[k], rf_reduce, cond, sources=sources, value_index=k)
+                  for k in range(nout)]
+    rf_op = ComputeOp(op.name + ".rf", rf_axes, bodies if nout > 1 else bodies[0], op.tag, op.attrs)
+    # the stage's new operation: a reduction of the factored output over the factored dimension
+    new_axes = [IterVar(Range(0, a.dom.extent), Var(a.name), "spatial") for a in op.axis]
+    rv = IterVar(Range(0, ext[id(axis)]), Var(axis.name + ".v"), "reduce")
+    idx = [a.var for a in new_axes]
+    idx.insert(pos, rv.var)
+    parts = [rf_op.output(k)[tuple(idx)] for k in range(nout)]
+    repl_bodies = [E.Reduce(red.combiner, parts[k], [rv], None, sources=parts, value_index=k) for k in range(nout)]
+    repl = ComputeOp(op.name, new_axes, repl_bodies if nout > 1 else repl_bodies[0], op.tag, op.attrs)
+    return rf_op, repl
