@@ -118,20 +118,34 @@ define float @probe_fma(float %a, float %b, float %c) {
   ret float %r
 }
 declare float @llvm.fma.f32(float, float, float)
+define void @probe_int(ptr %a, ptr %b) {
+  %x = load <16 x i32>, ptr %a
+  %y = load <16 x i32>, ptr %b
+  %z = shl <16 x i32> %x, %y
+  store <16 x i32> %z, ptr %a
+  ret void
+}
 """
 
 
 @functools.cache
-def _probe_isa(cpu: str, features: str) -> tuple[int, bool]:
-    """``(vector bytes, fma)`` as LLVM compiles for ``cpu`` with ``features``: a ``<16 x float>`` multiply
-    takes one instruction per native vector, and an ``llvm.fma`` call is one instruction or a libm call."""
+def probe_assembly(cpu: str, features: str) -> str:
+    """LLVM's assembly, for ``cpu`` with ``features``, of a ``<16 x float>`` multiply and an FMA: what the
+    target's vector code looks like (its width, FMA, and the instruction-set extensions it needs)."""
     import llvmlite.binding as llvm
 
     init_llvm()
     mod = llvm.parse_assembly(_PROBE_IR)
     mod.triple = llvm.get_process_triple()
     tm = llvm.Target.from_triple(mod.triple).create_target_machine(cpu=cpu, features=features, opt=2)
-    asm = tm.emit_assembly(mod)
+    return tm.emit_assembly(mod)
+
+
+@functools.cache
+def _probe_isa(cpu: str, features: str) -> tuple[int, bool]:
+    """``(vector bytes, fma)`` as LLVM compiles for ``cpu`` with ``features``: a ``<16 x float>`` multiply
+    takes one instruction per native vector, and an ``llvm.fma`` call is one instruction or a libm call."""
+    asm = probe_assembly(cpu, features)
     width_part, _, fma_part = asm.partition("probe_fma:")
     muls = sum(1 for line in width_part.splitlines() if re.match(r"\s+v?mul", line))
     fma = "call" not in fma_part and bool(re.search(r"^\s+v?f(n)?madd", fma_part, re.M))

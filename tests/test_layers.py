@@ -24,8 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent / "autosched"
 LAYERS: list[set[str]] = [
     {"errors"},
     {"target"},  # parsing targets and naming the host CPU: below the code generator and the database
+    {"isa"},  # the instruction-set extensions code uses and the host has (no llvmlite needed at run time)
     {"te", "tir"},  # the expression and loop IRs use each other's nodes
     {"runtime"},
+    {"contrib"},  # TVM's contrib helpers the tutorials use (cc.create_shared, utils.tempdir): above the runtime
     {"codegen"},
     {"workloads"},
     {"space"},

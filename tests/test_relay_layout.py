@@ -18,6 +18,7 @@ pytest.importorskip("onnx")
 sys.path.insert(0, str(Path(__file__).parent))
 
 import autosched  # noqa: E402
+from _cpus import skip_unless_host_runs  # noqa: E402
 from _onnx_models import make_densenet121, make_mobilenet_v2, make_resnet18, random_inputs  # noqa: E402
 from autosched import relay  # noqa: E402
 from autosched.relay.frontend import from_onnx  # noqa: E402
@@ -49,6 +50,7 @@ def _ops(graph_json: str) -> list[str]:
 @pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_blocked_build_equals_the_nchw_build(name, target):
+    skip_unless_host_runs(target)
     model = MODELS[name]()
     blocked, y = _build(model, 3, target)
     _, ref = _build(model, 2, target)
@@ -85,6 +87,7 @@ def test_a_tuned_records_layout_is_the_layout_built(tmp_path):
         tasks = relay.extract_tasks(mod, params, target)
         conv = next(t for t in tasks if "conv2d_nchwc" in t.args["graph"] and "[1,1,1,1]" in t.args["graph"])
         assert f'"out_layout":"NCHW{block}c"' in conv.args["graph"]
+    skip_unless_host_runs("llvm -mcpu=haswell")  # the tuning below runs AVX2 code
     tasks = relay.extract_tasks(mod, params, "llvm -mcpu=haswell")
     conv = next(t for t in tasks if "conv2d_nchwc" in t.args["graph"])
     db = f"sqlite:///{tmp_path / 'r.db'}"
@@ -95,6 +98,7 @@ def test_a_tuned_records_layout_is_the_layout_built(tmp_path):
     assert [k["workload_key"] for k in tuned] == [conv.workload_key]
 
 
+@pytest.mark.compile_only  # builds for two AVX-512 CPUs and runs neither
 def test_records_of_another_cpu_warn_once_with_the_command(tmp_path, caplog):
     model = make_resnet18(image=16, width=8, num_classes=10)
     x = random_inputs(model)["data"]
@@ -159,7 +163,9 @@ def test_winograd_only_on_images_where_it_pays():
     filters are smaller than the transformed ones."""
     model = make_resnet18(image=64, width=32, num_classes=10)  # 3x3 stride-1 convs at 16, 8, 4 and 2 pixels
     mod, params = from_onnx(model, shape={"data": (1, 3, 64, 64)})
-    labels = [t.label for t in relay.extract_tasks(mod, params, "llvm")]
-    winograd = [s for s in labels if "Winograd" in s]
-    assert len(winograd) >= 4 and all("F(4,3)" in s for s in winograd), labels
-    assert any("x4x4 * 128x128x3x3 s1 [NCHW16c]" in s for s in labels), labels
+    for target in ("llvm", "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"):  # tasks only: nothing runs
+        block = autosched.target.Target(target).cpu.lanes()  # the channel block is one vector of the target
+        labels = [t.label for t in relay.extract_tasks(mod, params, target)]
+        winograd = [s for s in labels if "Winograd" in s]
+        assert len(winograd) >= 4 and all("F(4,3)" in s for s in winograd), (target, labels)
+        assert any(f"x4x4 * 128x128x3x3 s1 [NCHW{block}c]" in s for s in labels), (target, labels)

@@ -7,16 +7,11 @@ import numpy as np
 import pytest
 
 import autosched
+from _cpus import host_runs
 from autosched import te
 from autosched.target import Target
 
 AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
-
-
-def host_runs(target: str) -> bool:
-    """Whether code built for ``target`` runs on this machine (its vectors and FMA are the host's or less)."""
-    want, host = Target(target).cpu, Target("llvm").cpu
-    return want.vector_bytes <= host.vector_bytes and (host.fma or not want.fma)
 
 
 @pytest.mark.parametrize("cpu,vector_bytes,registers,fma", [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -16,7 +17,8 @@ import llvmlite.ir as ir
 
 from autosched.codegen.llvm import CodeGenLLVM
 from autosched.errors import CodegenError
-from autosched.runtime.module import METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
+from autosched.isa import check_runs_here, code_features
+from autosched.runtime.module import ISA_SYMBOL, METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
 from autosched.target import Target, init_llvm
 from autosched.tir import stmt as S
 from autosched.tir.stmt import dim_to_json
@@ -90,6 +92,22 @@ class LLVMModule(Module):
                 self.set_num_threads(int(env))
         self.compile_seconds = time.perf_counter() - t0
         super().__init__(funcs, entry)
+        self._features: frozenset[str] | None = None
+        if "mcpu" in target.options or "mattr" in target.options:  # not this host's own CPU: check before a call
+            for f in funcs.values():
+                f.isa_check = functools.partial(self.check_runs_here, f.name)
+
+    @property
+    def features(self) -> frozenset[str]:
+        """The instruction-set extensions the code uses (read from LLVM's assembly of it, once)."""
+        if self._features is None:
+            self._features = code_features(self.get_source("asm"))
+        return self._features
+
+    def check_runs_here(self, name: str | None = None) -> None:
+        """Raise :class:`~autosched.errors.UnsupportedCPUError` if this CPU lacks an extension the code uses."""
+        check_runs_here(self.features, self.target.mcpu,
+                        f"kernel {name or self.entry_name!r} (target '{self.target}')")
 
     def get_source(self, fmt: str = "ll") -> str:
         if fmt in ("ll", "llvm", ""):
@@ -104,13 +122,20 @@ class LLVMModule(Module):
 
     def _object_files(self, prefix: str) -> tuple[list[str], bool, list[str]]:
         """Object code from llvmlite for :meth:`Module.export_library` (it embeds the kernels' metadata)."""
-        with _lock:
-            mod = llvm.parse_assembly(self.opt_ir)
+        isa = json.dumps({"cpu": self.target.mcpu, "features": sorted(self.features)}).encode() + b"\0"
+        with _lock:  # the CPU and extensions travel with the library: a host that lacks one refuses to load it
+            isa_global = f'@{ISA_SYMBOL} = constant [{len(isa)} x i8] c"{_ir_bytes(isa)}"'
+            mod = llvm.parse_assembly(f"{self.opt_ir}\n{isa_global}\n")
             obj = target_machine(self.target, for_object=True).emit_object(mod)
         path = prefix + ".o"
         with open(path, "wb") as f:
             f.write(obj)
         return [path], True, (["-lgomp", "-lm"] if "GOMP_parallel" in self.opt_ir else ["-lm"])
+
+
+def _ir_bytes(data: bytes) -> str:
+    """``data`` as the body of an LLVM IR ``c"..."`` string."""
+    return "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}" for b in data)
 
 
 def _add_metadata(module: ir.Module, sigs: list[dict], entry: str) -> None:

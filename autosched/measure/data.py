@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from autosched.isa import target_features
+
 log = logging.getLogger("autosched.measure")
 
 # (rtol, atol) by dtype kind and size; integers and booleans must match exactly
@@ -175,6 +177,8 @@ class TaskData:
     rtol: float
     atol: float
     num_threads: int
+    cpu: str = ""  #: the CPU the candidates are built for (llvm targets)
+    features: tuple[str, ...] = ()  #: instruction-set extensions code built for it uses (a runner must have them)
 
     @property
     def nbytes(self) -> int:
@@ -205,6 +209,8 @@ def prepare_task_data(task: Any, seed: int = 0, check: bool = True, num_threads:
         rtol=d_rtol if rtol is None else rtol,
         atol=d_atol if atol is None else atol,
         num_threads=int(num_threads or task.target.num_cores or os.cpu_count() or 1),
+        cpu=task.target.mcpu if task.target.kind == "llvm" else "",
+        features=tuple(sorted(target_features(task.target))) if task.target.kind == "llvm" else (),
     )
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from autosched.isa import host_cpu, missing_features
 from autosched.measure.data import TaskData
 from autosched.measure.machine import LoadMeter, MeasureTurn, build_turn
 from autosched.measure.result import BuildResult, ErrorKind, ResultFlag
@@ -595,6 +596,11 @@ class RunWorker:
         if data is None:
             return ErrorKind.UNKNOWN, f"no data for task {key} in this worker (send it first)"
         self._data.move_to_end(key)
+        missing = missing_features(data.features)
+        if missing:  # the code would die of an illegal instruction: say why instead, for every candidate
+            return ErrorKind.COMPILE_ERROR, (
+                f"this runner's CPU ({host_cpu()}) lacks {', '.join(missing)}, which code built for {data.cpu} "
+                "uses: tune for this CPU (target 'llvm'), or run on a machine that has them")
         try:
             lib_path = self._library_path(path, artifact)
             self._mod = load_module(lib_path)

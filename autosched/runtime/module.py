@@ -17,7 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from autosched.isa import check_runs_here
+
 METADATA_SYMBOL = "__autosched_metadata"
+ISA_SYMBOL = "__autosched_isa"  # {"cpu": built for, "features": instruction-set extensions the code uses}
 IMPORTS_METADATA_SYMBOL = "__autosched_imports_metadata"  # signatures of imported C-source functions
 NUM_THREADS_SYMBOL = "__autosched_num_threads"
 
@@ -82,6 +85,8 @@ class PackedFunc:
         self.sig = sig
         self.name = sig["name"]
         self._keepalive = keepalive
+        #: called before the first call (then dropped): raises when this CPU cannot run the code
+        self.isa_check: Callable[[], None] | None = None
         nbuf, nvar = len(sig["args"]), len(sig["vars"])
         proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nbuf + [ctypes.c_int64] * nvar))
         self._cfunc = proto(address)
@@ -92,7 +97,14 @@ class PackedFunc:
         self._static = [(dt, tuple(s), k in self._outputs) for k, (dt, s) in enumerate(zip(self._dtypes, shapes))
                         ] if not nvar and all(isinstance(d, int) for s in shapes for d in s) else None
 
+    def _check_isa(self) -> None:
+        if self.isa_check is not None:
+            self.isa_check()
+            self.isa_check = None
+
     def __call__(self, *arrays: Any) -> None:
+        if self.isa_check is not None:
+            self._check_isa()
         env = self._fast_check(arrays) if self._static is not None else None
         if env is None:
             env = self.check_args(arrays)
@@ -121,6 +133,8 @@ class PackedFunc:
 
     def raw_call(self, pointers: list[int]) -> None:
         """Call with data addresses checked beforehand (the graph executor's buffers are fixed once)."""
+        if self.isa_check is not None:
+            self._check_isa()
         rc = self._cfunc(*pointers)
         if rc != 0:
             raise RuntimeError(f"{self.name} failed with status {rc} (out of memory?)")
@@ -319,6 +333,12 @@ class DSOModule(Module):
             lib = _open_library(self.path)
         self._lib = lib
         meta = _library_string(self._lib, METADATA_SYMBOL, self.path)
+        isa = _library_string(self._lib, ISA_SYMBOL, self.path, required=False) or {}
+        #: the CPU the library was built for and the instruction-set extensions its code uses (libraries
+        #: exported before these were recorded say nothing, and are not checked)
+        self.cpu: str | None = isa.get("cpu")
+        self.features: list[str] = list(isa.get("features", []))
+        check_runs_here(self.features, self.cpu or "another CPU", f"kernel library {self.path}")
         try:
             self.num_threads_address = ctypes.addressof(ctypes.c_int32.in_dll(self._lib, NUM_THREADS_SYMBOL))
         except ValueError:

@@ -1,0 +1,22 @@
+"""The one helper for tests that build for a named CPU (``llvm -mcpu=skylake-avx512``): build and inspect the
+code anywhere, call it only where this machine has the instruction-set extensions it uses.
+
+``host_runs(target)`` says whether it may be called here; ``skip_unless_host_runs(target)`` skips a test that
+has nothing to check without running the code, naming what this CPU lacks. tests/test_isa.py fails for a test
+that names a CPU, builds or runs code, and uses neither (or is not marked ``compile_only``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autosched.isa import host_cpu, host_runs, missing_features, target_features
+
+__all__ = ["host_runs", "skip_unless_host_runs"]
+
+
+def skip_unless_host_runs(target: str) -> None:
+    """Skip the calling test, with the reason, when this machine cannot run code built for ``target``."""
+    if not host_runs(target):
+        lacks = ", ".join(missing_features(target_features(target)))
+        pytest.skip(f"this CPU ({host_cpu()}) lacks {lacks}, which code built for {target!r} uses")
