@@ -181,3 +181,95 @@ def test_rfactor_refusals_name_the_stage_and_axis():
     C = te.compute((8,), lambda i: A[i, 0] + 1, name="C")
     with pytest.raises(ScheduleError, match="rfactor of stage 'C'.*not a reduction"):
         te.create_schedule(C.op).rfactor(C, C.op.axis[0])
+
+
+# -- cross-thread reductions (cuda) -----------------------------------------------------------------
+
+
+def _cross_thread_row_sum(factor, rows_per_block, predicate=True):
+    from autosched.te.expr import EQ, const
+
+    n, m = te.var("n"), te.var("m")
+    A, B = _row_sum(n, m)
+    s = te.create_schedule(B.op)
+    _, ki = s[B].split(B.op.reduce_axis[0], factor=factor)
+    BF = s.rfactor(B, ki)
+    xo, xi = s[B].split(s[B].op.axis[0], factor=rows_per_block)
+    s[B].bind(xo, te.thread_axis("blockIdx.x"))
+    s[B].bind(xi, te.thread_axis("threadIdx.y"))
+    tx = te.thread_axis("threadIdx.x")
+    s[B].bind(s[B].op.reduce_axis[0], tx)
+    s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
+    if predicate:
+        s[B].set_store_predicate(EQ(tx.var, const(0)))
+    return s, A, B
+
+
+@pytest.mark.parametrize("factor,predicate", [(16, True), (12, False)])
+def test_cross_thread_reduction_grid_equals_numpy(factor, predicate):
+    """The threads of a block reduce one row together (a power of two or not); the bound loops run serially
+    on the CPU give numpy's sums, and the trace replays to the same kernel."""
+    from autosched.tir.gpu import prepare_kernel, serialize_bindings
+
+    s, A, B = _cross_thread_row_sum(factor, 8, predicate)
+    func = autosched.lower(s, [A, B])
+    text = str(func)
+    assert "B.red" in text and "shared" in text and "bind[threadIdx.x]" in text
+    kernel, launch = prepare_kernel(func)
+    assert launch.block == (factor, 8, 1)
+    assert "__syncthreads()" in str(kernel)
+    f = autosched.build(serialize_bindings(func))
+    for shape in [(8, 16), (21, 45), (3, 100)]:
+        a = RNG.random(shape).astype("float32")
+        b = np.zeros(shape[0], "float32")
+        f(a, b)
+        np.testing.assert_allclose(b, a.sum(1), rtol=1e-5)
+    check_replay(s, [B], [A, B])
+
+
+def test_cross_thread_reduction_ptx_is_accepted_by_ptxas():
+    from autosched.codegen.nvptx import ptxas_path
+    from autosched.runtime.cuda import cuda_available
+
+    if ptxas_path() is None:
+        pytest.skip("ptxas (CUDA's PTX assembler) is not installed")
+    s, A, B = _cross_thread_row_sum(32, 4)
+    mod = autosched.build(s, [A, B], target="cuda -arch=sm_80")  # runs ptxas: it raises on refusal
+    ptx = mod.get_source("ptx")
+    assert "bar.sync" in ptx and "%tid.x" in ptx and "%tid.y" in ptx
+    if cuda_available():
+        a = RNG.random((37, 101)).astype("float32")
+        b = np.zeros(37, "float32")
+        mod(a, b)
+        np.testing.assert_allclose(b, a.sum(1), rtol=1e-5)
+
+
+def test_cross_thread_reduction_refusals():
+    A, B = _row_sum(8, 64)
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    with pytest.raises(ScheduleError, match="bind on stage 'B'.*'k.outer'.*threadIdx"):
+        s[B].bind(ko, te.thread_axis("blockIdx.y"))
+    s[B].bind(ki, te.thread_axis("threadIdx.x"))
+    with pytest.raises(ScheduleError, match="cross-thread reduction of stage 'B' over loop 'k.inner'.*'k.outer'"):
+        autosched.lower(s, [A, B])
+
+
+def test_store_predicate_on_the_cpu():
+    from autosched.te.expr import LT, const
+
+    n = 20
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2, name="B")
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=4)
+    s[B].set_store_predicate(xi < 2)
+    a = RNG.random(n).astype("float32")
+    b = np.full(n, -1, "float32")
+    autosched.build(s, [A, B])(a, b)
+    want = np.where(np.arange(n) % 4 < 2, a * 2, -1).astype("float32")
+    np.testing.assert_allclose(b, want)
+    check_replay(s, [B], [A, B])
+    with pytest.raises(ScheduleError, match="set_store_predicate on stage 'B'.*'q'"):
+        s[B].set_store_predicate(LT(te.var("q"), const(2)))

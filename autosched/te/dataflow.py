@@ -139,3 +139,39 @@ def rfactor_ops(stage: Any, axis: IterVar, factor_axis: int) -> tuple[ComputeOp,
     repl_bodies = [E.Reduce(red.combiner, parts[k], [rv], None, sources=parts, value_index=k) for k in range(nout)]
     repl = ComputeOp(op.name, new_axes, repl_bodies if nout > 1 else repl_bodies[0], op.tag, op.attrs)
     return rf_op, repl
+
+
+# ----------------------------------------------------------------- predicates as data
+_BINOPS = {cls.__name__: cls for cls in (E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod, E.Min, E.Max, E.EQ, E.NE,
+                                         E.LT, E.LE, E.GT, E.GE, E.And, E.Or)}
+
+
+def predicate_to_json(e: Expr, name_var: Any) -> list:
+    """An integer/boolean expression as JSON; ``name_var(var)`` gives the JSON reference of each variable
+    (a loop of the stage, a thread index) or raises ScheduleError."""
+    if isinstance(e, IterVar):
+        e = e.var
+    if isinstance(e, IntImm):
+        return ["int", e.value, e.dtype]
+    if isinstance(e, Var):
+        return name_var(e)
+    if isinstance(e, E.Not):
+        return ["Not", predicate_to_json(e.a, name_var)]
+    cls = type(e).__name__
+    if cls in _BINOPS and type(e) is _BINOPS[cls]:
+        return [cls, predicate_to_json(e.a, name_var), predicate_to_json(e.b, name_var)]
+    raise ScheduleError(f"a store predicate is integer arithmetic, comparisons and logic on loop variables and "
+                        f"thread indices; {e} ({cls}) is none of those")
+
+
+def predicate_from_json(data: list, var_of: Any) -> Expr:
+    """The expression :func:`predicate_to_json` wrote; ``var_of(ref)`` resolves a variable reference."""
+    head = data[0]
+    if head == "int":
+        return IntImm(data[1], data[2])
+    if head == "Not":
+        return E.Not(predicate_from_json(data[1], var_of))
+    if head in _BINOPS:
+        a, b = predicate_from_json(data[1], var_of), predicate_from_json(data[2], var_of)
+        return _BINOPS[head](a, b, a.dtype)
+    return var_of(data)

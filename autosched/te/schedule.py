@@ -8,12 +8,13 @@ written by hand and one produced by search go through exactly the same code.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from autosched.errors import ScheduleError
-from autosched.te.dataflow import rfactor_ops
-from autosched.te.expr import Reduce, TensorLoad, Var, substitute, transform
+from autosched.te.dataflow import predicate_from_json, predicate_to_json, rfactor_ops
+from autosched.te.expr import Expr, Reduce, TensorLoad, Var, convert, substitute, transform
 from autosched.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor
 from autosched.te.trace import (
     Annotate,
@@ -28,6 +29,7 @@ from autosched.te.trace import (
     RFactor,
     Split,
     Step,
+    StorePredicate,
     Trace,
 )
 
@@ -70,6 +72,13 @@ class Stage:
         self.attach_ivar: IterVar | None = None
         self.scope = "global"
         self.is_output = False
+        # set by the primitives beyond loop structure (issue 42); each is recorded as a step
+        self.store_predicate: Expr | None = None  # stores happen only where it holds
+        self.thread_vars: dict[Var, str] = {}  # thread-index variables in store_predicate -> their tags
+        self.pragmas: dict[IterVar, list[tuple[str, Any]]] = {}
+        self.storage_align: dict[int, tuple[int, int]] = {}  # buffer dimension -> (factor, offset)
+        self.double_buffer = False
+        self.prefetches: list[tuple[Tensor, IterVar, int]] = []
 
     # ------------------------------------------------------------------ info
     @property
@@ -151,11 +160,10 @@ class Stage:
         self._apply(Reorder(self.index, tuple(idx)))
 
     def fuse(self, *axes: IterVar) -> IterVar:
-        """Fuse adjacent axes (outermost first) into one loop."""
+        """Fuse adjacent axes (outermost first) into one loop. ``fuse()`` of no axes (a rank-0 tensor's
+        ``fuse(*T.op.axis)``) adds a new outermost loop of one iteration, as TVM's does, to split or bind."""
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
-        if not axes:
-            raise ScheduleError(f"fuse on stage '{self.name}' needs at least one axis")
         idx = [self._leaf_index(a, "fuse") for a in axes]
         return self._apply(Fuse(self.index, tuple(idx)))
 
@@ -172,6 +180,30 @@ class Stage:
         """Map a loop to a GPU block/thread index (recorded here; checked by the target's lowering)."""
         tag = thread.thread_tag if isinstance(thread, IterVar) else str(thread)
         self._apply(Bind(self.index, self._leaf_index(axis, "bind"), tag))
+        if isinstance(thread, IterVar):  # its variable may appear in a store predicate
+            self.sch.thread_tags[thread.var] = tag
+
+    def set_store_predicate(self, predicate: Any) -> None:
+        """Store this stage's results only where ``predicate`` holds: an integer condition on this stage's loops
+        and on thread indices bound with ``bind`` (``tx.var.equal(0)`` after a cross-thread reduction, so that
+        one thread of the group writes the result)."""
+        pred = convert(predicate)
+        leaves = {iv.var: k for k, iv in enumerate(self.leaf_iter_vars)}
+        roots = {iv.var: k for k, iv in enumerate(self.op.axis)}
+
+        def name_var(v: Var) -> list:
+            if v in leaves:
+                return ["leaf", leaves[v]]
+            if v in roots:
+                return ["root", roots[v]]
+            tag = self.sch.thread_tags.get(v)
+            if tag is not None:
+                return ["thread", tag]
+            raise ScheduleError(
+                f"set_store_predicate on stage '{self.name}': variable '{v.name}' is neither a loop of this stage "
+                f"nor a thread index bound with bind() (bind the thread axis first)")
+
+        self._apply(StorePredicate(self.index, json.dumps(predicate_to_json(pred, name_var))))
 
     def compute_at(self, parent: Stage, axis: IterVar) -> None:
         """Compute this stage inside ``parent``'s loop ``axis``, just the region that loop needs."""
@@ -209,6 +241,7 @@ class Schedule:
         self.stages: list[Stage] = []
         self.stage_map: dict[Operation, Stage] = {}
         self.trace = Trace()
+        self.thread_tags: dict[Var, str] = {}  # variables of thread axes passed to bind -> their tags
         for op in _post_order(self.outputs):
             st = Stage(self, op)
             self.stages.append(st)
@@ -324,6 +357,12 @@ class Schedule:
     def _apply_fuse(self, stage: Stage, step: Fuse):
         self._check_mutable(stage, step)
         axes = [self._leaf(stage, i, step) for i in step.axes]
+        if not axes:  # a unit loop, outermost (TVM's Singleton relation)
+            unit = IterVar(None, Var("singleton"), "spatial")
+            stage.relations.append(FuseRel([], unit))
+            stage.all_iter_vars.append(unit)
+            stage.leaf_iter_vars.insert(0, unit)
+            return unit
         if len(axes) == 1:
             return axes[0]
         for a, b, ia, ib in zip(axes, axes[1:], step.axes, step.axes[1:]):
@@ -375,11 +414,32 @@ class Schedule:
         iv = self._leaf(stage, step.axis, step)
         if step.thread not in THREAD_TAGS:
             raise ScheduleError(f"bind on stage '{stage.name}', axis '{iv.name}': unknown thread {step.thread!r}")
-        if iv.kind == "reduce":
+        if iv.kind == "reduce" and not step.thread.startswith("threadIdx"):
             raise ScheduleError(
-                f"bind on stage '{stage.name}': axis '{iv.name}' is a reduction axis; bind spatial axes only"
+                f"bind on stage '{stage.name}': axis '{iv.name}' is a reduction axis; it can be bound to a "
+                f"threadIdx (a cross-thread reduction), not to {step.thread}"
             )
         stage.iter_attrs[iv] = "thread:" + step.thread
+
+    def _apply_store_predicate(self, stage: Stage, step: StorePredicate):
+        self._check_mutable(stage, step)
+        thread_vars: dict[str, Var] = {}
+
+        def var_of(ref: list) -> Var:
+            if ref[0] == "leaf":
+                return self._leaf(stage, ref[1], step).var
+            if ref[0] == "root":
+                return stage.op.axis[ref[1]].var
+            if ref[0] == "thread":
+                return thread_vars.setdefault(ref[1], Var(ref[1]))
+            raise ScheduleError(f"{step.describe()}: unknown variable reference {ref!r}")
+
+        try:
+            pred = predicate_from_json(json.loads(step.predicate), var_of)
+        except (ValueError, TypeError, IndexError, KeyError) as e:
+            raise ScheduleError(f"{step.describe()}: not a predicate ({e})") from None
+        stage.store_predicate = pred
+        stage.thread_vars = {v: tag for tag, v in thread_vars.items()}
 
     def _apply_compute_at(self, stage: Stage, step: ComputeAt):
         self._check_mutable(stage, step)

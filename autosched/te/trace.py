@@ -128,10 +128,65 @@ class RFactor(Step):
     factor_axis: int = 0
 
 
+@dataclass(frozen=True)
+class StorePredicate(Step):
+    """Store this stage's results only where ``predicate`` holds (the expression as JSON text:
+    :func:`autosched.te.dataflow.predicate_to_json`)."""
+
+    kind: ClassVar[str] = "store_predicate"
+    predicate: str
+
+
+@dataclass(frozen=True)
+class SetScope(Step):
+    """Keep this stage's buffer in memory ``scope`` ('global', 'shared' or 'local')."""
+
+    kind: ClassVar[str] = "set_scope"
+    scope: str
+
+
+@dataclass(frozen=True)
+class Pragma(Step):
+    """Attach pragma ``key`` (with ``value``) to leaf ``axis``."""
+
+    kind: ClassVar[str] = "pragma"
+    axis: int
+    key: str
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class StorageAlign(Step):
+    """Pad the stride of dimension ``axis`` of this stage's buffer to ``factor * k + offset`` elements."""
+
+    kind: ClassVar[str] = "storage_align"
+    axis: int
+    factor: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class DoubleBuffer(Step):
+    """Give this stage's buffer two copies, alternating between iterations of the loop it is computed at."""
+
+    kind: ClassVar[str] = "double_buffer"
+
+
+@dataclass(frozen=True)
+class Prefetch(Step):
+    """At the start of each iteration of leaf ``axis``, prefetch what iteration ``axis + offset`` reads of the
+    output of stage ``tensor``."""
+
+    kind: ClassVar[str] = "prefetch"
+    tensor: int
+    axis: int
+    offset: int
+
+
 STEP_KINDS: dict[str, type[Step]] = {
     cls.kind: cls
     for cls in (Split, Reorder, Fuse, Annotate, Bind, ComputeAt, ComputeInline, ComputeRoot, CacheRead, CacheWrite,
-                RFactor)
+                RFactor, StorePredicate, SetScope, Pragma, StorageAlign, DoubleBuffer, Prefetch)
 }
 
 

@@ -32,6 +32,7 @@ from autosched.tir import stmt as S
 from autosched.tir.arith import ANY_RANGES, Simplifier, ceildiv, interval, simplify, skey
 from autosched.tir.partition import partition_loops
 from autosched.tir.transform import simplify_stmt
+from autosched.tir.xthread import cross_thread_leaf, emit_cross_thread
 
 _KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
 
@@ -86,15 +87,21 @@ class _Lowerer:
     def run(self, partition: bool = True) -> S.PrimFunc:
         sch = self.sch
         names = set()
+        explicit: list[tuple[int, Var]] = []  # scalar arguments (te.var) and their positions in the call
+        for pos, t in enumerate(self.args):
+            if isinstance(t, Var):
+                if any(t is v for _, v in explicit):
+                    raise LoweringError(f"variable '{t.name}' appears twice in the argument list")
+                explicit.append((pos, t))
+        self.args = [t for t in self.args if not isinstance(t, Var)]
         for t in self.args:
             if not isinstance(t, Tensor):
-                raise TypeError(f"lower: arguments must be te tensors, got {t!r}")
+                raise TypeError(f"lower: arguments must be te tensors or scalar te.var, got {t!r}")
             st = sch[t]
             vi = getattr(t, "value_index", 0)
             if (id(st), vi) in self.out_buf:
                 raise LoweringError(f"tensor '{t.name}' appears twice in the argument list")
-            if st.attach_type == "inline":
-                raise LoweringError(f"argument '{t.name}' is compute_inline'd, so it has no buffer to pass")
+            # an inlined tensor may be listed, as TVM allows: it is a parameter the kernel neither reads nor writes
             bname = t.name
             while bname in names:
                 bname += "_"
@@ -125,15 +132,19 @@ class _Lowerer:
                     if (id(st), k) not in self.out_buf:
                         body = S.Allocate(b, body)
         params = [self.out_buf[(id(sch[t]), getattr(t, "value_index", 0))] for t in self.args]
-        scalars = self.scalar_params(params, body)
+        scalars = self.scalar_params(params, body, [v for _, v in explicit])
         body = simplify_stmt(body, {})
         if partition and any(isinstance(x, S.IfThenElse) or (isinstance(x, S.BufferStore) and any(
                 isinstance(y, E.Select) for y in E.walk(x.value))) for x in S.walk_stmts(body)):
             body = simplify_stmt(partition_loops(body), {})
-        return S.PrimFunc(self.name, params, scalars, body)
+        # where each scalar argument goes in the call (the C function takes the buffers, then the scalars)
+        attrs = {"scalar_args": [[pos, k] for k, (pos, _) in enumerate(explicit)]} if explicit else None
+        return S.PrimFunc(self.name, params, scalars, body, attrs)
 
-    def scalar_params(self, params: list[S.Buffer], body: S.Stmt) -> list[Var]:
-        out: list[Var] = []
+    def scalar_params(self, params: list[S.Buffer], body: S.Stmt, explicit: Sequence[Var] = ()) -> list[Var]:
+        """The function's scalar parameters: the variables given as arguments (in their order), then the shape
+        variables that some argument's dimension defines."""
+        out: list[Var] = list(explicit)
         for b in params:
             for d in b.shape:
                 if isinstance(d, Var) and all(d is not v for v in out):
@@ -440,7 +451,35 @@ class _Lowerer:
 
         return go(e, True)
 
+    def store_predicate(self, st: Stage, tag_vars: dict | None = None) -> Expr | None:
+        """``st``'s store predicate (``set_store_predicate``) in its loops: a thread index is the variable of
+        the loop bound to it here (``tag_vars``), in the stage or in the stages it is computed in."""
+        pred = st.store_predicate
+        if pred is None:
+            return None
+        tag_vars = dict(tag_vars or {})
+        cur = st
+        while True:
+            for iv in cur.leaf_iter_vars:
+                ann = cur.iter_attrs.get(iv, "")
+                if ann.startswith("thread:"):
+                    tag_vars.setdefault(ann.split(":", 1)[1], iv.var)
+            if cur.attach_type != "scope":
+                break
+            cur = cur.attach_stage
+        vmap = {}
+        for v, tag in st.thread_vars.items():
+            if tag not in tag_vars:
+                raise LoweringError(f"the store predicate of stage '{st.name}' reads {tag}, but no loop around "
+                                    f"its stores is bound to {tag}")
+            vmap[v] = tag_vars[tag]
+        rmap = self.root_index(st, self.infos[id(st)])
+        return simplify(E.substitute(E.substitute(pred, rmap), vmap))
+
     def emit(self, st: Stage) -> S.Stmt:
+        xt = cross_thread_leaf(st)
+        if xt is not None:
+            return emit_cross_thread(self, st, xt)
         info = self.infos[id(st)]
         leaves = st.leaf_iter_vars
         n = len(leaves)
@@ -512,6 +551,10 @@ class _Lowerer:
         else:
             stmt = S.BufferStore(buf, self.load_expr(body_expr, rmap), out_idx)
             p, init = None, None
+
+        pred = self.store_predicate(st)
+        if pred is not None:
+            stmt = S.IfThenElse(pred, stmt)
 
         attached: dict[int, list[Stage]] = {}
         for c in self.compute_stages:
