@@ -273,3 +273,95 @@ def test_store_predicate_on_the_cpu():
     check_replay(s, [B], [A, B])
     with pytest.raises(ScheduleError, match="set_store_predicate on stage 'B'.*'q'"):
         s[B].set_store_predicate(LT(te.var("q"), const(2)))
+
+
+# -- set_scope, pragma, storage_align ---------------------------------------------------------------
+
+
+def _two_stage(n=64, m=24):
+    A = te.placeholder((n, m), name="A")
+    B = te.compute((n, m), lambda i, j: A[i, j] * 2, name="B")
+    C = te.compute((n, m), lambda i, j: B[i, j] + 1, name="C")
+    return A, B, C
+
+
+@pytest.mark.parametrize("scope", ["local", "shared", "global"])
+def test_set_scope(scope):
+    A, B, C = _two_stage()
+    s = te.create_schedule(C.op)
+    s[B].set_scope(scope)
+    xo, _ = s[C].split(C.op.axis[0], factor=8)
+    s[B].compute_at(s[C], xo)
+    assert f"allocate B: float32[8, 24], {scope}" in str(autosched.lower(s, [A, C]))
+    a = RNG.random((64, 24)).astype("float32")
+    c = np.zeros_like(a)
+    autosched.build(s, [A, C])(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+    check_replay(s, [C], [A, C])
+    with pytest.raises(ScheduleError, match="set_scope of stage 'B'.*'texture'"):
+        s[B].set_scope("texture")
+
+
+def _kinds(func):
+    from autosched.tir import stmt as S
+
+    return {x.var.name: x.kind for x in S.walk_stmts(func.body) if isinstance(x, S.For)}
+
+
+def test_pragma_auto_unroll_max_step_and_unroll_explicit():
+    A, B, C = _two_stage(64, 6)
+    s = te.create_schedule(C.op)
+    s[B].compute_inline()
+    xo, xi = s[C].split(C.op.axis[0], factor=4)
+    s[C].pragma(xo, "auto_unroll_max_step", 24)
+    kinds = _kinds(autosched.lower(s, [A, C]))
+    assert kinds["j"] == "unrolled" and kinds["i.inner"] == "unrolled" and kinds["i.outer"] == "serial"
+    a = RNG.random((64, 6)).astype("float32")
+    c = np.zeros_like(a)
+    autosched.build(s, [A, C])(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+    check_replay(s, [C], [A, C])
+    s[C].pragma(xo, "unroll_explicit", False)  # TVM: a hint to the code generator instead
+    assert set(_kinds(autosched.lower(s, [A, C])).values()) == {"serial"}
+    with pytest.raises(ScheduleError, match="auto_unroll_max_step on stage 'C', axis 'i.outer'"):
+        s[C].pragma(xo, "auto_unroll_max_step", -1)
+
+
+def test_pragma_debug_skip_region_and_recorded_keys():
+    A, B, C = _two_stage(16, 4)
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], factor=4)
+    s[C].pragma(xi, "vectorize")  # TVM's pragma "vectorize" is vectorize()
+    assert s[C].iter_attrs[xi] == "vectorize"
+    for key in ("parallel_launch_point", "parallel_stride_pattern", "parallel_barrier_when_finish", "my_hint"):
+        s[C].pragma(xo, key)
+    s[B].pragma(B.op.axis[0], "debug_skip_region")
+    assert [k for k, _ in s[C].pragmas[xo]] == ["parallel_launch_point", "parallel_stride_pattern",
+                                                "parallel_barrier_when_finish", "my_hint"]
+    s[C].parallel(xo)
+    a = RNG.random((16, 4)).astype("float32")
+    c = np.zeros_like(a)
+    autosched.build(s, [A, B, C])(a, np.zeros_like(a), c)  # B is not computed: it stays 0
+    np.testing.assert_allclose(c, np.ones_like(a))
+    check_replay(s, [C], [A, B, C])
+    assert Trace.loads(s.trace.dumps()) == s.trace
+
+
+def test_storage_align_pads_the_rows_of_the_buffer():
+    A, B, C = _two_stage(64, 24)
+    s = te.create_schedule(C.op)
+    xo, _ = s[C].split(C.op.axis[0], factor=8)
+    s[B].compute_at(s[C], xo)
+    s[B].storage_align(B.op.axis[0], 16, 3)
+    func = autosched.lower(s, [A, C])
+    from autosched.tir import stmt as S
+
+    buf = next(x.buffer for x in S.walk_stmts(func.body) if isinstance(x, S.Allocate) and x.buffer.name == "B")
+    assert [int(d.value) for d in buf.strides] == [35, 1]  # 24 -> 35 = 2 * 16 + 3
+    a = RNG.random((64, 24)).astype("float32")
+    c = np.zeros_like(a)
+    autosched.build(s, [A, C])(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+    check_replay(s, [C], [A, C])
+    with pytest.raises(ScheduleError, match="storage_align on stage 'B'.*not one of its root axes"):
+        s[B].storage_align(C.op.axis[0], 16, 3)

@@ -365,9 +365,7 @@ class CodeGenLLVM:
             self.stack_bufs[buf] = n + slack
             self.stmt(s.body)
             return
-        size: Expr = IntImm(DTYPE_BYTES[buf.dtype])
-        for d in buf.shape:
-            size = size * d
+        size: Expr = IntImm(DTYPE_BYTES[buf.dtype]) * buf.alloc_elems()
         nbytes = self.expr(simplify(size))
         rounded = self.b.and_(self.b.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, ~63))
         ptr = self.b.call(self._decl("aligned_alloc", PTR, [I64, I64]), [ir.Constant(I64, 64), rounded])
@@ -558,12 +556,17 @@ def flat_index(buf: S.Buffer, indices) -> Expr:
     """Row-major offset of ``indices`` in ``buf``."""
     if len(indices) != len(buf.shape):
         raise CodegenError(f"buffer '{buf.name}' has {len(buf.shape)} dimensions, indexed with {len(indices)}")
+    if buf.strides is not None:  # padded or strided memory
+        flat = buf.elem_offset if buf.elem_offset is not None else IntImm(0)
+        for i, st in zip(indices, buf.strides):
+            flat = flat + i * st
+        return simplify(flat)
     if not indices:
-        return IntImm(0)
+        return buf.elem_offset if buf.elem_offset is not None else IntImm(0)
     flat: Expr = indices[0]
     for d in range(1, len(indices)):
         flat = flat * buf.shape[d] + indices[d]
-    return simplify(flat)
+    return simplify(flat if buf.elem_offset is None else flat + buf.elem_offset)
 
 
 def _has_load(e: Expr) -> bool:

@@ -25,10 +25,13 @@ from autosched.te.trace import (
     ComputeInline,
     ComputeRoot,
     Fuse,
+    Pragma,
     Reorder,
     RFactor,
+    SetScope,
     Split,
     Step,
+    StorageAlign,
     StorePredicate,
     Trace,
 )
@@ -76,8 +79,8 @@ class Stage:
         self.store_predicate: Expr | None = None  # stores happen only where it holds
         self.thread_vars: dict[Var, str] = {}  # thread-index variables in store_predicate -> their tags
         self.pragmas: dict[IterVar, list[tuple[str, Any]]] = {}
-        self.storage_align: dict[int, tuple[int, int]] = {}  # buffer dimension -> (factor, offset)
-        self.double_buffer = False
+        self.aligned: dict[int, tuple[int, int]] = {}  # buffer dimension -> (factor, offset)
+        self.double_buffered = False
         self.prefetches: list[tuple[Tensor, IterVar, int]] = []
 
     # ------------------------------------------------------------------ info
@@ -212,6 +215,44 @@ class Stage:
         idx = parent._leaf_index(axis, "compute_at")
         self._apply(ComputeAt(self.index, parent.index, idx))
 
+    def set_scope(self, scope: str) -> None:
+        """Keep this stage's buffer in ``scope``: 'global', 'shared' (one per GPU block, filled by its threads
+        together) or 'local' (private to a thread). On the CPU every scope is an ordinary allocation."""
+        self._apply(SetScope(self.index, str(scope)))
+
+    def pragma(self, axis: IterVar, key: str, value: Any = None) -> None:
+        """Annotate loop ``axis`` with pragma ``key`` (and ``value``), as TVM's ``Stage.pragma``:
+
+        - ``"unroll"`` / ``"vectorize"`` / ``"parallel"``: the same as ``unroll(axis)`` etc.;
+        - ``"auto_unroll_max_step", n``: inside the loop (itself included), every loop of constant extent whose
+          unrolled body would run at most ``n`` steps is unrolled; ``"unroll_explicit", False`` on the same loop
+          leaves them to LLVM instead (TVM's meaning: a hint instead of an explicit unroll);
+        - ``"debug_skip_region"``: the loop's body is not run (TVM's profiling aid: time the rest);
+        - ``"parallel_launch_point"``, ``"parallel_stride_pattern"``, ``"parallel_barrier_when_finish"``:
+          TVM's thread-pool controls; recorded. autosched's parallel loops are one OpenMP region each that
+          every thread leaves together (TVM's barrier when finished), over contiguous chunks, so results are
+          the same;
+        - any other key is recorded (TVM passes unknown pragmas through to its code generators).
+        """
+        if key in ("unroll", "vectorize", "parallel"):
+            getattr(self, key)(axis)
+            return
+        if value is not None and not isinstance(value, (bool, int, float, str)):
+            value = getattr(value, "value", value)  # a te constant
+            if not isinstance(value, (bool, int, float, str)):
+                raise ScheduleError(f"pragma on stage '{self.name}', axis '{axis.name}': the value of {key!r} must "
+                                    f"be a number or a string, got {value!r}")
+        self._apply(Pragma(self.index, self._leaf_index(axis, "pragma"), str(key), value))
+
+    def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
+        """Pad the buffer of this stage so that the stride of dimension ``axis`` (a root axis of the stage) is
+        ``factor * k + offset`` elements (TVM: spread the rows of a shared buffer over memory banks)."""
+        dims = [k for k, a in enumerate(self.op.axis) if a is axis]
+        if not dims:
+            raise ScheduleError(f"storage_align on stage '{self.name}': '{getattr(axis, 'name', axis)}' is not one "
+                                f"of its root axes ({', '.join(a.name for a in self.op.axis)})")
+        self._apply(StorageAlign(self.index, dims[0], int(factor), int(offset)))
+
     def compute_inline(self) -> None:
         """Substitute this stage's expression into every reader; no buffer, no loop."""
         self._apply(ComputeInline(self.index))
@@ -337,6 +378,8 @@ class Schedule:
         ann = stage.iter_attrs.pop(iv, None)
         if ann is not None:
             stage.iter_attrs[outer] = ann
+        if iv in stage.pragmas:
+            stage.pragmas[outer] = stage.pragmas.pop(iv)
         self._replace_attach(iv, inner)
         return outer, inner
 
@@ -386,6 +429,8 @@ class Schedule:
             ann = stage.iter_attrs.pop(a, None)
             if ann is not None and a is axes[0]:
                 stage.iter_attrs[fused] = ann
+            for pr in stage.pragmas.pop(a, []):
+                stage.pragmas.setdefault(fused, []).append(pr)
             self._replace_attach(a, fused)
         return fused
 
@@ -463,6 +508,29 @@ class Schedule:
         stage.attach_type = "scope"
         stage.attach_stage = target
         stage.attach_ivar = iv
+
+    def _apply_set_scope(self, stage: Stage, step: SetScope):
+        self._check_mutable(stage, step)
+        if step.scope not in SCOPES:
+            raise ScheduleError(f"set_scope of stage '{stage.name}': unknown scope {step.scope!r}, expected {SCOPES}")
+        stage.scope = step.scope
+
+    def _apply_pragma(self, stage: Stage, step: Pragma):
+        self._check_mutable(stage, step)
+        iv = self._leaf(stage, step.axis, step)
+        if step.key == "auto_unroll_max_step" and not (isinstance(step.value, int) and step.value >= 0):
+            raise ScheduleError(f"pragma auto_unroll_max_step on stage '{stage.name}', axis '{iv.name}': the value "
+                                f"must be a non-negative integer, got {step.value!r}")
+        stage.pragmas.setdefault(iv, []).append((step.key, step.value))
+
+    def _apply_storage_align(self, stage: Stage, step: StorageAlign):
+        self._check_mutable(stage, step)
+        if not 0 <= step.axis < len(stage.op.axis):
+            raise ScheduleError(f"{step.describe()}: stage '{stage.name}' has {len(stage.op.axis)} dimensions")
+        if step.factor <= 0 or not 0 <= step.offset < step.factor:
+            raise ScheduleError(f"storage_align on stage '{stage.name}', axis '{stage.op.axis[step.axis].name}': "
+                                f"need factor > 0 and 0 <= offset < factor, got {step.factor}, {step.offset}")
+        stage.aligned[step.axis] = (step.factor, step.offset)
 
     def _apply_compute_inline(self, stage: Stage, step: ComputeInline):
         self._check_mutable(stage, step)

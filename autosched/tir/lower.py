@@ -294,7 +294,8 @@ class _Lowerer:
             buf = self.out_buf.get((id(st), k))
             if buf is None:
                 bshape = [ext for _, ext in info.region] if info.local else list(shape)
-                buf = S.Buffer(st.name if k == 0 else f"{st.name}.v{k}", bshape, dt, st.scope)
+                buf = S.Buffer(st.name if k == 0 else f"{st.name}.v{k}", bshape, dt, st.scope,
+                               _aligned_strides(bshape, st.aligned) if st.aligned else None)
             info.buffers.append(buf)
         info.buffer = info.buffers[0]
         # leaf extents
@@ -583,6 +584,12 @@ class _Lowerer:
         return stmt
 
     def make_for(self, st: Stage, iv, extent: Expr, body: S.Stmt, var: Var | None = None) -> S.For:
+        """The loop of leaf ``iv`` of ``st`` with its annotation (and its pragmas' effect)."""
+        loop = self._make_for(st, iv, extent, body, var)
+        prs = st.pragmas.get(iv)
+        return _apply_pragmas(loop, dict(prs)) if prs else loop
+
+    def _make_for(self, st: Stage, iv, extent: Expr, body: S.Stmt, var: Var | None = None) -> S.For:
         ann = st.iter_attrs.get(iv)
         if ann is None:
             return S.For(iv.var if var is None else var, extent, "serial", body)
@@ -646,6 +653,52 @@ class _Lowerer:
 
 
 _TUPLE = "tuple"  # the Call that holds the bodies of a multi-output compute during lowering
+
+
+def _aligned_strides(shape: Sequence[Expr], align: dict) -> list[Expr]:
+    """Row-major strides with dimension ``d``'s stride padded to ``factor * k + offset`` (``storage_align``)."""
+    strides: list[Expr] = [IntImm(0)] * len(shape)
+    stride: Expr = IntImm(1)
+    for d in range(len(shape) - 1, -1, -1):
+        if d in align:
+            factor, offset = align[d]
+            stride = simplify(stride + E.FloorMod(IntImm(factor + offset) - E.FloorMod(stride, IntImm(factor)),
+                                                  IntImm(factor)))
+        strides[d] = stride
+        stride = simplify(stride * shape[d])
+    return strides
+
+
+def _apply_pragmas(loop: S.For, prs: dict) -> S.For:
+    """What the pragmas of a loop do to it (``Stage.pragma``): ``debug_skip_region`` drops its body;
+    ``auto_unroll_max_step`` unrolls the loops of constant extent in it (itself included) whose unrolled body
+    runs at most that many steps, unless ``unroll_explicit`` is false (then LLVM's unroller decides)."""
+    if "debug_skip_region" in prs:
+        return S.For(loop.var, loop.extent, loop.kind, S.SeqStmt([]), loop.thread_tag)
+    step = prs.get("auto_unroll_max_step")
+    if step and prs.get("unroll_explicit", True):
+        loop = _auto_unroll(loop, int(step))
+    return loop
+
+
+def _auto_unroll(s: S.Stmt, max_step: int) -> S.Stmt:
+    if isinstance(s, S.For):
+        body = _auto_unroll(s.body, max_step)
+        kind = s.kind
+        if (kind == "serial" and isinstance(s.extent, IntImm)
+                and s.extent.value * S.emitted_size(body) <= max_step):
+            kind = "unrolled"
+        return S.For(s.var, s.extent, kind, body, s.thread_tag)
+    if isinstance(s, S.SeqStmt):
+        return S.SeqStmt([_auto_unroll(x, max_step) for x in s.seq])
+    if isinstance(s, S.IfThenElse):
+        return S.IfThenElse(s.cond, _auto_unroll(s.then_case, max_step),
+                            _auto_unroll(s.else_case, max_step) if s.else_case is not None else None)
+    if isinstance(s, S.Allocate):
+        return S.Allocate(s.buffer, _auto_unroll(s.body, max_step))
+    if isinstance(s, S.LetStmt):
+        return S.LetStmt(s.var, s.value, _auto_unroll(s.body, max_step))
+    return s
 
 
 def _is_tuple(e: Expr) -> bool:

@@ -14,26 +14,62 @@ FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
 
 
 class Buffer:
-    """A dense row-major array: a function argument or an allocation."""
+    """An array: a function argument or an allocation. Row-major and dense unless ``strides`` (elements per
+    step of each dimension: ``storage_align``'s padded rows, ``tir.decl_buffer(strides=...)``) say otherwise;
+    ``elem_offset`` is where element 0 lies from the start of the memory."""
 
-    __slots__ = ("name", "shape", "dtype", "scope")
+    __slots__ = ("name", "shape", "dtype", "scope", "strides", "elem_offset")
 
-    def __init__(self, name: str, shape: Sequence[Expr], dtype: str, scope: str = "global"):
+    def __init__(self, name: str, shape: Sequence[Expr], dtype: str, scope: str = "global",
+                 strides: Sequence[Expr] | None = None, elem_offset: Expr | None = None):
         self.name = name
         self.shape = tuple(shape)
         self.dtype = dtype
         self.scope = scope
+        self.strides = tuple(strides) if strides else None
+        self.elem_offset = elem_offset
 
     def __repr__(self) -> str:
         return f"Buffer({self.name}, {self.dtype}{list(self.shape)})"
 
     def const_size(self) -> int | None:
+        """Elements the memory holds (the span of the strides and offset where there are any)."""
         n = 1
         for d in self.shape:
             if not isinstance(d, IntImm):
                 return None
             n *= d.value
-        return n
+        if self.strides is None and self.elem_offset is None:
+            return n
+        if n == 0:
+            return 0
+        span = 1
+        for d, st in zip(self.shape, self.strides or ()):
+            if not isinstance(st, IntImm):
+                return None
+            span += (d.value - 1) * st.value
+        if self.strides is None:
+            span = n
+        off = self.elem_offset
+        if off is not None:
+            if not isinstance(off, IntImm):
+                return None
+            span += off.value
+        return span
+
+    def alloc_elems(self) -> Expr:
+        """Elements to allocate for this buffer, as an expression (what :meth:`const_size` gives when constant)."""
+        n = self.const_size()
+        if n is not None:
+            return IntImm(n)
+        size: Expr = IntImm(1)
+        if self.strides is None:
+            for d in self.shape:
+                size = size * d
+        else:
+            for d, st in zip(self.shape, self.strides):
+                size = size + (d - 1) * st
+        return size if self.elem_offset is None else size + self.elem_offset
 
 
 class BufferLoad(Expr):
