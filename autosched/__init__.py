@@ -7,10 +7,13 @@ import llvmlite: only building does, so exported libraries load without it.
 
 from __future__ import annotations
 
-from autosched import errors, runtime, te, tir
+from autosched import contrib, errors, runtime, target, te, tir
 from autosched import errors as error  # TVM's name for the module of error classes
 from autosched import workloads as _workloads
 from autosched.errors import AutoschedError, CodegenError, LoweringError, ScheduleError, TVMError
+from autosched.runtime import ndarray as nd
+from autosched.runtime.ndarray import Device, NDArray, cpu, cuda, device, gpu
+from autosched.runtime.registry import get_global_func, register_func
 from autosched.workloads import register_workload
 
 
@@ -80,11 +83,17 @@ def _load_relay_workloads() -> None:
 _workloads.register_workload_source("relay.", _load_relay_workloads)
 
 
-def lower(sch, args, name: str = "main", target=None):
+def lower(sch, args, name: str = "main", target=None, simple_mode: bool = False, binds=None):
     """Lower a schedule to the loop IR (a PrimFunc whose ``str()`` is readable). With a ``cuda`` target the
-    GPU rules are checked and barriers inserted, as the GPU build does."""
+    GPU rules are checked and barriers inserted, as the GPU build does. ``args`` are the kernel's tensors in
+    calling order, and scalar ``te.var`` arguments where the call passes them. ``simple_mode`` is TVM's
+    (print the loops only), which is what the printout always is here; ``binds`` is TVM's and is not
+    supported (buffers are laid out densely)."""
     from autosched.tir.lower import lower as _lower
 
+    if binds:
+        raise NotImplementedError("lower(binds=...): autosched lays every argument out densely; "
+                                  "binds of tir.decl_buffer are not supported")
     func = _lower(sch, args, name=name)
     if target is not None:
         from autosched.target import Target
@@ -96,8 +105,10 @@ def lower(sch, args, name: str = "main", target=None):
     return func
 
 
-def build(sch, args=None, target="llvm", name: str = "main"):
-    """Compile a schedule (or a PrimFunc from :func:`lower`) for ``target``; returns a runtime Module."""
+def build(sch, args=None, target="llvm", name: str = "main", target_host=None):
+    """Compile a schedule (or a PrimFunc from :func:`lower`) for ``target``; returns a runtime Module whose
+    functions take numpy arrays or :class:`NDArray` s, and Python numbers for scalar ``te.var`` arguments.
+    ``target_host`` is TVM's (the host code of a cuda build is compiled for this machine's CPU)."""
     from autosched.codegen.build import build as _build
 
     return _build(sch, args, target=target, name=name)
@@ -126,4 +137,15 @@ __all__ = [
     "tir",
     "error",
     "errors",
+    "contrib",
+    "target",
+    "nd",
+    "Device",
+    "NDArray",
+    "cpu",
+    "cuda",
+    "device",
+    "gpu",
+    "get_global_func",
+    "register_func",
 ]

@@ -208,17 +208,31 @@ def describe_cpu(cpu: str, features: str, host: bool) -> CPUDescription:
     )
 
 
-class Target:
-    """A parsed target string, e.g. ``llvm -mcpu=sapphirerapids -num-cores=2``."""
+class TargetKind(str):
+    """A target's kind, a string (``"llvm"``, ``"cuda"``) that also answers TVM's ``target.kind.name``."""
 
-    def __init__(self, spec: str | Target = "llvm"):
+    @property
+    def name(self) -> str:
+        return str(self)
+
+
+class Target:
+    """A parsed target string, e.g. ``llvm -mcpu=sapphirerapids -num-cores=2``. TVM's spelling
+    ``Target(target="cuda", host="llvm")`` is accepted: ``host`` is kept as ``.host`` (a cuda build's host
+    code is compiled for this machine's CPU)."""
+
+    def __init__(self, spec: str | Target = "llvm", host: str | Target | None = None, *,
+                 target: str | Target | None = None):
+        if target is not None:
+            spec = target
+        self.host: Target | None = Target(host) if host is not None else getattr(spec, "host", None)
         if isinstance(spec, Target):
             self.kind, self.options = spec.kind, dict(spec.options)
             return
         if not isinstance(spec, str) or not spec.strip():
             raise ValueError(f"target must be a non-empty string such as 'llvm', got {spec!r}")
         parts = shlex.split(spec)
-        self.kind = parts[0]
+        self.kind = TargetKind(parts[0])
         if self.kind not in KINDS:
             raise ValueError(f"unknown target kind {self.kind!r} in {spec!r}; expected one of {', '.join(KINDS)}")
         self.options: dict[str, str] = {}

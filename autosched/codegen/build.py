@@ -30,7 +30,7 @@ _cache: OrderedDict[str, LLVMModule] = OrderedDict()
 
 def signature(func: S.PrimFunc) -> dict:
     written = {id(s.buffer) for s in S.walk_stmts(func.body) if isinstance(s, S.BufferStore)}
-    return {
+    sig = {
         "name": func.name,
         "args": [
             {"name": b.name, "dtype": b.dtype, "shape": [dim_to_json(d, func.scalar_params) for d in b.shape]}
@@ -39,6 +39,11 @@ def signature(func: S.PrimFunc) -> dict:
         "vars": [v.name for v in func.scalar_params],
         "outputs": [k for k, b in enumerate(func.params) if id(b) in written],
     }
+    if func.attrs.get("scalar_args"):  # te.var arguments: [position in the call, index in "vars"]
+        sig["scalar_args"] = [list(x) for x in func.attrs["scalar_args"]]
+    if any(v.dtype != "int64" for v in func.scalar_params):
+        sig["var_dtypes"] = [v.dtype for v in func.scalar_params]
+    return sig
 
 
 def target_machine(target: Target, for_object: bool = False) -> llvm.TargetMachine:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from autosched.runtime.module import METADATA_SYMBOL, Module, PackedFunc, _dim_str, _eval_dim
+from autosched.runtime.ndarray import as_array
 
 _CUDA_SUCCESS = 0
 _ATTR_CC_MAJOR, _ATTR_CC_MINOR = 75, 76
@@ -199,6 +200,7 @@ class CUDAFunction(PackedFunc):
         self._module = module
         self._dtypes = [np.dtype(a["dtype"]) for a in sig["args"]]
         self._outputs = set(sig.get("outputs", []))
+        self._scalar_args = [tuple(x) for x in sig.get("scalar_args", [])] or None
 
     def launch_dims(self, env: list) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` for shape variables ``env``; a grid over CUDA's limits is refused, naming the
@@ -236,7 +238,9 @@ class CUDAFunction(PackedFunc):
         return launch
 
     def __call__(self, *arrays: Any) -> None:
-        env = self.check_args(arrays)
+        arrays, given = self.split_scalars(arrays)
+        arrays = tuple(as_array(a) for a in arrays)  # NDArrays: their (host) numpy data
+        env = self.check_args(arrays, given)
         dev = DeviceBuffers.of(list(arrays))
         try:
             self.launcher(dev.ptrs, env)()
@@ -249,6 +253,7 @@ class CUDAFunction(PackedFunc):
         """The arrays copied to the GPU once; the returned call ``call(number=1)`` launches the kernel
         ``number`` times back to back and waits for them (what a measurement times: one wait per batch keeps
         the host's synchronisation out of short kernels' times). The device memory lives as long as the call."""
+        arrays = [as_array(a) for a in arrays]
         env = self.check_args(tuple(arrays))
         dev = DeviceBuffers.of(list(arrays))
         launch = self.launcher(dev.ptrs, env)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from autosched.isa import check_runs_here
+from autosched.runtime.ndarray import NDArray, as_array
 
 METADATA_SYMBOL = "__autosched_metadata"
 ISA_SYMBOL = "__autosched_isa"  # {"cpu": built for, "features": instruction-set extensions the code uses}
@@ -88,7 +89,10 @@ class PackedFunc:
         #: called before the first call (then dropped): raises when this CPU cannot run the code
         self.isa_check: Callable[[], None] | None = None
         nbuf, nvar = len(sig["args"]), len(sig["vars"])
-        proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nbuf + [ctypes.c_int64] * nvar))
+        var_types = [_SCALAR_CTYPES[d] for d in sig.get("var_dtypes", ["int64"] * nvar)]
+        proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nbuf + var_types))
+        #: te.var arguments given in the call: (position among the call's arguments, index in sig["vars"])
+        self._scalar_args = [tuple(x) for x in sig.get("scalar_args", [])] or None
         self._cfunc = proto(address)
         self._dtypes = [np.dtype(a["dtype"]) for a in sig["args"]]
         self._outputs = set(sig.get("outputs", []))
@@ -102,12 +106,44 @@ class PackedFunc:
             self.isa_check()
             self.isa_check = None
 
+    def split_scalars(self, args: tuple) -> tuple[tuple, list | None]:
+        """The arrays of a call, and the values of its scalar (te.var) arguments by index in ``sig["vars"]``
+        (None for the variables that the arrays' shapes give)."""
+        if self._scalar_args is None:
+            return args, None
+        n = len(self.sig["args"]) + len(self._scalar_args)
+        if len(args) != n:
+            names = [a["name"] for a in self.sig["args"]]
+            for pos, k in self._scalar_args:
+                names.insert(pos, self.sig["vars"][k])
+            raise TypeError(f"{self.name}() takes {n} arguments ({', '.join(names)}), got {len(args)}")
+        given: list = [None] * len(self.sig["vars"])
+        at = {pos: k for pos, k in self._scalar_args}
+        arrays = []
+        for pos, a in enumerate(args):
+            if pos in at:
+                k = at[pos]
+                dt = self.sig.get("var_dtypes", ["int64"] * len(given))[k]
+                if isinstance(a, (NDArray, np.ndarray)) or not isinstance(a, (int, float, np.number)):
+                    raise TypeError(f"{self.name}: argument {pos} ('{self.sig['vars'][k]}') is a scalar ({dt}), "
+                                    f"got {type(a).__name__}")
+                if dt.startswith(("int", "uint")) and int(a) != a:
+                    raise TypeError(f"{self.name}: argument '{self.sig['vars'][k]}' is an integer, got {a!r}")
+                given[k] = int(a) if dt.startswith(("int", "uint")) else float(a)
+            else:
+                arrays.append(a)
+        return tuple(arrays), given
+
     def __call__(self, *arrays: Any) -> None:
         if self.isa_check is not None:
             self._check_isa()
+        given = None
+        if self._scalar_args is not None:
+            arrays, given = self.split_scalars(arrays)
         env = self._fast_check(arrays) if self._static is not None else None
         if env is None:
-            env = self.check_args(arrays)
+            arrays = tuple(as_array(a) for a in arrays)  # NDArrays: their numpy data
+            env = self.check_args(arrays, given)
         rc = self._cfunc(*[data_pointer(a)[0] for a in arrays], *env)
         if rc != 0:
             raise RuntimeError(f"{self.name} failed with status {rc} (out of memory?)")
@@ -139,9 +175,10 @@ class PackedFunc:
         if rc != 0:
             raise RuntimeError(f"{self.name} failed with status {rc} (out of memory?)")
 
-    def check_args(self, arrays: tuple) -> list:
+    def check_args(self, arrays: tuple, given: list | None = None) -> list:
         """Check every array against the signature (type, dtype, rank, contiguity, shape, aliasing of outputs);
-        returns the values of the shape variables."""
+        returns the values of the shape variables (``given``: those passed as scalar arguments)."""
+        arrays = tuple(as_array(a) for a in arrays)
         sig = self.sig
         specs = sig["args"]
         if len(arrays) != len(specs):
@@ -150,7 +187,7 @@ class PackedFunc:
                 f"got {len(arrays)}"
             )
         names = sig["vars"]
-        env: list = [None] * len(names)
+        env: list = list(given) if given is not None else [None] * len(names)
         for k, (arr, spec) in enumerate(zip(arrays, specs)):
             if not isinstance(arr, np.ndarray):
                 raise TypeError(
@@ -303,23 +340,121 @@ class Module:
     def get_source(self, fmt: str = "") -> str:
         raise NotImplementedError(f"{type(self).__name__} has no source")
 
-    def time_evaluator(self, name: str | None = None, number: int = 10, repeat: int = 3) -> Callable:
-        """A function that runs the kernel ``number`` times per repeat and returns per-run seconds."""
+    def time_evaluator(self, func_name: str | None = None, dev: Any = None, number: int = 10, repeat: int = 1,
+                       min_repeat_ms: float = 0, f_preproc: str = "") -> Callable[..., ProfileResult]:
+        """TVM's ``mod.time_evaluator(name, dev, number=, repeat=, min_repeat_ms=)``: a function that runs the
+        kernel once to warm up, then ``repeat`` times ``number`` runs, and returns a :class:`ProfileResult`
+        (``.mean``, ``.median``, ``.results``: seconds per run). ``min_repeat_ms`` raises ``number`` (by
+        doubling) until one repeat takes at least that long. A cuda function's arrays stay on the GPU while
+        it is timed."""
         import time
 
-        f = self.get_function(name) if name else self.entry_func
+        if number < 1 or repeat < 1:
+            raise ValueError(f"time_evaluator: number and repeat must be >= 1, got {number} and {repeat}")
+        f = self.get_function(func_name) if func_name else self.entry_func
 
-        def run(*args):
-            f(*args)
+        def run(*args: Any) -> ProfileResult:
+            call = _timed_call(f, args)
+            call(1)
+            n = number
             out = []
             for _ in range(repeat):
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    f(*args)
-                out.append((time.perf_counter() - t0) / number)
-            return out
+                while True:
+                    t0 = time.perf_counter()
+                    call(n)
+                    dt = time.perf_counter() - t0
+                    if dt * 1e3 >= min_repeat_ms or min_repeat_ms <= 0:
+                        break
+                    n = max(n * 2, int(n * min_repeat_ms / max(dt * 1e3, 1e-3) * 1.1) + 1)
+                out.append(dt / n)
+            return ProfileResult(out)
 
         return run
+
+    def save(self, path: str | os.PathLike, fmt: str = "") -> None:
+        """TVM's ``mod.save(path)``, by the file's suffix (or ``fmt``): ``.o``, the object code with the kernels'
+        metadata (``autosched.contrib.cc.create_shared`` links it into a library :func:`load_module` loads);
+        ``.ll`` or ``.s``, LLVM IR or assembly text; anything else, the shared library of
+        :meth:`export_library`."""
+        import shutil
+        import subprocess
+        import tempfile
+
+        path = os.fspath(path)
+        fmt = fmt or os.path.splitext(path)[1].lstrip(".")
+        if fmt in ("ll", "s", "asm"):
+            with open(path, "w") as f:
+                f.write(self.get_source(fmt))
+            return
+        if fmt != "o":
+            self.export_library(path)
+            return
+        if self.imported_modules:
+            raise ValueError("save: a module with imported modules is saved whole with export_library (.so)")
+        with tempfile.TemporaryDirectory(prefix="autosched-save-") as tmp:
+            objs, has_meta, _ = self._object_files(os.path.join(tmp, "m"))
+            if not has_meta:
+                raise ValueError(f"save: a {type(self).__name__} is saved with export_library (.so), not as .o")
+            if len(objs) == 1:
+                shutil.copyfile(objs[0], path)
+            else:  # one relocatable object of several
+                subprocess.run([os.environ.get("CC", "gcc"), "-r", "-nostdlib", "-o", path, *objs], check=True)
+
+
+class ProfileResult:
+    """Timings of :meth:`Module.time_evaluator`: seconds per run of each repeat."""
+
+    def __init__(self, results: list[float]):
+        self.results = tuple(results)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.results))
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.results))
+
+    @property
+    def min(self) -> float:
+        return float(np.min(self.results))
+
+    @property
+    def max(self) -> float:
+        return float(np.max(self.results))
+
+    @property
+    def std(self) -> float:
+        return float(np.std(self.results))
+
+    def __repr__(self) -> str:
+        return (f"ProfileResult(mean={self.mean:.6g}, median={self.median:.6g}, min={self.min:.6g}, "
+                f"max={self.max:.6g}, std={self.std:.3g}, results={list(self.results)})")
+
+
+def _timed_call(f: PackedFunc, args: tuple) -> Callable[[int], None]:
+    """``call(number)``: ``number`` runs of ``f`` on ``args``, checked once; a cuda function's arrays are
+    copied to the GPU once (its ``device_caller``)."""
+    arrays, given = f.split_scalars(tuple(args))
+    arrays = tuple(as_array(a) for a in arrays)
+    device_caller = getattr(f, "device_caller", None)
+    if device_caller is not None:
+        return device_caller(list(arrays))
+    env = f.check_args(arrays, given)
+    pointers = [data_pointer(a)[0] for a in arrays] + list(env)
+
+    def call(number: int) -> None:
+        for _ in range(number):
+            f.raw_call(pointers)
+
+    call._keep = arrays  # type: ignore[attr-defined]
+    return call
+
+
+_SCALAR_CTYPES = {"int64": ctypes.c_int64, "int32": ctypes.c_int32, "int16": ctypes.c_int16, "int8": ctypes.c_int8,
+                  "uint64": ctypes.c_uint64, "uint32": ctypes.c_uint32, "uint16": ctypes.c_uint16,
+                  "uint8": ctypes.c_uint8, "bool": ctypes.c_bool, "float32": ctypes.c_float,
+                  "float64": ctypes.c_double}
 
 
 class DSOModule(Module):

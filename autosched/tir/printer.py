@@ -123,5 +123,8 @@ def _stmt(s, ind: int, out: list[str]) -> None:
 
 def func_str(f) -> str:
     params = [f"{b.name}: {b.dtype}[{', '.join(expr_str(d) for d in b.shape)}]" for b in f.params]
+    for pos, k in f.attrs.get("scalar_args", []):  # te.var arguments, where the call passes them
+        v = f.scalar_params[k]
+        params.insert(pos, f"{v.name}: {v.dtype}")
     head = f"primfn {f.name}({', '.join(params)}) {{"
     return head + "\n" + stmt_str(f.body, 1) + "\n}"
