@@ -15,6 +15,7 @@ from typing import Any
 from autosched.errors import ScheduleError
 from autosched.te.dataflow import predicate_from_json, predicate_to_json, rfactor_ops
 from autosched.te.expr import Expr, Reduce, TensorLoad, Var, convert, substitute, transform
+from autosched.te.scan import ScanOp, scan_body
 from autosched.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor
 from autosched.te.trace import (
     Annotate,
@@ -289,6 +290,11 @@ class Schedule:
             self.stage_map[op] = st
         for op in self.outputs:
             self.stage_map[op].is_output = True
+        for st in self.stages:  # the stages of a scan's step run inside its time loop
+            if isinstance(st.op, ScanOp):
+                for op in scan_body(st.op):
+                    body = self.stage_map[op]
+                    body.attach_type, body.attach_stage, body.attach_ivar = "scope", st, st.leaf_iter_vars[0]
 
     def __getitem__(self, x: Tensor | Operation) -> Stage:
         op = x.op if isinstance(x, Tensor) else x
@@ -354,6 +360,9 @@ class Schedule:
     def _check_mutable(self, stage: Stage, step: Step) -> None:
         if stage.is_placeholder:
             raise ScheduleError(f"{step.kind} on stage '{stage.name}': it is an input placeholder, it has no loops")
+        if isinstance(stage.op, ScanOp):
+            raise ScheduleError(f"{step.kind} on stage '{stage.name}': it is a scan, whose time loop runs in order; "
+                                f"schedule the stages of its step (its update) instead")
 
     def _replace_attach(self, old: IterVar, new: IterVar) -> None:
         for s in self.stages:
@@ -552,6 +561,11 @@ class Schedule:
 
     def _apply_compute_root(self, stage: Stage, step: ComputeRoot):
         self._check_mutable(stage, step)
+        for scan in self.stages:  # inside a scan, the root is the scan's time loop
+            if isinstance(scan.op, ScanOp) and any(op is stage.op or op is stage.origin_op
+                                                   for op in scan_body(scan.op)):
+                stage.attach_type, stage.attach_stage, stage.attach_ivar = "scope", scan, scan.leaf_iter_vars[0]
+                return
         stage.attach_type = "root"
         stage.attach_stage = stage.attach_ivar = None
 

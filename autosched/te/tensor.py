@@ -240,7 +240,8 @@ class Tensor:
 
     @property
     def shape(self) -> tuple:
-        return self.op.shape
+        shapes = getattr(self.op, "shapes", None)  # outputs of different shapes (a scan of several states)
+        return shapes[self.value_index] if shapes is not None else self.op.shape
 
     @property
     def dtype(self) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from autosched.errors import LoweringError, ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var
+from autosched.te.scan import ScanOp
 from autosched.te.schedule import Schedule, SplitRel, Stage
 from autosched.te.tensor import Tensor
 from autosched.tir import stmt as S
@@ -106,9 +107,16 @@ class _Lowerer:
             while bname in names:
                 bname += "_"
             names.add(bname)
-            buf = self.out_buf[(id(st), vi)] = S.Buffer(bname, st.op.shape, t.dtype)
+            buf = self.out_buf[(id(st), vi)] = S.Buffer(bname, t.shape, t.dtype)
             self.arg_buf.setdefault(id(st), buf)
         self.compute_stages = [s for s in sch.stages if not s.is_placeholder and s.attach_type != "inline"]
+        # te.scan: its init and update stages write the scan's output buffers, which its states read
+        self.scan_alias: dict[int, tuple[Stage, int]] = {}  # id(init/update/state stage) -> (scan stage, k)
+        for st in sch.stages:
+            if isinstance(st.op, ScanOp):
+                for k in range(st.op.num_outputs):
+                    for t in (st.op.init[k], st.op.update[k], st.op.state_placeholder[k]):
+                        self.scan_alias[id(sch[t])] = (st, k)
         for st in sch.stages:
             if st.is_placeholder:
                 continue
@@ -117,7 +125,7 @@ class _Lowerer:
         for st in self.compute_stages:
             for t in self.reads(st):
                 rs = self.stage_of(t)
-                if rs.is_placeholder and id(rs) not in self.arg_buf:
+                if rs.is_placeholder and id(rs) not in self.arg_buf and id(rs) not in self.scan_alias:
                     raise LoweringError(
                         f"stage '{st.name}' reads placeholder '{rs.name}', which is not in the argument list"
                     )
@@ -127,7 +135,7 @@ class _Lowerer:
         body_parts = [self.emit(st) for st in self.compute_stages if st.attach_type == "root"]
         body = S.seq(body_parts) if body_parts else S.SeqStmt([])
         for st in reversed(self.compute_stages):
-            if st.attach_type == "root":
+            if st.attach_type == "root" and id(st) not in self.scan_alias:
                 for k, b in enumerate(self.infos[id(st)].buffers):
                     if (id(st), k) not in self.out_buf:
                         body = S.Allocate(b, body)
@@ -183,6 +191,10 @@ class _Lowerer:
                     return E.substitute(body, {ax.var: i for ax, i in zip(src.op.axis, e.indices)})
             return None
 
+        if isinstance(st.op, ScanOp):  # what the scan reads: its inits and updates
+            ts = st.op.init + st.op.update
+            out = self.eff_body[key] = E.Call(st.op.dtype, "scan", [t[(0,) * len(t.shape)] for t in ts])
+            return out
         bodies = getattr(st.op, "bodies", [st.op.body])
         if len(bodies) > 1 and not isinstance(bodies[0], E.Reduce):
             # the outputs of a multi-output compute, held in one node so that every walk sees all their reads
@@ -284,7 +296,14 @@ class _Lowerer:
         info = _Info()
         shape = st.op.shape
         is_arg = id(st) in self.arg_buf
-        if st.attach_type == "root":
+        if isinstance(st.op, ScanOp):
+            return self.infer_scan(st, info)
+        alias = self.scan_alias.get(id(st))
+        if alias is not None and st.attach_type == "scope" and alias[0] is st.attach_stage:  # a scan's update
+            scan = alias[0]
+            t = self.root_index(scan, self.infos[id(scan)])[scan.op.scan_axis.var]
+            info.region = [(t, IntImm(1))] + [(IntImm(0), d) for d in shape[1:]]
+        elif st.attach_type == "root":
             info.region = [(IntImm(0), d) for d in shape]
         else:
             info.region = self.infer_region(st)
@@ -292,6 +311,8 @@ class _Lowerer:
         dtypes = getattr(st.op, "dtypes", [st.op.dtype])
         for k, dt in enumerate(dtypes):
             buf = self.out_buf.get((id(st), k))
+            if buf is None and alias is not None:  # a scan's init or update writes the scan's output
+                buf = self.infos[id(alias[0])].buffers[alias[1]]
             if buf is None:
                 bshape = [ext for _, ext in info.region] if info.local else list(shape)
                 buf = S.Buffer(st.name if k == 0 else f"{st.name}.v{k}", bshape, dt, st.scope,
@@ -369,6 +390,39 @@ class _Lowerer:
                     f"'{late[0].name}', which runs inside it; keep '{late[0].name}' outside '{iv.name}' "
                     f"(reorder)")
             self.loop_range[iv.var] = (IntImm(0), _minus_one(ext[iv]))
+
+    def infer_scan(self, st: Stage, info: _Info) -> None:
+        """A scan's stage: its output buffers (which its states read) and its time loop."""
+        op = st.op
+        ax = op.scan_axis
+        info.region = [(ax.dom.min, ax.dom.extent)]
+        for k, dt in enumerate(op.dtypes):
+            buf = self.out_buf.get((id(st), k))
+            if buf is None:
+                buf = S.Buffer(st.name if k == 0 else f"{st.name}.v{k}", op.shapes[k], dt, st.scope)
+            info.buffers.append(buf)
+            self.arg_buf[id(self.sch[op.state_placeholder[k]])] = buf
+        info.buffer = info.buffers[0]
+        leaf = st.leaf_iter_vars[0]
+        info.extent[ax] = ax.dom.extent
+        self.loop_range[leaf.var] = (IntImm(0), _minus_one(ax.dom.extent))
+        info.value[ax] = leaf.var
+        info.simp = Simplifier({leaf.var: self.loop_range[leaf.var]})
+        self.infos[id(st)] = info
+
+    def emit_scan(self, st: Stage) -> S.Stmt:
+        """The time loop of a scan, with its update stages (and those computed at them) inside."""
+        info = self.infos[id(st)]
+        leaf = st.leaf_iter_vars[0]
+        inner = [c for c in self.compute_stages if c.attach_type == "scope" and c.attach_stage is st]
+        content = S.seq([self.emit(c) for c in inner]) if inner else S.SeqStmt([])
+        for c in reversed(inner):
+            cinfo = self.infos[id(c)]
+            if cinfo.local:
+                for k, b in enumerate(cinfo.buffers):
+                    if (id(c), k) not in self.out_buf:
+                        content = S.Allocate(b, content)
+        return S.For(leaf.var, info.extent[st.op.scan_axis], "serial", content)
 
     def infer_region(self, st: Stage) -> list[tuple[Expr, Expr]]:
         shape = st.op.shape
@@ -478,6 +532,8 @@ class _Lowerer:
         return simplify(E.substitute(E.substitute(pred, rmap), vmap))
 
     def emit(self, st: Stage) -> S.Stmt:
+        if isinstance(st.op, ScanOp):
+            return self.emit_scan(st)
         xt = cross_thread_leaf(st)
         if xt is not None:
             return emit_cross_thread(self, st, xt)
