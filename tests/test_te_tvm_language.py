@@ -170,3 +170,16 @@ def test_refused_schedule_is_a_runtime_error_named_tvm_error():
         s[T].fuse(xo, T.op.axis[1])
     with pytest.raises(autosched.TVMError):
         s[T].reorder(xi, xi)
+
+
+def test_thread_axis_with_range_and_expr_equal():
+    tx = te.thread_axis((0, 32), "threadIdx.x")
+    assert tx.thread_tag == "threadIdx.x" and int(tx.dom.extent) == 32
+    bx = te.thread_axis("blockIdx.x", "bx")
+    assert bx.thread_tag == "blockIdx.x" and bx.name == "bx"
+    n = 16
+    A = te.placeholder((n,), dtype="int32", name="A")
+    B = te.compute((n,), lambda i: te.if_then_else(A[i].equal(3), 1, 0), name="B")
+    a, b = np.arange(n, dtype="int32") % 5, np.zeros(n, "int64")
+    autosched.build(te.create_schedule(B.op), [A, B])(a, b)
+    np.testing.assert_array_equal(b, (a == 3).astype("int64"))

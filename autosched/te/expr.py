@@ -144,6 +144,10 @@ class Expr:
     def astype(self, dtype: str) -> Expr:
         return cast(dtype, self)
 
+    def equal(self, other: Any) -> Expr:
+        """The expression ``self == other`` (TVM's spelling, e.g. ``tx.var.equal(0)`` in a store predicate)."""
+        return _cmp(EQ, self, other)
+
     def __repr__(self) -> str:
         from autosched.tir.printer import expr_str
 

@@ -122,11 +122,17 @@ THREAD_TAGS = (
 )
 
 
-def thread_axis(tag: str, name: str = "") -> IterVar:
-    """A GPU thread or block index to ``bind`` a loop to."""
+def thread_axis(dom: Any = None, tag: str = "", name: str = "") -> IterVar:
+    """A GPU thread or block index to ``bind`` a loop to: ``thread_axis("threadIdx.x")``, or TVM's
+    ``thread_axis((0, 32), "threadIdx.x")`` with its range (kept as the axis's ``dom``; the bound loop's own
+    extent is what the kernel launches)."""
+    if isinstance(dom, str):  # thread_axis(tag, name)
+        dom, tag, name = None, dom, tag or name
+    if not tag:
+        raise ValueError("thread_axis needs a tag such as 'threadIdx.x'")
     if tag not in THREAD_TAGS:
         raise ValueError(f"unknown thread tag {tag!r}; expected one of {', '.join(THREAD_TAGS)}")
-    return IterVar(None, Var(name or tag), "thread", tag)
+    return IterVar(_as_range(dom) if dom is not None else None, Var(name or tag), "thread", tag)
 
 
 def var(name: str = "v", dtype: str = INDEX_DTYPE) -> Var:
