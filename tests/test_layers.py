@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
     {"runtime"},
     {"contrib"},  # TVM's contrib helpers the tutorials use (cc.create_shared, utils.tempdir): above the runtime
     {"codegen"},
+    {"driver"},  # TVM's tvm.driver.build_module names: lowering and building, over codegen
     {"workloads"},
     {"space"},
     {"task"},

@@ -183,3 +183,32 @@ def test_thread_axis_with_range_and_expr_equal():
     a, b = np.arange(n, dtype="int32") % 5, np.zeros(n, "int64")
     autosched.build(te.create_schedule(B.op), [A, B])(a, b)
     np.testing.assert_array_equal(b, (a == 3).astype("int64"))
+
+
+def test_tvm_two_step_lowering_names_and_lower_main():
+    from autosched.driver.build_module import schedule_to_module
+    from autosched.te.schedule import InferBound, ScheduleOps
+    from autosched.tir.stmt_functor import post_order_visit
+
+    m, n = te.var("m"), te.var("n")
+    A, B = te.placeholder((m, n), name="A"), te.placeholder((m, n), name="B")
+    C = te.compute((m, n), lambda i, j: A(i, j) * B(i, j), name="C")
+    s = te.create_schedule(C.op)
+    AA = s.cache_read(A, "local", readers=[C])
+    xo, xi = s[C].split(C.op.axis[0], factor=4)
+    s[AA].compute_at(s[C], xo)
+    s = s.normalize()
+    bounds = InferBound(s)
+    assert int(bounds[xi].extent) == 4 and int(bounds[AA.op.axis[0]].extent) == 4
+    stmt = ScheduleOps(s, bounds)
+    stores = []
+    post_order_visit(stmt, lambda x: stores.append(x.buffer.name) if isinstance(x, tir.BufferStore) else None)
+    assert stores == ["A.local", "C"]
+    func = schedule_to_module(s, [A, B, C])["main"]
+    assert autosched.lower(s, [A, B, C])["main"].name == "main" and isinstance(func, tir.PrimFunc)
+    with pytest.raises(KeyError):
+        func["other"]
+    f = autosched.build(func)
+    a, b, c = _rand(10, 3), _rand(10, 3), np.zeros((10, 3), "float32")
+    f(a, b, c)
+    np.testing.assert_allclose(c, a * b, rtol=1e-6)

@@ -682,8 +682,29 @@ class Schedule:
                     todo.append(r)
         return False
 
+    def normalize(self) -> Schedule:
+        """TVM's ``normalize`` (rebase every loop to start at 0): autosched's loops always start at 0, so the
+        schedule is returned as it is."""
+        return self
+
     def __repr__(self) -> str:
         return f"Schedule(stages=[{self.stage_names()}], steps={len(self.trace)})"
+
+
+def InferBound(sch: Schedule) -> dict:  # noqa: N802 - TVM's name
+    """TVM's ``te.schedule.InferBound``: every loop axis of every computed stage -> its Range. autosched
+    infers bounds inside :func:`autosched.lower`; this runs that inference and returns what it found."""
+    from autosched.tir.bounds import infer_bound  # the loop IR sits beside te; lowering reads this module
+
+    return infer_bound(sch)
+
+
+def ScheduleOps(sch: Schedule, bounds: dict | None = None) -> Any:  # noqa: N802 - TVM's name
+    """TVM's ``te.schedule.ScheduleOps``: the loop nest of the schedule (its placeholders and outputs as the
+    buffers), as :func:`autosched.lower` builds it."""
+    from autosched.tir.bounds import schedule_ops
+
+    return schedule_ops(sch, bounds)
 
 
 def _reads(op: Operation) -> list[Tensor]:

@@ -191,6 +191,13 @@ class PrimFunc:
     def script(self) -> str:
         return str(self)
 
+    def __getitem__(self, name: str) -> PrimFunc:
+        """``lower(...)["main"]``: TVM's lower returns a module of one function called "main"; here it
+        returns the function itself, which answers to "main" and to its own name."""
+        if name in ("main", self.name):
+            return self
+        raise KeyError(f"no function {name!r}: lower gave the function {self.name!r} (also reachable as 'main')")
+
 
 def stmt_children(s: Stmt) -> list[Stmt]:
     if isinstance(s, (For, Allocate, LetStmt)):
