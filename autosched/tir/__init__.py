@@ -51,6 +51,7 @@ from autosched.te.expr import (
     truncmod,
 )
 from autosched.te.expr import TensorLoad as ProducerLoad
+from autosched.tir import stmt_functor
 from autosched.tir.stmt import (
     Allocate,
     Buffer,
@@ -70,4 +71,5 @@ __all__ = [
     "all", "any", "cast", "ceil", "const", "exp", "floor", "floordiv", "floormod", "if_then_else", "indexdiv",
     "indexmod", "log", "max_value", "min_value", "power", "sigmoid", "sqrt", "tanh", "truncdiv", "truncmod",
     "Allocate", "Buffer", "BufferLoad", "BufferStore", "For", "IfThenElse", "LetStmt", "PrimFunc", "SeqStmt", "Stmt",
+    "stmt_functor",
 ]
