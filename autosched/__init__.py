@@ -87,14 +87,11 @@ def lower(sch, args, name: str = "main", target=None, simple_mode: bool = False,
     """Lower a schedule to the loop IR (a PrimFunc whose ``str()`` is readable). With a ``cuda`` target the
     GPU rules are checked and barriers inserted, as the GPU build does. ``args`` are the kernel's tensors in
     calling order, and scalar ``te.var`` arguments where the call passes them. ``simple_mode`` is TVM's
-    (print the loops only), which is what the printout always is here; ``binds`` is TVM's and is not
-    supported (buffers are laid out densely)."""
+    (print the loops only), which is what the printout always is here; ``binds`` maps argument tensors to
+    buffers from ``tir.decl_buffer`` (TVM's; arguments are dense arrays, so their strides must be dense)."""
     from autosched.tir.lower import lower as _lower
 
-    if binds:
-        raise NotImplementedError("lower(binds=...): autosched lays every argument out densely; "
-                                  "binds of tir.decl_buffer are not supported")
-    func = _lower(sch, args, name=name)
+    func = _lower(sch, args, name=name, binds=binds)
     if target is not None:
         from autosched.target import Target
 
@@ -105,12 +102,15 @@ def lower(sch, args, name: str = "main", target=None, simple_mode: bool = False,
     return func
 
 
-def build(sch, args=None, target="llvm", name: str = "main", target_host=None):
+def build(sch, args=None, target="llvm", name: str = "main", target_host=None, binds=None):
     """Compile a schedule (or a PrimFunc from :func:`lower`) for ``target``; returns a runtime Module whose
     functions take numpy arrays or :class:`NDArray` s, and Python numbers for scalar ``te.var`` arguments.
-    ``target_host`` is TVM's (the host code of a cuda build is compiled for this machine's CPU)."""
+    ``target_host`` is TVM's (the host code of a cuda build is compiled for this machine's CPU); ``binds`` as
+    in :func:`lower`."""
     from autosched.codegen.build import build as _build
 
+    if binds:
+        sch = lower(sch, args, name=name, binds=binds)
     return _build(sch, args, target=target, name=name)
 
 

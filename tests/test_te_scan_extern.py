@@ -118,3 +118,129 @@ def test_scan_refusals():
     bad = te.compute((1, 3), lambda _, i: X[0, i], name="bad")
     with pytest.raises(ValueError, match="must be a te.placeholder"):
         te.scan(init, update, bad)
+
+
+# -- te.extern, tir.call_packed, tir.call_extern, ir_builder, decl_buffer -----------------------------
+
+
+def test_extern_call_packed_to_a_registered_function():
+    calls = []
+
+    @autosched.register_func("test_te_scan_extern.add_scalar", override=True)
+    def add_scalar(x, y, c, n):
+        calls.append((c, n))
+        assert isinstance(x, autosched.runtime.ndarray.NDArray) and x.shape == (n,)
+        y.copyfrom(x.numpy() + c)
+
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.extern((n,), [A], lambda ins, outs: autosched.tir.call_packed(
+        "test_te_scan_extern.add_scalar", ins[0], outs[0], 1.5, ins[0].shape[0]), name="B")
+    C = te.compute((n,), lambda i: B[i] * 2, name="C")
+    s = te.create_schedule(C.op)
+    text = str(autosched.lower(s, [A, C]))
+    assert 'call_packed("test_te_scan_extern.add_scalar", A, B, 1.5f, n)' in text
+    f = autosched.build(s, [A, C])
+    a = RNG.random(7).astype("float32")
+    c = np.zeros(7, "float32")
+    f(a, c)
+    np.testing.assert_allclose(c, (a + 1.5) * 2, rtol=1e-6)
+    assert calls == [(1.5, 7)]
+
+
+def test_extern_with_two_outputs_and_an_error_in_the_function():
+    @autosched.register_func("test_te_scan_extern.split", override=True)
+    def split(x, lo, hi):
+        lo.copyfrom(np.minimum(x.numpy(), 0))
+        hi.copyfrom(np.maximum(x.numpy(), 0))
+
+    @autosched.register_func("test_te_scan_extern.fail", override=True)
+    def fail(x):
+        raise KeyError("the function's own error")
+
+    A = te.placeholder((6,), name="A")
+    lo, hi = te.extern([A.shape, A.shape], [A], lambda ins, outs: autosched.tir.call_packed(
+        "test_te_scan_extern.split", ins[0], outs[0], outs[1]), name="parts")
+    assert (lo.value_index, hi.value_index) == (0, 1)
+    f = autosched.build(te.create_schedule(lo.op), [A, lo, hi])
+    a = RNG.standard_normal(6).astype("float32")
+    out_lo, out_hi = np.zeros(6, "float32"), np.zeros(6, "float32")
+    f(a, out_lo, out_hi)
+    np.testing.assert_array_equal(out_lo, np.minimum(a, 0))
+    np.testing.assert_array_equal(out_hi, np.maximum(a, 0))
+    bad = te.extern((6,), [A], lambda ins, outs: autosched.tir.call_packed("test_te_scan_extern.fail", ins[0]))
+    g = autosched.build(te.create_schedule(bad.op), [A, bad])
+    with pytest.raises(KeyError, match="the function's own error"):
+        g(a, np.zeros(6, "float32"))
+
+
+def test_extern_with_an_ir_builder_body():
+    from autosched import tir
+
+    n = te.var("n")
+    A = te.placeholder((n, 3), name="A")
+
+    def body(ins, outs):
+        ib = tir.ir_builder.create()
+        x, y = ib.buffer_ptr(ins[0]), ib.buffer_ptr(outs[0])
+        with ib.for_range(0, n, name="i") as i:
+            with ib.for_range(1, 3, name="j") as j:
+                with ib.if_scope(i % 2 == 0):
+                    y[i * 2 + j - 1] = x[i * 3 + j] + 1
+                with ib.else_scope():
+                    y[i * 2 + j - 1] = x[i * 3 + j] * 10
+        return ib.get()
+
+    B = te.extern((n, 2), [A], body, name="B")
+    s = te.create_schedule(B.op)
+    with pytest.raises(RuntimeError, match="stage 'B'.*te.extern"):
+        s[B].compute_inline()
+    f = autosched.build(s, [A, B])
+    a = RNG.random((5, 3)).astype("float32")
+    b = np.zeros((5, 2), "float32")
+    f(a, b)
+    want = np.where((np.arange(5) % 2 == 0)[:, None], a[:, 1:] + 1, a[:, 1:] * 10)
+    np.testing.assert_allclose(b, want, rtol=1e-6)
+
+
+def test_call_extern_to_a_c_function_in_a_compute():
+    from autosched import tir
+
+    A = te.placeholder((9,), name="A")
+    four = tir.const(4.0, "float64")  # call_extern passes what it is given: hypot takes doubles
+    B = te.compute((9,), lambda i: tir.call_extern("float64", "hypot", A[i].astype("float64"), four), name="B")
+    a = RNG.random(9).astype("float64") * 3
+    b = np.zeros(9, "float64")
+    autosched.build(te.create_schedule(B.op), [A, B])(a.astype("float32"), b)
+    np.testing.assert_allclose(b, np.hypot(a.astype("float32").astype("float64"), 4.0), rtol=1e-12)
+
+
+def test_decl_buffer_strides_and_offset_in_an_extern_and_binds():
+    from autosched import tir
+
+    m = te.var("m")
+    X = te.placeholder((m, 4), name="X")
+    s0 = te.var("s0")
+    Xb = tir.decl_buffer((m, 4), "float32", name="Xb", strides=[s0, 1], offset_factor=1)
+    assert Xb.elem_offset is not None and Xb.offset_factor == 1 and Xb.strides[0] is s0
+    seen = {}
+
+    @autosched.register_func("test_te_scan_extern.rowsum", override=True)
+    def rowsum(x, y, stride, offset):
+        seen["layout"] = (stride, offset)
+        y.copyfrom(x.numpy().sum(1))
+
+    Y = te.extern((m,), [X], lambda ins, outs: tir.call_packed(
+        "test_te_scan_extern.rowsum", ins[0], outs[0], ins[0].strides[0], ins[0].elem_offset),
+        in_buffers=[Xb], name="Y")
+    s = te.create_schedule(Y.op)
+    Yb = tir.decl_buffer((m,), "float32", name="Yout")
+    func = autosched.lower(s, [X, Y], binds={Y: Yb})
+    assert [b.name for b in func.params] == ["X", "Yout"]
+    x = RNG.random((5, 4)).astype("float32")
+    y = np.zeros(5, "float32")
+    autosched.build(s, [X, Y], binds={Y: Yb})(x, y)
+    np.testing.assert_allclose(y, x.sum(1), rtol=1e-6)
+    assert seen["layout"] == (4, 0)  # the dense layout the call's array has
+    with pytest.raises(RuntimeError, match=r"binds\[X\].*strides \[16, 1\].*dense"):
+        autosched.lower(s, [X, Y], binds={X: tir.decl_buffer((m, 4), "float32", strides=[16, 1])})

@@ -29,6 +29,7 @@ from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
 from autosched.tir import stmt as S
 from autosched.tir.arith import Lin, ceildiv, linear, simplify
+from autosched.tir.extern import EXTERN, PACKED
 from autosched.tir.transform import substitute_stmt
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -253,6 +254,10 @@ class CodeGenLLVM:
 
     def _e_Var(self, e: Var):
         v = self.cur.vars.get(e)
+        if v is None and e.dtype == "handle":  # a buffer's address (Buffer.data)
+            for buf, ptr in self.cur.bufs.items():
+                if buf._data is e:
+                    return ptr
         if v is None:
             raise CodegenError(f"variable '{e.name}' is used outside the loop or argument that defines it")
         return v
@@ -294,7 +299,88 @@ class CodeGenLLVM:
         return ops.cast(self.b, self.expr(e.value), e.value.dtype, e.dtype, ltype(e.dtype))
 
     def _e_Call(self, e: E.Call):
+        if e.name.startswith(PACKED):
+            return self._packed_call(e)
+        if e.name.startswith(EXTERN):
+            args = [self.expr(a) for a in e.args]
+            ret = PTR if e.dtype == "handle" else ltype(e.dtype)
+            fn = self._decl(e.name[len(EXTERN):], ret, [a.type for a in args])
+            return self.b.call(fn, args)
+        if e.name == "access_ptr":  # the address of an element of a buffer
+            base = self.expr(e.args[0])
+            ety = next((ltype(b.dtype, True) for b in self.cur.bufs if b._data is e.args[0]), I8)
+            return self.b.gep(base, [self.expr(e.args[1])], source_etype=ety)
         return ops.call(self.b, e.name, e.dtype, [self.expr(a) for a in e.args])
+
+    def _e_BufferRef(self, e: S.BufferRef):
+        return self._buffer_base(e.buffer)
+
+    def _buffer_base(self, buf: S.Buffer) -> ir.Value:
+        base = self.cur.bufs.get(buf)
+        if base is None and buf.base is not None:  # a flat view of another buffer (ir_builder.buffer_ptr)
+            base = self.cur.bufs.get(buf.base)
+        if base is None:
+            raise CodegenError(f"buffer '{buf.name}' is used outside its allocation")
+        return base
+
+    def _packed_call(self, e: E.Call) -> ir.Value:
+        """``tir.call_packed``: the arguments in slots of five words (runtime.packed), then the bridge; a failure
+        ends the kernel with its status."""
+        from autosched.runtime import packed
+
+        llvm.add_symbol(packed.SYMBOL, packed.address())
+        b = self.b
+        n = len(e.args)
+        eb = ir.IRBuilder(self.cur.entry)
+        eb.position_at_start(self.cur.entry)
+        slots = eb.alloca(ir.ArrayType(I64, max(1, 5 * n)), name="packed_args")
+        slots.type = PTR
+        words: list[list[ir.Value]] = []
+        for a in e.args:
+            zero = ir.Constant(I64, 0)
+            if isinstance(a, S.BufferRef):
+                buf = a.buffer
+                shape = eb.alloca(ir.ArrayType(I64, max(1, len(buf.shape))), name="packed_shape")
+                shape.type = PTR
+                for d, ext in enumerate(buf.shape):
+                    b.store(self.expr(ext), b.gep(shape, [ir.Constant(I64, d)], source_etype=I64))
+                code = packed.DTYPES.index(buf.dtype) if buf.dtype in packed.DTYPES else 0
+                words.append([ir.Constant(I64, 3), b.ptrtoint(self._buffer_base(buf), I64),
+                              ir.Constant(I64, len(buf.shape)), b.ptrtoint(shape, I64), ir.Constant(I64, code)])
+            elif a.dtype == "handle":
+                words.append([ir.Constant(I64, 2), b.ptrtoint(self.expr(a), I64), zero, zero, zero])
+            elif a.dtype.startswith("float"):
+                v = self.expr(a)
+                if a.dtype != "float64":
+                    v = b.fpext(v, ir.DoubleType())
+                words.append([ir.Constant(I64, 1), b.bitcast(v, I64), zero, zero, zero])
+            else:
+                v = self.expr(a)
+                if v.type.width < 64:
+                    v = b.zext(v, I64) if a.dtype.startswith("uint") or a.dtype == "bool" else b.sext(v, I64)
+                words.append([ir.Constant(I64, 0), v, zero, zero, zero])
+        for k, ws in enumerate(words):
+            for j, w in enumerate(ws):
+                b.store(w, b.gep(slots, [ir.Constant(I64, 5 * k + j)], source_etype=I64))
+        name = e.name[len(PACKED):].encode() + b"\0"
+        gname = "packed_name." + _ident(e.name[len(PACKED):])
+        g = self.module.globals.get(gname)
+        if g is None:
+            ty = ir.ArrayType(I8, len(name))
+            g = ir.GlobalVariable(self.module, ty, gname)
+            g.initializer = ir.Constant(ty, bytearray(name))
+            g.global_constant = True
+            g.linkage = "internal"
+        fn = self._decl(packed.SYMBOL, I32, [PTR, PTR, I32])
+        rc = b.call(fn, [g, slots, ir.Constant(I32, n)])
+        if self.cur.fn.function_type.return_type == I32:  # the kernel itself: stop with the status
+            fail = self.cur.fn.append_basic_block(self._name("packed_fail"))
+            ok = self.cur.fn.append_basic_block(self._name("packed_ok"))
+            b.cbranch(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), fail, ok)
+            b.position_at_end(fail)
+            b.ret(rc)
+            b.position_at_end(ok)
+        return rc
 
     def _e_Let(self, e: E.Let):
         self.cur.vars[e.var] = self.expr(e.value)
@@ -315,9 +401,7 @@ class CodeGenLLVM:
         return self.cached("flat", lambda: flat_index(buf, indices), indices, buf)
 
     def _addr(self, buf: S.Buffer, indices) -> ir.Value:
-        base = self.cur.bufs.get(buf)
-        if base is None:
-            raise CodegenError(f"buffer '{buf.name}' is used outside its allocation")
+        base = self._buffer_base(buf)
         return self.b.gep(base, [self.index(self.flat(buf, indices))], inbounds=True,
                           source_etype=ltype(buf.dtype, True))
 
@@ -344,6 +428,9 @@ class CodeGenLLVM:
             return
         else_fn = (lambda: self.stmt(s.else_case)) if s.else_case is not None else None
         ops.branch(self, self.expr(s.cond), lambda: self.stmt(s.then_case), else_fn, "if")
+
+    def _s_Evaluate(self, s: S.Evaluate):
+        self.expr(s.value)
 
     def _s_LetStmt(self, s: S.LetStmt):
         self.cur.vars[s.var] = self.expr(s.value)

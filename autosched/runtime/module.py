@@ -79,6 +79,17 @@ def data_pointer(arr: np.ndarray) -> tuple[int, int]:
     return addr, arr.nbytes
 
 
+def _failure(name: str, rc: int) -> BaseException:
+    """The error of a kernel that returned status ``rc``: what a function it called with ``tir.call_packed``
+    raised, or running out of memory."""
+    from autosched.runtime.packed import take_error
+
+    err = take_error()
+    if err is not None:
+        return err
+    return RuntimeError(f"{name} failed with status {rc} (out of memory?)")
+
+
 class PackedFunc:
     """A compiled kernel callable with numpy arrays; checks every argument before calling."""
 
@@ -146,7 +157,7 @@ class PackedFunc:
             env = self.check_args(arrays, given)
         rc = self._cfunc(*[data_pointer(a)[0] for a in arrays], *env)
         if rc != 0:
-            raise RuntimeError(f"{self.name} failed with status {rc} (out of memory?)")
+            raise _failure(self.name, rc)
 
     def _fast_check(self, arrays: tuple) -> list | None:
         """``[]`` when every array matches the (static) signature and no output overlaps another argument;
@@ -173,7 +184,7 @@ class PackedFunc:
             self._check_isa()
         rc = self._cfunc(*pointers)
         if rc != 0:
-            raise RuntimeError(f"{self.name} failed with status {rc} (out of memory?)")
+            raise _failure(self.name, rc)
 
     def check_args(self, arrays: tuple, given: list | None = None) -> list:
         """Check every array against the signature (type, dtype, rank, contiguity, shape, aliasing of outputs);

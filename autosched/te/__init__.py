@@ -35,6 +35,7 @@ from autosched.te.expr import (
     truncdiv,
     truncmod,
 )
+from autosched.te.extern import ExternOp, extern
 from autosched.te.scan import ScanOp, scan
 from autosched.te.schedule import Schedule, Stage, create_schedule
 from autosched.te.tensor import (
@@ -58,7 +59,7 @@ __all__ = [
     "Expr", "Var", "abs", "all", "any", "cast", "ceil", "comm_reducer", "const", "cos", "erf", "exp", "floor",
     "if_then_else", "log", "max", "max_value", "maximum", "min", "min_value", "minimum", "power", "sigmoid", "sin",
     "sqrt", "sum", "tanh", "floordiv", "floormod", "indexdiv", "indexmod", "truncdiv", "truncmod",
-    "Schedule", "Stage", "create_schedule", "ScanOp", "scan", "ComputeOp", "IterVar", "Operation",
+    "Schedule", "Stage", "create_schedule", "ScanOp", "scan", "ExternOp", "extern", "ComputeOp", "IterVar", "Operation",
     "PlaceholderOp", "Range", "Tensor", "TensorSlice",
     "compute", "placeholder", "reduce_axis", "size_var", "thread_axis", "var",
     "Step", "Trace",

@@ -15,6 +15,7 @@ from typing import Any
 from autosched.errors import ScheduleError
 from autosched.te.dataflow import predicate_from_json, predicate_to_json, rfactor_ops
 from autosched.te.expr import Expr, Reduce, TensorLoad, Var, convert, substitute, transform
+from autosched.te.extern import ExternOp
 from autosched.te.scan import ScanOp, scan_body
 from autosched.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor
 from autosched.te.trace import (
@@ -363,6 +364,9 @@ class Schedule:
         if isinstance(stage.op, ScanOp):
             raise ScheduleError(f"{step.kind} on stage '{stage.name}': it is a scan, whose time loop runs in order; "
                                 f"schedule the stages of its step (its update) instead")
+        if isinstance(stage.op, ExternOp):
+            raise ScheduleError(f"{step.kind} on stage '{stage.name}': it is a te.extern, whose body is written by "
+                                f"hand; it has no loops to schedule")
 
     def _replace_attach(self, old: IterVar, new: IterVar) -> None:
         for s in self.stages:

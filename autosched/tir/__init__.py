@@ -51,12 +51,15 @@ from autosched.te.expr import (
     truncmod,
 )
 from autosched.te.expr import TensorLoad as ProducerLoad
-from autosched.tir import stmt_functor
+from autosched.tir import ir_builder, stmt_functor
+from autosched.tir.extern import call_extern, call_packed, decl_buffer
 from autosched.tir.stmt import (
     Allocate,
     Buffer,
     BufferLoad,
+    BufferRef,
     BufferStore,
+    Evaluate,
     For,
     IfThenElse,
     LetStmt,
@@ -72,4 +75,5 @@ __all__ = [
     "indexmod", "log", "max_value", "min_value", "power", "sigmoid", "sqrt", "tanh", "truncdiv", "truncmod",
     "Allocate", "Buffer", "BufferLoad", "BufferStore", "For", "IfThenElse", "LetStmt", "PrimFunc", "SeqStmt", "Stmt",
     "stmt_functor",
+    "BufferRef", "Evaluate", "call_extern", "call_packed", "decl_buffer", "ir_builder",
 ]

@@ -26,11 +26,13 @@ from collections.abc import Sequence
 from autosched.errors import LoweringError, ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var
+from autosched.te.extern import ExternOp
 from autosched.te.scan import ScanOp
 from autosched.te.schedule import Schedule, SplitRel, Stage
 from autosched.te.tensor import Tensor
 from autosched.tir import stmt as S
 from autosched.tir.arith import ANY_RANGES, Simplifier, ceildiv, interval, simplify, skey
+from autosched.tir.extern import bind_placeholder, dense_strides, rebind_buffers
 from autosched.tir.partition import partition_loops
 from autosched.tir.transform import simplify_stmt
 from autosched.tir.xthread import cross_thread_leaf, emit_cross_thread
@@ -54,11 +56,16 @@ class _Info:
         self.spatial_root: dict = {}  # spatial root var -> its index in the stage's loops (region min + offset)
 
 
-def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", *, partition: bool = True) -> S.PrimFunc:
+def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", *, partition: bool = True,
+          binds: dict | None = None) -> S.PrimFunc:
     """Lower ``sch`` with ``args`` (the kernel's tensors, in calling order) to a PrimFunc. ``partition=False``
     skips loop partitioning: the same loops with their guards still inside, for readers that need the
-    structure, not the code (the cost model's features), at a fraction of the time."""
-    return _Lowerer(sch, args, name).run(partition)
+    structure, not the code (the cost model's features), at a fraction of the time. ``binds`` maps argument
+    tensors to buffers declared with ``tir.decl_buffer`` (their names, and strides that the call's dense arrays
+    have)."""
+    lw = _Lowerer(sch, args, name)
+    lw.binds = dict(binds or {})
+    return lw.run(partition)
 
 
 class _Lowerer:
@@ -69,6 +76,7 @@ class _Lowerer:
             args = [args]
         self.sch = sch
         self.name = name
+        self.binds: dict = {}
         self.args = list(args)
         self.arg_buf: dict[int, S.Buffer] = {}  # id(stage) -> buffer (of its first output that is an argument)
         self.out_buf: dict[tuple[int, int], S.Buffer] = {}  # (id(stage), output index) -> argument buffer
@@ -107,7 +115,7 @@ class _Lowerer:
             while bname in names:
                 bname += "_"
             names.add(bname)
-            buf = self.out_buf[(id(st), vi)] = S.Buffer(bname, t.shape, t.dtype)
+            buf = self.out_buf[(id(st), vi)] = self.bound_buffer(t) or S.Buffer(bname, t.shape, t.dtype)
             self.arg_buf.setdefault(id(st), buf)
         self.compute_stages = [s for s in sch.stages if not s.is_placeholder and s.attach_type != "inline"]
         # te.scan: its init and update stages write the scan's output buffers, which its states read
@@ -148,6 +156,34 @@ class _Lowerer:
         # where each scalar argument goes in the call (the C function takes the buffers, then the scalars)
         attrs = {"scalar_args": [[pos, k] for k, (pos, _) in enumerate(explicit)]} if explicit else None
         return S.PrimFunc(self.name, params, scalars, body, attrs)
+
+    def bound_buffer(self, t: Tensor) -> S.Buffer | None:
+        """The buffer ``binds`` gives argument ``t``, checked against what a call passes: a dense array of the
+        tensor's shape and dtype."""
+        buf = self.binds.get(t)
+        if buf is None:
+            return None
+        if not isinstance(buf, S.Buffer):
+            raise LoweringError(f"binds[{t.name}]: expected a buffer from tir.decl_buffer, got {buf!r}")
+        if len(buf.shape) != len(t.shape) or any(
+                not isinstance(simplify(a - b), IntImm) or simplify(a - b).value != 0
+                for a, b in zip(buf.shape, t.shape)):
+            raise LoweringError(f"binds[{t.name}]: buffer '{buf.name}' has shape [{', '.join(map(str, buf.shape))}]"
+                                f", the tensor [{', '.join(map(str, t.shape))}]")
+        if buf.dtype != t.dtype:
+            raise LoweringError(f"binds[{t.name}]: buffer '{buf.name}' holds {buf.dtype}, the tensor {t.dtype}")
+        dense = dense_strides(buf.shape)
+        if buf.strides is not None and any(
+                not (isinstance(simplify(a - b), IntImm) and simplify(a - b).value == 0)
+                for a, b in zip(buf.strides, dense)):
+            raise LoweringError(
+                f"binds[{t.name}]: buffer '{buf.name}' has strides [{', '.join(map(str, buf.strides))}]; a "
+                f"kernel's arguments are dense arrays (strides [{', '.join(map(str, dense))}]), so only "
+                f"those can be bound (other strides are for te.extern and tensorize buffers)")
+        if buf.elem_offset is not None and not (isinstance(buf.elem_offset, IntImm) and buf.elem_offset.value == 0):
+            raise LoweringError(f"binds[{t.name}]: buffer '{buf.name}' starts at element {buf.elem_offset}; a "
+                                f"kernel's arguments start at element 0")
+        return S.Buffer(buf.name, t.shape, buf.dtype, buf.scope)
 
     def scalar_params(self, params: list[S.Buffer], body: S.Stmt, explicit: Sequence[Var] = ()) -> list[Var]:
         """The function's scalar parameters: the variables given as arguments (in their order), then the shape
@@ -191,6 +227,10 @@ class _Lowerer:
                     return E.substitute(body, {ax.var: i for ax, i in zip(src.op.axis, e.indices)})
             return None
 
+        if isinstance(st.op, ExternOp):  # what the extern reads: its inputs
+            ts = st.op.inputs
+            out = self.eff_body[key] = E.Call(st.op.dtype, "extern", [t[(0,) * len(t.shape)] for t in ts])
+            return out
         if isinstance(st.op, ScanOp):  # what the scan reads: its inits and updates
             ts = st.op.init + st.op.update
             out = self.eff_body[key] = E.Call(st.op.dtype, "scan", [t[(0,) * len(t.shape)] for t in ts])
@@ -298,6 +338,8 @@ class _Lowerer:
         is_arg = id(st) in self.arg_buf
         if isinstance(st.op, ScanOp):
             return self.infer_scan(st, info)
+        if isinstance(st.op, ExternOp):
+            return self.infer_extern(st, info)
         alias = self.scan_alias.get(id(st))
         if alias is not None and st.attach_type == "scope" and alias[0] is st.attach_stage:  # a scan's update
             scan = alias[0]
@@ -409,6 +451,44 @@ class _Lowerer:
         info.value[ax] = leaf.var
         info.simp = Simplifier({leaf.var: self.loop_range[leaf.var]})
         self.infos[id(st)] = info
+
+    def infer_extern(self, st: Stage, info: _Info) -> None:
+        """An extern stage: its output buffers, computed whole at the root."""
+        op = st.op
+        if st.attach_type != "root":
+            raise LoweringError(f"stage '{st.name}' is a te.extern, which has no loops to be computed at: compute "
+                                f"it at the root")
+        info.region = [(IntImm(0), d) for d in op.shape]
+        for k, dt in enumerate(op.dtypes):
+            buf = self.out_buf.get((id(st), k))
+            if buf is None:
+                buf = S.Buffer(st.name if k == 0 else f"{st.name}.v{k}", op.shapes[k], dt, st.scope)
+            info.buffers.append(buf)
+        info.buffer = info.buffers[0]
+        info.simp = Simplifier({})
+        self.infos[id(st)] = info
+
+    def emit_extern(self, st: Stage) -> S.Stmt:
+        """The extern's statement on the buffers of its inputs and outputs."""
+        op = st.op
+        bmap: dict = {}
+        vmap: dict = {}
+        for ph, t in zip(op.input_placeholders, op.inputs):
+            src = self.stage_of(t)
+            if src.is_placeholder:
+                actual = self.arg_buf[id(src)]
+            else:
+                sinfo = self.infos[id(src)]
+                if sinfo.local:
+                    raise LoweringError(f"te.extern '{st.name}' reads '{t.name}', which is computed at a loop: "
+                                        f"compute '{t.name}' at the root")
+                actual = sinfo.buffers[getattr(t, "value_index", 0)]
+            bmap[ph] = actual
+            bind_placeholder(ph, actual, vmap)
+        for ph, actual in zip(op.output_placeholders, self.infos[id(st)].buffers):
+            bmap[ph] = actual
+            bind_placeholder(ph, actual, vmap)
+        return rebind_buffers(op.body, bmap, vmap)
 
     def emit_scan(self, st: Stage) -> S.Stmt:
         """The time loop of a scan, with its update stages (and those computed at them) inside."""
@@ -534,6 +614,8 @@ class _Lowerer:
     def emit(self, st: Stage) -> S.Stmt:
         if isinstance(st.op, ScanOp):
             return self.emit_scan(st)
+        if isinstance(st.op, ExternOp):
+            return self.emit_extern(st)
         xt = cross_thread_leaf(st)
         if xt is not None:
             return emit_cross_thread(self, st, xt)

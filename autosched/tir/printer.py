@@ -31,7 +31,7 @@ def _prec(e: E.Expr) -> int:
 
 
 def expr_str(e: E.Expr) -> str:
-    from autosched.tir.stmt import BufferLoad
+    from autosched.tir.stmt import BufferLoad, BufferRef
 
     if isinstance(e, E.Var):
         return e.name
@@ -64,11 +64,17 @@ def expr_str(e: E.Expr) -> str:
     if isinstance(e, E.Cast):
         return f"{e.dtype}({expr_str(e.value)})"
     if isinstance(e, E.Call):
+        for prefix, fn in (("packed:", "call_packed"), ("extern:", "call_extern")):
+            if e.name.startswith(prefix):
+                args = [f'"{e.name[len(prefix):]}"'] + [expr_str(a) for a in e.args]
+                return f"{fn}({', '.join(args)})"
         return f"{e.name}({', '.join(expr_str(a) for a in e.args)})"
     if isinstance(e, E.Let):
         return f"(let {e.var.name} = {expr_str(e.value)} in {expr_str(e.body)})"
     if isinstance(e, E.TensorLoad):
         return f"{e.tensor.name}[{', '.join(expr_str(i) for i in e.indices)}]"
+    if isinstance(e, BufferRef):
+        return e.buffer.name
     if isinstance(e, BufferLoad):
         return f"{e.buffer.name}[{', '.join(expr_str(i) for i in e.indices)}]"
     if isinstance(e, E.Reduce):
@@ -117,6 +123,8 @@ def _stmt(s, ind: int, out: list[str]) -> None:
         _stmt(s.body, ind, out)
     elif isinstance(s, S.Barrier):
         out.append(f"{pad}__syncthreads()")
+    elif isinstance(s, S.Evaluate):
+        out.append(f"{pad}{expr_str(s.value)}")
     else:
         out.append(f"{pad}<{type(s).__name__}>")
 

@@ -7,6 +7,7 @@ LLVM. Loops always start at 0; ``For.kind`` carries the schedule's annotation.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from autosched.te.expr import Expr, IntImm, Var
 
@@ -18,16 +19,54 @@ class Buffer:
     step of each dimension: ``storage_align``'s padded rows, ``tir.decl_buffer(strides=...)``) say otherwise;
     ``elem_offset`` is where element 0 lies from the start of the memory."""
 
-    __slots__ = ("name", "shape", "dtype", "scope", "strides", "elem_offset")
+    __slots__ = ("name", "shape", "dtype", "scope", "strides", "elem_offset", "offset_factor", "data_alignment",
+                 "base", "_data")
 
     def __init__(self, name: str, shape: Sequence[Expr], dtype: str, scope: str = "global",
-                 strides: Sequence[Expr] | None = None, elem_offset: Expr | None = None):
+                 strides: Sequence[Expr] | None = None, elem_offset: Expr | None = None, offset_factor: int = 0,
+                 data_alignment: int = -1, base: Buffer | None = None):
         self.name = name
         self.shape = tuple(shape)
         self.dtype = dtype
         self.scope = scope
         self.strides = tuple(strides) if strides else None
         self.elem_offset = elem_offset
+        self.offset_factor = offset_factor
+        self.data_alignment = data_alignment
+        self.base = base  # a view (``ir_builder.buffer_ptr``): the buffer whose memory it reads
+        self._data: Var | None = None
+
+    @property
+    def data(self) -> Var:
+        """The address of the buffer's memory, as a ``handle`` variable (TVM's ``Buffer.data``): pass it to
+        ``tir.call_packed`` / ``tir.call_extern``."""
+        if self._data is None:
+            self._data = Var(self.name, "handle")
+        return self._data
+
+    def access_ptr(self, access_mask: Any = "rw", ptr_type: str = "handle", content_lanes: int = 1,
+                   offset: Any = 0) -> Expr:
+        """The address of element ``elem_offset + offset`` (TVM's ``Buffer.access_ptr``; the mask is only
+        informative here)."""
+        from autosched.te.expr import Call, convert
+
+        off = convert(offset)
+        if self.elem_offset is not None:
+            off = self.elem_offset + off
+        return Call("handle", "access_ptr", [self.data, off])
+
+    def vload(self, begin: Sequence[Any], dtype: str | None = None) -> BufferLoad:
+        """The element at ``begin`` (TVM's ``Buffer.vload`` of one lane)."""
+        from autosched.te.expr import convert
+
+        return BufferLoad(self, [convert(i) for i in (begin if isinstance(begin, (list, tuple)) else [begin])])
+
+    def vstore(self, begin: Sequence[Any], value: Any) -> BufferStore:
+        """Store ``value`` at ``begin`` (TVM's ``Buffer.vstore``)."""
+        from autosched.te.expr import convert
+
+        idx = [convert(i) for i in (begin if isinstance(begin, (list, tuple)) else [begin])]
+        return BufferStore(self, convert(value, self.dtype), idx)
 
     def __repr__(self) -> str:
         return f"Buffer({self.name}, {self.dtype}{list(self.shape)})"
@@ -70,6 +109,16 @@ class Buffer:
             for d, st in zip(self.shape, self.strides):
                 size = size + (d - 1) * st
         return size if self.elem_offset is None else size + self.elem_offset
+
+
+class BufferRef(Expr):
+    """A whole buffer as an argument of ``tir.call_packed`` (the callee gets an array of its shape)."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: Buffer):
+        self.buffer = buffer
+        self.dtype = "handle"
 
 
 class BufferLoad(Expr):
@@ -140,6 +189,15 @@ class LetStmt(Stmt):
         self.var = var
         self.value = value
         self.body = body
+
+
+class Evaluate(Stmt):
+    """Evaluate ``value`` for its effect (a ``tir.call_packed`` / ``tir.call_extern`` call)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Expr):
+        self.value = value
 
 
 class SeqStmt(Stmt):
@@ -238,7 +296,7 @@ def stmt_exprs(s: Stmt) -> list[Expr]:
         return [s.value, *s.indices]
     if isinstance(s, IfThenElse):
         return [s.cond]
-    if isinstance(s, LetStmt):
+    if isinstance(s, (LetStmt, Evaluate)):
         return [s.value]
     if isinstance(s, Allocate):
         return list(s.buffer.shape)

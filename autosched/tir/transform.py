@@ -25,6 +25,8 @@ def map_exprs(s: S.Stmt, fn: Callable[[Expr], Expr]) -> S.Stmt:
         return S.LetStmt(s.var, fn(s.value), map_exprs(s.body, fn))
     if isinstance(s, S.SeqStmt):
         return S.SeqStmt([map_exprs(x, fn) for x in s.seq])
+    if isinstance(s, S.Evaluate):
+        return S.Evaluate(fn(s.value))
     return s
 
 
@@ -137,6 +139,8 @@ class _StmtSimplifier:
                                 self.stmt(s.else_case, sc, zero) if s.else_case is not None else None)
         if isinstance(s, S.LetStmt):
             return S.LetStmt(s.var, simp(zero(s.value)), self.stmt(s.body, sc, zero))
+        if isinstance(s, S.Evaluate):
+            return S.Evaluate(simp(zero(s.value)))
         if isinstance(s, S.SeqStmt):
             return S.seq([self.stmt(x, sc, zero) for x in s.seq if not (isinstance(x, S.SeqStmt) and not x.seq)])
         return s
