@@ -212,3 +212,31 @@ def test_tvm_two_step_lowering_names_and_lower_main():
     a, b, c = _rand(10, 3), _rand(10, 3), np.zeros((10, 3), "float32")
     f(a, b, c)
     np.testing.assert_allclose(c, a * b, rtol=1e-6)
+
+
+def test_tvm_views_of_relations_and_loop_annotations():
+    from autosched.te import schedule as ts
+
+    m, n = 12, 10
+    A = te.placeholder((m, n), name="A")
+    T = te.compute((m, n), lambda i, j: A[i, j] + 1, name="T")
+    s = te.create_schedule(T.op)
+    xo, yo, xi, yi = s[T].tile(T.op.axis[0], T.op.axis[1], x_factor=4, y_factor=5)
+    fused = s[T].fuse(xo, yo)
+    s[T].vectorize(yi)
+    s[T].unroll(xi)
+    s[T].parallel(fused)
+    assert any(isinstance(r, ts.Fuse) for r in s[T].relations) and any(isinstance(r, ts.Split) for r in s[T].relations)
+    attrs = s[T].iter_var_attrs
+    assert attrs[xi].iter_type == te.IterVar.Unrolled and attrs[yi].iter_type == te.IterVar.Vectorized
+    assert attrs[fused].iter_type == te.IterVar.Parallelized
+    a, t = _rand(m, n), np.zeros((m, n), "float32")
+    autosched.build(s, [A, T])(a, t)
+    np.testing.assert_allclose(t, a + 1)
+    R = te.compute((), lambda: A[0, 0] * 2, name="R")
+    s = te.create_schedule(R.op)
+    unit = s[R].fuse()
+    assert any(isinstance(r, ts.Singleton) for r in s[R].relations) and tuple(s[R].leaf_iter_vars) == (unit,)
+    r = np.zeros((), "float32")
+    autosched.build(s, [A, R])(a, r)
+    assert r == a[0, 0] * 2

@@ -26,17 +26,17 @@ from autosched.te.trace import (
     ComputeAt,
     ComputeInline,
     ComputeRoot,
-    Fuse,
     Pragma,
     Reorder,
     RFactor,
     SetScope,
-    Split,
     Step,
     StorageAlign,
     StorePredicate,
     Trace,
 )
+from autosched.te.trace import Fuse as FuseStep
+from autosched.te.trace import Split as SplitStep
 
 ANNOTATIONS = ("parallel", "vectorize", "unroll")
 SCOPES = ("global", "local", "shared")
@@ -59,6 +59,52 @@ class FuseRel:
     def __init__(self, axes: Sequence[IterVar], fused: IterVar):
         self.axes = list(axes)
         self.fused = fused
+
+
+class Singleton(FuseRel):
+    """A new loop of one iteration (``fuse()`` of no axes): TVM's Singleton relation."""
+
+    __slots__ = ()
+
+
+#: TVM's names for the relations a stage's ``relations`` holds (``te.schedule.Split``, ``Fuse``, ``Singleton``)
+Split = SplitRel
+Fuse = FuseRel
+
+
+class IterVarAttr:
+    """What TVM's ``Stage.iter_var_attrs[axis]`` says of a loop: its ``iter_type`` (an ``IterVar`` constant:
+    ``IterVar.Unrolled``, ``Vectorized``, ``Parallelized``, ``ThreadIndex``, ``Tensorized``), its pragmas
+    (``pragma_keys[k].value``, ``pragma_values``), the thread it is bound to, the tensor intrinsic."""
+
+    def __init__(self, iter_type: int, pragma_keys: list, pragma_values: list, bind_thread: str | None,
+                 tensor_intrin: Any = None):
+        self.iter_type = iter_type
+        self.pragma_keys = pragma_keys
+        self.pragma_values = pragma_values
+        self.bind_thread = bind_thread
+        self.tensor_intrin = tensor_intrin
+
+    def __repr__(self) -> str:
+        return f"IterVarAttr(iter_type={self.iter_type}, pragmas={[k.value for k in self.pragma_keys]})"
+
+
+class _Str:
+    """A string constant as TVM's StringImm shows it (``.value``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str):
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return self.value == (other.value if isinstance(other, _Str) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
 
 class Stage:
@@ -96,6 +142,31 @@ class Stage:
             if s is self:
                 return i
         raise ScheduleError(f"stage {self.name} is no longer part of its schedule")
+
+    @property
+    def iter_var_attrs(self) -> dict[IterVar, IterVarAttr]:
+        """TVM's view of the loops' annotations: every annotated, bound, tensorized or pragma'd loop -> its
+        :class:`IterVarAttr` (read-only; the schedule's own record is ``iter_attrs`` and ``pragmas``)."""
+        kinds = {"unroll": IterVar.Unrolled, "vectorize": IterVar.Vectorized, "parallel": IterVar.Parallelized,
+                 "tensorize": IterVar.Tensorized}
+        pragmas = getattr(self, "pragmas", {})
+        intrins = getattr(self, "tensor_intrins", {})
+        out = {}
+        for iv in self.all_iter_vars:
+            ann, prs, intrin = self.iter_attrs.get(iv), pragmas.get(iv, []), intrins.get(iv)
+            if ann is None and not prs and intrin is None:
+                continue
+            thread = ann.split(":", 1)[1] if ann and ann.startswith("thread:") else None
+            if intrin is not None:
+                kind = IterVar.Tensorized
+            elif thread is not None:
+                kind = IterVar.ThreadIndex
+            elif ann is not None:
+                kind = kinds.get(ann, IterVar.DataPar)
+            else:
+                kind = IterVar.CommReduce if iv.kind == "reduce" else IterVar.DataPar
+            out[iv] = IterVarAttr(kind, [_Str(k) for k, _ in prs], [v for _, v in prs], thread, intrin)
+        return out
 
     @property
     def is_placeholder(self) -> bool:
@@ -143,7 +214,7 @@ class Stage:
         idx = self._leaf_index(parent, "split")
         factor = _positive_int(factor, "factor", self, parent) if factor is not None else None
         nparts = _positive_int(nparts, "nparts", self, parent) if nparts is not None else None
-        return self._apply(Split(self.index, idx, factor, nparts))
+        return self._apply(SplitStep(self.index, idx, factor, nparts))
 
     def tile(self, x_parent: IterVar, y_parent: IterVar, x_factor: Any, y_factor: Any):
         """Split two axes and order them (x.outer, y.outer, x.inner, y.inner)."""
@@ -170,7 +241,7 @@ class Stage:
         if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
             axes = tuple(axes[0])
         idx = [self._leaf_index(a, "fuse") for a in axes]
-        return self._apply(Fuse(self.index, tuple(idx)))
+        return self._apply(FuseStep(self.index, tuple(idx)))
 
     def vectorize(self, axis: IterVar) -> None:
         self._apply(Annotate(self.index, self._leaf_index(axis, "vectorize"), "vectorize"))
@@ -373,7 +444,7 @@ class Schedule:
             if s.attach_ivar is old:
                 s.attach_ivar = new
 
-    def _apply_split(self, stage: Stage, step: Split):
+    def _apply_split(self, stage: Stage, step: SplitStep):
         self._check_mutable(stage, step)
         iv = self._leaf(stage, step.axis, step)
         if (step.factor is None) == (step.nparts is None):
@@ -410,12 +481,12 @@ class Schedule:
             leaves[pos] = iv
         stage.leaf_iter_vars = leaves
 
-    def _apply_fuse(self, stage: Stage, step: Fuse):
+    def _apply_fuse(self, stage: Stage, step: FuseStep):
         self._check_mutable(stage, step)
         axes = [self._leaf(stage, i, step) for i in step.axes]
         if not axes:  # a unit loop, outermost (TVM's Singleton relation)
             unit = IterVar(None, Var("singleton"), "spatial")
-            stage.relations.append(FuseRel([], unit))
+            stage.relations.append(Singleton([], unit))
             stage.all_iter_vars.append(unit)
             stage.leaf_iter_vars.insert(0, unit)
             return unit

@@ -45,6 +45,17 @@ class IterVar:
 
     __slots__ = ("var", "dom", "kind", "thread_tag")
 
+    # TVM's IterVar types, as ``Stage.iter_var_attrs[axis].iter_type`` reports them
+    DataPar = 0
+    ThreadIndex = 1
+    CommReduce = 2
+    Ordered = 3
+    Opaque = 4
+    Unrolled = 5
+    Vectorized = 6
+    Parallelized = 7
+    Tensorized = 8
+
     def __init__(self, dom: Range | None, var: Var, kind: str, thread_tag: str = ""):
         self.var = var
         self.dom = dom
