@@ -365,3 +365,33 @@ def test_storage_align_pads_the_rows_of_the_buffer():
     check_replay(s, [C], [A, C])
     with pytest.raises(ScheduleError, match="storage_align on stage 'B'.*not one of its root axes"):
         s[B].storage_align(C.op.axis[0], 16, 3)
+
+
+def test_cache_write_of_a_reducer_that_reads_the_axis():
+    """The combiner and identity may read the compute's own axis: cache_write (and split) rename it there."""
+    from autosched import tir
+
+    X = te.placeholder((10,), name="X")
+
+    def f(n):
+        rv = te.reduce_axis((0, n), name="rv")
+        init = lambda dt: tir.Select(n > 1, tir.const(0, dt), n.astype(dt))  # noqa: E731
+        red = te.comm_reducer(lambda x, y: te.max(x + y, n.astype("float32")), init, name="sum_at_least_n")
+        return red(X[rv], axis=rv)
+
+    Y = te.compute(X.shape, f, name="Y")
+    x = RNG.random(10).astype("float32") * 4
+    want = np.zeros(10, "float32")
+    for n in range(10):
+        acc = 0.0 if n > 1 else float(n)
+        for k in range(n):
+            acc = max(acc + x[k], float(n))
+        want[n] = acc
+    for split in (False, True):
+        s = te.create_schedule(Y.op)
+        YL = s.cache_write(Y, "local")
+        if split:
+            s[YL].split(YL.op.axis[0], factor=4)
+        y = np.zeros(10, "float32")
+        autosched.build(s, [X, Y])(x, y)
+        np.testing.assert_allclose(y, want, rtol=1e-6)

@@ -136,9 +136,24 @@ def rfactor_ops(stage: Any, axis: IterVar, factor_axis: int) -> tuple[ComputeOp,
     idx = [a.var for a in new_axes]
     idx.insert(pos, rv.var)
     parts = [rf_op.output(k)[tuple(idx)] for k in range(nout)]
-    repl_bodies = [E.Reduce(red.combiner, parts[k], [rv], None, sources=parts, value_index=k) for k in range(nout)]
+    comb = rename_reducer(red.combiner, {a.var: b.var for a, b in zip(op.axis, new_axes)})
+    repl_bodies = [E.Reduce(comb, parts[k], [rv], None, sources=parts, value_index=k) for k in range(nout)]
     repl = ComputeOp(op.name, new_axes, repl_bodies if nout > 1 else repl_bodies[0], op.tag, op.attrs)
     return rf_op, repl
+
+
+def rename_reducer(comb: E.CommReducer, vmap: dict) -> E.CommReducer:
+    """``comb`` with the variables of ``vmap`` renamed in what it builds: a combiner or identity may read the
+    axes of its compute (``te.max(x + y, n)``), which cache_write and rfactor give new variables."""
+    if not vmap:
+        return comb
+
+    def sub(out: Any) -> Any:
+        if isinstance(out, (list, tuple)):
+            return type(out)(sub(o) for o in out)
+        return E.substitute(out, vmap) if isinstance(out, Expr) else out
+
+    return E.CommReducer(lambda x, y: sub(comb.fcombine(x, y)), lambda *dt: sub(comb.fidentity(*dt)), comb.name)
 
 
 # ----------------------------------------------------------------- predicates as data

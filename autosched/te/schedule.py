@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autosched.errors import ScheduleError
-from autosched.te.dataflow import predicate_from_json, predicate_to_json, rfactor_ops
+from autosched.te.dataflow import predicate_from_json, predicate_to_json, rename_reducer, rfactor_ops
 from autosched.te.expr import Expr, Reduce, TensorLoad, Var, convert, substitute, transform
 from autosched.te.extern import ExternOp
 from autosched.te.scan import ScanOp, scan_body
@@ -690,7 +690,7 @@ class Schedule:
                                  Var(a.name + ".c"), "reduce") for a in body.axis]
             vmap.update({a.var: b.var for a, b in zip(body.axis, new_raxis)})
             body = Reduce(
-                body.combiner,
+                rename_reducer(body.combiner, {a.var: b.var for a, b in zip(op.axis, new_axis)}),
                 substitute(body.source, vmap),
                 new_raxis,
                 substitute(body.condition, vmap) if body.condition is not None else None,

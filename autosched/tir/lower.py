@@ -678,10 +678,13 @@ class _Lowerer:
                 else:
                     src = _guarded(src, c, red.combiner, st.op.dtype)
             cur = S.BufferLoad(buf, out_idx)
-            stmt: S.Stmt = S.BufferStore(buf, red.combiner.combine(cur, src), out_idx)
+            stmt: S.Stmt = S.BufferStore(buf, _combine(red.combiner, cur, src, rmap), out_idx)
             if red.condition is not None:
                 stmt = S.IfThenElse(self.load_expr(red.condition, rmap), stmt)
-            init = self.emit_init(st, info, out_idx, red.combiner.identity(st.op.dtype), p,
+            identity = red.combiner.identity(st.op.dtype)
+            if E.free_vars(identity) & rmap.keys():  # an identity that reads the compute's axes
+                identity = simplify(E.substitute(identity, rmap))
+            init = self.emit_init(st, info, out_idx, identity, p,
                                   {k: [c for c in cs if skey(c) not in padding] for k, cs in guards.items()})
         elif _is_tuple(body_expr):
             stmt = S.seq([S.BufferStore(b, self.load_expr(x, rmap), out_idx)
@@ -841,6 +844,17 @@ def _auto_unroll(s: S.Stmt, max_step: int) -> S.Stmt:
 
 def _is_tuple(e: Expr) -> bool:
     return isinstance(e, E.Call) and e.name == _TUPLE
+
+
+def _combine(comb: E.CommReducer, cur: Expr, src: Expr, rmap: dict) -> Expr:
+    """``comb.combine(cur, src)``; a combiner that reads the compute's axes (``te.max(x + y, n)``) reads them
+    through ``rmap`` (their values in the stage's loops), while ``cur`` and ``src`` are already lowered."""
+    out = comb.combine(cur, src)
+    if not (E.free_vars(out) & rmap.keys()):
+        return out
+    x, y = Var("x", cur.dtype), Var("y", src.dtype)
+    tmpl = E.substitute(comb.combine(x, y), rmap)
+    return E.substitute(tmpl, {x: cur, y: src})
 
 
 def _conjuncts(c: Expr) -> list[Expr]:
