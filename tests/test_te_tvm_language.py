@@ -81,12 +81,15 @@ def test_multi_output_compute_shares_one_op_and_loop_nest():
     np.testing.assert_allclose(t1, a1 + 3, rtol=1e-6)
     # read by a later stage, computed at its loop, and inlined
     C = te.compute((m, n), lambda i, j: T0[i, j] - T1[i, j], name="C")
-    for how in ("root", "compute_at", "inline"):
+    for how in ("root", "compute_at", "inline", "cache_read"):
         s = te.create_schedule(C.op)
         if how == "compute_at":
             s[T0].compute_at(s[C], C.op.axis[0])
         elif how == "inline":
             s[T0].compute_inline()
+        elif how == "cache_read":  # the reader keeps both outputs
+            AA = s.cache_read(A0, "local", [T0])
+            s[AA].compute_at(s[T0], T0.op.axis[0])
         c = np.zeros((m, n), "float32")
         autosched.build(s, [A0, A1, C])(a0, a1, c)
         np.testing.assert_allclose(c, a0 * 2 - (a1 + 3), rtol=1e-6, err_msg=how)

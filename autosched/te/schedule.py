@@ -792,8 +792,8 @@ def _replace_reads(op: ComputeOp, pred, new_tensor: Tensor) -> ComputeOp:
             return TensorLoad(new_tensor, e.indices)
         return None
 
-    body = transform(op.body, fn)
-    return ComputeOp(op.name, op.axis, body, op.tag, op.attrs)
+    bodies = [transform(b, fn) for b in op.bodies]  # every output of a multi-output compute
+    return ComputeOp(op.name, op.axis, bodies if len(bodies) > 1 else bodies[0], op.tag, op.attrs)
 
 
 def _post_order(outputs: Sequence[Operation]) -> list[Operation]:
