@@ -158,7 +158,12 @@ def summarize_errors(results: Iterable[MeasureResult], top: int = 3, width: int 
     results = list(results)
     failed = [r for r in results if not r.ok and r.error_kind not in ErrorKind.NOT_FAULTS]
     if not failed:
-        return f"all {len(results)} candidates measured"
+        cut = sum(1 for r in results if not r.ok)
+        if not cut:
+            return f"all {len(results)} candidates measured"
+        if cut == len(results):
+            return f"all {len(results)} candidates were cut off (far slower than the best)"
+        return f"{len(results) - cut} of {len(results)} candidates timed, {cut} cut off (far slower than the best)"
     counts = Counter(r.error_kind or ErrorKind.UNKNOWN for r in failed)
     example: dict[str, str] = {}
     for r in failed:
@@ -182,6 +187,24 @@ def kind_label(kind: str, cutoff_factor: float | None = None) -> str:
     if kind == ErrorKind.BUILD_CUT_OFF:
         return "build cut off (slow to build)"
     return kind
+
+
+def count_summary(measured: int, kinds: Mapping[str | None, int], noisy: int = 0,
+                  cutoff_factor: float | None = None) -> str:
+    """``'16 measured: 3 kept, 12 cut off (> 10x best), 1 failed (compile_error 1)'``: what happened to the
+    candidates, each count named for what it is (a cut-off is a candidate timed long enough to know it is far
+    slower than the best, not a failure). ``kinds``: error kind -> count (None or absent: successful)."""
+    errors = {k: n for k, n in kinds.items() if k is not None and n}
+    parts = [f"{measured - sum(errors.values())} kept"]
+    for kind in ErrorKind.NOT_FAULTS:
+        if errors.get(kind):
+            parts.append(f"{errors[kind]} {kind_label(kind, cutoff_factor)}")
+    faults = Counter({k: n for k, n in errors.items() if k not in ErrorKind.NOT_FAULTS})
+    if faults:
+        parts.append(f"{sum(faults.values())} failed ({', '.join(f'{k} {n}' for k, n in faults.most_common())})")
+    if noisy:
+        parts.append(f"{noisy} noisy (timing disturbed)")
+    return f"{measured} measured: " + ", ".join(parts)
 
 
 def outcome_summary(kinds: Mapping[str | None, int], noisy: int = 0, cutoff_factor: float | None = None) -> str:

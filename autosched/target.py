@@ -334,3 +334,53 @@ class Target:
 
     def __hash__(self) -> int:
         return hash(str(self))
+
+
+@functools.cache
+def llvm_cpu_names(triple: str | None = None) -> tuple[str, ...]:
+    """The CPU names LLVM knows for ``triple`` (default: this machine's), as ``llc -mcpu=help`` lists them.
+
+    llvmlite has no call for the list; LLVM prints it when a target machine is made for the CPU ``help``, so a
+    short child process does that and its standard error is read (LLVM writes there from C++, out of Python's
+    reach). An empty tuple when the list cannot be had: the caller then checks nothing."""
+    import subprocess
+    import sys
+
+    code = ("import sys, llvmlite.binding as llvm\n"
+            "llvm.initialize_native_target(); llvm.initialize_native_asmprinter()\n"
+            "t = sys.argv[1] or llvm.get_default_triple()\n"
+            "llvm.Target.from_triple(t).create_target_machine(cpu='help')\n")
+    try:
+        out = subprocess.run([sys.executable, "-c", code, triple or ""], capture_output=True, text=True,
+                             timeout=60).stderr
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    names, listing = [], False
+    for line in out.splitlines():
+        if line.startswith("Available CPUs"):
+            listing = True
+        elif line.startswith("Available features"):
+            break
+        elif listing and " - " in line:
+            names.append(line.split(" - ", 1)[0].strip())
+    return tuple(names)
+
+
+def check_target(spec: str | Target) -> Target:
+    """Parse ``spec`` and check it against LLVM before anything is built for it: an ``llvm`` target's
+    ``-mcpu`` must be a CPU LLVM knows for the triple (an unknown one makes LLVM print a warning per target
+    machine and then abort or crash the process). Raises ValueError with one line that names the CPU and the
+    nearest known names."""
+    import difflib
+
+    target = Target(spec)
+    cpu = target.options.get("mcpu")
+    if target.kind != "llvm" or cpu is None or cpu in ("native", "generic"):
+        return target
+    known = llvm_cpu_names(target.options.get("mtriple"))
+    if known and cpu not in known:
+        near = difflib.get_close_matches(cpu, known, n=4, cutoff=0.5)
+        hint = (f"; nearest: {', '.join(near)}" if near
+                else f"; LLVM {llvm_version()} knows {len(known)} CPUs, e.g. {', '.join(known[:4])}")
+        raise ValueError(f"-mcpu={cpu} is not a CPU LLVM knows for this target{hint}")
+    return target

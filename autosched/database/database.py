@@ -138,7 +138,11 @@ class Database(SchemaMixin, QueryMixin, LogMixin):
             raise
         except Exception as e:
             self.engine.dispose()
-            raise DatabaseError(f"cannot open tuning database {self}: {type(e).__name__}: {e}") from e
+            if self.dialect == "sqlite" and "not a database" in str(e):  # a file, but not SQLite's
+                raise DatabaseError(f"{loc.sqlite_path} is not a tuning database (not an SQLite file); give a "
+                                    f"new path to create one, an autosched database, or a .jsonl tuning log") from e
+            raise DatabaseError(f"cannot open tuning database {self}: {type(e).__name__}: "
+                                f"{str(e).strip().splitlines()[0]}") from e
         _OPEN.add(self)
         if loc.log_path is not None:
             if loc.log_path.exists():

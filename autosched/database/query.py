@@ -28,6 +28,16 @@ from autosched.database.record import (
     trace_digest,
     trace_text,
 )
+from autosched.result import ResultFlag
+
+#: repeats of one record that differ by more than this share of their median are not a figure to trust
+SPREAD_LIMIT = 0.5
+
+
+def trusted(rec: Any) -> bool:
+    """Whether a successful record's time can be a best: not marked noisy (disturbed while timed, or a
+    re-measure that failed or disagreed) and its repeats within :data:`SPREAD_LIMIT` of each other."""
+    return ResultFlag.NOISY not in (rec.flags or ()) and rec.spread <= SPREAD_LIMIT
 
 
 class QueryMixin:
@@ -72,13 +82,22 @@ class QueryMixin:
         return out
 
     def _best(self, conn: Connection, wid: int, targets: list[str], k: int) -> list[TuningRecord]:
-        if len(targets) == 1:
-            rows = conn.execute(_BEST, {"wid": wid, "target": targets[0], "k": k})
-        else:
-            stmt = (select(_R).where(_R.c.workload_id == wid, _R.c.target.in_(targets), _R.c.cost.isnot(None))
-                    .order_by(_R.c.cost, _R.c.id).limit(k))
-            rows = conn.execute(stmt)
-        return [self._record(conn, r) for r in rows]
+        """The ``k`` fastest trusted records (see :func:`trusted`), fastest first; the untrusted ones only
+        where too few others exist (then after them, fastest first: still shown, and flagged as they are)."""
+        want = k
+        while True:
+            limit = 4 * want + 16
+            if len(targets) == 1:
+                rows = conn.execute(_BEST, {"wid": wid, "target": targets[0], "k": limit})
+            else:
+                stmt = (select(_R).where(_R.c.workload_id == wid, _R.c.target.in_(targets),
+                                         _R.c.cost.isnot(None)).order_by(_R.c.cost, _R.c.id).limit(limit))
+                rows = conn.execute(stmt)
+            recs = [self._record(conn, r) for r in rows]
+            good = [r for r in recs if trusted(r)]
+            if len(good) >= k or len(recs) < limit:
+                return (good + [r for r in recs if not trusted(r)])[:k]
+            want = 4 * limit  # many untrusted records among the fastest: look further
 
     def _targets(self, conn: Connection, wid: int) -> list[str]:
         stmt = select(_R.c.target).where(_R.c.workload_id == wid, _R.c.cost.isnot(None)).distinct()

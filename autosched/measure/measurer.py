@@ -31,14 +31,17 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from autosched.errors import AutoschedError
 from autosched.measure.builder import BuildCutoff, Builder
 from autosched.measure.result import BuildResult, MeasureInput, MeasureResult, summarize_errors
 from autosched.measure.runner import RunConfig, Runner
-from autosched.result import ErrorKind
+from autosched.result import ErrorKind, ResultFlag
+
+#: a candidate whose run takes this many times the best so far is cut off (the default of ``timeout_factor``)
+TIMEOUT_FACTOR = 10.0
 
 log = logging.getLogger("autosched.measure")
 
@@ -134,7 +137,7 @@ class Measurer:
 
     def __init__(self, builder: Builder | None = None, runner: Runner | None = None, *,
                  backend: str | None = None, config: RunConfig | None = None, n_builders: int | None = None,
-                 build_timeout: float = 30.0, timeout_factor: float = 10.0, build_cutoff_factor: float = 10.0,
+                 build_timeout: float = 30.0, timeout_factor: float = TIMEOUT_FACTOR, build_cutoff_factor: float = 10.0,
                  top_k: int = 3,
                  max_consecutive_failures: int = 128, remeasure_config: RunConfig | None = None,
                  overlap: bool | None = None, keep_artifacts: bool = False, seed: int = 0,
@@ -304,7 +307,10 @@ class Measurer:
         self.stats.run_seconds += sum(r.run_seconds for r in results)
         self._free(builds)
         if not any(r.ok for r in results):
-            log.warning("no candidate of this batch could be measured: %s", summarize_errors(results))
+            if all(r.error_kind in ErrorKind.NOT_FAULTS for r in results):  # measured: all far too slow
+                log.info("every candidate of this batch was cut off: far slower than the best")
+            else:
+                log.warning("no candidate of this batch could be measured: %s", summarize_errors(results))
         if self.max_consecutive_failures > 0 and self.consecutive_failures >= self.max_consecutive_failures:
             summary = summarize_errors(self._recent_failures)
             raise TooManyFailures(
@@ -328,10 +334,13 @@ class Measurer:
 
         The new results replace the old ones (a candidate that now fails is
         dropped, with a warning) and the ranking is updated; returns every
-        task's re-measured candidates, best first within each task.
+        task's re-measured candidates, best first within each task. The dropped
+        ones are in ``unconfirmed``: their first result, flagged noisy (a time
+        that could not be had again is not one to trust).
         """
         k = self.top_k if k is None else k
         entries = [e for top in self._top.values() for e in top[:k]]
+        self.unconfirmed: list[tuple[MeasureInput, MeasureResult]] = []
         if not entries:
             return []
         inputs = [e.inp for e in entries]
@@ -348,9 +357,11 @@ class Measurer:
             if r.ok:
                 e.cost, e.result, e.build = r.cost, r, b
             else:
-                log.warning("a top candidate of %s failed when re-measured (%s: %s); dropping it",
-                            e.inp.task, r.error_kind, r.error_msg)
+                log.info("a top candidate of %s failed when re-measured (%s: %s); dropping it",
+                         e.inp.task, r.error_kind, r.error_msg)
                 top.remove(e)
+                flags = [*e.result.flags, *([ResultFlag.NOISY] if ResultFlag.NOISY not in e.result.flags else [])]
+                self.unconfirmed.append((e.inp, replace(e.result, flags=flags)))
         for top in self._top.values():
             top.sort(key=lambda e: (e.cost, e.seq))
             out.extend((e.inp, e.result) for e in top[:k])

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from autosched.measure.peak import PeakWatch, share_of_peak
-from autosched.measure.result import ResultFlag, outcome_summary
+from autosched.result import ResultFlag, count_summary
 
 
 class TuneProgress:
@@ -61,7 +61,7 @@ class TuneProgress:
         self._state = state
         self.errors.update(r.error_kind for r in results if r.error_kind is not None)
         self.noisy += sum(1 for r in results if ResultFlag.NOISY in r.flags)
-        if isinstance(self.peak, PeakWatch) and math.isfinite(state.best_cost):
+        if isinstance(self.peak, PeakWatch) and math.isfinite(state.best_cost) and not fewer_flops(state.task):
             self.peak.observe(state.best_gflops)  # between batches: no kernel is being timed
         if self._live is not None:
             self._live.refresh()
@@ -75,6 +75,15 @@ class TuneProgress:
             self._live.stop()  # draws the last frame
             self._live = None
 
+    def on_remeasured(self, state: Any) -> None:
+        """Called by ``tune`` once the best candidates are re-measured: the best as everyone shows it from now
+        on (the summary, ``db best``, ``report``), and, when the run's figure was another, why."""
+        line = f"[{state.trials_done}/{state.trials}] re-measured: best {self._gflops_text(state)}"
+        if state.remeasure_note and math.isfinite(state.best_in_run) and state.best_in_run > 0:
+            during = state.task.flop / state.best_in_run / 1e9
+            line += f" ({during:.1f} during the run; {state.remeasure_note})"
+        print(line, file=self.stream, flush=True)
+
     # ---------------------------------------------------------------- figures
     def _rate(self, state: Any) -> float:
         dt = max(time.time() - self._t0, 1e-9)
@@ -84,12 +93,15 @@ class TuneProgress:
         if not math.isfinite(state.best_cost):
             return "-"
         g = state.best_gflops
+        if fewer_flops(state.task):  # against the direct computation's flops: may pass the peak, and says so
+            return f"{g:.1f} effective GFLOPS"
         peak = self.peak.gflops if isinstance(self.peak, PeakWatch) else self.peak
         share = f" ({share_of_peak(g, peak)} of peak)" if peak else ""
         return f"{g:.1f} GFLOPS{share}"
 
     def _outcomes(self) -> str:
-        return outcome_summary(self.errors, self.noisy, self.cutoff_factor)
+        return count_summary(self._state.trials_done if self._state is not None else 0, self.errors, self.noisy,
+                             self.cutoff_factor).split(": ", 1)[-1]
 
     def _line(self, state: Any) -> str:
         shared = f"  {_shared_text(state)}" if _shared_text(state) else ""
@@ -151,6 +163,14 @@ class TuneProgress:
             self._live.console.print(text)
         else:
             print(text, file=self.stream, flush=True)
+
+
+def fewer_flops(task: Any) -> bool:
+    """Whether ``task``'s kernel does fewer multiplications than the computation it stands for (a Winograd
+    convolution): its GFLOPS are effective ones, the direct computation's flops over its time, and may pass
+    the machine's peak without saying anything about that peak."""
+    text = f"{getattr(task, 'name', '')} {getattr(task, 'label', '')}".lower()
+    return "winograd" in text
 
 
 def _shared_text(state: Any) -> str:

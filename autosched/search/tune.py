@@ -61,6 +61,10 @@ class TuneState:
     raced: int = 0  # candidates measured here that another run, measuring them at the same moment, stored first
     started: float = 0.0
     stop_reason: str | None = None
+    #: after the final re-measure: the best cost as the run had it (best_cost is then the re-measured best,
+    #: the database's) and why they differ ("" when they agree)
+    best_in_run: float = math.inf
+    remeasure_note: str = ""
     run: Any = None  # the database's TuningRun of this call
     interrupted: bool = False  # a callback stopped the run for the user (Ctrl-C): recorded as interrupted
     pending: list = field(default_factory=list)  # traces measured before the policy's (the default schedule)
@@ -213,15 +217,30 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
                 _loop(state, measurer, db, run, batch_size, early_stopping, callbacks, stale_rounds)
             finally:
                 _hook(callbacks, "on_end", state)
+            state.best_in_run = state.best_cost
+            remeasured = False
             if (remeasure > 0 and not state.interrupted and state.trials_done > state.failures
                     and hasattr(measurer, "remeasure_top")):
-                again = [(inp, res) for inp, res in measurer.remeasure_top(remeasure)  # a shared measurer
-                         if inp.task == task and inp.trace.dumps() in ctx.measured]  # knows other tasks
-                if again:
-                    db.commit_many(again, run=run)
+                mine = ctx.measured  # a shared measurer knows other tasks
+                again = [(inp, res) for inp, res in measurer.remeasure_top(remeasure)
+                         if inp.task == task and inp.trace.dumps() in mine]
+                # a candidate that failed its re-measure keeps its record, flagged noisy: never a best
+                dropped = [(inp, res) for inp, res in getattr(measurer, "unconfirmed", ())
+                           if inp.task == task and inp.trace.dumps() in mine]
+                if again or dropped:
+                    db.commit_many(again + dropped, run=run)
+                remeasured = bool(again or dropped)
+                if any(res.cost <= state.best_in_run for _, res in dropped):
+                    state.remeasure_note = (f"the fastest candidate failed to re-measure (its record is kept, "
+                                            f"marked noisy){'' if again else '; no other was re-measured'}")
         if state.interrupted:
             db.end_run(run, status="interrupted")
         best = db.best(task, k=1)
+        if remeasured and best:
+            state.best_cost = best[0].cost  # from here on, the figure everyone shows
+            if not state.remeasure_note and abs(state.best_cost - state.best_in_run) > 0.005 * state.best_in_run:
+                state.remeasure_note = "its longer repeats time it more exactly"
+            _hook(callbacks, "on_remeasured", state)
         if best:
             log.info("%s: best %.3g GFLOPS after %d trials (%s)", task, best[0].gflops(task.flop),
                      state.trials_done, state.stop_reason or "done")

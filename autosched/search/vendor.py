@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import importlib.util
+import json
 import os
-import time
+import timeit
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +34,10 @@ class VendorFigure:
     gflops: float
 
 
-def vendor_figures(task: Any, threads: int, budget: float = BUDGET) -> list[VendorFigure]:
+def vendor_figures(task: Any, threads: int, budget: float = BUDGET, only: str | None = None) -> list[VendorFigure]:
     """Every installed library that expresses ``task``'s computation, timed now at ``threads`` threads (none
-    when the task is not float32 on a CPU). Takes the machine's measurement turn while it times, as a
-    candidate would."""
+    when the task is not float32 on a CPU); ``only``: that library alone (its name, "numpy"). Takes the
+    machine's measurement turn while it times, as a candidate would."""
     if task.target.kind != "llvm" or task.args.get("dtype", "float32") != "float32":
         return []
     from autosched.measure.data import make_inputs
@@ -44,6 +46,8 @@ def vendor_figures(task: Any, threads: int, budget: float = BUDGET) -> list[Vend
     inputs = make_inputs(task, seed=0)[:-1]
     figures = []
     for library, make in _LIBRARIES:
+        if only is not None and library.split(" ", 1)[0] != only:
+            continue
         with contextlib.ExitStack() as scope:  # what a library set up for its timing ends with it
             try:
                 fn = make(task, inputs, threads, scope)
@@ -58,21 +62,73 @@ def vendor_figures(task: Any, threads: int, budget: float = BUDGET) -> list[Vend
 
 
 def vendor_reference(task: Any, threads: int, budget: float = BUDGET) -> VendorFigure | None:
-    """The fastest of :func:`vendor_figures`, or None when no installed library expresses ``task``."""
-    return min(vendor_figures(task, threads, budget), key=lambda f: f.seconds, default=None)
+    """The vendor library to compare ``task``'s kernels with, timed now: the fastest of
+    :func:`vendor_figures` the first time it is asked on this machine, then that same library every time
+    (remembered in the cache directory, per computation, target and threads), so that the summary of
+    ``autosched tune`` and ``autosched report`` compare with one library and say which. None when no
+    installed library expresses ``task`` (:func:`missing_vendor` says what to install)."""
+    key = f"{task.workload_key}|{task.target.key}|{threads}"
+    chosen = _remembered().get(key)
+    if chosen is not None:
+        figures = vendor_figures(task, threads, budget, only=chosen.split(" ", 1)[0])
+        if figures:
+            return figures[0]
+    figures = vendor_figures(task, threads, budget)
+    best = min(figures, key=lambda f: f.seconds, default=None)
+    if best is not None:
+        _remember(key, best.library)
+    return best
+
+
+def missing_vendor(task: Any) -> str | None:
+    """What to install to have a vendor library to compare ``task`` with ("pip install onnxruntime onnx"),
+    or None when one is installed or none would express it."""
+    if task.target.kind != "llvm" or task.args.get("dtype", "float32") != "float32":
+        return None
+    missing = [m for m in ("onnx", "onnxruntime") if importlib.util.find_spec(m) is None]
+    if not missing:
+        return None
+    if task.name in ("matmul", "batch_matmul"):
+        return None  # numpy's BLAS is there
+    if task.name not in ("dense", "conv2d", "depthwise_conv2d", "pool2d", "softmax", "elementwise"):
+        return None
+    return "pip install " + " ".join(missing)
+
+
+def _vendor_file() -> Any:
+    from autosched.measure.peak import cache_dir
+
+    return cache_dir() / "vendor.json"
+
+
+def _remembered() -> dict[str, str]:
+    try:
+        return json.loads(_vendor_file().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _remember(key: str, library: str) -> None:
+    data = _remembered()
+    data[key] = library.split(" ", 1)[0]  # the library, whatever its version
+    path = _vendor_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, path)  # whole or not at all, for a reader in another process
+    except OSError:
+        pass  # a read-only cache: chosen again next time
 
 
 def _median_time(fn: Callable[[], Any], budget: float) -> float:
+    """Seconds per call of ``fn``: the median of the rounds ``timeit`` fits in ``budget`` (each round as many
+    calls as take 0.2 s, ``Timer.autorange``; at least 5 rounds), after a warm-up call."""
     fn()
-    t0 = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - t0, 1e-7)
-    times = []
-    for _ in range(max(5, min(1000, int(budget / once)))):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    timer = timeit.Timer(fn)
+    number, took = timer.autorange()
+    rounds = max(5, min(1000, int(budget / max(took, 1e-9))))
+    return float(np.median(timer.repeat(repeat=rounds, number=number))) / number
 
 
 def _version(dist: str) -> str:
@@ -204,4 +260,4 @@ _LIBRARIES: list[tuple[str, Callable[..., Callable[[], Any] | None]]] = [
     (f"numpy {np.__version__}", _numpy_blas),
 ]
 
-__all__ = ["VendorFigure", "onnx_graph", "vendor_figures", "vendor_reference"]
+__all__ = ["VendorFigure", "missing_vendor", "onnx_graph", "vendor_figures", "vendor_reference"]

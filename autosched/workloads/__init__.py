@@ -28,6 +28,8 @@ class Workload:
     # fn(args) -> args with target-dependent defaults filled in (a layout's block size, say), run under the
     # task's target: a task's args are then explicit, and the record says what was built
     fill: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # parameter -> (lowest, highest) value, None for no bound; see check()
+    ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     def canonical_args(self, args: Any = None) -> dict[str, Any]:
         """All parameters by name, defaults filled in, values normalised to JSON-able types."""
@@ -59,6 +61,41 @@ class Workload:
             else:
                 out[p] = _normalise(default, default)
         return out
+
+    def check(self, args: dict[str, Any]) -> list[tuple[str, str]]:
+        """What is wrong with ``args`` (canonical, see :meth:`canonical_args`) before anything is built: a list
+        of (parameter, why) pairs, empty when they are fine. The ranges are the declared ones (``ranges=`` of
+        :func:`register_workload`), else read from the defaults: a parameter whose default is a positive
+        integer is an extent or a count (at least 1), one whose default is 0 (or ``padding``) at least 0. For
+        a convolution-like workload (``H``/``W`` with ``KH``/``KW``, ``padding``, ``CI``/``CO`` with
+        ``groups``): the kernel must fit in the padded input and the groups divide the channels."""
+        bad: list[tuple[str, str]] = []
+        for p, default in self.params:
+            v = args.get(p)
+            lo, hi = self.ranges.get(p, (None, None))
+            if lo is None and isinstance(default, int) and not isinstance(default, bool):
+                lo = 0 if default == 0 or p in ("padding", "pad") else (1 if default > 0 else None)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                continue
+            if lo is not None and v < lo:
+                bad.append((p, f"must be at least {lo}" + (" (an extent or a count)" if lo == 1 else "")))
+            elif hi is not None and v > hi:
+                bad.append((p, f"must be at most {hi}"))
+        if bad:
+            return bad
+        pad = args.get("padding", 0)
+        if isinstance(pad, int) and not isinstance(pad, bool):
+            for size, kernel in (("H", "KH"), ("W", "KW")):
+                n, k = args.get(size), args.get(kernel)
+                if isinstance(n, int) and isinstance(k, int) and k > n + 2 * pad:
+                    bad.append((kernel, f"the kernel ({kernel}={k}) is larger than the padded input "
+                                        f"({size} + 2*padding = {n + 2 * pad})"))
+        groups = args.get("groups")
+        if isinstance(groups, int) and groups >= 1:
+            for ch in ("CI", "CO"):
+                if isinstance(args.get(ch), int) and args[ch] % groups:
+                    bad.append((ch, f"the channels ({ch}={args[ch]}) are not divisible by groups={groups}"))
+        return bad
 
     def signature(self) -> str:
         parts = []
@@ -104,9 +141,12 @@ _WORKLOADS: dict[str, Workload] = {}
 
 
 def register_workload(name: str | Callable | None = None, override: bool = False,
-                      fill: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
+                      fill: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                      ranges: dict[str, tuple[Any, Any]] | None = None):
     """Register a workload function under ``name`` (default: the function's name). ``fill(args)`` returns the
-    args with target-dependent defaults resolved; a Task calls it under its target (``Target.current()``)."""
+    args with target-dependent defaults resolved; a Task calls it under its target (``Target.current()``).
+    ``ranges``: parameter -> (lowest, highest) allowed value (None: unbounded), checked before a command
+    builds anything (:meth:`Workload.check`; without one, the range is read from the default)."""
 
     def do(func: Callable, wname: str | None) -> Callable:
         wname = wname or func.__name__
@@ -120,7 +160,7 @@ def register_workload(name: str | Callable | None = None, override: bool = False
         params = [(p.name, p.default) for p in sig.parameters.values()
                   if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         old = _WORKLOADS.get(wname)
-        wl = Workload(wname, func, params, inspect.getdoc(func) or "", fill=fill)
+        wl = Workload(wname, func, params, inspect.getdoc(func) or "", fill=fill, ranges=dict(ranges or {}))
         if old is not None:
             wl.schedules, wl.label = old.schedules, old.label
         _WORKLOADS[wname] = wl
