@@ -3,13 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from typing import NoReturn
 
 import autosched
 
+_ROLE = re.compile(r":[a-z]+:`~?([^`<]*?)(?: <[^>]*>)?`")  # :func:`~a.b` -> b, :mod:`x` -> x
+
+
+def plain(text: str) -> str:
+    """Help text in plain words: the reST roles and literals of docstrings (``x``, :mod:`y`) as bare text."""
+    text = _ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if "~" in m.group(0) else m.group(1), text)
+    return text.replace("``", "")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, with usage errors in one line: what is wrong, with the flag as the user wrote it,
+    and where the help is (argparse prints the whole usage block above it, which buries the line), exit 2;
+    and help in plain words (:func:`plain`), as the docstrings it is made of are written in reST."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def format_help(self) -> str:
+        return plain(super().format_help())
+
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="autosched",
         description="autosched: a search-based tensor-program tuner (TVM/Ansor lineage) on llvmlite.",
     )
@@ -38,23 +60,25 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def _add_peak_parser(sub: argparse._SubParsersAction) -> None:
+    from autosched.search.cli import add_verbosity, at_least
+
     pk = sub.add_parser("peak", help="measure (once) and print this machine's fp32 peak GFLOPS",
                         description="Measure this machine's fp32 peak with a loop of vector FMAs compiled by "
                                     "llvmlite; the figure is cached per CPU and thread count.")
-    pk.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
+    pk.add_argument("--threads", type=at_least(1), default=None, help="threads (default: all cores)")
     pk.add_argument("--refresh", action="store_true", help="measure again instead of reading the cache")
     pk.add_argument("--json", action="store_true", help="print the figure as JSON")
     pk.add_argument("--target", default=None, help="'cuda': the GPU's fp32 peak instead of the CPU's")
+    add_verbosity(pk)
 
 
 def _peak(args: argparse.Namespace) -> int:
     import json
 
     from autosched.measure.peak import cached_peak, get_peak
+    from autosched.search.cli import setup_logging
 
-    if args.threads is not None and args.threads < 1:
-        print(f"autosched peak: error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
-        return 2
+    setup_logging(args)
     from autosched.runtime.cuda import CUDAError
     from autosched.target import Target
 
@@ -94,7 +118,10 @@ def _lower_example(factor: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version (0) or a usage error (2, its line printed): a code, as below
+        return e.code if isinstance(e.code, int) else 2
     if args.command == "lower-example":
         try:
             return _lower_example(args.factor)

@@ -31,7 +31,7 @@ def test_info(dbpath, capsys):
 
 
 def test_best(dbpath, capsys):
-    args = ["db", "--db", dbpath, "best", "--workload", "matmul", "--arg", "M=16", "--arg", "N=16", "--arg",
+    args = ["db", "--db", dbpath, "best", "--workload", "matmul", "--param", "M=16", "--param", "N=16", "--param",
             "K=16", "--target", CPU]
     assert main(args + ["-k", "2", "--json"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -40,7 +40,7 @@ def test_best(dbpath, capsys):
     out = capsys.readouterr().out
     assert "GFLOPS" in out and "us" in out
     # none for this CPU: exit 1 and a hint; --allow-other-cpus finds the other CPU's record
-    other = ["db", "--db", dbpath, "best", "--workload", "matmul", "--arg", "M=32", "--arg", "N=16", "--arg",
+    other = ["db", "--db", dbpath, "best", "--workload", "matmul", "--param", "M=32", "--param", "N=16", "--param",
              "K=16", "--target", CPU]
     assert main(other) == 1
     assert "--allow-other-cpus" in capsys.readouterr().err
@@ -49,10 +49,10 @@ def test_best(dbpath, capsys):
 
 
 def test_list_export_import(dbpath, tmp_path, capsys):
-    assert main(["db", "--db", dbpath, "list", "--failed"]) == 0
+    assert main(["db", "--db", dbpath, "list", "--records", "--failed"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1 and "compile_error" in out[0]
-    assert main(["db", "--db", dbpath, "list", "--workload", "matmul", "--limit", "3", "--json"]) == 0
+    assert main(["db", "--db", dbpath, "list", "--records", "--workload", "matmul", "--limit", "3", "--json"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3
     log = tmp_path / "out.jsonl"
     assert main(["db", "--db", dbpath, "export", str(log), "--ok"]) == 0
@@ -84,7 +84,7 @@ def test_export_best_keeps_exactly_the_best_k_of_each_task(tmp_path, capsys):
             db.records(r.workload_key, r.target, ok=True), key=lambda x: x.cost)[:3]]
             for r in db.records(ok=True)}
     log = tmp_path / "best.jsonl"
-    assert main(["db", "--db", path, "export", str(log), "--best", "3"]) == 0
+    assert main(["db", "--db", path, "export", str(log), "--top", "3"]) == 0
     assert "exported 9 records" in capsys.readouterr().err
     with Database(tmp_path / "back.db") as back:
         back.import_(log)
@@ -95,8 +95,8 @@ def test_export_best_keeps_exactly_the_best_k_of_each_task(tmp_path, capsys):
         assert sorted(r.trace_json for r in mine) == sorted(traces)
         # stored order kept: the fastest three of [7, 3, 9, 1, 8, 2, 6] were committed as 3, 1, 2
         assert [round(r.cost * 1e4) for r in mine] in ([3 + j, 1 + j, 2 + j] for j in range(len(tasks)))
-    assert main(["db", "--db", path, "export", "-", "--best", "0"]) == 2
-    assert "--best must be at least 1" in capsys.readouterr().err
+    assert main(["db", "--db", path, "export", "-", "--top", "0"]) == 2
+    assert "argument -k/--top: must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_errors(tmp_path, capsys):
@@ -108,5 +108,5 @@ def test_errors(tmp_path, capsys):
     Database(path).close()
     assert main(["db", "--db", path, "best", "--workload", "nosuch"]) == 2
     assert "unknown workload 'nosuch'" in capsys.readouterr().err
-    assert main(["db", "--db", path, "best", "--workload", "matmul", "--arg", "M"]) == 2
+    assert main(["db", "--db", path, "best", "--workload", "matmul", "--param", "M"]) == 2
     assert "NAME=VALUE" in capsys.readouterr().err

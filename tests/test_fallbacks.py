@@ -154,8 +154,8 @@ def test_measured_results_carry_build_flags_and_unchecked(tmp_path, capsys):
         assert db.best(noref)[0].flags == [ResultFlag.UNCHECKED]
     finally:
         db.close()
-    assert main(["db", "--db", str(db_path), "best", "--workload", "measure_noref", "--arg", "n=32",
-                 "--arg", "m=24"]) == 0
+    assert main(["db", "--db", str(db_path), "best", "--workload", "measure_noref", "--param", "n=32",
+                 "--param", "m=24"]) == 0
     assert "[unchecked]" in capsys.readouterr().out
 
 

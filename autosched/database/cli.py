@@ -1,13 +1,19 @@
 """``autosched db``: look into a tuning database and move records in and out of it.
 
-    autosched db info                                   # where it is, schema version, records per workload
-    autosched db best --workload matmul --arg M=512 -k 5
-    autosched db list --workload conv2d --failed --limit 20
+    autosched db list                                   # the tasks it holds: workload, parameters, target,
+                                                        # records, best (copy a row's flags into best/report)
+    autosched db best                                   # the best kernel (the one task, or the one you name)
+    autosched db best --workload matmul --param M=512 -k 5
+    autosched db list --records --failed --limit 20     # records instead of tasks, oldest first
     autosched db export out.jsonl --workload matmul --ok
-    autosched db import tuning_logs/matmul.jsonl [--strict]
+    autosched db import tuning_logs/matmul.jsonl --strict
 
-``--db`` takes a URL, an SQLite path or a ``.jsonl`` log (default: ``$AUTOSCHED_DB``, else the user
-data directory). Exit codes: 0 done, 1 nothing found (``best``), 2 error, 3 imported with bad lines.
+--db takes an SQLite path, a postgresql:// URL or a .jsonl tuning log (default: $AUTOSCHED_DB, else the
+user data directory). Results go to standard output, messages to standard error.
+
+Exit codes: 0 done; 1 nothing found (best: no such task or no record of it; the tasks held are listed);
+2 bad usage (an unknown workload or parameter, a database or file that cannot be used); 3 imported, but
+some lines of the log were bad (each is named once).
 """
 
 from __future__ import annotations
@@ -21,97 +27,202 @@ from typing import Any
 EXIT_OK, EXIT_NOT_FOUND, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 2, 3
 
 
+class NotFound(Exception):
+    """No task, or several, answer what the user named; the message lists the tasks the database holds."""
+
+
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``db`` command to an ``add_subparsers()`` object; returns its parser."""
-    p = sub.add_parser("db", help="inspect a tuning database; import and export JSON-lines tuning logs",
-                       description=__doc__.split("\n\n")[0],
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--db", default=None, metavar="URL_OR_PATH",
-                   help="database URL, SQLite path or .jsonl log "
-                        "(default: $AUTOSCHED_DB, else the user data directory)")
+    from autosched.search.cli import add_verbosity, at_least
+
+    p = sub.add_parser("db", help="look into a tuning database; import and export JSON-lines tuning logs",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    db_help = ("tuning database: an SQLite path, a postgresql:// URL or a .jsonl log "
+               "(default: $AUTOSCHED_DB, else the user data directory)")
+    p.add_argument("--db", default=None, metavar="URL_OR_PATH", help=db_help)
+    add_verbosity(p)
     cmds = p.add_subparsers(dest="db_command", metavar="ACTION")
 
     cmds.add_parser("info", help="location, schema version, and records per workload and target")
 
-    def filters(q: argparse.ArgumentParser, workload_required: bool = False) -> None:
-        q.add_argument("--workload", required=workload_required, help="workload name, e.g. matmul")
-        q.add_argument("--param", "--arg", dest="arg", action="append", default=[], metavar="NAME=VALUE",
-                       help="a workload parameter (repeatable); with --workload, selects one task")
-        q.add_argument("--target", default=None,
-                       help="target, e.g. 'llvm -mcpu=sapphirerapids' (default for best: this host)")
+    def filters(q: argparse.ArgumentParser, target_default: str) -> None:
+        q.add_argument("--workload", help="workload name, e.g. matmul (not needed when one task matches)")
+        q.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                       help="a workload parameter (repeatable); selects the tasks with that value")
+        q.add_argument("--target", default=None, help=f"target, e.g. 'llvm -mcpu=znver3' ({target_default})")
 
-    b = cmds.add_parser("best", help="the fastest records of one task")
-    filters(b, workload_required=True)
-    b.add_argument("-k", type=int, default=1, help="how many (default 1)")
+    b = cmds.add_parser("best", help="the fastest records of one task (the database's only one, or the one named)")
+    filters(b, "default: this machine's CPU")
+    b.add_argument("-k", "--top", type=at_least(1), default=1, metavar="K", help="how many (default 1)")
     b.add_argument("--allow-other-cpus", action="store_true",
                    help="if this CPU has no record, show those tuned on other CPUs")
-    b.add_argument("--json", action="store_true", help="print records as JSON lines")
+    b.add_argument("--json", action="store_true", help="one JSON object per record, for scripts")
 
-    ls = cmds.add_parser("list", help="records, oldest first")
-    filters(ls)
+    ls = cmds.add_parser("list", help="the tasks the database holds (with --records: their records)")
+    filters(ls, "default: every target")
+    ls.add_argument("--records", action="store_true", help="list records, oldest first, instead of tasks")
     g = ls.add_mutually_exclusive_group()
-    g.add_argument("--ok", action="store_true", help="successful records only")
-    g.add_argument("--failed", action="store_true", help="failed records only")
-    ls.add_argument("--limit", type=int, default=50, help="at most this many (default 50; 0: all)")
-    ls.add_argument("--json", action="store_true", help="print records as JSON lines")
+    g.add_argument("--ok", action="store_true", help="successful records only (implies --records)")
+    g.add_argument("--failed", action="store_true", help="failed records only (implies --records)")
+    ls.add_argument("--limit", type=at_least(0), default=50,
+                    help="with --records: at most this many (default 50; 0: all)")
+    ls.add_argument("--json", action="store_true", help="one JSON object per task (or record), for scripts")
 
     ex = cmds.add_parser("export", help="write records as a JSON-lines log")
     ex.add_argument("output", help="the .jsonl file to write ('-' for standard output)")
-    filters(ex)
+    filters(ex, "default: every target")
     ex.add_argument("--ok", action="store_true", help="successful records only")
     ex.add_argument("--append", action="store_true", help="append to the file instead of replacing it")
-    ex.add_argument("--best", type=int, default=None, metavar="K",
+    ex.add_argument("-k", "--top", type=at_least(1), default=None, metavar="K",
                     help="only the K fastest successful records of each workload and target")
 
-    im = cmds.add_parser("import", help="read a JSON-lines log into the database")
+    im = cmds.add_parser("import", help="read JSON-lines logs into the database")
     im.add_argument("input", nargs="+", help="one or more .jsonl files")
     im.add_argument("--strict", action="store_true", help="refuse the whole file at its first bad line")
     im.add_argument("--replace", action="store_true",
-                    help="a candidate already stored takes the log's measurement "
-                         "(default: keep the stored one)")
+                    help="a candidate already stored takes the log's measurement (default: keep the stored one)")
     st = cmds.add_parser("stats", help="per workload and target: records, failures by kind, best GFLOPS")
-    st.add_argument("--json", action="store_true", help="print one JSON object per workload and target")
+    st.add_argument("--json", action="store_true", help="one JSON object per workload and target")
     gc = cmds.add_parser("gc", help="remove what the database no longer needs, then compact it")
     gc.add_argument("--failed", action="store_true",
                     help="also remove failed records (their candidates may then be measured again)")
-    gc.add_argument("--keep", type=int, default=None, metavar="K",
-                    help="keep only the K fastest successful records per workload and target")
+    gc.add_argument("-k", "--top", type=at_least(1), default=None, metavar="K",
+                    help="keep only the K fastest successful records of each workload and target")
     gc.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
-    # `autosched db stats --db X` works as well as `autosched db --db X stats`
+    # `autosched db stats --db X -v` works as well as `autosched db --db X -v stats`
     for action in cmds.choices.values():
-        action.add_argument("--db", default=argparse.SUPPRESS, metavar="URL_OR_PATH",
-                            help="database URL, SQLite path or .jsonl log (as before the action)")
+        action.add_argument("--db", default=argparse.SUPPRESS, metavar="URL_OR_PATH", help=db_help)
+        add_verbosity(action, suppress=True)
     return p
 
 
-def _task(args: argparse.Namespace) -> Any:
+# ------------------------------------------------------------------------------- finding a task
+def task_flags(name: str, args: dict[str, Any], target: str | None = None) -> str:
+    """The flags that name a task on the command line: ``--workload matmul --param M=64 ...`` (parameters
+    at their default left out), with ``--target`` when it is not this machine's CPU."""
+    import shlex
+
+    from autosched.workloads import get_workload
+
+    try:
+        defaults = get_workload(name).canonical_args()
+    except (KeyError, TypeError):
+        defaults = {}
+    params = " ".join(f"--param {k}={json.dumps(v) if not isinstance(v, str) else v}"
+                      for k, v in args.items() if k not in defaults or defaults[k] != v)
+    text = f"--workload {name}" + (f" {params}" if params else "")
+    if target is not None and target != _host_key():
+        text += f" --target {shlex.quote(target)}"
+    return text
+
+
+def _host_key() -> str:
+    from autosched.target import Target
+
+    return Target("llvm").key
+
+
+def task_rows(db: Any) -> list[dict[str, Any]]:
+    """One row per task the database holds (workload and parameters, target): records, successful ones,
+    the best record (trusted first, see :func:`~autosched.database.query.trusted`) and its GFLOPS."""
+    rows = []
+    for r in db.stats():
+        best = db.best(r["key"], target=r["target"], k=1)
+        row = dict(r, best=best[0] if best else None, gflops=None)
+        if best:
+            try:
+                from autosched.task import Task
+
+                row["gflops"] = Task(r["name"], r["args"], r["target"]).flop / best[0].cost / 1e9
+            except Exception:  # noqa: BLE001 - a workload not registered here has no FLOP count
+                pass
+        rows.append(row)
+    return rows
+
+
+def task_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The table of tasks ``db list`` prints and a miss of ``db best`` / ``report`` shows."""
+    from autosched.database.query import trusted
+
+    lines = [f"{'records':>7} {'ok':>5} {'best GFLOPS':>12}  task (as flags)"]
+    for r in rows:
+        best = r["best"]
+        if best is None:
+            fig = "-"
+        else:
+            fig = f"{r['gflops']:.1f}" if r["gflops"] is not None else f"{best.cost * 1e6:.1f} us"
+            if not trusted(best):
+                fig += "*"
+        lines.append(f"{r['records']:>7} {r['ok']:>5} {fig:>12}  {task_flags(r['name'], r['args'], r['target'])}")
+    if any(r["best"] is not None and not trusted(r["best"]) for r in rows):
+        lines.append("* its only successful records are noisy (their repeats disagree): measure it again")
+    return lines
+
+
+def find_task(db: Any, workload: str | None, params: dict[str, Any], target: str | None,
+              default_target: str | None = "llvm") -> Any:
+    """The one task of the database that ``workload``, ``params`` and ``target`` name (each may be left
+    out: one task in the database needs none). ``default_target`` applies when ``target`` is None and
+    several targets hold the task (this machine's CPU first). Raises :class:`NotFound`, whose message lists
+    the tasks held; ValueError/KeyError/TypeError for an unknown workload or parameter."""
+    from autosched.target import Target
     from autosched.task import Task
 
-    params: dict[str, Any] = {}
-    for item in args.arg:
-        if "=" not in item:
-            raise ValueError(f"--arg takes NAME=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            params[k] = json.loads(v)
-        except json.JSONDecodeError:
-            params[k] = v
-    return Task(args.workload, params, args.target or "llvm")
+    if workload is not None:
+        from autosched.workloads import get_workload
+
+        wl = get_workload(workload)
+        given = {k: v for k, v in wl.canonical_args(params).items() if k in params}
+        exact = Task(workload, params, target or default_target or "llvm")
+    else:
+        if params:
+            raise ValueError("--param needs --workload (the workload the parameters belong to)")
+        given, exact = {}, None
+    rows = task_rows(db)
+    tkey = Target(target).key if target else None
+    match = [r for r in rows if (workload is None or r["name"] == workload)
+             and all(r["args"].get(k) == v for k, v in given.items())
+             and (tkey is None or r["target"] == tkey)]
+    if exact is not None and any(r["key"] == exact.workload_key for r in match):
+        match = [r for r in match if r["key"] == exact.workload_key]  # every parameter named, or by default
+    if len({r["key"] for r in match}) == 1 and len(match) > 1 and tkey is None and default_target:
+        here = [r for r in match if r["target"] == Target(default_target).key]
+        match = here or match
+    if len(match) == 1:
+        r = match[0]
+        return Task(r["name"], r["args"], r["target"])
+    if not match and exact is not None and any(r["key"] == exact.workload_key for r in rows):
+        return exact  # held, for other CPUs only: the caller says so (and --allow-other-cpus finds them)
+    named = " ".join(filter(None, [f"--workload {workload}" if workload else "",
+                                   " ".join(f"--param {k}={v}" for k, v in params.items()),
+                                   f"--target {target!r}" if target else ""]))
+    if not rows:
+        raise NotFound(f"{db} holds no records yet; tune a task first (autosched tune --workload ...)")
+    head = (f"{len(match)} tasks in {db} match {named or 'nothing named'}: name one with the flags of its row"
+            if match else f"no task in {db} matches {named}; it holds")
+    return_rows = match or rows
+    raise NotFound("\n".join([head + ":", *task_table(return_rows)]))
 
 
-def _fmt_record(rec: Any, flop: int | None) -> str:
+# ------------------------------------------------------------------------------- the actions
+def _fmt_record(rec: Any, flop: int | None, target: str | None = None) -> str:
+    from autosched.database.query import trusted
+
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(rec.timestamp)) if rec.timestamp else "-"
     if rec.ok:
-        perf = f"{rec.cost * 1e6:12.2f} us"
+        perf = f"{rec.cost * 1e6:,.1f} us"
         if flop:
-            perf += f" {flop / rec.cost / 1e9:9.2f} GFLOPS"
-        perf += f"  spread {rec.spread:5.1%}"
+            perf += f", {flop / rec.cost / 1e9:.1f} GFLOPS"
+        perf += f" (repeats within {rec.spread:.1%})"
     else:
         perf = f"{rec.error_kind}: {rec.error_msg.splitlines()[0][:80] if rec.error_msg else ''}"
-    flags = f"  [{', '.join(rec.flags)}]" if rec.flags else ""  # e.g. unchecked: no reference compared it
+    flags = list(rec.flags)
+    if rec.ok and not trusted(rec) and "noisy" not in flags:
+        flags.append("noisy")
+    marks = f"  [{', '.join(flags)}]" if flags else ""  # e.g. unchecked: no reference compared it
     where = f"  on {rec.host}" + (f" (node {rec.node_id[:12]})" if rec.node_id else "") if rec.host != "unknown" else ""
-    return (f"#{rec.id:<8} {rec.workload_name:<16} {rec.target:<32} {when}  {perf}  ({len(rec.trace)} steps)"
-            f"{flags}{where}")
+    other = f"  tuned for {rec.target}" if target is not None and rec.target != target else ""
+    return f"#{rec.id:<6} {when}  {perf}  {len(rec.trace)} steps{marks}{other}{where}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,21 +230,42 @@ def run(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from autosched.database import Database, DatabaseError, LogFormatError
+    from autosched.search.cli import first_line, setup_logging
 
+    setup_logging(args)
     action = getattr(args, "db_command", None)
     if action is None:
-        print("autosched db: give an action: info, stats, best, list, export, import or gc "
-              "(see autosched db --help)",
-              file=sys.stderr)
+        print("autosched db: error: give an action: list, best, info, stats, export, import or gc "
+              "(see autosched db --help)", file=sys.stderr)
         return EXIT_ERROR
+    if action == "import":  # every log must be readable before a database is created for them
+        for path in args.input:
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as e:
+                print(f"autosched db import: error: cannot read {path}: {e.strerror or e}", file=sys.stderr)
+                return EXIT_ERROR
     try:
         with Database(args.db, create=action in ("import",)) as db:
             return _ACTIONS[action](db, args)
+    except NotFound as e:
+        print(f"autosched db {action}: {e}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     except (DatabaseError, FileNotFoundError, KeyError, ValueError, TypeError, LogFormatError, OSError,
             SQLAlchemyError) as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"autosched db: error: {msg}", file=sys.stderr)
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else first_line(e)
+        print(f"autosched db {action}: error: {msg}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _params(args: argparse.Namespace) -> dict[str, Any]:
+    from autosched.search.cli import UsageError, parse_params
+
+    try:
+        return parse_params(args.param)
+    except UsageError as e:
+        raise ValueError(str(e)) from None
 
 
 def _info(db: Any, args: argparse.Namespace) -> int:
@@ -150,44 +282,84 @@ def _info(db: Any, args: argparse.Namespace) -> int:
 
 
 def _best(db: Any, args: argparse.Namespace) -> int:
-    task = _task(args)
-    recs = db.best(task, k=args.k, allow_other_cpus=args.allow_other_cpus)
+    from autosched.database.query import trusted
+
+    task = find_task(db, args.workload, _params(args), args.target)
+    recs = db.best(task, k=args.top, allow_other_cpus=args.allow_other_cpus)
     if not recs:
         others = db.targets(task.workload_key)
         hint = f"; records exist for {', '.join(others)} (--allow-other-cpus)" if others else ""
-        print(f"no record for {task.name} (key {task.workload_key}) on target {task.target.key!r}{hint}",
-              file=sys.stderr)
-        return EXIT_NOT_FOUND
+        raise NotFound(f"no successful record of {task.label} on {task.target.key!r}{hint}")
     flop = task.flop
+    if args.json:
+        for rec in recs:
+            d = json.loads(rec.dumps())
+            d["summary"] = {"task": task.label, "record": rec.id, "seconds": rec.cost,
+                            "gflops": flop / rec.cost / 1e9, "trusted": trusted(rec)}
+            print(json.dumps(d))
+        return EXIT_OK
+    print(f"{task.label} on {task.target.key} ({db.count(task)} records)")
     for rec in recs:
-        print(rec.dumps() if args.json else _fmt_record(rec, flop))
+        print(_fmt_record(rec, flop, task.target.key))
+    if not trusted(recs[0]):
+        print("the best is noisy (its repeats disagree, or it failed a re-measure) and the only successful "
+              "record: tune again to get one to trust", file=sys.stderr)
     return EXIT_OK
 
 
-def _select(db: Any, args: argparse.Namespace, ok: bool | None, limit: int | None) -> list:
-    key = None
-    if args.workload and args.arg:
-        key = _task(args).workload_key
-    return db.records(key, args.target, workload_name=args.workload if key is None else None, ok=ok,
-                      limit=limit)
-
-
 def _list(db: Any, args: argparse.Namespace) -> int:
+    if args.records or args.ok or args.failed:
+        return _list_records(db, args)
+    params = _params(args)
+    rows = task_rows(db)
+    if args.workload or params or args.target:
+        from autosched.target import Target
+
+        tkey = Target(args.target).key if args.target else None
+        given = {}
+        if args.workload:
+            from autosched.workloads import get_workload
+
+            wl = get_workload(args.workload)
+            given = {k: v for k, v in wl.canonical_args(params).items() if k in params}
+        rows = [r for r in rows if (not args.workload or r["name"] == args.workload)
+                and all(r["args"].get(k) == v for k, v in given.items()) and (tkey is None or r["target"] == tkey)]
+    if args.json:
+        for r in rows:
+            print(json.dumps({"workload": r["name"], "params": r["args"], "target": r["target"],
+                              "records": r["records"], "ok": r["ok"], "best_gflops": r["gflops"],
+                              "best_record": r["best"].id if r["best"] else None,
+                              "flags": task_flags(r["name"], r["args"], r["target"])}))
+        return EXIT_OK
+    if not rows:
+        print(f"{db}: no tasks" + (" match" if args.workload or params or args.target else ""), file=sys.stderr)
+        return EXIT_OK
+    print("\n".join(task_table(rows)))
+    return EXIT_OK
+
+
+def _list_records(db: Any, args: argparse.Namespace) -> int:
     ok = True if args.ok else (False if args.failed else None)
-    for rec in _select(db, args, ok, args.limit or None):
-        print(rec.dumps() if args.json else _fmt_record(rec, None))
+    params = _params(args)
+    key = None
+    if args.workload and params:
+        key = find_task(db, args.workload, params, args.target, default_target=None).workload_key
+    recs = db.records(key, args.target, workload_name=args.workload if key is None else None, ok=ok,
+                      limit=args.limit or None)
+    for rec in recs:
+        print(rec.dumps() if args.json else f"{rec.workload_name:<14} {rec.target:<28} {_fmt_record(rec, None)}")
     return EXIT_OK
 
 
 def _export(db: Any, args: argparse.Namespace) -> int:
-    key = _task(args).workload_key if args.workload and args.arg else None
-    if args.best is not None and args.best < 1:
-        print(f"autosched db export: error: --best must be at least 1, got {args.best}", file=sys.stderr)
-        return EXIT_ERROR
+    from autosched.task import Task
+
+    params = _params(args)
+    key = Task(args.workload, params, args.target or "llvm").workload_key if args.workload and params else None
     kwargs = dict(workload_name=args.workload if key is None else None, ok=True if args.ok else None,
-                  best=args.best)
+                  best=args.top)
     if args.output == "-":
-        n = db.export(sys.stdout, key, args.target, **kwargs)
+        db.export(sys.stdout, key, args.target, **kwargs)
     else:
         n = db.export(args.output, key, args.target, append=args.append, **kwargs)
         print(f"exported {n} records to {args.output}", file=sys.stderr)
@@ -197,7 +369,9 @@ def _export(db: Any, args: argparse.Namespace) -> int:
 def _import(db: Any, args: argparse.Namespace) -> int:
     code = EXIT_OK
     for path in args.input:
-        report = db.import_(path, strict=args.strict, on_conflict="replace" if args.replace else "skip")
+        # the report names each bad line once (the import itself says nothing, quiet)
+        report = db.import_(path, strict=args.strict, on_conflict="replace" if args.replace else "skip",
+                            _quiet=True)
         print(report, file=sys.stderr)
         if report.errors:
             code = EXIT_PARTIAL
@@ -213,20 +387,15 @@ def _stats(db: Any, args: argparse.Namespace) -> int:
     if not rows:
         print(f"{db}: no records")
         return EXIT_OK
+    from autosched.result import ResultFlag, outcome_summary
+
     print(f"{'workload':<44} {'target':<30} {'records':>8} {'ok':>7} {'best GFLOPS':>12}  other results")
-    for r in rows:
+    for r, t in zip(rows, task_rows(db)):
         wargs = ",".join(f"{k}={v}" for k, v in r["args"].items() if k != "dtype")
         name = f"{r['name']}({wargs})"
         best = "-"
-        if r["best_cost"]:
-            try:
-                from autosched.task import Task
-
-                best = f"{Task(r['name'], r['args']).flop / r['best_cost'] / 1e9:.1f}"
-            except Exception:  # noqa: BLE001 - a workload not registered here has no FLOP count
-                best = f"{r['best_cost'] * 1e6:.1f} us"
-        from autosched.result import ResultFlag, outcome_summary
-
+        if t["best"] is not None:
+            best = f"{t['gflops']:.1f}" if t["gflops"] is not None else f"{t['best'].cost * 1e6:.1f} us"
         errors = outcome_summary(r["errors"], r["flags"].get(ResultFlag.NOISY, 0))
         if r["flags"].get(ResultFlag.UNCHECKED):
             errors += f"  unchecked: {r['flags'][ResultFlag.UNCHECKED]}"
@@ -237,7 +406,7 @@ def _stats(db: Any, args: argparse.Namespace) -> int:
 
 
 def _gc(db: Any, args: argparse.Namespace) -> int:
-    removed = db.gc(failed=args.failed, keep=args.keep, dry_run=args.dry_run)
+    removed = db.gc(failed=args.failed, keep=args.top, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     print(f"{verb}: {removed['failed_records']} failed records, {removed['slow_records']} slower records, "
           f"{removed['workloads']} empty workloads, {removed['runs']} empty runs; {db.count()} records remain")

@@ -16,9 +16,11 @@ SIGTERM: the batch in flight is finished and committed first; a second Ctrl-C st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
+import os
 import signal
 import socket
 import sys
@@ -36,11 +38,13 @@ class UsageError(Exception):
     """The command as given cannot run; the message is the one line the user sees (exit 2)."""
 
 
-def add_verbosity(p: argparse.ArgumentParser) -> None:
-    """``-q`` / ``-v`` (repeatable), shared by the commands that log."""
-    p.add_argument("-v", "--verbose", action="count", default=0,
+def add_verbosity(p: argparse.ArgumentParser, suppress: bool = False) -> None:
+    """``-q`` / ``-v`` (repeatable), the same on every command. ``suppress``: on an action of a command that
+    has them too (``db -v stats`` and ``db stats -v`` both work)."""
+    p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS if suppress else 0,
                    help="more detail: -v logs each step and shows tracebacks, -vv debug logging")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress display; errors and the summary only")
+    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS if suppress else False,
+                   help="less: no progress display, errors and results only")
 
 
 def setup_logging(args: argparse.Namespace) -> None:
@@ -54,6 +58,43 @@ def setup_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s: %(message)s", datefmt="%H:%M:%S",
                         stream=sys.stderr)
     logging.getLogger("autosched").setLevel(level)
+
+
+def at_least(lo: float, kind: type = int) -> Any:
+    """An argparse ``type=``: a number of ``kind`` not below ``lo``. argparse's one error line then names the
+    flag as the user wrote it and the value ("argument --trials: must be at least 1, got -3"), exit 2."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                             f"got {text!r}") from None
+        if not value >= lo or (kind is float and not math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"must be at least {lo}, got {text}")
+        return value
+
+    parse.__name__ = "integer" if kind is int else "number"  # what argparse calls it in its messages
+    return parse
+
+
+def above_zero(text: str) -> float:
+    """An argparse ``type=``: seconds, more than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def duration(text: str) -> float:
+    """An argparse ``type=``: seconds of ``90``, ``90s``, ``20m``, ``1.5h``."""
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parse_params(items: list[str], flag: str = "--param") -> dict[str, Any]:
@@ -72,13 +113,26 @@ def parse_params(items: list[str], flag: str = "--param") -> dict[str, Any]:
 
 def make_task(workload: str, params: dict[str, Any], target: str) -> Any:
     """The task, or a UsageError naming the valid workloads or parameters."""
-    from autosched.target import Target
+    from autosched.target import check_target
     from autosched.task import Task
+    from autosched.workloads import get_workload
 
     try:
-        Target(target)
+        check_target(target)  # an unknown -mcpu would make LLVM abort the process mid-run
     except Exception as e:  # noqa: BLE001 - any parse failure of a target string is a usage error
-        raise UsageError(f"bad --target {target!r}: {e}") from None
+        raise UsageError(f"--target {target!r}: {e}") from None
+    try:
+        wl = get_workload(workload)
+        canonical = wl.canonical_args(params)
+    except KeyError as e:
+        raise UsageError(str(e.args[0]) if e.args else str(e)) from None
+    except TypeError as e:
+        raise UsageError(str(e)) from None
+    bad = wl.check(canonical)
+    if bad:  # found here, named by parameter, not later in the schedule space's words
+        named = [(f"--param {p}={params[p]}" if p in params else f"{p}={canonical[p]} (its default)", why)
+                 for p, why in bad]
+        raise UsageError(f"workload {workload}: " + "; ".join(f"{p}: {why}" for p, why in named))
     try:
         task = Task(workload, params, target)
         _ = task.workload_key  # builds the computation: bad parameter values fail here, not mid-run
@@ -102,9 +156,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="a workload parameter (repeatable), e.g. --param CI=128")
     p.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,...",
                    help="with --model: an input's shape (repeatable)")
-    p.add_argument("--trials", type=int, default=None,
+    p.add_argument("--trials", type=at_least(1), default=None,
                    help="new candidates to measure in this run (default 200; no limit but the --time-budget)")
-    p.add_argument("--time-budget", default=None, metavar="DURATION",
+    p.add_argument("--time-budget", type=duration, default=None, metavar="DURATION",
                    help="stop after this long (90s, 20m, 1.5h), after the batch in flight; with --model, the task "
                         "scheduler spends it where the model gains most (--trials is then only a ceiling)")
     p.add_argument("--policy", default="evolutionary",
@@ -122,20 +176,23 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "(default: $AUTOSCHED_DB, else the user data directory)")
     p.add_argument("--log", default=None, metavar="FILE.jsonl", help="also append every record to this JSON-lines log")
     p.add_argument("--target", default="llvm", help="target, e.g. 'llvm -mcpu=sapphirerapids' (default: this host)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the search (default 0)")
+    p.add_argument("--seed", type=at_least(0), default=0, help="random seed of the search (default 0)")
     p.add_argument("--backend", choices=["ray", "local"], default=None,
                    help="where candidates are built and timed: ray (default) or local processes")
-    p.add_argument("--workers", type=int, default=None, help="parallel builders (default: the cores)")
+    p.add_argument("--workers", type=at_least(1), default=None, help="parallel builders (default: the cores)")
     p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
                    help="join this Ray cluster instead of starting a local one")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds one run of a candidate may take (default 10)")
-    p.add_argument("--build-timeout", type=float, default=30.0, help="seconds one build may take (default 30)")
-    p.add_argument("--batch-size", type=int, default=16, help="candidates per measured batch (default 16)")
-    p.add_argument("--early-stopping", type=int, default=None, metavar="N",
+    p.add_argument("--timeout", type=above_zero, default=10.0,
+                   help="seconds one run of a candidate may take (default 10)")
+    p.add_argument("--build-timeout", type=above_zero, default=30.0, help="seconds one build may take (default 30)")
+    p.add_argument("--batch-size", type=at_least(1), default=16, help="candidates per measured batch (default 16)")
+    p.add_argument("--early-stopping", type=at_least(1), default=None, metavar="N",
                    help="stop after N trials without a better candidate")
-    p.add_argument("--threads", type=int, default=None, help="threads the kernels use (default: all cores)")
+    p.add_argument("--threads", type=at_least(1), default=None, help="threads the kernels use (default: all cores)")
     p.add_argument("--no-compare", action="store_true",
                    help="do not time the vendor library (onnxruntime, numpy's BLAS) on the tuned shape at the end")
+    p.add_argument("--json", action="store_true",
+                   help="the results as JSON on standard output (one object per task), for scripts")
     add_verbosity(p)
     return p
 
@@ -225,15 +282,17 @@ class StopOnSignal:
 
 
 def parse_duration(text: str) -> float:
-    """Seconds of ``90``, ``90s``, ``20m``, ``1.5h``."""
+    """Seconds of ``90``, ``90s``, ``20m``, ``1.5h``; a ValueError that says what is expected otherwise.
+    (Hand-written on purpose: three suffixes do not need a dependency, and the libraries that parse
+    durations accept forms, ``1:30`` or ``P1D``, that would read oddly in a tuning command.)"""
     t = text.strip().lower()
     scale = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
     try:
         seconds = float(t[:-1] if scale else t) * (scale or 1)
     except ValueError:
-        raise UsageError(f"--time-budget takes a duration such as 90s, 20m or 1.5h, got {text!r}") from None
-    if seconds <= 0:
-        raise UsageError(f"--time-budget must be positive, got {text!r}")
+        raise ValueError(f"expected a duration such as 90s, 20m or 1.5h, got {text!r}") from None
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"must be a positive duration, got {text!r}")
     return seconds
 
 
@@ -258,6 +317,7 @@ class SharedWork:
     def __init__(self) -> None:
         self.shared = 0
         self.raced = 0
+        self.states: dict[Any, Any] = {}
 
     def __call__(self, state: Any, inputs: Any, results: Any) -> None:
         pass
@@ -265,6 +325,7 @@ class SharedWork:
     def on_end(self, state: Any) -> None:
         self.shared += state.shared
         self.raced += state.raced
+        self.states[state.task] = state  # updated by tune after this: the re-measured best, and why it moved
 
     def summary(self) -> str:
         """The summary's line ("" when no other tuner was met)."""
@@ -295,40 +356,72 @@ class AppendLog:
 
 # ------------------------------------------------------------------------------- the command
 def run(args: argparse.Namespace) -> int:
-    """Run ``autosched tune``; returns the exit code."""
+    """Run ``autosched tune``; returns the exit code.
+
+    Everything the user gave is checked first (target and CPU, workload parameters, flags, database, log,
+    cluster address), before Ray starts or a kernel is built. The run itself then goes in a child process
+    of its own process group (:func:`supervised`) when it starts a local Ray, so that nothing the run
+    started outlives the command, even when native code crashes it."""
     setup_logging(args)
     try:
-        return _run(args)
+        tasks, weights, policy_cls, options = _handled(args, lambda: _prepare(args))
+    except _Failed as e:
+        return e.code
+    local_ray = args.backend in (None, "ray") and not args.ray_address
+    return supervised(lambda: _code(_handled, args, lambda: _run(args, tasks, weights, policy_cls, options)),
+                      "tune", enabled=local_ray)
+
+
+class _Failed(Exception):
+    """An exit code, raised by :func:`_handled` once the error's line is printed."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _code(handled: Any, args: argparse.Namespace, fn: Any) -> int:
+    try:
+        return handled(args, fn)
+    except _Failed as e:
+        return e.code
+
+
+def _handled(args: argparse.Namespace, fn: Any) -> Any:
+    """``fn()``, with each way it can fail turned into its one line on stderr and its exit code (_Failed)."""
+    try:
+        return fn()
     except UsageError as e:
         print(f"autosched tune: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        raise _Failed(EXIT_USAGE) from None
     except KeyboardInterrupt:
         print("autosched tune: stopped at once; what was measured before this batch is in the database. "
               "Run the same command again to resume.", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        raise _Failed(EXIT_INTERRUPTED) from None
     except ClusterError as e:  # the cluster's doing, not a bug: one line, and how to go on
         resume = (". What was measured before is in the database: run the same command again (with the new "
                   "address if the cluster moved) to resume") if isinstance(e, ClusterLost) else ""
         print(f"autosched tune: error: {e}{resume}", file=sys.stderr, flush=True)
-        return EXIT_FAILED
+        raise _Failed(EXIT_FAILED) from None
     except Exception as e:  # noqa: BLE001 - one clear line, the traceback only with -v
         if args.verbose:
             raise
         print(f"autosched tune: error: {type(e).__name__}: {e} (run with -v for the traceback)", file=sys.stderr)
-        return EXIT_FAILED
+        raise _Failed(EXIT_FAILED) from None
 
 
-def _run(args: argparse.Namespace) -> int:
-    args.budget = parse_duration(args.time_budget) if args.time_budget else None
+def _prepare(args: argparse.Namespace) -> tuple[list, list[float], Any, dict[str, Any]]:
+    """Check everything the command was given; nothing is started and no file is left behind by a bad one."""
+    args.budget = args.time_budget  # seconds (argparse read the duration)
     if args.trials is None:
         args.trials = 200 if args.budget is None else 1_000_000  # a budget alone decides when to stop
-    if args.trials < 0 or args.batch_size < 1:
-        raise UsageError(f"--trials must be >= 0 and --batch-size >= 1 (got {args.trials}, {args.batch_size})")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {args.workers}")
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be > 0, got {args.timeout}")
     if args.model:
+        from autosched.target import check_target
+
+        try:
+            check_target(args.target)
+        except ValueError as e:
+            raise UsageError(f"--target {args.target!r}: {e}") from None
         tasks, weights = _model_tasks(args)
     else:
         tasks, weights = [make_task(args.workload, parse_params(args.param), args.target)], [1.0]
@@ -339,31 +432,110 @@ def _run(args: argparse.Namespace) -> int:
         args.ray_address = ray_address()  # $AUTOSCHED_RAY_ADDRESS: checked like the option
     if args.ray_address:
         _check_ray_address(args.ray_address)
+    if args.log:
+        _open_log(args.log).close()
+    _open_db(args.db).close()  # opened again where the run goes on (an SQLite handle is not carried over a fork)
+    return tasks, weights, policy_cls, options
+
+
+def _run(args: argparse.Namespace, tasks: list, weights: list[float], policy_cls: Any,
+         options: dict[str, Any]) -> int:
     log_fh = _open_log(args.log) if args.log else None
     db = _open_db(args.db)
-    out = sys.stderr
     try:
-        return _tune(args, tasks, weights, policy_cls, options, db, log_fh, out)
+        return _tune(args, tasks, weights, policy_cls, options, db, log_fh, sys.stderr)
     finally:
         db.close()
         if log_fh is not None:
             log_fh.close()
 
 
+def supervised(work: Any, command: str, enabled: bool = True) -> int:
+    """Run ``work()`` (returns an exit code) in a forked child, wait for it, then end every process the run
+    left behind: the local Ray's daemons and workers that a crash (LLVM aborting, a segmentation fault) or an
+    abrupt exit does not stop. This process becomes the "subreaper" of what the child starts (Linux), so
+    those orphans stay its descendants and are found (psutil) however they regrouped. Ctrl-C reaches the
+    child as before (same process group; ignored here); SIGTERM and SIGHUP are passed on to it. A child that
+    died of a signal is said in one line (exit 1). Without ``fork``, or not ``enabled``, ``work()`` runs here."""
+    if not enabled or not hasattr(os, "fork"):
+        return work()
+    import psutil
+
+    subreaper = _set_subreaper(True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: the run; it never returns into the caller's code
+        code = EXIT_FAILED
+        try:
+            code = work()
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else EXIT_FAILED
+        except BaseException:  # noqa: BLE001 - printed, then the child ends with the run's failure code
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            try:
+                import atexit
+
+                atexit._run_exitfuncs()  # Ray's own shutdown, as a normal exit runs it
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+
+    def forward(signum: int, _frame: Any) -> None:
+        if signum != signal.SIGINT:  # Ctrl-C reached the child with this process: nothing to pass on
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    saved = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        try:
+            left = psutil.Process().children(recursive=True)  # nothing, when the run ended well
+            for proc in left:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            psutil.wait_procs(left, timeout=10)  # reaped: they were adopted here
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
+            if subreaper:
+                _set_subreaper(False)
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        print(f"autosched {command}: error: the run died of {name} (a crash in native code: the compiler or a "
+              f"driver); its workers are stopped. What was measured before is in the database: run the same "
+              f"command again to resume, with -v to see more", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    return os.WEXITSTATUS(status)
+
+
+def _set_subreaper(on: bool) -> bool:
+    """Make this process adopt its descendants' orphans (Linux ``PR_SET_CHILD_SUBREAPER``); False elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, int(on), 0, 0, 0) == 0  # 36: PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
 def _model_tasks(args: argparse.Namespace) -> tuple[list, list[float]]:
     try:
-        from autosched.relay.cli import load_model_tasks
+        from autosched.relay.cli import load_model_tasks, parse_shapes
     except ImportError as e:
         raise UsageError(f"--model needs the graph level (autosched.relay): {e}") from None
-    shapes = {}
-    for item in args.shape:
-        name, eq, dims = item.partition("=")
-        try:
-            shapes[name] = tuple(int(d) for d in dims.split(","))
-        except ValueError:
-            raise UsageError(f"--shape takes INPUT=D0,D1,..., got {item!r}") from None
-        if not eq:
-            raise UsageError(f"--shape takes INPUT=D0,D1,..., got {item!r}")
+    try:
+        shapes = parse_shapes(args.shape)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     return load_model_tasks(args.model, shapes, args.target)
 
 
@@ -424,9 +596,9 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
                 return EXIT_FAILED
         finally:
             measurer.close()
-    compare = None if args.quiet or args.no_compare or stopper.signal else threads
+    compare = None if args.no_compare or stopper.signal or (args.quiet and not args.json) else threads
     _summary(tasks, db, peak, time.time() - t0, stopper.signal, out, measurer, args.db, startup, compare,
-             shared.summary())
+             shared.summary(), shared.states, args.json)
     if stopper.signal is not None:
         print("interrupted: the measured records are committed. Run the same command again to resume.",
               file=out, flush=True)
@@ -445,13 +617,21 @@ def _peak_missing(threads: int, target: Any) -> bool:
 
 def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str | None, out: Any,
              measurer: Any = None, db_arg: str | None = None, startup: float = 0.0,
-             compare_threads: int | None = None, shared: str = "") -> None:
-    """The closing lines: per task, the best kernel (remeasured) and, with ``compare_threads``, the vendor
-    library timed on its shape now; what other tuners on the database did (``shared``); what the database
-    holds; and what to run next."""
+             compare_threads: int | None = None, shared: str = "", states: dict | None = None,
+             as_json: bool = False) -> None:
+    """The closing lines. On ``out`` (standard error): how long it took, where the time went, what other
+    tuners on the database did, what to run next. On standard output, the results: per task, the best kernel
+    (the database's best after the final re-measure: the figure ``db best`` and ``report`` show too, with
+    the run's own figure where it differed), the vendor library timed now on its shape (``compare_threads``),
+    and what happened to the candidates measured; with ``as_json``, one JSON object per task instead."""
+    from autosched.database.cli import task_flags
+    from autosched.database.query import trusted
     from autosched.measure.peak import share_of_peak
-    from autosched.measure.result import ResultFlag, outcome_summary
+    from autosched.result import ResultFlag, count_summary
+    from autosched.search.progress import fewer_flops
 
+    res = sys.stdout
+    states = states or {}
     factor = getattr(measurer, "timeout_factor", None)
     print(f"{'interrupted' if interrupted else 'done'} in {elapsed:,.1f} s", file=out)
     where = _time_spent(elapsed, startup, getattr(measurer, "stats", None))
@@ -464,58 +644,90 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
     if shared:
         print(shared, file=out)
     stats = {(r["key"], r["target"]): r for r in db.stats()}
-    if len(tasks) > 1:
-        print(f"{'kernel':<52} {'weight':>6} {'records':>8} {'best us':>10} {'GFLOPS':>8}", file=out)
+    peak_g = getattr(peak, "gflops", peak)
+    if len(tasks) > 1 and not as_json:
+        print(f"{'kernel':<52} {'weight':>6} {'records':>8} {'best us':>10} {'GFLOPS':>8}", file=res)
     for task in tasks:
         best = db.best(task, k=1)
         row = stats.get((task.workload_key, task.target.key), {"records": 0, "ok": 0, "errors": {}, "flags": {}})
-        n, ok = row["records"], row["ok"]
+        n = row["records"]
+        counts = count_summary(n, row["errors"], row["flags"].get(ResultFlag.NOISY, 0), factor)
+        state = states.get(task)
+        g = best[0].gflops(task.flop) if best else None
+        during = (task.flop / state.best_in_run / 1e9 if state is not None and state.remeasure_note
+                  and math.isfinite(state.best_in_run) else None)
+        ref = _vendor(task, compare_threads) if compare_threads and best else None
+        if as_json:
+            print(json.dumps({
+                "task": task.label, "workload": task.name, "params": task.args, "target": task.target.key,
+                "best": None if not best else {
+                    "record": best[0].id, "seconds": best[0].cost, "gflops": g,
+                    "effective": fewer_flops(task), "trusted": trusted(best[0]),
+                    "peak_gflops": peak_g, "during_run_gflops": during,
+                    "remeasure": state.remeasure_note if state is not None else ""},
+                "vendor": None if not isinstance(ref, tuple) else {
+                    "library": ref[0].library, "seconds": ref[0].seconds, "gflops": ref[0].gflops,
+                    "speedup": ref[0].seconds / best[0].cost},
+                "records": n, "counts": counts, "database": str(db)}), file=res)
+            continue
         if len(tasks) > 1:
-            cost, g = (f"{best[0].cost * 1e6:,.1f}", f"{best[0].gflops(task.flop):.1f}") if best else ("-", "-")
-            print(f"{task.label[:52]:<52} {getattr(task, 'weight', 1):>6} {n:>8} {cost:>10} {g:>8}", file=out)
-        elif best:
-            g = best[0].gflops(task.flop)
-            peak_g = getattr(peak, "gflops", peak)
-            share = (f" = {share_of_peak(g, peak_g)} of the {peak_g:.0f} GFLOPS peak"
-                     if peak_g and math.isfinite(g) else "")
-            how = "" if interrupted else f", remeasured with {_remeasure_repeats(measurer)} longer repeats"
-            print(f"{task.label}: best {best[0].cost * 1e6:,.1f} us, {g:.1f} GFLOPS{share} "
-                  f"(record #{best[0].id}{how})", file=out)
-            if compare_threads:
-                _compare_with_vendor(task, best[0].cost, compare_threads, out)
-            noisy = row["flags"].get(ResultFlag.NOISY, 0)
-            print(f"  {n} records: {ok} ok; {outcome_summary(row['errors'], noisy, factor)}", file=out)
+            cost, gt = (f"{best[0].cost * 1e6:,.1f}", f"{g:.1f}") if best else ("-", "-")
+            print(f"{task.label[:52]:<52} {getattr(task, 'weight', 1):>6} {n:>8} {cost:>10} {gt:>8}", file=res)
+            continue
+        if not best:
+            print(f"{task.label}: no successful record ({counts})", file=res)
+            continue
+        if fewer_flops(task):
+            share = " effective (the direct computation's flops over its time)"
+        elif peak_g and math.isfinite(g):
+            share = f" = {share_of_peak(g, peak_g)} of the {peak_g:.0f} GFLOPS peak"
         else:
-            print(f"{task.label}: no successful record ({n} records: "
-                  f"{outcome_summary(row['errors'], 0, factor)})", file=out)
-    print(f"records are in {db}", file=out)
+            share = ""
+        how = "" if interrupted else f", re-measured with {_remeasure_repeats(measurer)} longer repeats"
+        print(f"{task.label}: best {best[0].cost * 1e6:,.1f} us, {g:.1f} GFLOPS{share} (record #{best[0].id}{how})",
+              file=res)
+        if during is not None:
+            print(f"  {during:.1f} GFLOPS during the run; {g:.1f} when re-measured: {state.remeasure_note}",
+                  file=res)
+        if not trusted(best[0]):
+            print("  noisy: the only successful records' repeats disagree; tune again for a figure to trust",
+                  file=res)
+        if isinstance(ref, tuple):
+            fig, how_chosen = ref
+            print(f"  vs {fig.library} ({how_chosen}), timed now on {compare_threads} thread(s): "
+                  f"{fig.seconds * 1e6:,.1f} us, {fig.gflops:.1f} GFLOPS; the tuned kernel is "
+                  f"{fig.seconds / best[0].cost:.2f}x its speed", file=res)
+        elif isinstance(ref, str):
+            print(f"  {ref}", file=res)
+        print(f"  {counts}", file=res)
+    print(f"records are in {db}", file=out if as_json else res, flush=True)
     if len(tasks) == 1:
-        t = tasks[0]
-        params = " ".join(f"--param {k}={v}" for k, v in t.args.items() if _non_default(t, k, v))
+        flags = task_flags(tasks[0].name, tasks[0].args)
         db_opt = f" --db {db_arg}" if db_arg else ""
-        print(f"next: `autosched db best --workload {t.name}{(' ' + params) if params else ''}{db_opt}` lists the "
-              f"best kernels; `autosched report --workload {t.name}{(' ' + params) if params else ''}{db_opt} "
-              f"--plot {t.name}.png` plots the run", file=out, flush=True)
+        if len(stats) > 1:  # the database holds others: name this one
+            db_opt += " " + flags
+        print(f"next: `autosched db best{db_opt}` shows the best kernel; `autosched report{db_opt} "
+              f"--plot {tasks[0].name}.png` plots the run", file=out, flush=True)
     else:
-        print("next: `autosched db stats` lists every kernel's records; `autosched build --model ...` builds "
+        print("next: `autosched db list` lists every kernel with its best; `autosched build --model ...` builds "
               "the model with them", file=out, flush=True)
 
 
-def _compare_with_vendor(task: Any, cost: float, threads: int, out: Any) -> None:
-    """One line: the fastest installed vendor library on the same computation, timed now on the same threads,
-    and how the tuned kernel compares with it."""
-    from autosched.search.vendor import vendor_reference
+def _vendor(task: Any, threads: int) -> tuple[Any, str] | str | None:
+    """The vendor library to compare with, timed now on ``threads`` threads: (figure, how it was chosen), or
+    a line saying why there is none (what to install), or None when no library expresses the task."""
+    from autosched.search.vendor import missing_vendor, vendor_reference
 
     try:
         ref = vendor_reference(task, threads)
     except Exception as e:  # noqa: BLE001 - a library's own failure must not cost the user the summary
-        log.warning("the vendor library could not be timed on %s: %s", task.label, first_line(e))
-        return
-    if ref is None:
-        return
-    print(f"  {ref.library} on the same computation, timed now on {threads} thread(s): "
-          f"{ref.seconds * 1e6:,.1f} us, {ref.gflops:.1f} GFLOPS; the tuned kernel is {ref.seconds / cost:.2f}x "
-          f"its speed", file=out)
+        return f"no comparison: the vendor library failed on this computation ({first_line(e)})"
+    if ref is not None:
+        return ref, "the fastest library installed here on this computation, kept for it"
+    install = missing_vendor(task)
+    if install:
+        return f"no comparison: no vendor library for this computation is installed ({install} to compare)"
+    return None
 
 
 def _time_spent(elapsed: float, startup: float, stats: Any) -> str:

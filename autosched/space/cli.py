@@ -29,6 +29,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--space", action="store_true",
                    help="also build each space of the default task and print its size")
     p.add_argument("--json", action="store_true", help="print JSON (one object per workload)")
+    from autosched.search.cli import add_verbosity
+
+    add_verbosity(p)
     return p
 
 
@@ -68,7 +71,10 @@ def describe(wl: Any, with_space: bool = False) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from autosched.search.cli import setup_logging
     from autosched.workloads import get_workload, list_workloads
+
+    setup_logging(args)
 
     if args.name is not None:
         try:
