@@ -181,6 +181,8 @@ def plot(path: str, runs: Sequence[RaceRun], trials: int, ref: Reference | None,
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
+    from autosched.search.cli import at_least
+
     p = sub.add_parser("race", help="compare search policies on one workload: a table and a PNG of their curves",
                        description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n", 1)[1],
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -188,9 +190,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="registered policies, comma-separated (see the list in `autosched tune --help`)")
     p.add_argument("--workload", required=True, help="a registered workload (see `autosched workloads`)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a workload parameter")
-    p.add_argument("--trials", type=int, default=64, help="trials per run (default 64)")
+    p.add_argument("--trials", type=at_least(1), default=64, help="trials per run (default 64)")
     p.add_argument("--seeds", default="0,1,2", metavar="S,S,...", help="seeds, comma-separated (default 0,1,2)")
-    p.add_argument("--batch-size", type=int, default=16, help="candidates per measured batch (default 16)")
+    p.add_argument("--batch-size", type=at_least(1), default=16, help="candidates per measured batch (default 16)")
     p.add_argument("--backend", choices=["ray", "local"], default=None, help="workers: ray (default) or local")
     p.add_argument("--target", default="llvm", help="target (default: this host)")
     p.add_argument("--plot", default="race.png", metavar="FILE.png", help="the curves (default race.png)")
@@ -225,6 +227,13 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as e:
         print(f"autosched race: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    from autosched.search.cli import supervised
+
+    # a local Ray: the race goes on in a watched child, so that a crash leaves no process behind
+    return supervised(lambda: _race(args, task, policies, seeds), "race", enabled=args.backend in (None, "ray"))
+
+
+def _race(args: argparse.Namespace, task: Any, policies: list[str], seeds: list[int]) -> int:
     threads = task.target.num_cores
     out = sys.stderr
     print(f"racing {', '.join(policies)} on {task.label}: {args.trials} trials x seeds {seeds}", file=out)
