@@ -34,11 +34,17 @@ def make_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="autosched",
         description="autosched: a search-based tensor-program tuner (TVM/Ansor lineage) on llvmlite.",
+        epilog="Results go to standard output, progress and messages to standard error. Exit codes: 0 done, "
+               "1 failed (or nothing found), 2 bad usage (one line names it, before anything starts), 3 db "
+               "import skipped bad lines, 130 interrupted. Each command's --help says more.",
     )
     p.add_argument("--version", action="version", version=f"autosched {autosched.__version__}")
+    from autosched.search.cli import add_verbosity, at_least
+
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     lw = sub.add_parser("lower-example", help="print the lowered loops of a scheduled vector add (a smoke test)")
-    lw.add_argument("--factor", type=int, default=64, help="split factor of the loop (default 64)")
+    lw.add_argument("--factor", type=at_least(1), default=64, help="split factor of the loop (default 64)")
+    add_verbosity(lw)
     from autosched.database import cli as db_cli  # argparse only; SQLAlchemy is imported when it runs
 
     db_cli.add_parser(sub)
@@ -64,7 +70,8 @@ def _add_peak_parser(sub: argparse._SubParsersAction) -> None:
 
     pk = sub.add_parser("peak", help="measure (once) and print this machine's fp32 peak GFLOPS",
                         description="Measure this machine's fp32 peak with a loop of vector FMAs compiled by "
-                                    "llvmlite; the figure is cached per CPU and thread count.")
+                                    "llvmlite; the figure is cached per CPU and thread count. Exit codes: 0 "
+                                    "done, 2 bad usage (a target that is not a CPU or GPU here).")
     pk.add_argument("--threads", type=at_least(1), default=None, help="threads (default: all cores)")
     pk.add_argument("--refresh", action="store_true", help="measure again instead of reading the cache")
     pk.add_argument("--json", action="store_true", help="print the figure as JSON")

@@ -321,3 +321,12 @@ def test_readme_snippets_run_as_written(env, tmp_path):
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     for code in ("0 done", "1 ", "2 bad usage", "3 ", "130 interrupted"):
         assert code in readme.split("Exit codes", 1)[1][:800], code
+
+
+def test_the_api_refuses_an_unknown_cpu_before_it_builds_anything(tmp_path):
+    import autosched
+
+    task = autosched.Task("matmul", dict(M=16, N=16, K=16), target="llvm -mcpu=notacpu")
+    with pytest.raises(ValueError, match="-mcpu=notacpu is not a CPU LLVM knows"):
+        autosched.tune(task, 4, database=str(tmp_path / "api.db"), backend="local")
+    assert not (tmp_path / "api.db").exists()

@@ -8,9 +8,13 @@ Defaults: the embedded SQLite database (``$AUTOSCHED_DB``, else the user data di
 the evolutionary policy with the XGBoost cost model. Running the same command again resumes: the records
 already stored warm the model and are never measured again.
 
-Exit codes: 0 done, 1 the run failed, 2 bad usage (unknown workload, policy or parameter, a malformed
-``--param``, a database, Ray cluster or log file that cannot be used), 130 interrupted (Ctrl-C or
-SIGTERM: the batch in flight is finished and committed first; a second Ctrl-C stops at once).
+Results go to standard output (--json: one JSON object per task), progress and messages to standard error.
+
+Exit codes: 0 done; 1 the run failed (every candidate failed, the cluster was lost, or the run crashed: one
+line says so, and no process it started is left behind); 2 bad usage, found before anything starts (an
+unknown workload, policy or parameter, a value out of its range, an unknown -mcpu, a database, Ray cluster
+or log file that cannot be used); 130 interrupted (Ctrl-C or SIGTERM: the batch in flight is finished and
+committed first; a second Ctrl-C stops at once).
 """
 
 from __future__ import annotations

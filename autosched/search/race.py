@@ -8,6 +8,8 @@ that stall are not flattered by comparing them with their own best. Prints a tab
 with the worst and best seed) and draws the curves::
 
     autosched race --policies random,evolutionary --workload matmul --param M=256 --trials 64 --seeds 0,1,2
+
+Exit codes: 0 done, 1 every run failed (or the race crashed), 2 bad usage (found before anything starts).
 """
 
 from __future__ import annotations

@@ -187,6 +187,9 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
 
     if trials < 0 or batch_size < 1:
         raise ValueError(f"need trials >= 0 and batch_size >= 1, got trials={trials}, batch_size={batch_size}")
+    from autosched.target import check_target
+
+    check_target(task.target)  # an -mcpu LLVM does not know aborts the process at the first build: say it here
     policy_cls = get_policy(policy) if isinstance(policy, str) else policy
     policy_name = policy if isinstance(policy, str) else policy_cls.name
     check_policy_options(policy_cls, policy_options or {})
