@@ -395,3 +395,161 @@ def test_cache_write_of_a_reducer_that_reads_the_axis():
         y = np.zeros(10, "float32")
         autosched.build(s, [X, Y])(x, y)
         np.testing.assert_allclose(y, want, rtol=1e-6)
+
+
+# -- decl_tensor_intrin + tensorize -----------------------------------------------------------------
+
+
+def _vadd_intrin(n, impl):
+    x = te.placeholder((n,), name="vx")
+    y = te.placeholder((n,), name="vy")
+    z = te.compute((n,), lambda i: x[i] + y[i], name="vz")
+    return te.decl_tensor_intrin(z.op, impl, name="vadd", default_buffer_params={"offset_factor": 1}), z
+
+
+def test_tensorize_an_elementwise_intrinsic_calling_a_registered_function():
+    from autosched import tir
+
+    @autosched.register_func("test_te_primitives_tvm.vadd", override=True)
+    def vadd(a, b, c):
+        c.copyfrom(a.numpy() + b.numpy())
+
+    intrin, z = _vadd_intrin(16, lambda ins, outs: tir.call_packed("test_te_primitives_tvm.vadd", ins[0], ins[1],
+                                                                    outs[0]))
+    assert intrin.op is z.op and intrin.reduce_init is None and tuple(intrin.inputs) == tuple(z.op.input_tensors)
+    assert int(intrin.buffers[0].shape[0]) == 16
+    m = 64
+    A = te.placeholder((4, m), name="A")
+    B = te.placeholder((4, m), name="B")
+    C = te.compute((4, m), lambda r, i: A[r, i] + B[r, i], name="C")
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[1], factor=16)
+    s[C].tensorize(xi, intrin)
+    assert s[C].tensorized == (xi, intrin)
+    assert 'call_packed("test_te_primitives_tvm.vadd"' in str(autosched.lower(s, [A, B, C]))
+    a, b = RNG.random((4, m)).astype("float32"), RNG.random((4, m)).astype("float32")
+    c = np.zeros((4, m), "float32")
+    autosched.build(s, [A, B, C])(a, b, c)
+    np.testing.assert_allclose(c, a + b, rtol=1e-6)
+    check_replay(s, [C], [A, B, C])
+
+
+def test_tensorize_a_c_micro_kernel_through_call_extern(tmp_path):
+    """The intrinsic is a C function compiled here, called with the addresses of the regions."""
+    import shutil
+    import subprocess
+
+    import llvmlite.binding as llvm
+
+    from autosched import tir
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    src = tmp_path / "kern.c"
+    src.write_text("int test_te_prim_vmul(const float *a, const float *b, float *c) {\n"
+                   "  for (int i = 0; i < 8; ++i) c[i] = a[i] * b[i];\n  return 0;\n}\n")
+    lib = tmp_path / "libkern.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    llvm.load_library_permanently(str(lib))
+    x = te.placeholder((8,), name="x")
+    y = te.placeholder((8,), name="y")
+    z = te.compute((8,), lambda i: x[i] * y[i], name="z")
+    intrin = te.decl_tensor_intrin(z.op, lambda ins, outs: tir.call_extern(
+        "int32", "test_te_prim_vmul", ins[0].access_ptr("r"), ins[1].access_ptr("r"), outs[0].access_ptr("w")),
+        default_buffer_params={"offset_factor": 8})
+    A = te.placeholder((40,), name="A")
+    B = te.placeholder((40,), name="B")
+    C = te.compute((40,), lambda i: A[i] * B[i], name="C")
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], factor=8)
+    s[C].parallel(xo)
+    s[C].tensorize(xi, intrin)
+    a, b = RNG.random(40).astype("float32"), RNG.random(40).astype("float32")
+    c = np.zeros(40, "float32")
+    autosched.build(s, [A, B, C])(a, b, c)
+    np.testing.assert_allclose(c, a * b, rtol=1e-6)
+
+
+def _gemv_intrin(m, n, with_body):
+    """z[i] = sum_k w[i, k] * x[k], w read with a row stride: an ir_builder body (loops over the strided
+    buffer) or a registered function, as reset + update."""
+    from autosched import tir
+
+    w = te.placeholder((m, n), name="w")
+    x = te.placeholder((n,), name="x")
+    k = te.reduce_axis((0, n), name="k")
+    z = te.compute((m,), lambda i: te.sum(w[i, k] * x[k], axis=k), name="z")
+    Wb = tir.decl_buffer(w.shape, w.dtype, name="W", offset_factor=1, strides=[te.var("ldw"), 1])
+
+    def intrin_func(ins, outs):
+        ww, xx = ins
+        zz = outs[0]
+        reset = tir.call_packed("test_te_primitives_tvm.fill_zero", zz)
+        if with_body:
+            ib = tir.ir_builder.create()
+            wp, xp, zp = ib.buffer_ptr(ww), ib.buffer_ptr(xx), ib.buffer_ptr(zz)
+            with ib.for_range(0, m, name="i") as i:
+                with ib.for_range(0, n, name="kk") as kk:
+                    zp[i] = zp[i] + wp[i * ww.strides[0] + kk] * xp[kk]
+            return None, reset, ib.get()
+        update = tir.call_packed("test_te_primitives_tvm.gemv_add", ww, xx, zz, ww.strides[0])
+        return None, reset, update
+
+    return te.decl_tensor_intrin(z.op, intrin_func, binds={w: Wb}, default_buffer_params={"offset_factor": 1})
+
+
+@pytest.mark.parametrize("with_body", [False, True], ids=["call_packed", "ir_builder"])
+def test_tensorize_a_gemv_inside_the_reduction(with_body):
+    """C[i, j] = sum_k B[j, k] * A[i, k], tiled (i, j.outer, k.outer, j.inner, k.inner): the intrinsic covers
+    (j.inner, k.inner) and runs reset before k.outer and update inside it."""
+    strides_seen = []
+
+    @autosched.register_func("test_te_primitives_tvm.fill_zero", override=True)
+    def fill_zero(z):
+        z.copyfrom(np.zeros(z.shape, z.dtype))
+
+    @autosched.register_func("test_te_primitives_tvm.gemv_add", override=True)
+    def gemv_add(w, x, z, ldw):
+        strides_seen.append(ldw)
+        z.copyfrom(z.numpy() + np.asarray(w) @ x.numpy())
+
+    N, M, L = 3, 32, 48
+    A = te.placeholder((N, L), name="A")
+    B = te.placeholder((M, L), name="B")
+    k = te.reduce_axis((0, L), name="k")
+    C = te.compute((N, M), lambda i, j: te.sum(B[j, k] * A[i, k], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    i, j = C.op.axis
+    jo, ji = s[C].split(j, factor=16)
+    ko, ki = s[C].split(k, factor=16)
+    s[C].reorder(i, jo, ko, ji, ki)
+    s[C].tensorize(ji, _gemv_intrin(16, 16, with_body))
+    a, b = RNG.random((N, L)).astype("float32"), RNG.random((M, L)).astype("float32")
+    c = np.zeros((N, M), "float32")
+    autosched.build(s, [A, B, C])(a, b, c)
+    np.testing.assert_allclose(c, a @ b.T, rtol=1e-5)
+    if not with_body:
+        assert set(strides_seen) == {L}
+
+
+def test_tensorize_refusals():
+    intrin, _ = _vadd_intrin(16, lambda ins, outs: autosched.tir.call_packed("x", ins[0]))
+    A = te.placeholder((40,), name="A")
+    B = te.placeholder((40,), name="B")
+    C = te.compute((40,), lambda i: A[i] * B[i], name="C")
+    s = te.create_schedule(C.op)
+    _, xi = s[C].split(C.op.axis[0], factor=16)
+    s[C].tensorize(xi, intrin)
+    with pytest.raises(ScheduleError, match="tensorize of stage 'C' at axis 'i.inner'.*not the intrinsic"):
+        autosched.lower(s, [A, B, C])
+    D = te.compute((40,), lambda i: A[i] + B[i], name="D")
+    s = te.create_schedule(D.op)
+    _, xi = s[D].split(D.op.axis[0], factor=16)
+    s[D].tensorize(xi, intrin)
+    with pytest.raises(ScheduleError, match="does not split evenly"):
+        autosched.lower(s, [A, B, D])
+    s = te.create_schedule(D.op)
+    _, xi = s[D].split(D.op.axis[0], factor=8)
+    s[D].tensorize(xi, intrin)
+    with pytest.raises(ScheduleError, match=r"cover \[8\].*shape \[16\]"):
+        autosched.lower(s, [A, B, D])

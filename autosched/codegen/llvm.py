@@ -324,7 +324,7 @@ class CodeGenLLVM:
         return base
 
     def _packed_call(self, e: E.Call) -> ir.Value:
-        """``tir.call_packed``: the arguments in slots of five words (runtime.packed), then the bridge; a failure
+        """``tir.call_packed``: the arguments in slots of six words (runtime.packed), then the bridge; a failure
         ends the kernel with its status."""
         from autosched.runtime import packed
 
@@ -333,35 +333,45 @@ class CodeGenLLVM:
         n = len(e.args)
         eb = ir.IRBuilder(self.cur.entry)
         eb.position_at_start(self.cur.entry)
-        slots = eb.alloca(ir.ArrayType(I64, max(1, 5 * n)), name="packed_args")
+        W = packed.WORDS
+        slots = eb.alloca(ir.ArrayType(I64, max(1, W * n)), name="packed_args")
         slots.type = PTR
         words: list[list[ir.Value]] = []
         for a in e.args:
             zero = ir.Constant(I64, 0)
-            if isinstance(a, S.BufferRef):
+            if isinstance(a, S.BufferRef):  # its shape and, for a view of a region, strides and start
                 buf = a.buffer
-                shape = eb.alloca(ir.ArrayType(I64, max(1, len(buf.shape))), name="packed_shape")
+                nd = max(1, len(buf.shape))
+                shape = eb.alloca(ir.ArrayType(I64, 2 * nd), name="packed_shape")
                 shape.type = PTR
                 for d, ext in enumerate(buf.shape):
                     b.store(self.expr(ext), b.gep(shape, [ir.Constant(I64, d)], source_etype=I64))
+                strides = zero
+                if buf.strides is not None:
+                    for d, st in enumerate(buf.strides):
+                        b.store(self.expr(st), b.gep(shape, [ir.Constant(I64, nd + d)], source_etype=I64))
+                    strides = b.ptrtoint(b.gep(shape, [ir.Constant(I64, nd)], source_etype=I64), I64)
+                ptr = self._buffer_base(buf)
+                if buf.elem_offset is not None:
+                    ptr = b.gep(ptr, [self.expr(buf.elem_offset)], source_etype=ltype(buf.dtype, True))
                 code = packed.DTYPES.index(buf.dtype) if buf.dtype in packed.DTYPES else 0
-                words.append([ir.Constant(I64, 3), b.ptrtoint(self._buffer_base(buf), I64),
-                              ir.Constant(I64, len(buf.shape)), b.ptrtoint(shape, I64), ir.Constant(I64, code)])
+                words.append([ir.Constant(I64, 3), b.ptrtoint(ptr, I64), ir.Constant(I64, len(buf.shape)),
+                              b.ptrtoint(shape, I64), ir.Constant(I64, code), strides])
             elif a.dtype == "handle":
-                words.append([ir.Constant(I64, 2), b.ptrtoint(self.expr(a), I64), zero, zero, zero])
+                words.append([ir.Constant(I64, 2), b.ptrtoint(self.expr(a), I64), zero, zero, zero, zero])
             elif a.dtype.startswith("float"):
                 v = self.expr(a)
                 if a.dtype != "float64":
                     v = b.fpext(v, ir.DoubleType())
-                words.append([ir.Constant(I64, 1), b.bitcast(v, I64), zero, zero, zero])
+                words.append([ir.Constant(I64, 1), b.bitcast(v, I64), zero, zero, zero, zero])
             else:
                 v = self.expr(a)
                 if v.type.width < 64:
                     v = b.zext(v, I64) if a.dtype.startswith("uint") or a.dtype == "bool" else b.sext(v, I64)
-                words.append([ir.Constant(I64, 0), v, zero, zero, zero])
+                words.append([ir.Constant(I64, 0), v, zero, zero, zero, zero])
         for k, ws in enumerate(words):
             for j, w in enumerate(ws):
-                b.store(w, b.gep(slots, [ir.Constant(I64, 5 * k + j)], source_etype=I64))
+                b.store(w, b.gep(slots, [ir.Constant(I64, W * k + j)], source_etype=I64))
         name = e.name[len(PACKED):].encode() + b"\0"
         gname = "packed_name." + _ident(e.name[len(PACKED):])
         g = self.module.globals.get(gname)
@@ -662,13 +672,23 @@ def _has_load(e: Expr) -> bool:
 
 def _buffers_used(s: S.Stmt, known: dict) -> list[S.Buffer]:
     seen: dict[int, S.Buffer] = {}
+    datas = {b._data: b for b in known if b._data is not None}
+
+    def use(b: S.Buffer) -> None:
+        if b not in known and b.base is not None:  # a view: its memory is the base's
+            b = b.base
+        if b in known:
+            seen.setdefault(id(b), b)
+
     for x in S.walk_stmts(s):
-        if isinstance(x, S.BufferStore) and x.buffer in known:
-            seen.setdefault(id(x.buffer), x.buffer)
+        if isinstance(x, S.BufferStore):
+            use(x.buffer)
         for e in S.stmt_exprs(x):
             for y in E.walk(e):
-                if isinstance(y, S.BufferLoad) and y.buffer in known:
-                    seen.setdefault(id(y.buffer), y.buffer)
+                if isinstance(y, (S.BufferLoad, S.BufferRef)):
+                    use(y.buffer)
+                elif isinstance(y, Var) and y in datas:  # an address (Buffer.data)
+                    use(datas[y])
     return list(seen.values())
 
 

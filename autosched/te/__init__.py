@@ -36,6 +36,7 @@ from autosched.te.expr import (
     truncmod,
 )
 from autosched.te.extern import ExternOp, extern
+from autosched.te.intrin import TensorIntrin, decl_tensor_intrin
 from autosched.te.scan import ScanOp, scan
 from autosched.te.schedule import Schedule, Stage, create_schedule
 from autosched.te.tensor import (
@@ -59,7 +60,8 @@ __all__ = [
     "Expr", "Var", "abs", "all", "any", "cast", "ceil", "comm_reducer", "const", "cos", "erf", "exp", "floor",
     "if_then_else", "log", "max", "max_value", "maximum", "min", "min_value", "minimum", "power", "sigmoid", "sin",
     "sqrt", "sum", "tanh", "floordiv", "floormod", "indexdiv", "indexmod", "truncdiv", "truncmod",
-    "Schedule", "Stage", "create_schedule", "ScanOp", "scan", "ExternOp", "extern", "ComputeOp", "IterVar", "Operation",
+    "Schedule", "Stage", "create_schedule", "ScanOp", "scan",
+    "ExternOp", "extern", "TensorIntrin", "decl_tensor_intrin", "ComputeOp", "IterVar", "Operation",
     "PlaceholderOp", "Range", "Tensor", "TensorSlice",
     "compute", "placeholder", "reduce_axis", "size_var", "thread_axis", "var",
     "Step", "Trace",

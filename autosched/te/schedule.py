@@ -16,6 +16,7 @@ from autosched.errors import ScheduleError
 from autosched.te.dataflow import predicate_from_json, predicate_to_json, rename_reducer, rfactor_ops
 from autosched.te.expr import Expr, Reduce, TensorLoad, Var, convert, substitute, transform
 from autosched.te.extern import ExternOp
+from autosched.te.intrin import TensorIntrin, get_intrin
 from autosched.te.scan import ScanOp, scan_body
 from autosched.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor
 from autosched.te.trace import (
@@ -33,6 +34,7 @@ from autosched.te.trace import (
     Step,
     StorageAlign,
     StorePredicate,
+    Tensorize,
     Trace,
 )
 from autosched.te.trace import Fuse as FuseStep
@@ -130,6 +132,7 @@ class Stage:
         self.aligned: dict[int, tuple[int, int]] = {}  # buffer dimension -> (factor, offset)
         self.double_buffered = False
         self.prefetches: list[tuple[Tensor, IterVar, int]] = []
+        self.tensorized: tuple[IterVar, Any] | None = None  # (leaf, TensorIntrin) of tensorize
 
     # ------------------------------------------------------------------ info
     @property
@@ -325,6 +328,15 @@ class Stage:
             raise ScheduleError(f"storage_align on stage '{self.name}': '{getattr(axis, 'name', axis)}' is not one "
                                 f"of its root axes ({', '.join(a.name for a in self.op.axis)})")
         self._apply(StorageAlign(self.index, dims[0], int(factor), int(offset)))
+
+    def tensorize(self, var: IterVar, tensor_intrin: TensorIntrin) -> None:
+        """Compute the loops from ``var`` inward with ``tensor_intrin`` (``te.decl_tensor_intrin``): its
+        statement runs on the regions of this stage's inputs and output that those loops cover. The intrinsic's
+        compute must have the same form as this stage's (checked when lowering), and the regions its shapes."""
+        if not isinstance(tensor_intrin, TensorIntrin):
+            raise ScheduleError(f"tensorize on stage '{self.name}': expected a te.decl_tensor_intrin, got "
+                                f"{tensor_intrin!r}")
+        self._apply(Tensorize(self.index, self._leaf_index(var, "tensorize"), tensor_intrin.name))
 
     def compute_inline(self) -> None:
         """Substitute this stage's expression into every reader; no buffer, no loop."""
@@ -592,6 +604,18 @@ class Schedule:
         stage.attach_type = "scope"
         stage.attach_stage = target
         stage.attach_ivar = iv
+
+    def _apply_tensorize(self, stage: Stage, step: Tensorize):
+        self._check_mutable(stage, step)
+        iv = self._leaf(stage, step.axis, step)
+        intrin = get_intrin(step.intrin)
+        if not isinstance(stage.op, ComputeOp):
+            raise ScheduleError(f"tensorize on stage '{stage.name}': only a te.compute can be tensorized")
+        for other in stage.leaf_iter_vars[step.axis:]:
+            if other in stage.iter_attrs:
+                raise ScheduleError(f"tensorize on stage '{stage.name}' at axis '{iv.name}': loop '{other.name}' "
+                                    f"inside it is marked {stage.iter_attrs[other]}; the intrinsic replaces it")
+        stage.tensorized = (iv, intrin)
 
     def _apply_set_scope(self, stage: Stage, step: SetScope):
         self._check_mutable(stage, step)

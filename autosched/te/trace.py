@@ -183,10 +183,19 @@ class Prefetch(Step):
     offset: int
 
 
+@dataclass(frozen=True)
+class Tensorize(Step):
+    """Replace the loops from leaf ``axis`` inward by the tensor intrinsic named ``intrin``."""
+
+    kind: ClassVar[str] = "tensorize"
+    axis: int
+    intrin: str
+
+
 STEP_KINDS: dict[str, type[Step]] = {
     cls.kind: cls
     for cls in (Split, Reorder, Fuse, Annotate, Bind, ComputeAt, ComputeInline, ComputeRoot, CacheRead, CacheWrite,
-                RFactor, StorePredicate, SetScope, Pragma, StorageAlign, DoubleBuffer, Prefetch)
+                RFactor, StorePredicate, SetScope, Pragma, StorageAlign, DoubleBuffer, Prefetch, Tensorize)
 }
 
 

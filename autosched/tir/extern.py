@@ -115,8 +115,14 @@ def rebind_buffers(stmt: S.Stmt, bmap: dict, vmap: dict | None = None) -> S.Stmt
             return bmap[b]
         if b.base is not None and b.base in bmap:
             v = views.get(id(b))
-            if v is None:
-                v = views[id(b)] = Buffer(b.name, b.shape, b.dtype, b.scope, base=bmap[b.base])
+            if v is None:  # a flat view (ir_builder.buffer_ptr): flat from the bound buffer's element 0
+                real = bmap[b.base]
+                if real.base is None and real.strides is None and real.elem_offset is None:
+                    v = Buffer(b.name, b.shape, b.dtype, b.scope, base=real)
+                else:
+                    one = IntImm(1, INDEX_DTYPE)
+                    v = Buffer(b.name, b.shape, b.dtype, b.scope, [one], real.elem_offset, base=real.base or real)
+                views[id(b)] = v
             return v
         return b
 

@@ -34,6 +34,7 @@ from autosched.tir import stmt as S
 from autosched.tir.arith import ANY_RANGES, Simplifier, ceildiv, interval, simplify, skey
 from autosched.tir.extern import bind_placeholder, dense_strides, rebind_buffers
 from autosched.tir.partition import partition_loops
+from autosched.tir.tensorize import emit_tensorize
 from autosched.tir.transform import simplify_stmt
 from autosched.tir.xthread import cross_thread_leaf, emit_cross_thread
 
@@ -205,7 +206,7 @@ class _Lowerer:
         from autosched.tir.transform import free_vars_stmt
 
         for v in free_vars_stmt(body):
-            if v not in bound:
+            if v not in bound and v.dtype != "handle":  # a buffer's address is bound with the buffer
                 raise LoweringError(
                     f"variable '{v.name}' is used by the computation but no argument's shape defines it"
                 )
@@ -616,6 +617,8 @@ class _Lowerer:
             return self.emit_scan(st)
         if isinstance(st.op, ExternOp):
             return self.emit_extern(st)
+        if st.tensorized is not None:
+            return emit_tensorize(self, st)
         xt = cross_thread_leaf(st)
         if xt is not None:
             return emit_cross_thread(self, st, xt)

@@ -41,7 +41,9 @@ class Buffer:
         """The address of the buffer's memory, as a ``handle`` variable (TVM's ``Buffer.data``): pass it to
         ``tir.call_packed`` / ``tir.call_extern``."""
         if self._data is None:
-            self._data = Var(self.name, "handle")
+            v = Var(self.name, "int64")
+            v.dtype = "handle"  # an address: not a value type of te, so set past the dtype check
+            self._data = v
         return self._data
 
     def access_ptr(self, access_mask: Any = "rw", ptr_type: str = "handle", content_lanes: int = 1,

@@ -1,0 +1,117 @@
+"""Tensor intrinsics (TVM's ``te.decl_tensor_intrin`` and ``Stage.tensorize``): a small computation, declared
+as a te compute, whose implementation is user-written loop IR (a call to a micro-kernel through
+``tir.call_extern`` / ``tir.call_packed``, or ``ir_builder`` code). ``s[C].tensorize(axis, intrin)`` replaces
+the loops of ``C`` from ``axis`` inward by that implementation, applied to the regions of ``C``'s inputs and
+output those loops cover.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from autosched.errors import ScheduleError
+from autosched.te import expr as E
+from autosched.te.expr import Expr
+from autosched.te.tensor import ComputeOp, Operation, Tensor
+from autosched.tir import stmt as S
+from autosched.tir.extern import decl_buffer
+
+#: the intrinsics declared in this process, by name: a trace names the intrinsic it tensorizes with
+_INTRINSICS: dict[str, TensorIntrin] = {}
+_counter = itertools.count(1)
+
+
+def _stmt(x: Any, what: str, name: str) -> S.Stmt | None:
+    if x is None:
+        return None
+    if isinstance(x, Expr):
+        return S.Evaluate(x)
+    if isinstance(x, S.Stmt):
+        return x
+    raise TypeError(f"decl_tensor_intrin {name}: the {what} must be a statement or a call, got {x!r}")
+
+
+class TensorIntrin:
+    """A declared intrinsic: the compute it implements (``op``), its buffers (inputs then outputs) and its
+    statements: ``body`` computes the whole output; for a reduction, ``reduce_init`` resets the output and
+    ``reduce_update`` adds a part of the reduction to it (used when the tensorized loops cover only part of
+    the reduction)."""
+
+    def __init__(self, name: str, op: ComputeOp, inputs: Sequence[Tensor], buffers: Sequence[S.Buffer],
+                 body: S.Stmt | None, reduce_init: S.Stmt | None, reduce_update: S.Stmt | None,
+                 scalar_params: Sequence[E.Var] = ()):
+        self.name = name
+        self.op = op
+        self.inputs = list(inputs)
+        self.buffers = list(buffers)
+        self.body = body
+        self.reduce_init = reduce_init
+        self.reduce_update = reduce_update
+        self.scalar_params = list(scalar_params)
+
+    def __repr__(self) -> str:
+        return f"TensorIntrin({self.name}, op={self.op.name})"
+
+
+def decl_tensor_intrin(op: Operation, fcompute: Callable[..., Any], name: str = "tensor_intrin",
+                       binds: dict | None = None, scalar_params: Sequence[E.Var] | None = None,
+                       default_buffer_params: dict | None = None) -> TensorIntrin:
+    """Declare an intrinsic implementing compute ``op``: ``fcompute(ins, outs)`` gets a buffer per input and per
+    output (``tir.decl_buffer`` with ``default_buffer_params``, or the buffer ``binds`` gives a tensor) and
+    returns the statement that computes the output, or for a reduction ``(body, reset, update)``."""
+    if not isinstance(op, ComputeOp):
+        raise TypeError(f"decl_tensor_intrin {name}: expected the operation of a te.compute, got {op!r}")
+    binds = dict(binds or {})
+    params = dict(default_buffer_params or {})
+    inputs = list(op.input_tensors)
+    ins, outs = [], []
+    for t in inputs:
+        ins.append(binds.get(t) or decl_buffer(t.shape, t.dtype, t.name, **params))
+    for k in range(op.num_outputs):
+        t = op.output(k)
+        outs.append(binds.get(t) or decl_buffer(t.shape, t.dtype, t.name, **params))
+    if scalar_params:
+        res = fcompute(ins, outs, list(scalar_params))
+    else:
+        res = fcompute(ins, outs)
+    if isinstance(res, (list, tuple)):
+        if len(res) != 3:
+            raise ValueError(f"decl_tensor_intrin {name}: fcompute returns one statement or three (body, reset, "
+                             f"update), got {len(res)}")
+        body, init, update = (_stmt(x, w, name) for x, w in zip(res, ("body", "reset", "update")))
+    else:
+        body, init, update = _stmt(res, "body", name), None, None
+    key = name
+    while key in _INTRINSICS:
+        key = f"{name}.{next(_counter)}"
+    intrin = TensorIntrin(key, op, inputs, ins + outs, body, init, update, scalar_params or ())
+    _INTRINSICS[key] = intrin
+    return intrin
+
+
+def get_intrin(name: str) -> TensorIntrin:
+    intrin = _INTRINSICS.get(name)
+    if intrin is None:
+        raise ScheduleError(f"tensorize: no tensor intrinsic named {name!r} was declared in this process "
+                            f"(te.decl_tensor_intrin); declare it before replaying the trace")
+    return intrin
+
+
+def shape_of_expr(e: Expr, tensors: list) -> list:
+    """A structural form of a compute body that ignores indices (the regions differ between a stage and the
+    intrinsic) and names tensors by their position: what tensorize compares."""
+    if isinstance(e, E.TensorLoad):
+        return ["load", next((k for k, t in enumerate(tensors) if t.op is e.tensor.op and
+                              getattr(t, "value_index", 0) == getattr(e.tensor, "value_index", 0)), -1)]
+    if isinstance(e, E.Reduce):
+        return ["reduce", e.combiner.name, [shape_of_expr(x, tensors) for x in e.sources]]
+    if isinstance(e, (E.IntImm, E.FloatImm)):
+        return [type(e).__name__, e.value, e.dtype]
+    if isinstance(e, E.Var):
+        return ["var"]
+    return [type(e).__name__, getattr(e, "name", ""), e.dtype] + [shape_of_expr(c, tensors) for c in E.children(e)]
+
+
+__all__ = ["TensorIntrin", "decl_tensor_intrin", "get_intrin"]
