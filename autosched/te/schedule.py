@@ -39,6 +39,7 @@ from autosched.te.trace import (
 )
 from autosched.te.trace import Fuse as FuseStep
 from autosched.te.trace import Split as SplitStep
+from autosched.tir.stmt import Buffer as TirBuffer
 
 ANNOTATIONS = ("parallel", "vectorize", "unroll")
 SCOPES = ("global", "local", "shared")
@@ -72,6 +73,8 @@ class Singleton(FuseRel):
 #: TVM's names for the relations a stage's ``relations`` holds (``te.schedule.Split``, ``Fuse``, ``Singleton``)
 Split = SplitRel
 Fuse = FuseRel
+#: TVM's ``te.schedule.Buffer``: the buffers te.extern and decl_tensor_intrin hand to their bodies
+Buffer = TirBuffer
 
 
 class IterVarAttr:
@@ -153,7 +156,7 @@ class Stage:
         kinds = {"unroll": IterVar.Unrolled, "vectorize": IterVar.Vectorized, "parallel": IterVar.Parallelized,
                  "tensorize": IterVar.Tensorized}
         pragmas = getattr(self, "pragmas", {})
-        intrins = getattr(self, "tensor_intrins", {})
+        intrins = {self.tensorized[0]: self.tensorized[1]} if self.tensorized is not None else {}
         out = {}
         for iv in self.all_iter_vars:
             ann, prs, intrin = self.iter_attrs.get(iv), pragmas.get(iv, []), intrins.get(iv)
