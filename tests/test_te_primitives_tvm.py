@@ -553,3 +553,72 @@ def test_tensorize_refusals():
     s[D].tensorize(xi, intrin)
     with pytest.raises(ScheduleError, match=r"cover \[8\].*shape \[16\]"):
         autosched.lower(s, [A, B, D])
+
+
+# -- double_buffer, prefetch ------------------------------------------------------------------------
+
+
+def test_double_buffer_alternates_two_copies():
+    A, B, C = _two_stage(64, 24)
+    s = te.create_schedule(C.op)
+    xo, _ = s[C].split(C.op.axis[0], factor=8)
+    s[B].compute_at(s[C], xo)
+    s[B].set_scope("shared")
+    s[B].double_buffer()
+    text = str(autosched.lower(s, [A, C]))
+    assert "allocate B: float32[2, 8, 24], shared" in text and "B[i.outer % 2, " in text
+    a = RNG.random((64, 24)).astype("float32")
+    c = np.zeros_like(a)
+    autosched.build(s, [A, C])(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+    check_replay(s, [C], [A, C])
+    s2 = te.create_schedule(C.op)
+    s2[B].double_buffer()
+    with pytest.raises(RuntimeError, match="double_buffer of stage 'B': it is computed at the root"):
+        autosched.lower(s2, [A, C])
+
+
+def test_double_buffer_on_the_gpu_grid():
+    from autosched.tir.gpu import prepare_kernel, serialize_bindings
+
+    n, k = 64, 32
+    A = te.placeholder((n, k), name="A")
+    r = te.reduce_axis((0, k), name="r")
+    B = te.compute((n,), lambda i: te.sum(A[i, r], axis=r), name="B")
+    s = te.create_schedule(B.op)
+    AS = s.cache_read(A, "shared", [B])
+    bx, tx = s[B].split(B.op.axis[0], factor=16)
+    ro, ri = s[B].split(r, factor=8)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[AS].compute_at(s[B], ro)
+    s[AS].double_buffer()
+    _, fi = s[AS].split(s[AS].op.axis[0], factor=16)
+    s[AS].bind(fi, te.thread_axis("threadIdx.x"))
+    func = autosched.lower(s, [A, B])
+    prepare_kernel(func)
+    a = RNG.random((n, k)).astype("float32")
+    b = np.zeros(n, "float32")
+    autosched.build(serialize_bindings(func))(a, b)
+    np.testing.assert_allclose(b, a.sum(1), rtol=1e-5)
+
+
+def test_prefetch_emits_cache_hints_and_keeps_results():
+    n, m = 32, 40
+    A = te.placeholder((n, m), name="A")
+    B = te.placeholder((n, m), name="B")
+    C = te.compute((n, m), lambda i, j: A[i, j] + B[i, j], name="C")
+    s = te.create_schedule(C.op)
+    s[C].prefetch(A, C.op.axis[0], 2)
+    text = str(autosched.lower(s, [A, B, C]))
+    assert "prefetch(access_ptr(A, " in text
+    f = autosched.build(s, [A, B, C])
+    assert "llvm.prefetch" in f.get_source("ll-unopt")
+    a, b = RNG.random((n, m)).astype("float32"), RNG.random((n, m)).astype("float32")
+    c = np.zeros_like(a)
+    f(a, b, c)
+    np.testing.assert_allclose(c, a + b, rtol=1e-6)
+    check_replay(s, [C], [A, B, C])
+    D = te.compute((n, m), lambda i, j: B[i, j] * 2, name="D")
+    with pytest.raises(ScheduleError, match="prefetch on stage 'D', axis 'i': the stage does not read 'A'"):
+        te.create_schedule([C.op, D.op])[D].prefetch(A, D.op.axis[0], 1)

@@ -306,6 +306,10 @@ class CodeGenLLVM:
             ret = PTR if e.dtype == "handle" else ltype(e.dtype)
             fn = self._decl(e.name[len(EXTERN):], ret, [a.type for a in args])
             return self.b.call(fn, args)
+        if e.name == "prefetch":  # a hint: read for use soon, keep in all cache levels
+            fn = self._decl("llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
+            self.b.call(fn, [self.expr(e.args[0]), ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+            return ir.Constant(I32, 0)
         if e.name == "access_ptr":  # the address of an element of a buffer
             base = self.expr(e.args[0])
             ety = next((ltype(b.dtype, True) for b in self.cur.bufs if b._data is e.args[0]), I8)

@@ -144,6 +144,8 @@ class CodeGenNVPTX(CodeGenLLVM):
         return self.b.call(ir.InlineAsm(ty, text, cons), args)
 
     def _e_Call(self, e: E.Call):
+        if e.name == "prefetch":  # a CPU cache hint (Stage.prefetch): nothing to do on the GPU
+            return ir.Constant(ir.IntType(32), 0)
         if e.name in ("sqrt", "fabs", "floor", "ceil"):
             return super()._e_Call(e)
         if e.dtype != "float32":

@@ -27,7 +27,9 @@ from autosched.te.trace import (
     ComputeAt,
     ComputeInline,
     ComputeRoot,
+    DoubleBuffer,
     Pragma,
+    Prefetch,
     Reorder,
     RFactor,
     SetScope,
@@ -332,6 +334,25 @@ class Stage:
                                 f"of its root axes ({', '.join(a.name for a in self.op.axis)})")
         self._apply(StorageAlign(self.index, dims[0], int(factor), int(offset)))
 
+    def double_buffer(self) -> None:
+        """Give this stage's buffer two copies that alternate between iterations of the loop it is computed at
+        (TVM: while one iteration reads one copy, the next fills the other, so a GPU block needs no barrier
+        between filling and the previous iteration's reads). The stage must be computed at a loop."""
+        self._apply(DoubleBuffer(self.index))
+
+    def prefetch(self, tensor: Tensor, var: IterVar, offset: int) -> None:
+        """At the start of each iteration of loop ``var``, prefetch into the cache what iteration
+        ``var + offset`` will read of ``tensor`` (``llvm.prefetch``; a hint: results do not change)."""
+        if not isinstance(tensor, Tensor):
+            raise ScheduleError(f"prefetch on stage '{self.name}': expected the tensor to prefetch, got {tensor!r}")
+        src = self.sch[tensor]
+        try:
+            off = int(offset)
+        except (TypeError, ValueError):
+            raise ScheduleError(f"prefetch on stage '{self.name}': the offset must be an integer number of "
+                                f"iterations, got {offset!r}") from None
+        self._apply(Prefetch(self.index, src.index, self._leaf_index(var, "prefetch"), off))
+
     def tensorize(self, var: IterVar, tensor_intrin: TensorIntrin) -> None:
         """Compute the loops from ``var`` inward with ``tensor_intrin`` (``te.decl_tensor_intrin``): its
         statement runs on the regions of this stage's inputs and output that those loops cover. The intrinsic's
@@ -607,6 +628,21 @@ class Schedule:
         stage.attach_type = "scope"
         stage.attach_stage = target
         stage.attach_ivar = iv
+
+    def _apply_double_buffer(self, stage: Stage, step: DoubleBuffer):
+        self._check_mutable(stage, step)
+        stage.double_buffered = True
+
+    def _apply_prefetch(self, stage: Stage, step: Prefetch):
+        self._check_mutable(stage, step)
+        iv = self._leaf(stage, step.axis, step)
+        if not 0 <= step.tensor < len(self.stages):
+            raise ScheduleError(f"{step.describe()}: no stage {step.tensor}")
+        src = self.stages[step.tensor]
+        if not any(self.stage_map.get(t.op) is src for t in _reads(stage.op)):
+            raise ScheduleError(f"prefetch on stage '{stage.name}', axis '{iv.name}': the stage does not read "
+                                f"'{src.name}'")
+        stage.prefetches.append((src.op.output(0), iv, step.offset))
 
     def _apply_tensorize(self, stage: Stage, step: Tensorize):
         self._check_mutable(stage, step)

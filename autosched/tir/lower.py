@@ -44,7 +44,7 @@ _KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"
 class _Info:
     """What bound inference learned about one stage."""
 
-    __slots__ = ("region", "extent", "value", "buffer", "buffers", "local", "mult", "simp", "spatial_root")
+    __slots__ = ("region", "extent", "value", "buffer", "buffers", "local", "mult", "simp", "spatial_root", "db")
 
     def __init__(self):
         self.region: list[tuple[Expr, Expr]] = []  # per output dim: (min, extent)
@@ -55,6 +55,7 @@ class _Info:
         self.local = False  # buffer holds only the region (indices offset by region min)
         self.simp: Simplifier | None = None  # the simplifier under the leaf loop ranges (inference, guards)
         self.spatial_root: dict = {}  # spatial root var -> its index in the stage's loops (region min + offset)
+        self.db: Expr | None = None  # double_buffer: which of the two copies (the attach loop's parity)
 
 
 def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", *, partition: bool = True,
@@ -361,6 +362,8 @@ class _Lowerer:
                 buf = S.Buffer(st.name if k == 0 else f"{st.name}.v{k}", bshape, dt, st.scope,
                                _aligned_strides(bshape, st.aligned) if st.aligned else None)
             info.buffers.append(buf)
+        if st.double_buffered:
+            self.double_buffer(st, info)
         info.buffer = info.buffers[0]
         # leaf extents
         ext = info.extent
@@ -433,6 +436,72 @@ class _Lowerer:
                     f"'{late[0].name}', which runs inside it; keep '{late[0].name}' outside '{iv.name}' "
                     f"(reorder)")
             self.loop_range[iv.var] = (IntImm(0), _minus_one(ext[iv]))
+
+    def double_buffer(self, st: Stage, info: _Info) -> None:
+        """``double_buffer``: two copies of the stage's buffer, the one written and read chosen by the parity of
+        the loop the stage is computed at (a leading dimension of 2)."""
+        if st.attach_type != "scope":
+            raise LoweringError(f"double_buffer of stage '{st.name}': it is computed at the root; compute_at it "
+                                f"inside the loop whose iterations should alternate between the two copies")
+        if any((id(st), k) in self.out_buf for k in range(len(info.buffers))):
+            raise LoweringError(f"double_buffer of stage '{st.name}': it is an argument of the kernel")
+        info.db = E.FloorMod(st.attach_ivar.var, IntImm(2, st.attach_ivar.var.dtype), st.attach_ivar.var.dtype)
+        info.buffers = [S.Buffer(b.name, [IntImm(2)] + list(b.shape), b.dtype, b.scope,
+                                 [simplify(b.strides[0] * b.shape[0])] + list(b.strides) if b.strides else None)
+                        for b in info.buffers]
+
+    def prefetch_stmts(self, st: Stage, level: int) -> list[S.Stmt]:
+        """``prefetch``: at the start of loop ``level``, what iteration ``+ offset`` of it reads of each prefetched
+        tensor, one ``llvm.prefetch`` per cache line of the innermost dimension."""
+        from autosched.te.expr import DTYPE_BYTES
+
+        out: list[S.Stmt] = []
+        leaves = st.leaf_iter_vars
+        info = self.infos[id(st)]
+        rmap = self.root_index(st, info)
+        for t, iv, off in st.prefetches:
+            if iv is not leaves[level]:
+                continue
+            src = self.stage_of(t)
+            relax = {x.var: self.loop_range[x.var] for x in leaves[level + 1:]}
+            shift = {iv.var: iv.var + off}
+            box: list | None = None
+            buf = None
+            for node in E.walk(self.eff_body[id(st)]):
+                if not (isinstance(node, E.TensorLoad) and self.stage_of(node.tensor) is src):
+                    continue
+                load = self.buffer_load(E.TensorLoad(node.tensor, [E.substitute(i, rmap) for i in node.indices]))
+                buf = load.buffer
+                ivs = [interval(simplify(E.substitute(i, shift)), relax) for i in load.indices]
+                if any(r is None for r in ivs):
+                    box = None
+                    break
+                if box is None:
+                    box = [list(r) for r in ivs]
+                else:
+                    for d, (lo, hi) in enumerate(ivs):
+                        box[d][0] = _pick(box[d][0], lo, min) if box[d][0] is not None else None
+                        box[d][1] = _pick(box[d][1], hi, max) if box[d][1] is not None else None
+            if box is None or buf is None or any(lo is None or hi is None for lo, hi in box):
+                continue  # a region that cannot be bounded is not prefetched (a hint, never needed)
+            strides = list(buf.strides or dense_strides(buf.shape))
+            line = max(1, 64 // DTYPE_BYTES[buf.dtype]) if isinstance(strides[-1], IntImm) and \
+                strides[-1].value == 1 else 1
+            vs = [Var(f"{buf.name}.pf{d}") for d in range(len(box))]
+            addr: Expr = buf.elem_offset if buf.elem_offset is not None else IntImm(0)
+            for d, ((lo, _), v) in enumerate(zip(box, vs)):
+                step = line if d == len(box) - 1 else 1
+                addr = addr + (lo + v * step) * strides[d]
+            stmt: S.Stmt = S.Evaluate(E.Call("int32", "prefetch", [E.Call("handle", "access_ptr",
+                                                                          [(buf.base or buf).data, simplify(addr)])]))
+            for d in range(len(box) - 1, -1, -1):
+                lo, hi = box[d]
+                ext = simplify(hi - lo + 1)
+                if d == len(box) - 1:
+                    ext = simplify((ext + (line - 1)) // line) if line > 1 else ext
+                stmt = S.For(vs[d], ext, "serial", stmt)
+            out.append(stmt)
+        return out
 
     def infer_scan(self, st: Stage, info: _Info) -> None:
         """A scan's stage: its output buffers (which its states read) and its time loop."""
@@ -559,6 +628,8 @@ class _Lowerer:
         idx = x.indices
         if info.local:
             idx = [simplify(i - mn) for i, (mn, _) in zip(idx, info.region)]
+        if info.db is not None:
+            idx = [info.db] + list(idx)
         return S.BufferLoad(info.buffers[getattr(x.tensor, "value_index", 0)], idx)
 
     def load_expr(self, e: Expr, vmap: dict | None = None) -> Expr:
@@ -629,6 +700,8 @@ class _Lowerer:
         rmap = self.root_index(st, info)
         body_expr = self.eff_body[id(st)]
         out_idx = [info.value[ax] if info.local else rmap[ax.var] for ax in st.op.axis]
+        if info.db is not None:
+            out_idx = [info.db] + out_idx
         buf = info.buffer
 
         # guards
@@ -708,6 +781,8 @@ class _Lowerer:
 
         for level in range(n - 1, -1, -1):
             parts: list[S.Stmt] = [self.emit(c) for c in attached.get(level, [])]
+            if st.prefetches:
+                parts = self.prefetch_stmts(st, level) + parts
             if p is not None and level == p - 1:
                 parts.append(init)
             parts.append(stmt)
