@@ -77,7 +77,7 @@ _task.set_apply_best_source(_apply_best)
 def _load_relay_workloads() -> None:
     """The fused kernels of relay graphs (``relay.fused``) register when the relay package is imported: a task
     or record of one finds its workload without the registry, which sits below relay, importing it."""
-    import autosched.relay.fused  # noqa: F401
+    import autosched.relay.backend.fused  # noqa: F401
 
 
 _workloads.register_workload_source("relay.", _load_relay_workloads)

@@ -231,7 +231,7 @@ def test_the_cuda_kernels_of_a_model_compute_what_the_cpu_build_does(resnet):
     """Each of the model's GPU kernels with its grid run serially on the CPU, in the same graph: equal to
     the CPU build of the model."""
     from autosched.codegen.build import build_many
-    from autosched.relay.build import _GraphBuilder, optimize
+    from autosched.relay.backend.build_module import _GraphBuilder, optimize
     from autosched.target import Target
     from autosched.tir.gpu import prepare_kernel, serialize_bindings
 
@@ -282,7 +282,7 @@ def test_the_graph_executor_runs_a_cuda_graph_on_device_memory(resnet_cuda, driv
 def test_relay_cuda_defaults_store_coalesced(resnet):
     """Every kernel of the model under its default cuda schedule: consecutive threadIdx.x store consecutive
     addresses (runs of at least 8 floats, or whole rows)."""
-    from autosched.relay.build import _GraphBuilder, optimize
+    from autosched.relay.backend.build_module import _GraphBuilder, optimize
     from autosched.target import Target
     from autosched.tir.gpu import prepare_kernel
 
@@ -306,7 +306,7 @@ def test_bench_gpu_says_no_cuda_device():
 def test_the_generated_cuda_space_tunes_fused_kernels(resnet):
     """A model's kernels with an epilogue (conv2d + bias + relu) have cuda sketches: the epilogue is tiled,
     reading the accumulators in registers; samples store coalesced and compute what the CPU build does."""
-    from autosched.relay.build import extract_tasks
+    from autosched.relay.backend.build_module import extract_tasks
     from autosched.tir.gpu import prepare_kernel, serialize_bindings
 
     mod, params = resnet

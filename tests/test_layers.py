@@ -7,6 +7,10 @@ relay; the command line (every ``cli.py``, ``__main__`` and the package facade `
 module may import its own package and anything below its layer. The check reads every ``import`` in the
 source (function-level ones too, which a fresh interpreter's ``sys.modules`` would not show until called),
 and a second check imports each package in a fresh interpreter and looks at what it pulled in.
+
+Inside relay the same rule holds between its sub-packages, as in TVM: ir < op < dataflow_pattern < transform <
+backend and frontend (beside each other); ``relay/__init__`` (the facade that gathers TVM's names) and the command
+are above them all, and relay's modules import one another without cycles.
 """
 
 from __future__ import annotations
@@ -167,3 +171,116 @@ print(json.dumps([best.target, host_cpu_name(), best.host_cpu, _probe_isa.cache_
     target, host, record_cpu, probes, codegen = json.loads(out.stdout)
     assert target == f"llvm -mcpu={host}" and record_cpu == host
     assert probes == 0 and codegen == []
+
+
+RELAY = ROOT / "relay"
+RELAY_LAYERS: list[set[str]] = [
+    {"ir"},  # expressions, printer, type inference
+    {"op"},  # the registry, every op's compute and default schedules, constant evaluation
+    {"dataflow_pattern"},  # patterns name registered ops
+    {"transform"},  # passes, layouts, partitioning
+    {"backend", "frontend"},  # build and external compilers; the ONNX importer: beside each other
+]
+#: relay imports against its internal order, each with its reason (none today)
+RELAY_KNOWN: dict[tuple[str, str], str] = {}
+
+
+def _relay_modules() -> dict[str, Path]:
+    """Every module of autosched.relay by dotted name (a package by its own name)."""
+    out = {}
+    for path in RELAY.rglob("*.py"):
+        parts = ("autosched",) + path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _relay_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The relay modules ``path`` imports, anywhere in the file (``from pkg import sub`` names the submodule)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                     for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for n in names:
+            while n and n not in modules:
+                n = n.rpartition(".")[0]
+            if n and n.startswith("autosched.relay"):
+                out.add(n)
+    return out
+
+
+def _relay_unit(name: str) -> str:
+    """``ir``, ``op``, ... for a module of relay; 'facade' for relay/__init__ and 'cli' for the command."""
+    parts = name.split(".")
+    if len(parts) == 2:
+        return "facade"
+    return "cli" if parts[2] == "cli" else parts[2]
+
+
+def _relay_layer(unit: str) -> int:
+    if unit in ("facade", "cli"):
+        return len(RELAY_LAYERS)
+    return next(i for i, layer in enumerate(RELAY_LAYERS) if unit in layer)
+
+
+def test_relay_sub_packages_follow_their_order():
+    modules = _relay_modules()
+    units = {_relay_unit(m) for m in modules} - {"facade", "cli"}
+    assert units <= set().union(*RELAY_LAYERS), units - set().union(*RELAY_LAYERS)
+    bad = {}
+    for name, path in modules.items():
+        unit = _relay_unit(name)
+        if unit in ("facade", "cli"):
+            continue
+        for dep in _relay_imports(path, modules):
+            d = _relay_unit(dep)
+            if d == unit:
+                continue
+            if d == "facade":
+                bad[(name, dep)] = "imports the relay facade; import the module that defines the name"
+            elif _relay_layer(d) >= _relay_layer(unit):
+                bad[(name, dep)] = f"{unit} (relay layer {_relay_layer(unit)}) imports {d} (layer {_relay_layer(d)})"
+    new = {k: v for k, v in bad.items() if k not in RELAY_KNOWN}
+    assert not new, "relay imports against its order:\n" + "\n".join(f"  {m} -> {d}: {why}"
+                                                                    for (m, d), why in sorted(new.items()))
+    fixed = set(RELAY_KNOWN) - set(bad)
+    assert not fixed, f"no longer imported, drop from RELAY_KNOWN: {sorted(fixed)}"
+
+
+def test_relay_has_no_import_cycles():
+    """No relay module reaches itself through imports (function-level ones included): Tarjan's strongly
+    connected components of the module graph are all single modules."""
+    modules = _relay_modules()
+    graph = {m: _relay_imports(p, modules) - {m} for m, p in modules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles in relay: {cycles}"

@@ -389,7 +389,7 @@ def autosched_extract(func):
 def test_adding_an_op_as_documented():
     from autosched import te
     from autosched.relay import op as relay_op
-    from autosched.relay.expr import RelayError
+    from autosched.relay.ir.expr import RelayError
 
     def leaky_relu_rel(arg_types, attrs):
         if len(arg_types) != 1:

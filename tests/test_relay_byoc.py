@@ -15,7 +15,7 @@ import pytest
 from autosched import relay
 from autosched.relay import transform
 from autosched.relay.dataflow_pattern import is_constant, is_op, is_var, wildcard
-from autosched.relay.partition import external_functions, partition_for
+from autosched.relay.transform.partition import external_functions, partition_for
 from autosched.runtime import graph_executor, register_func, remove_global_func
 
 RNG = np.random.default_rng(12)

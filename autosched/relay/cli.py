@@ -72,7 +72,7 @@ def load_model(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> t
 def load_model_tasks(path: str, shapes: dict[str, tuple[int, ...]] | None = None,
                      target: Any = "llvm") -> tuple[list, list[float]]:
     """The tuning tasks of an ONNX model and their weights (how often each kernel runs), for ``tune_tasks``."""
-    from autosched.relay.build import extract_tasks
+    from autosched.relay.backend.build_module import extract_tasks
 
     mod, params = load_model(path, shapes)
     tasks = extract_tasks(mod, params, target)
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print("autosched build: error: --model needs the onnx package (pip install onnx)", file=sys.stderr)
         return EXIT_USAGE
-    from autosched.relay.expr import RelayError
+    from autosched.relay.ir.expr import RelayError
 
     try:
         mod, params = load_model(args.model, shapes)
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         except (FileNotFoundError, ValueError) as e:
             print(f"autosched build: error: cannot open the database {args.db}: {e}", file=sys.stderr)
             return EXIT_USAGE
-    from autosched.relay.build import build
+    from autosched.relay.backend.build_module import build
     from autosched.relay.transform import PassContext
     from autosched.runtime.graph_executor import export
 

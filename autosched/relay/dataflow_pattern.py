@@ -10,7 +10,11 @@ Patterns: ``wildcard()``, ``is_op(name)`` (called with argument patterns to matc
 ``p.optional(f)``, and the checks ``p.has_attr({...})``, ``p.has_shape(...)``, ``p.has_dtype(...)``. A
 pattern node that occurs twice must match the same expression both times. ``add`` and ``multiply`` match
 their arguments in either order. A pattern table (``register_pattern_table``) lists, per external
-target, the named patterns that ``MergeComposite`` turns into composite functions.
+target, the named patterns that ``MergeComposite`` turns into composite functions; each target registers its
+own table when imported (the built-in ``ccompiler`` with relay.backend.contrib).
+
+Patterns name registered ops, so this module sits above the ops and below the passes (TVM's
+``relay.dataflow_pattern``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,20 @@ from typing import Any
 
 import numpy as np
 
-from autosched.relay.expr import Call, Constant, Expr, Function, RelayError, Tuple, TupleGetItem, Var, children
+from autosched.relay.ir.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    RelayError,
+    Tuple,
+    TupleGetItem,
+    Var,
+    children,
+    post_order,
+)
+from autosched.relay.ir.type_infer import infer_type
+from autosched.relay.op.op import get as get_op
 
 COMMUTATIVE = {"add", "multiply", "maximum", "minimum"}
 
@@ -70,9 +87,7 @@ class OpPattern(DFPattern):
     """A registered op by name; called with argument patterns it matches calls of that op."""
 
     def __init__(self, name: str):
-        from autosched.relay import op as _op
-
-        _op.get(name)  # an unknown op name is an error here, not a pattern that never matches
+        get_op(name)  # an unknown op name is an error here, not a pattern that never matches
         self.name = name
 
     def _match(self, expr: Any, env: dict[int, Any]) -> bool:
@@ -224,8 +239,6 @@ class TypePattern(DFPattern):
     def _match(self, expr: Any, env: dict[int, Any]) -> bool:
         t = getattr(expr, "_checked_type", None)
         if t is None and isinstance(expr, Expr):
-            from autosched.relay.transform import infer_type
-
             t = infer_type(expr)
         if self.shape is not None and getattr(t, "shape", None) != self.shape:
             return False
@@ -299,7 +312,7 @@ def match(pattern: DFPattern, expr: Expr) -> Match | None:
             q = getattr(p, attr, None)
             if isinstance(q, DFPattern):
                 stack.append(q)
-    nodes = post_order_within(expr, body_ids)  # the matched subgraph from the root, stopping at leaves
+    nodes = post_order(expr, body_ids)  # the matched subgraph from the root, stopping at leaves
     inputs: list[Expr] = []
     seen_in: set[int] = set()
     for n in nodes:
@@ -308,26 +321,6 @@ def match(pattern: DFPattern, expr: Expr) -> Match | None:
                 seen_in.add(id(c))
                 inputs.append(c)
     return Match(expr, nodes, inputs)
-
-
-def post_order_within(root: Expr, members: set[int]) -> list[Expr]:
-    """Nodes of ``members`` reachable from ``root`` through members only, producers first."""
-    out: list[Expr] = []
-    done: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if id(node) in done:
-            continue
-        if expanded:
-            done.add(id(node))
-            out.append(node)
-            continue
-        stack.append((node, True))
-        for c in reversed(children(node)):
-            if id(c) in members and id(c) not in done:
-                stack.append((c, False))
-    return out
 
 
 # ------------------------------------------------------------ constructors
@@ -378,8 +371,6 @@ def register_pattern_table(target: str, table: Callable[[], list[PatternEntry]] 
 
 def get_pattern_table(target: str) -> list[PatternEntry]:
     """The patterns registered for ``target``."""
-    if target not in _TABLES:
-        import autosched.relay.contrib  # noqa: F401  (registers the built-in targets)
     if target not in _TABLES:
         raise RelayError(f"no pattern table registered for target {target!r} "
                          f"(registered: {', '.join(sorted(_TABLES)) or 'none'})")

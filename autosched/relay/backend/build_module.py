@@ -1,6 +1,6 @@
 """``relay.build``: optimise a graph, fuse it into kernels, schedule each kernel (its best tuning record under
 ``apply_history_best``, else its default schedule), compile them all into one library, and describe the graph
-for the executor. Also ``extract_tasks`` (the tunable kernels of a model) and ``evaluate`` (for FoldConstant).
+for the executor (``_GraphBuilder``). Also ``extract_tasks``: the tunable kernels of a model.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import numpy as np
 
 from autosched.relay import op as _op
 from autosched.relay import transform as T
-from autosched.relay.expr import (
+from autosched.relay.backend.fused import describe, kernel_name
+from autosched.relay.ir.expr import (
     Call,
     Constant,
     Expr,
@@ -29,7 +30,12 @@ from autosched.relay.expr import (
     Var,
     post_order,
 )
-from autosched.relay.fused import describe, kernel_name
+from autosched.relay.transform.alter_layout import AlterOpLayout
+from autosched.runtime.module import Module
+from autosched.runtime.registry import get_global_func
+from autosched.target import Target
+from autosched.task import Task
+from autosched.tir.lower import lower
 
 logger = logging.getLogger("autosched.relay")
 #: the one line that ends relay.build (WARNING when a kernel is untuned); ``autosched build`` prints it instead
@@ -48,8 +54,6 @@ def optimize(mod: IRModule | Function, params: dict[str, Any] | None = None) -> 
     """Bind the parameters, then InferType, SimplifyInference, FoldConstant, EliminateCommonSubexpr,
     DeadCodeElimination, AlterOpLayout (blocked layouts, weights packed; opt_level 3, the default) and FuseOps
     under the current PassContext; returns the fused module."""
-    from autosched.relay.alter_layout import AlterOpLayout
-
     mod = _as_module(mod)
     main = T.bind_params(mod["main"], params or {})
     seq = T.Sequential([T.InferType(), T.SimplifyInference(), T.FoldConstant(), T.EliminateCommonSubexpr(),
@@ -60,8 +64,6 @@ def optimize(mod: IRModule | Function, params: dict[str, Any] | None = None) -> 
 
 def _tasks_of(main: Function, target: Any) -> list[tuple[Call, str, Any]]:
     """``(call, description, Task)`` of every kernel call of a fused main function, in execution order."""
-    from autosched.task import Task
-
     out = []
     seen: dict[str, Any] = {}
     for node in post_order(main.body):
@@ -92,8 +94,6 @@ def extract_tasks(mod: IRModule | Function, params: dict[str, Any] | None = None
     ``task.weight`` = how many times the model runs that kernel. Tune them with
     ``autosched.tune_tasks(tasks, [t.weight for t in tasks])``. Calls of external functions (PartitionGraph)
     are not tasks; ``tasks.external`` and the log say how many went to each external compiler."""
-    from autosched.target import Target
-
     with T.PassContext.current(), Target(target):
         fused = optimize(mod, params)
     external: dict[str, int] = {}
@@ -123,10 +123,8 @@ def extract_tasks(mod: IRModule | Function, params: dict[str, Any] | None = None
 def _schedule(task: Any, use_records: bool) -> tuple[Any, list, Any]:
     """``(schedule, args, record or None)``: the best record of the active apply_history_best contexts that
     replays and lowers, else the default schedule."""
-    from autosched import lower
-
-    if use_records and "autosched.database.apply" in sys.modules:
-        from autosched.database.apply import current_contexts
+    if use_records and "autosched.database.apply" in sys.modules:  # records only when the user loaded them
+        from autosched.database.apply import current_contexts  # (SQLAlchemy: not imported otherwise)
 
         for ctx in reversed(current_contexts()):
             for rec in ctx.candidates(task):
@@ -180,9 +178,6 @@ class _GraphBuilder:
         got = self.kernels.get(desc)
         if got is not None:
             return got
-        from autosched import lower
-        from autosched.task import Task
-
         task = Task("relay.fused", {"graph": desc}, self.target)
         sch, args, rec = _schedule(task, self.use_records)
         name = f"{kernel_name(fn)}_{len(self.kernels)}"
@@ -192,9 +187,6 @@ class _GraphBuilder:
 
     def _external(self, fn: Function) -> str:
         """Compile an external function with its compiler's codegen (``relay.ext.NAME``), once."""
-        from autosched.runtime.module import Module
-        from autosched.runtime.registry import get_global_func
-
         name, compiler = fn.attrs.get("global_symbol"), fn.attrs["Compiler"]
         if not name:
             raise RelayError(f"an external function for {compiler!r} has no global_symbol; run PartitionGraph")
@@ -307,8 +299,7 @@ class BuildResult(tuple):
 
 
 def _build_fused(fused: IRModule, target: Any, use_records: bool) -> tuple[str, Any, dict, _GraphBuilder]:
-    from autosched.codegen.build import build_many
-    from autosched.target import Target
+    from autosched.codegen.build import build_many  # llvmlite, needed only to compile
 
     gb = _GraphBuilder(fused["main"], target, use_records)
     graph_json = gb.run()
@@ -330,8 +321,6 @@ def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any]
     ``autosched.apply_history_best(db)`` each kernel uses its best record when one matches, else its default
     schedule; the build ends with one line (logger ``autosched.relay.summary``, WARNING when a kernel is untuned)
     saying how many kernels were tuned, and which CPUs the records are for when not this one."""
-    from autosched.target import Target
-
     with Target(target):  # AlterOpLayout sizes the layouts for it
         fused = optimize(mod, params)
     graph_json, lib, out_params, gb = _build_fused(fused, target, use_records=True)
@@ -354,8 +343,6 @@ def build_summary(kernels: list[dict], built: dict, target: Any) -> tuple[str, b
     """The one line that ends a build, and whether it deserves a WARNING: how many kernels were tuned; which
     use records of another CPU (``allow_other_cpus``) or have records for other CPUs only, with the command
     that tunes for this one. A kernel on its default schedule is the untuned speed, so it is worth a warning."""
-    from autosched.target import Target
-
     contexts = []
     if "autosched.database.apply" in sys.modules:
         from autosched.database.apply import current_contexts
@@ -398,17 +385,4 @@ def _kernels(n: int) -> str:
     return f"{n} kernel{'s' if n != 1 else ''}"
 
 
-def evaluate(exprs: Sequence[Expr], target: Any = "llvm") -> list[np.ndarray]:
-    """Values of closed expressions (no free variables): compiled with default schedules and run once."""
-    from autosched.runtime.graph_executor import GraphModule
-
-    func = Function([], Tuple(list(exprs)))
-    with T.PassContext(opt_level=1):
-        fused = T.Sequential([T.InferType(), T.FuseOps()])(IRModule({"main": func}))
-    graph_json, lib, params, _ = _build_fused(fused, target, use_records=False)
-    m = GraphModule(graph_json, lib, params)
-    m.run()
-    return [m.get_output(k) for k in range(len(exprs))]
-
-
-__all__ = ["BuildResult", "TaskList", "build", "evaluate", "extract_tasks", "optimize"]
+__all__ = ["BuildResult", "TaskList", "build", "build_summary", "extract_tasks", "optimize"]

@@ -15,8 +15,8 @@ import numpy as np
 
 from autosched import te
 from autosched.relay import op as _op
-from autosched.relay import schedules
-from autosched.relay.expr import Call, Constant, Expr, Function, RelayError, TensorType, Tuple, post_order
+from autosched.relay.ir.expr import Call, Constant, Expr, Function, RelayError, TensorType, Tuple, TupleType, post_order
+from autosched.relay.op import cuda_schedules, schedules
 from autosched.workloads import get_workload, register_schedule, register_workload
 
 _DEFAULT = json.dumps({"inputs": [[[1, 64], "float32"]], "nodes": [["nn.relu", {}, [["i", 0]]]]})
@@ -95,8 +95,6 @@ def build_tensors(graph: str) -> tuple[list[te.Tensor], te.Tensor, dict]:
         arg_types: list = []
         for r in args:
             if r[0] == "t":
-                from autosched.relay.expr import TupleType
-
                 arg_types.append(TupleType([_type_of(x) for x in get(r)]))
             else:
                 arg_types.append(_type_of(get(r)[0]))
@@ -175,9 +173,7 @@ def relay_fused_cpu(sch: Any, tensors: list, graph: str, **_: Any) -> None:
 @register_schedule("relay.fused", "cuda")
 def relay_fused_cuda(sch: Any, tensors: list, graph: str, **_: Any) -> None:
     """The anchor op's GPU default (conv2d, dense) with the epilogue in its loops, else one thread per output
-    element (:mod:`autosched.relay.cuda_schedules`)."""
-    from autosched.relay import cuda_schedules
-
+    element (:mod:`autosched.relay.op.cuda_schedules`)."""
     out = tensors[-1]
     _, anchor_fresh, attrs = build_tensors(graph)
     if anchor_fresh is None:

@@ -1,7 +1,7 @@
 """The graph IR: types, expressions (Var, Constant, Call, Tuple, TupleGetItem, Function) and IRModule.
 
 Expressions are immutable dataflow nodes compared by identity; type inference stores each node's
-type in ``checked_type``. The printer gives a TVM-like text form (``print(mod)``).
+type in ``checked_type``. The printer (ir/printer.py) gives them a TVM-like text form (``print(mod)``).
 """
 
 from __future__ import annotations
@@ -84,34 +84,8 @@ class Expr:
                              "run relay.transform.InferType()")
         return self._checked_type
 
-    def astext(self) -> str:
-        from autosched.relay.printer import astext
-
-        return astext(self)
-
-    def __str__(self) -> str:
-        return self.astext()
-
-    # TVM-like sugar: expressions combine with + - * /
-    def __add__(self, other: Any) -> Call:
-        from autosched.relay import op
-
-        return op.add(self, other)
-
-    def __sub__(self, other: Any) -> Call:
-        from autosched.relay import op
-
-        return op.subtract(self, other)
-
-    def __mul__(self, other: Any) -> Call:
-        from autosched.relay import op
-
-        return op.multiply(self, other)
-
-    def __truediv__(self, other: Any) -> Call:
-        from autosched.relay import op
-
-        return op.divide(self, other)
+    # ``astext``/``__str__`` are attached by ir/printer.py and ``+ - * /`` by the op package (relay/op), both
+    # when imported, so that this module imports neither
 
     def __getitem__(self, index: int) -> TupleGetItem:
         return TupleGetItem(self, index)
@@ -219,14 +193,6 @@ class IRModule:
     def __contains__(self, name: str) -> bool:
         return name in self.functions
 
-    def astext(self) -> str:
-        from autosched.relay.printer import astext
-
-        return "\n".join(f"def @{name}" + astext(f)[2:] for name, f in self.functions.items())
-
-    def __str__(self) -> str:
-        return self.astext()
-
 
 # ------------------------------------------------------------- constructors
 def var(name_hint: str, shape: Sequence[int] | Type | None = None, dtype: str = "float32",
@@ -289,8 +255,9 @@ def children(node: Expr) -> tuple[Expr, ...]:
     return ()
 
 
-def post_order(expr: Expr) -> list[Expr]:
-    """Every node reachable from ``expr``, producers before consumers, each once (no recursion limit)."""
+def post_order(expr: Expr, within: set[int] | None = None) -> list[Expr]:
+    """Every node reachable from ``expr``, producers before consumers, each once (no recursion limit); with
+    ``within`` (node ids), only the nodes reachable through those (a matched subgraph, stopping at its inputs)."""
     out: list[Expr] = []
     done: set[int] = set()
     stack: list[tuple[Expr, bool]] = [(expr, False)]
@@ -304,7 +271,7 @@ def post_order(expr: Expr) -> list[Expr]:
             continue
         stack.append((node, True))
         for c in reversed(children(node)):
-            if id(c) not in done:
+            if id(c) not in done and (within is None or id(c) in within):
                 stack.append((c, False))
     return out
 

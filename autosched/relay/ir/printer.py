@@ -1,8 +1,9 @@
-"""A readable text form of relay expressions (SSA lines, types as comments, constants summarised)."""
+"""A readable text form of relay expressions (SSA lines, types as comments, constants summarised); importing it
+gives ``Expr`` and ``IRModule`` their ``astext()`` and ``str()`` (the ir package imports it with expr)."""
 
 from __future__ import annotations
 
-from autosched.relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var, post_order
+from autosched.relay.ir.expr import Call, Constant, Expr, Function, IRModule, Tuple, TupleGetItem, Var, post_order
 
 
 def _attrs(attrs: dict) -> str:
@@ -69,3 +70,14 @@ def astext(expr: Expr, indent: str = "") -> str:
         prim = f" /* Compiler={fattrs['Compiler']} */"
     out = names.get(id(body), "?")
     return f"fn ({head}){prim} {{\n" + "\n".join(lines) + ("\n" if lines else "") + f"{indent}  {out}\n{indent}}}"
+
+
+def module_astext(mod: IRModule) -> str:
+    """``def @main(...) { ... }`` for each global function of ``mod``."""
+    return "\n".join(f"def @{name}" + astext(f)[2:] for name, f in mod.functions.items())
+
+
+Expr.astext = astext  # type: ignore[attr-defined]
+Expr.__str__ = astext  # type: ignore[method-assign]
+IRModule.astext = module_astext  # type: ignore[attr-defined]
+IRModule.__str__ = module_astext  # type: ignore[method-assign]

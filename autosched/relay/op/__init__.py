@@ -1,11 +1,51 @@
-"""The built-in relay ops, registered on import: attributes, type relations and te computes, by family in
-``elemwise``, ``nn`` (conv, dense, pooling, normalisation, softmax) and ``tensor`` (reshape, transpose,
-concatenate, pad, slice, upsampling); ``common`` holds the checks and shape helpers they share."""
+"""The ops, one home: the registry and ``make_call`` (``op``), the built-in ops registered on import by family
+(``elemwise``, ``tensor``: reshape, transpose, concatenate, pad, slice, upsampling; ``nn``; ``blocked``: the
+blocked-channel layouts AlterOpLayout rewrites into), the checks they share (``common``), the default CPU and GPU
+schedules of the kernels they anchor (``schedules``, ``cuda_schedules``) and the evaluation of constant
+expressions that FoldConstant uses (``interp``). Above the IR, below the passes.
 
-from autosched.relay.ops.common import broadcast_shape, pad4
-from autosched.relay.ops.elemwise import prelu
-from autosched.relay.ops.nn import channel_block_of, log_softmax, lrn, pad_nchw
-from autosched.relay.ops.tensor import reshape_shape, slice_range, strided_slice, upsampling
+Importing it gives ``Expr`` its ``+ - * /`` (op.py).
+"""
 
-__all__ = ["broadcast_shape", "channel_block_of", "log_softmax", "lrn", "pad4", "pad_nchw", "prelu", "reshape_shape",
-           "slice_range", "strided_slice", "upsampling"]
+from autosched.relay.op import blocked, elemwise, interp, nn, op, schedules, tensor
+from autosched.relay.op.common import broadcast_shape, pad4
+from autosched.relay.op.elemwise import clip, exp, maximum, minimum, negative, prelu, sigmoid, sqrt, tanh
+from autosched.relay.op.interp import evaluate
+from autosched.relay.op.nn._nn import channel_block_of, log_softmax, lrn, pad_nchw
+from autosched.relay.op.op import (
+    BROADCAST,
+    COMM_REDUCE,
+    ELEMWISE,
+    INJECTIVE,
+    OPAQUE,
+    OUT_ELEMWISE_FUSABLE,
+    OpDef,
+    add,
+    divide,
+    get,
+    get_op_attr,
+    list_ops,
+    make_call,
+    multiply,
+    register_op,
+    register_op_attr,
+    subtract,
+)
+from autosched.relay.op.tensor import (
+    concatenate,
+    reshape,
+    reshape_shape,
+    slice_range,
+    strided_slice,
+    transpose,
+    upsampling,
+)
+
+__all__ = [
+    "BROADCAST", "COMM_REDUCE", "ELEMWISE", "INJECTIVE", "OPAQUE", "OUT_ELEMWISE_FUSABLE", "OpDef", "add",
+    "blocked", "broadcast_shape", "channel_block_of", "clip", "concatenate", "divide", "elemwise", "evaluate", "exp",
+    "get", "get_op_attr", "interp", "list_ops", "log_softmax", "lrn", "make_call", "maximum", "minimum", "multiply",
+    "negative", "nn", "op", "pad4", "pad_nchw", "prelu", "register_op", "register_op_attr", "reshape",
+    "reshape_shape", "schedules", "sigmoid", "slice_range", "sqrt", "strided_slice", "subtract", "tanh", "tensor",
+    "transpose", "upsampling",
+]

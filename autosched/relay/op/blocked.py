@@ -8,18 +8,23 @@
 
 Pooling takes ``layout="NCHW16c"`` on the plain ops (``nn.max_pool2d``, ``nn.avg_pool2d``,
 ``nn.global_avg_pool2d``). The computes are those of the blocked workloads (autosched/workloads/blocked.py);
-the default schedules are in autosched/relay/schedules.py.
+the default schedules are in autosched/relay/op/schedules.py.
 """
 
 from __future__ import annotations
 
 from autosched import te
-from autosched.relay import schedules
-from autosched.relay.expr import RelayError, TensorType
-from autosched.relay.op import INJECTIVE, OUT_ELEMWISE_FUSABLE, OpDef, register_op
-from autosched.relay.ops.common import _nargs, _pair, _same_dtype, _tensor, pad4
-from autosched.relay.ops.nn import _canon_spatial, channel_block_of
-from autosched.workloads.blocked import conv2d_nchwc_compute, dense_pack_compute, depthwise_conv2d_nchwc_compute
+from autosched.relay.ir.expr import RelayError, TensorType
+from autosched.relay.op import schedules
+from autosched.relay.op.common import _nargs, _pair, _same_dtype, _tensor, pad4
+from autosched.relay.op.nn._nn import _canon_spatial, channel_block_of
+from autosched.relay.op.op import INJECTIVE, OUT_ELEMWISE_FUSABLE, OpDef, register_op
+from autosched.workloads.blocked import (
+    conv2d_nchwc_compute,
+    conv2d_winograd_nchwc_compute,
+    dense_pack_compute,
+    depthwise_conv2d_nchwc_compute,
+)
 
 
 # ------------------------------------------------------------ layout_transform
@@ -196,8 +201,6 @@ def _winograd_rel(types, attrs):
 
 
 def _winograd_compute(inputs, attrs, out_type):
-    from autosched.workloads.blocked import conv2d_winograd_nchwc_compute
-
     data, u = inputs
     return conv2d_winograd_nchwc_compute(data, u, pad4(attrs["padding"], "nn.conv2d_winograd_nchwc"),
                                          int(attrs["tile"]), name="conv2d_winograd_nchwc")

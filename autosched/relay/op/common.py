@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autosched import te
-from autosched.relay.expr import RelayError, TensorType, Type
+from autosched.relay.ir.expr import RelayError, TensorType, Type
 
 
 def _tensor(types: Sequence[Type], k: int, op: str, what: str = "") -> TensorType:

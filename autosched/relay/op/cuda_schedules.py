@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from autosched import te
-from autosched.relay.schedules import _block_stage, compute_stages, inline_injective, is_reduction, shape_of
+from autosched.relay.op.schedules import _block_stage, compute_stages, inline_injective, is_reduction, shape_of
 from autosched.workloads.blocking import divisor
 
 THREADS = 256  # threads per block of the one-thread-per-element default

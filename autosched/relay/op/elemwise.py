@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from autosched import te
-from autosched.relay.expr import RelayError, TensorType
-from autosched.relay.op import (
+from autosched.relay.ir.expr import RelayError, TensorType
+from autosched.relay.op.common import _bload, _c, _nargs, _same_dtype, _tensor, broadcast_shape
+from autosched.relay.op.op import (
     BROADCAST,
     ELEMWISE,
     OpDef,
     make_call,
     register_op,
 )
-from autosched.relay.ops.common import _bload, _c, _nargs, _same_dtype, _tensor, broadcast_shape
 
 
 def _binary_rel(name: str):
@@ -148,3 +148,43 @@ register_op(OpDef("nn.prelu", _prelu_rel, _prelu_compute, BROADCAST, attrs={"axi
 def prelu(data: Any, alpha: Any, axis: int = 1) -> Any:
     """x if x >= 0 else alpha * x, with ``alpha`` of shape (data.shape[axis],) or (1,)."""
     return make_call("nn.prelu", [data, alpha], axis=int(axis))
+
+
+def sigmoid(data: Any) -> Any:
+    """1 / (1 + exp(-x))."""
+    return make_call("sigmoid", [data])
+
+
+def tanh(data: Any) -> Any:
+    """Hyperbolic tangent."""
+    return make_call("tanh", [data])
+
+
+def exp(data: Any) -> Any:
+    """e ** x."""
+    return make_call("exp", [data])
+
+
+def sqrt(data: Any) -> Any:
+    """Square root."""
+    return make_call("sqrt", [data])
+
+
+def negative(data: Any) -> Any:
+    """-x."""
+    return make_call("negative", [data])
+
+
+def maximum(lhs: Any, rhs: Any) -> Any:
+    """Elementwise max with numpy broadcasting."""
+    return make_call("maximum", [lhs, rhs])
+
+
+def minimum(lhs: Any, rhs: Any) -> Any:
+    """Elementwise min with numpy broadcasting."""
+    return make_call("minimum", [lhs, rhs])
+
+
+def clip(data: Any, a_min: float, a_max: float) -> Any:
+    """Clamp to [a_min, a_max]."""
+    return make_call("clip", [data], a_min=float(a_min), a_max=float(a_max))

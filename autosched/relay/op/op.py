@@ -1,5 +1,6 @@
 """The op registry: each op declares its attributes, type relation, te compute, fusion pattern and the
 default schedule of a fused kernel it anchors (its schedule space is the generated one of that kernel).
+Calls are made with ``make_call``; importing this module also gives ``Expr`` its ``+ - * /`` (TVM's sugar).
 
     relay.op.register_op(OpDef("my_op", attrs={...}, type_rel=..., compute=..., pattern=ELEMWISE))
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from autosched.relay.expr import Call, Constant, Expr, RelayError, Tuple, const
+from autosched.relay.ir.expr import Call, Constant, Expr, RelayError, Tuple, const
 
 # fusion patterns, as in TVM (lower is more fusable)
 ELEMWISE = 0
@@ -61,7 +62,6 @@ def register_op(op: OpDef) -> OpDef:
 
 def get(name: str) -> OpDef:
     """The registered op ``name`` (e.g. ``"nn.conv2d"``)."""
-    _load()
     op = _OPS.get(name)
     if op is None:
         raise RelayError(f"unknown relay op {name!r}; registered: {', '.join(sorted(_OPS))}")
@@ -69,7 +69,7 @@ def get(name: str) -> OpDef:
 
 
 def list_ops() -> list[str]:
-    _load()
+    """The names of the registered ops, sorted."""
     return sorted(_OPS)
 
 
@@ -96,11 +96,6 @@ def register_op_attr(op_name: str, attr_key: str, value: Any = None) -> Any:
 def get_op_attr(op_name: str, attr_key: str, default: Any = None) -> Any:
     """The attribute ``attr_key`` registered for ``op_name`` (``default`` when none is)."""
     return _OP_ATTRS.get((op_name, attr_key), default)
-
-
-def _load() -> None:
-    import autosched.relay.ops  # noqa: F401  (registers the built-in ops)
-    import autosched.relay.ops_blocked  # noqa: F401  (and those of the blocked layouts)
 
 
 def _expr(x: Any) -> Expr:
@@ -153,3 +148,9 @@ add = _binary("add")
 subtract = _binary("subtract")
 multiply = _binary("multiply")
 divide = _binary("divide")
+
+# TVM-like sugar: expressions combine with + - * / (attached here so that the IR does not import the ops)
+Expr.__add__ = add  # type: ignore[attr-defined]
+Expr.__sub__ = subtract  # type: ignore[attr-defined]
+Expr.__mul__ = multiply  # type: ignore[attr-defined]
+Expr.__truediv__ = divide  # type: ignore[attr-defined]

@@ -10,13 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from autosched import te
-from autosched.workloads.blocking import divisor, lanes
+from autosched.workloads.blocking import conv_tile, divisor, lanes
 from autosched.workloads.cpu import (
     _root_elementwise,
+    _window_nest,
+    blocked_conv_nest,
     conv2d_nchw_nest,
     dense_nest,
     dense_pack_nest,
     depthwise_nchw_nest,
+    depthwise_pixels,
+    place_padding,
+    weights_outweigh_input,
+    winograd_nest,
 )
 
 
@@ -189,9 +195,6 @@ def conv2d_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> No
     """Blocked conv2d: the register-tiled nest of the conv2d_nchwc workload (a tile of output-channel blocks x
     pixels sized for the target's registers, the padding placed as there) with the epilogue (bias,
     batch-norm shift, residual add, relu) in the output's loops."""
-    from autosched.workloads.blocking import conv_tile
-    from autosched.workloads.cpu import blocked_conv_nest, place_padding, weights_outweigh_input
-
     if shape_of(out) != shape_of(anchor):
         return reduction(sch, out)
     pad = _named_input(anchor, "pad")
@@ -210,8 +213,6 @@ def conv2d_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> No
 def depthwise_conv2d_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """Blocked depthwise conv2d: channels in lanes, a run of pixels in registers, the padding read in place,
     the epilogue in the output's loops."""
-    from autosched.workloads.cpu import _window_nest, depthwise_pixels
-
     if shape_of(out) != shape_of(anchor):
         return reduction(sch, out)
     inline_injective(sch, out, (anchor,))
@@ -222,8 +223,6 @@ def depthwise_conv2d_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: d
 def pool(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """Pooling: in a blocked layout the depthwise nest (a run of pixels in registers, the window outside it,
     the padding read in place), an average dividing in the output loop; in NCHW the generic reduction."""
-    from autosched.workloads.cpu import _window_nest, depthwise_pixels
-
     if len(out.shape) != 5:
         return reduction(sch, out)
     red = anchor if is_reduction(anchor) else next(t for t in compute_stages(out) if is_reduction(t))
@@ -288,9 +287,6 @@ def layout_transform(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = 
 def conv2d_winograd_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """Winograd conv2d: the nests of the conv2d_winograd_nchwc workload, the epilogue in the output
     transform's loops (the output tile is computed once, then biased, added and clipped in place)."""
-    from autosched.workloads.blocking import conv_tile
-    from autosched.workloads.cpu import winograd_nest
-
     if shape_of(out) != shape_of(anchor):
         return reduction(sch, out)
     inline_injective(sch, out, tuple(t for t in compute_stages(out) if t.op.name.startswith("winograd_")))

@@ -7,14 +7,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from autosched import te
-from autosched.relay.expr import RelayError, TensorType, TupleType
-from autosched.relay.op import (
+from autosched.relay.ir.expr import RelayError, TensorType, Tuple, TupleType
+from autosched.relay.op.common import _ishape, _nargs, _same_dtype, _tensor
+from autosched.relay.op.op import (
     INJECTIVE,
     OpDef,
     make_call,
     register_op,
 )
-from autosched.relay.ops.common import _ishape, _nargs, _same_dtype, _tensor
 
 
 def _ravel(idx: Sequence[Any], shape: Sequence[int]) -> Any:
@@ -307,3 +307,21 @@ def upsampling(data: Any, scale_h: int = 1, scale_w: int = 1, layout: str = "NCH
     """Nearest-neighbour upsampling of NCHW data by integer factors."""
     return make_call("nn.upsampling", [data], scale_h=int(scale_h), scale_w=int(scale_w), layout=layout,
                      method=method, align_corners=bool(align_corners))
+
+
+def reshape(data: Any, newshape: Sequence[int] | int) -> Any:
+    """Reshape; 0 copies the input's dimension at that position and -1 is inferred (as ONNX and TVM)."""
+    if isinstance(newshape, int):
+        newshape = (newshape,)
+    return make_call("reshape", [data], newshape=tuple(int(d) for d in newshape))
+
+
+def transpose(data: Any, axes: Sequence[int] | None = None) -> Any:
+    """Permute the axes (reversed by default)."""
+    return make_call("transpose", [data], axes=None if axes is None else tuple(int(a) for a in axes))
+
+
+def concatenate(data: Sequence[Any] | Tuple, axis: int) -> Any:
+    """Join tensors along ``axis``."""
+    tup = data if isinstance(data, Tuple) else Tuple(list(data))
+    return make_call("concatenate", [tup], axis=int(axis))

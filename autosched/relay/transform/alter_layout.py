@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from autosched.relay import op as _op
-from autosched.relay.expr import (
+from autosched.relay.ir.expr import (
     Call,
     Constant,
     Expr,
@@ -36,12 +36,17 @@ from autosched.relay.expr import (
     Var,
     post_order,
 )
-from autosched.relay.ops.common import _pair, pad4
+from autosched.relay.ir.type_infer import infer_type
+from autosched.relay.op.common import _pair, pad4
+from autosched.relay.transform.transform import Pass, PassContext, _map_functions
+from autosched.target import Target
+from autosched.workloads.blocked import winograd_weight
+from autosched.workloads.blocking import channel_block, lanes
+from autosched.workloads.cpu import winograd_tile
+from autosched.workloads.reference import oihw_to_blocked
 
 
 def _block_for(channels: int) -> int:
-    from autosched.workloads.blocking import channel_block
-
     return channel_block(channels)
 
 
@@ -50,8 +55,6 @@ def _worth_blocking(channels: int) -> bool:
     one): 116 channels would give blocks of 4, quarter vectors, and the split, shuffled and concatenated
     tensors of such models (ShuffleNet) would pay a layout transform at every step (measured: 3x slower than
     staying in NCHW), as onnxruntime's NCHWc transformer also leaves such layers alone."""
-    from autosched.workloads.blocking import lanes
-
     return _block_for(channels) >= min(8, lanes())
 
 
@@ -62,9 +65,6 @@ def _winograd_tile(node: Call, w: np.ndarray) -> int | None:
     they save. Images under 8x8 outputs (F(2, 3)) stay direct: alone, with its filters in cache, F(2, 3) at
     7x7x512 is 15% faster, but in a model its transformed filters (1.8x the bytes) stream from memory and
     ResNet-18 ran 0.8 ms slower (8.5 against 7.7 ms on a Sapphire Rapids-class Xeon, 2 threads)."""
-    from autosched.relay.transform import PassContext
-    from autosched.workloads.cpu import winograd_tile
-
     if not PassContext.current().config.get("relay.winograd", True):
         return None
     if w.shape[2:] != (3, 3) or int(node.attrs["groups"]) != 1 or _pair(node.attrs["strides"], "", "") != (1, 1):
@@ -78,8 +78,6 @@ def _winograd_tile(node: Call, w: np.ndarray) -> int | None:
 
 def pack_conv_weight(w: np.ndarray, ic_block: int, oc_block: int) -> np.ndarray:
     """OIHW (I per group) -> [O/oc_block, I/ic_block, KH, KW, ic_block, oc_block]."""
-    from autosched.workloads.reference import oihw_to_blocked
-
     return np.ascontiguousarray(oihw_to_blocked(w, ic_block, oc_block))
 
 
@@ -185,8 +183,6 @@ class _Alter:
         winograd = _winograd_tile(node, w) if have is not None and cig % have == 0 else None
         if winograd is not None:
             ob = _block_for(CO)
-            from autosched.workloads.blocked import winograd_weight
-
             call = _op.make_call("nn.conv2d_winograd_nchwc", [x, Constant(winograd_weight(w, winograd, ob))],
                                  padding=common["padding"], tile=winograd, data_layout=f"NCHW{have}c",
                                  out_layout=f"NCHW{ob}c")
@@ -276,8 +272,6 @@ class _Alter:
 
 def alter_op_layout(func: Function) -> Function:
     """``func`` rewritten into blocked layouts (see the module docstring); its outputs stay NCHW."""
-    from autosched.relay.transform import infer_type
-
     infer_type(func)
     alter = _Alter()
     for node in post_order(func.body):
@@ -292,9 +286,6 @@ def alter_op_layout(func: Function) -> Function:
 
 def AlterOpLayout() -> Any:  # noqa: N802 - TVM's name
     """Rewrite convolutions, pooling and dense layers into blocked layouts with packed weights (opt_level 3)."""
-    from autosched.relay.transform import Pass, _map_functions
-    from autosched.target import Target
-
     def run(mod: Any) -> Any:
         if Target.current().kind != "llvm":  # the blocked kernels have CPU schedules
             return mod

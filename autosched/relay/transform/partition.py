@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from autosched.relay import op as _op
-from autosched.relay.dataflow_pattern import DFPattern, match
-from autosched.relay.expr import (
+from autosched.relay.dataflow_pattern import DFPattern, get_pattern_table, match
+from autosched.relay.ir.expr import (
     Call,
     Constant,
     Expr,
@@ -37,7 +37,9 @@ from autosched.relay.expr import (
     post_order,
     rebuild,
 )
-from autosched.relay.transform import Pass, infer_type
+from autosched.relay.ir.type_infer import infer_type
+from autosched.relay.transform import transform as T
+from autosched.relay.transform.transform import Pass
 
 
 def _is_scalar_const(e: Expr) -> bool:
@@ -355,9 +357,6 @@ def partition_for(mod: IRModule | Function, target: str, params: dict[str, Any] 
     """The usual sequence for one external target: bind the weights (so ``is_constant()`` sees them),
     InferType, SimplifyInference and FoldConstant, then MergeComposite with the target's pattern table,
     AnnotateTarget and PartitionGraph."""
-    from autosched.relay import transform as T
-    from autosched.relay.dataflow_pattern import get_pattern_table
-
     if isinstance(mod, Expr):
         mod = IRModule.from_expr(mod)
     main = T.bind_params(mod["main"], params or {})

@@ -4,7 +4,7 @@ everything on, as TVM's tutorials build).
 InferType (0), SimplifyInference (0: batch_norm to scale and shift, folded into conv2d weights),
 FoldConstant (2), EliminateCommonSubexpr (3), DeadCodeElimination (1), AlterOpLayout (3: blocked layouts,
 alter_layout.py), FuseOps (0; fusion from level 1); MergeComposite, AnnotateTarget and PartitionGraph (0) for
-external compilers (partition.py).
+external compilers (partition.py). FoldConstant evaluates with relay/op/interp.py; type inference is the IR's.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from autosched.relay import op as _op
-from autosched.relay.expr import (
+from autosched.relay.ir.expr import (
     Call,
     Constant,
     Expr,
@@ -26,14 +26,15 @@ from autosched.relay.expr import (
     TensorType,
     Tuple,
     TupleGetItem,
-    TupleType,
-    Type,
     Var,
     children,
+    const,
     post_order,
     rebuild,
     rewrite,
 )
+from autosched.relay.ir.type_infer import infer_type
+from autosched.relay.op.interp import evaluate
 
 _CTX: contextvars.ContextVar[PassContext | None] = contextvars.ContextVar("autosched_relay_pass_ctx", default=None)
 
@@ -108,50 +109,8 @@ def _is_external(n: Expr) -> bool:
 
 
 # ----------------------------------------------------------------- InferType
-def infer_type(expr: Expr) -> Type:
-    """Type every node of ``expr`` (stored in ``checked_type``); errors name the op and the shapes."""
-    for node in post_order(expr):
-        if node._checked_type is not None and not isinstance(node, Function):  # nodes are immutable
-            continue
-        if isinstance(node, Var):
-            t = node.type_annotation
-        elif isinstance(node, Constant):
-            t = TensorType(node.data.shape, str(node.data.dtype))
-        elif isinstance(node, Tuple):
-            t = TupleType([f.checked_type for f in node.fields])
-        elif isinstance(node, TupleGetItem):
-            tt = node.tuple_value.checked_type
-            if not isinstance(tt, TupleType) or not 0 <= node.index < len(tt.fields):
-                raise RelayError(f"TupleGetItem: index {node.index} of a value of type {tt!r}")
-            t = tt.fields[node.index]
-        elif isinstance(node, Function):
-            from autosched.relay.expr import FuncType
-
-            t = FuncType([p.type_annotation for p in node.params], node.body.checked_type)
-        elif isinstance(node, Call):
-            arg_types = [a.checked_type for a in node.args]
-            if isinstance(node.op, Function):
-                ft = infer_type(node.op)
-                want = [p.type_annotation for p in node.op.params]
-                if want != arg_types:
-                    raise RelayError(f"call of a function taking {want} with arguments of types {arg_types}")
-                t = ft.ret_type
-            else:
-                try:
-                    t = node.op.type_rel(arg_types, node.attrs)
-                except RelayError:
-                    raise
-                except Exception as e:  # a relation's own bug or a malformed attribute
-                    raise RelayError(f"{node.op.name}: cannot infer the type for arguments "
-                                     f"{', '.join(map(repr, arg_types))} and attributes {node.attrs}: {e}") from e
-        else:
-            raise RelayError(f"unknown relay node {node!r}")
-        node._checked_type = t
-    return expr.checked_type
-
-
 def InferType() -> Pass:  # noqa: N802 - TVM's name
-    """Infer and check the shapes and dtypes of every expression."""
+    """Infer and check the shapes and dtypes of every expression (ir.type_infer.infer_type on each function)."""
     def run(mod: IRModule) -> IRModule:
         for f in mod.functions.values():
             infer_type(f)
@@ -188,8 +147,6 @@ def fold_constant(func: Function) -> Function:
                 users_nonconst.update(id(f) for f in c.fields)
     users_nonconst.add(id(func.body))
     roots = [n for n in nodes if id(n) in const_calls and id(n) in users_nonconst]
-    from autosched.relay.build import evaluate
-
     values = evaluate(roots)
     repl = {id(n): Constant(v) for n, v in zip(roots, values)}
     body = rewrite_by_id(func.body, repl)
@@ -224,8 +181,6 @@ def _bn_scale_shift(args: Sequence[Expr], attrs: dict, ndim: int, axis: int) -> 
         shift = (b - mean.data * scale).astype(var.data.dtype)
         return Constant(scale.reshape(shape)), Constant(shift.reshape(shape))
     dt = infer_type(var).dtype
-    from autosched.relay.expr import const
-
     scale = _op.divide(gamma, _op.make_call("sqrt", [_op.add(var, const(eps, dt))])) if attrs["scale"] else (
         _op.divide(const(1.0, dt), _op.make_call("sqrt", [_op.add(var, const(eps, dt))])))
     shift = _op.subtract(beta, _op.multiply(mean, scale)) if attrs["center"] else _op.subtract(
@@ -494,11 +449,7 @@ def bind_params(func: Function, params: dict[str, Any]) -> Function:
     return Function([p for p in func.params if p.name_hint not in params], body, None, func.attrs)
 
 
-# the bring-your-own-codegen passes (autosched/relay/partition.py) are transforms like the others
-from autosched.relay.partition import AnnotateTarget, MergeComposite, PartitionGraph  # noqa: E402
-
 __all__ = [
-    "AnnotateTarget", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FuseOps", "InferType",
-    "MergeComposite", "PartitionGraph", "Pass", "PassContext", "Sequential", "SimplifyInference", "bind_params",
-    "infer_type",
+    "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FuseOps", "InferType", "Pass", "PassContext",
+    "Sequential", "SimplifyInference", "bind_params", "infer_type",
 ]

@@ -12,9 +12,9 @@ import math
 from typing import Any
 
 from autosched.relay.dataflow_pattern import is_constant, is_op, register_pattern_table, wildcard
-from autosched.relay.expr import Call, Constant, Expr, Function, RelayError, TensorType, Tuple, Var, post_order
+from autosched.relay.ir.expr import Call, Constant, Expr, Function, RelayError, TensorType, Tuple, Var, post_order
 from autosched.relay.op import register_op_attr
-from autosched.relay.ops.common import _pair, pad4
+from autosched.relay.op.common import _pair, pad4
 from autosched.runtime.csource import CSourceModule, signature
 from autosched.runtime.registry import get_global_func, register_func
 

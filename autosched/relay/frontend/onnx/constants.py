@@ -8,17 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.registry import FOLD_ONLY, register
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
-    from autosched.relay.frontend.onnx.importer import _GraphConverter
-
 
 @register("Constant")
 def _constant(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> np.ndarray:
-    """A Constant's value stays a numpy array: ops that need it at import time read it; others get relay.const."""
+    """A Constant's value stays a numpy array: ops that need it at import time read it; others get relay_ir.const."""
     if "value" in attrs:
         return np.asarray(attrs["value"])
     for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),

@@ -6,25 +6,24 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from autosched.relay import ir as relay_ir
+from autosched.relay import op as relay_op
+from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.registry import Converter, register
+from autosched.relay.ir.expr import Expr
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
-    from autosched.relay.expr import Expr
-    from autosched.relay.frontend.onnx.importer import _GraphConverter
-
 
 def _binary(name: str) -> Converter:
     def convert(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-        from autosched import relay
-
         a, b = g.tensor(node.input[0]), g.tensor(node.input[1])
         if attrs.get("broadcast", 0) and "axis" in attrs:  # opset < 7: b aligned to a from ``axis``
             ra, sb = len(g.shape(node.input[0])), g.shape(node.input[1])
             axis = attrs["axis"] % ra
-            b = relay.reshape(b, tuple(sb) + (1,) * (ra - axis - len(sb)))
-        return getattr(relay, name)(a, b)
+            b = relay_op.reshape(b, tuple(sb) + (1,) * (ra - axis - len(sb)))
+        return getattr(relay_op, name)(a, b)
 
     convert.__name__ = f"_{name}"
     return convert
@@ -36,30 +35,22 @@ for _op, _fn in (("Add", "add"), ("Sub", "subtract"), ("Mul", "multiply"), ("Div
 
 @register("Relu")
 def _relu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    from autosched import relay
-
-    return relay.nn.relu(g.tensor(node.input[0]))
+    return relay_op.nn.relu(g.tensor(node.input[0]))
 
 
 @register("Sigmoid")
 def _sigmoid(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    from autosched import relay
-
-    return relay.sigmoid(g.tensor(node.input[0]))
+    return relay_op.sigmoid(g.tensor(node.input[0]))
 
 
 @register("Tanh")
 def _tanh(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    from autosched import relay
-
-    return relay.tanh(g.tensor(node.input[0]))
+    return relay_op.tanh(g.tensor(node.input[0]))
 
 
 def _unary(name: str) -> Converter:
     def convert(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-        from autosched import relay
-
-        return getattr(relay, name)(g.tensor(node.input[0]))
+        return getattr(relay_op, name)(g.tensor(node.input[0]))
 
     convert.__name__ = f"_{name}"
     return convert
@@ -71,11 +62,9 @@ for _op, _fn in (("Exp", "exp"), ("Sqrt", "sqrt"), ("Neg", "negative")):
 
 def _variadic(name: str) -> Converter:
     def convert(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-        from autosched import relay
-
         out = g.tensor(node.input[0])
         for n in node.input[1:]:
-            out = getattr(relay, name)(out, g.tensor(n))
+            out = getattr(relay_op, name)(out, g.tensor(n))
         return out
 
     convert.__name__ = f"_{name}_all"
@@ -88,51 +77,41 @@ for _op, _fn in (("Max", "maximum"), ("Min", "minimum"), ("Sum", "add")):
 
 def _scalar(g: _GraphConverter, name: str, value: float) -> Expr:
     """A scalar constant of ``name``'s dtype."""
-    from autosched import relay
-
     dtype = g.initializers[name].dtype if name in g.initializers else None
     if dtype is None:
         t = g.tensor(name)
         dtype = getattr(getattr(t, "type_annotation", None), "dtype", None) or "float32"
-    return relay.const(np.array(value, dtype=dtype))
+    return relay_ir.const(np.array(value, dtype=dtype))
 
 
 @register("LeakyRelu")
 def _leaky_relu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """relu(x) + alpha * min(x, 0): exact for any alpha (one branch is always zero)."""
-    from autosched import relay
-
     x = g.tensor(node.input[0])
     alpha = float(attrs.get("alpha", 0.01))
     zero, a = _scalar(g, node.input[0], 0.0), _scalar(g, node.input[0], alpha)
-    return relay.add(relay.nn.relu(x), relay.multiply(relay.minimum(x, zero), a))
+    return relay_op.add(relay_op.nn.relu(x), relay_op.multiply(relay_op.minimum(x, zero), a))
 
 
 @register("HardSigmoid")
 def _hard_sigmoid(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    from autosched import relay
-
     x = g.tensor(node.input[0])
     alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
-    lin = relay.add(relay.multiply(x, _scalar(g, node.input[0], alpha)), _scalar(g, node.input[0], beta))
-    return relay.clip(lin, 0.0, 1.0)
+    lin = relay_op.add(relay_op.multiply(x, _scalar(g, node.input[0], alpha)), _scalar(g, node.input[0], beta))
+    return relay_op.clip(lin, 0.0, 1.0)
 
 
 @register("HardSwish")
 def _hard_swish(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """x * HardSigmoid(x) with alpha 1/6, beta 1/2 (MobileNetV3)."""
-    from autosched import relay
-
     x = g.tensor(node.input[0])
-    lin = relay.add(relay.multiply(x, _scalar(g, node.input[0], 1.0 / 6.0)), _scalar(g, node.input[0], 0.5))
-    return relay.multiply(x, relay.clip(lin, 0.0, 1.0))
+    lin = relay_op.add(relay_op.multiply(x, _scalar(g, node.input[0], 1.0 / 6.0)), _scalar(g, node.input[0], 0.5))
+    return relay_op.multiply(x, relay_op.clip(lin, 0.0, 1.0))
 
 
 @register("Clip")
 def _clip(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """Clip: bounds are attributes before opset 11 and optional (constant) inputs from 11 on; ReLU6 is Clip 0..6."""
-    from autosched import relay
-
     big = float(np.finfo(np.float32).max)
     if g.opset < 11:
         lo, hi = float(attrs.get("min", -big)), float(attrs.get("max", big))
@@ -140,18 +119,16 @@ def _clip(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         lo_name, hi_name = g.optional(node, 1), g.optional(node, 2)
         lo = float(np.asarray(g.value(lo_name, "min")).reshape(-1)[0]) if lo_name else -big
         hi = float(np.asarray(g.value(hi_name, "max")).reshape(-1)[0]) if hi_name else big
-    return relay.clip(g.tensor(node.input[0]), lo, hi)
+    return relay_op.clip(g.tensor(node.input[0]), lo, hi)
 
 
 @register("Mean")
 def _mean(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """The inputs added (numpy broadcasting), divided by their count."""
-    from autosched import relay
-
     out = g.tensor(node.input[0])
     for n in node.input[1:]:
-        out = relay.add(out, g.tensor(n))
-    return out if len(node.input) == 1 else relay.divide(out, _scalar(g, node.input[0], float(len(node.input))))
+        out = relay_op.add(out, g.tensor(n))
+    return out if len(node.input) == 1 else relay_op.divide(out, _scalar(g, node.input[0], float(len(node.input))))
 
 
 @register("PRelu")
@@ -159,14 +136,11 @@ def _prelu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """A slope that varies along one axis (per channel: [C, 1, 1], or [C] on a 2-D input) or not at all is
     ``nn.prelu`` on that axis (it fuses into a conv's epilogue); any other broadcastable slope is
     relu(x) + slope * min(x, 0). Before opset 7 a 1-D slope of C values is per channel (axis 1)."""
-    from autosched import relay
-    from autosched.relay.ops import prelu
-
     xs, ss = g.shape(node.input[0]), g.shape(node.input[1])
     x, slope = g.tensor(node.input[0]), g.tensor(node.input[1])
     rank = len(xs)
     if g.opset < 7 and len(ss) == 1 and rank >= 2 and ss[0] == xs[1]:
-        return prelu(x, slope, axis=1)
+        return relay_op.prelu(x, slope, axis=1)
     aligned = (1,) * (rank - len(ss)) + tuple(ss)
     if len(ss) > rank or any(s not in (1, d) for s, d in zip(aligned, xs)):
         g._fail(f"slope shape {list(ss)} does not broadcast to the input's shape {list(xs)}")
@@ -174,6 +148,6 @@ def _prelu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     if len(varying) <= 1:
         axis = varying[0] if varying else rank - 1
         size = aligned[axis] if varying else 1
-        return prelu(x, slope if tuple(ss) == (size,) else relay.reshape(slope, (size,)), axis=axis)
+        return relay_op.prelu(x, slope if tuple(ss) == (size,) else relay_op.reshape(slope, (size,)), axis=axis)
     zero = _scalar(g, node.input[0], 0.0)
-    return relay.add(relay.nn.relu(x), relay.multiply(relay.minimum(x, zero), slope))
+    return relay_op.add(relay_op.nn.relu(x), relay_op.multiply(relay_op.minimum(x, zero), slope))

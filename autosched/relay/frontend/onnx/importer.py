@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autosched.errors import AutoschedError
+from autosched.relay import ir as relay_ir
 from autosched.relay.frontend.onnx.registry import CONVERTERS, FOLD_LIMIT, FOLD_ONLY
+from autosched.relay.ir.expr import Expr, IRModule
 
 logger = logging.getLogger("autosched.relay")
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
-
-    from autosched.relay.expr import Expr, IRModule
 
 
 class OpNotImplemented(AutoschedError, NotImplementedError):
@@ -127,8 +127,6 @@ class _GraphConverter:
 
     # ------------------------------------------------------------------------------ driver
     def convert(self) -> tuple[IRModule, dict[str, np.ndarray]]:
-        from autosched import relay
-
         self._check_supported()
         self._make_inputs()
         self._infer_onnx_shapes()
@@ -152,10 +150,10 @@ class _GraphConverter:
                                f"first {len(outputs)} output(s) are supported in inference")
         self._node = None
         outs = [self.tensor(o.name) for o in self.graph.output]
-        body = outs[0] if len(outs) == 1 else relay.Tuple(outs)
+        body = outs[0] if len(outs) == 1 else relay_ir.Tuple(outs)
         used = [name for name in self.initializers if name in self.param_vars]  # in the model's order
         params = list(self.input_vars) + [self.param_vars[name] for name in used]
-        mod = relay.IRModule.from_expr(relay.Function(params, body))
+        mod = relay_ir.IRModule.from_expr(relay_ir.Function(params, body))
         weights = {} if self.freeze else {name: self.initializers[name] for name in used}
         return mod, weights
 
@@ -174,8 +172,6 @@ class _GraphConverter:
 
     def _make_inputs(self) -> None:
         from onnx import helper
-
-        from autosched import relay
 
         names = []
         for vi in self.graph.input:
@@ -199,7 +195,7 @@ class _GraphConverter:
                 dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)))
             else:
                 dtype = self.user_dtype if isinstance(self.user_dtype, str) else "float32"
-            v = relay.var(vi.name, shape=shape, dtype=dtype)
+            v = relay_ir.var(vi.name, shape=shape, dtype=dtype)
             self.input_vars.append(v)
             self.exprs[vi.name] = v
             self.onnx_shapes[vi.name] = tuple(shape)
@@ -246,21 +242,19 @@ class _GraphConverter:
 
     def tensor(self, name: str) -> Expr:
         """The relay expression for ONNX value ``name`` (an initializer becomes a parameter on first use)."""
-        from autosched import relay
-
         if name in self.exprs:
             return self.exprs[name]
         if name in self.initializers:
             value = self.initializers[name]
             if self.freeze:
-                e = relay.const(value)
+                e = relay_ir.const(value)
             else:
-                e = relay.var(name, shape=value.shape, dtype=str(value.dtype))
+                e = relay_ir.var(name, shape=value.shape, dtype=str(value.dtype))
                 self.param_vars[name] = e
             self.exprs[name] = e
             return e
         if name in self.consts:
-            e = relay.const(self.consts[name])
+            e = relay_ir.const(self.consts[name])
             self.exprs[name] = e
             return e
         self._fail(f"input {name!r} is not a graph input, an initializer or the output of an earlier node")
@@ -289,11 +283,10 @@ class _GraphConverter:
 
     def _relay_shape(self, expr: Expr) -> tuple[int, ...]:
         """Shape by relay's type inference of ``expr`` over the variables made so far."""
-        from autosched import relay
-
         params = list(self.input_vars) + list(self.param_vars.values())
-        mod = relay.transform.InferType()(relay.IRModule.from_expr(relay.Function(params, expr)))
-        return tuple(int(d) for d in mod["main"].body.checked_type.shape)
+        func = relay_ir.Function(params, expr)
+        relay_ir.infer_type(func)
+        return tuple(int(d) for d in func.body.checked_type.shape)
 
     def is_const(self, name: str) -> bool:
         """Whether ONNX value ``name`` is known at import time (an initializer, a Constant or a folded value)."""

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    import onnx
-
-    from autosched.relay.frontend.onnx.importer import _GraphConverter
-
-Converter = Callable[["_GraphConverter", "onnx.NodeProto", dict], Any]
+#: ``fn(converter, node, attrs) -> relay expression or array``: the importer's ``_GraphConverter``, an ONNX NodeProto
+#: and its attributes as a dict
+Converter = Callable[..., Any]
 
 
 CONVERTERS: dict[str, Converter] = {}

@@ -8,39 +8,35 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from autosched.relay import op as relay_op
+from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.registry import register
+from autosched.relay.ir.expr import Expr
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
-    from autosched.relay.expr import Expr
-    from autosched.relay.frontend.onnx.importer import _GraphConverter
-
 
 @register("Reshape")
 def _reshape(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    from autosched import relay
-
     if g.opset < 5:
         newshape = [int(d) for d in attrs["shape"]]
     else:
         newshape = [int(d) for d in np.asarray(g.value(node.input[1], "the target shape")).reshape(-1)]
     if attrs.get("allowzero", 0) and 0 in newshape:
         g._fail(f"allowzero=1 with a 0 in the shape {newshape} (an empty tensor) is not supported")
-    return relay.reshape(g.tensor(node.input[0]), tuple(newshape))
+    return relay_op.reshape(g.tensor(node.input[0]), tuple(newshape))
 
 
 @register("Flatten")
 def _flatten(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    from autosched import relay
-
     shape = g.shape(node.input[0])
     axis = int(attrs.get("axis", 1))
     axis = axis + len(shape) if axis < 0 else axis
     x = g.tensor(node.input[0])
     if axis == 1 and len(shape) >= 2:
-        return relay.nn.batch_flatten(x)
-    return relay.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
+        return relay_op.nn.batch_flatten(x)
+    return relay_op.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
 
 
 def _axes(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, since: int) -> list[int] | None:
@@ -54,8 +50,6 @@ def _axes(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, since: int) -> 
 @register("Unsqueeze")
 def _unsqueeze(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """A reshape to the static shape with the new unit axes (constant inputs are evaluated at import instead)."""
-    from autosched import relay
-
     shape = list(g.shape(node.input[0]))
     axes = _axes(g, node, attrs, 13)
     if axes is None:
@@ -63,58 +57,48 @@ def _unsqueeze(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     rank = len(shape) + len(axes)
     for a in sorted(a % rank for a in axes):
         shape.insert(a, 1)
-    return relay.reshape(g.tensor(node.input[0]), tuple(shape))
+    return relay_op.reshape(g.tensor(node.input[0]), tuple(shape))
 
 
 @register("Squeeze")
 def _squeeze(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    from autosched import relay
-
     shape = g.shape(node.input[0])
     axes = _axes(g, node, attrs, 13)
     drop = {a % len(shape) for a in axes} if axes is not None else {i for i, d in enumerate(shape) if d == 1}
     if any(shape[a] != 1 for a in drop):
         g._fail(f"cannot squeeze axes {sorted(drop)} of shape {shape}: not all of size 1")
-    return relay.reshape(g.tensor(node.input[0]), tuple(d for i, d in enumerate(shape) if i not in drop))
+    return relay_op.reshape(g.tensor(node.input[0]), tuple(d for i, d in enumerate(shape) if i not in drop))
 
 
 @register("ReduceMean")
 def _reduce_mean(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """The mean over H and W of an NCHW tensor (global average pooling, as some exporters write it)."""
-    from autosched import relay
-
     shape = g.shape(node.input[0])
     axes = _axes(g, node, attrs, 18)
     axes = sorted(a % len(shape) for a in axes) if axes is not None else list(range(len(shape)))
     if len(shape) != 4 or axes != [2, 3]:
         g._fail(f"only the mean over axes [2, 3] of a 4-D (NCHW) tensor is supported, got axes {axes} of shape "
                 f"{shape}")
-    out = relay.nn.global_avg_pool2d(g.tensor(node.input[0]))
-    return out if attrs.get("keepdims", 1) else relay.reshape(out, tuple(shape[:2]))
+    out = relay_op.nn.global_avg_pool2d(g.tensor(node.input[0]))
+    return out if attrs.get("keepdims", 1) else relay_op.reshape(out, tuple(shape[:2]))
 
 
 @register("Transpose")
 def _transpose(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    from autosched import relay
-
     perm = attrs.get("perm")
-    return relay.transpose(g.tensor(node.input[0]), axes=tuple(perm) if perm is not None else None)
+    return relay_op.transpose(g.tensor(node.input[0]), axes=tuple(perm) if perm is not None else None)
 
 
 @register("Concat")
 def _concat(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    from autosched import relay
-
     if "axis" not in attrs:
         g._fail("the axis attribute is required")
     rank = len(g.shape(node.input[0]))
-    return relay.concatenate([g.tensor(n) for n in node.input], axis=int(attrs["axis"]) % rank)
+    return relay_op.concatenate([g.tensor(n) for n in node.input], axis=int(attrs["axis"]) % rank)
 
 
 @register("Pad")
 def _pad(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    from autosched import relay
-
     mode = attrs.get("mode", "constant")
     if mode != "constant":
         g._fail(f"mode {mode!r} is not supported (only 'constant')")
@@ -136,7 +120,7 @@ def _pad(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     width = [[0, 0] for _ in range(rank)]
     for i, a in enumerate(axes):
         width[a] = [pads[i], pads[i + len(axes)]]
-    return relay.nn.pad(g.tensor(node.input[0]), pad_width=tuple(tuple(w) for w in width), pad_value=pad_value)
+    return relay_op.nn.pad(g.tensor(node.input[0]), pad_width=tuple(tuple(w) for w in width), pad_value=pad_value)
 
 
 @register("Split")
@@ -144,8 +128,6 @@ def _split(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> tuple:
     """One ``strided_slice`` per output: sizes from ``split`` (an attribute before opset 13, a constant input
     from it), else equal parts (from opset 18 ``num_outputs`` parts, the last one smaller when they do not divide).
     """
-    from autosched.relay.ops import strided_slice
-
     shape = g.shape(node.input[0])
     axis = int(attrs.get("axis", 0))
     if not -len(shape) <= axis < len(shape):
@@ -171,7 +153,7 @@ def _split(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> tuple:
     outs, start = [], 0
     x = g.tensor(node.input[0])
     for s in sizes:
-        outs.append(strided_slice(x, begin=[start], end=[start + s], strides=[1], axes=[axis]))
+        outs.append(relay_op.strided_slice(x, begin=[start], end=[start + s], strides=[1], axes=[axis]))
         start += s
     return tuple(outs)
 
@@ -181,8 +163,6 @@ def _slice(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """``strided_slice`` with constant starts/ends/axes/steps (attributes before opset 10, inputs from it), any
     non-zero steps; negative and out-of-range indices follow ONNX's clamping (values known at import time are
     evaluated instead)."""
-    from autosched.relay.ops import slice_range, strided_slice
-
     shape = g.shape(node.input[0])
     rank = len(shape)
     if g.opset < 10:
@@ -205,13 +185,13 @@ def _slice(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         g._fail(f"steps {steps} must not be 0")
     axes = [a % rank for a in axes]
     for a, b, e, s in zip(axes, starts, ends, steps):
-        if slice_range(shape[a], b, e, s)[1] == 0:
+        if relay_op.slice_range(shape[a], b, e, s)[1] == 0:
             g._fail(f"starts {b}, ends {e}, steps {s} select nothing of axis {a} (size {shape[a]}) of shape "
                     f"{list(shape)}; empty tensors are not supported")
     # indices past -dim - 1 .. dim + 1 clamp the same way as those bounds (keeps INT64_MAX out of the attributes)
     starts = [min(max(b, -shape[a] - 1), shape[a] + 1) for a, b in zip(axes, starts)]
     ends = [min(max(e, -shape[a] - 1), shape[a] + 1) for a, e in zip(axes, ends)]
-    return strided_slice(g.tensor(node.input[0]), begin=starts, end=ends, strides=steps, axes=axes)
+    return relay_op.strided_slice(g.tensor(node.input[0]), begin=starts, end=ends, strides=steps, axes=axes)
 
 
 def _nearest_source(out_size: int, in_size: int, scale: float, transform: str, rounding: str) -> list[int]:
@@ -256,8 +236,6 @@ def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     the coordinate transformation and rounding read input pixel o // factor for output pixel o (every input pixel
     repeated factor times: the defaults, and asymmetric/floor) -> ``nn.upsampling``. Upsample (opset < 10) and
     Resize-10 use asymmetric coordinates and floor."""
-    from autosched.relay.ops import upsampling
-
     mode = attrs.get("mode", "nearest")
     if mode != "nearest":
         g._fail(f"mode {mode!r} is not supported (only 'nearest')")
@@ -313,4 +291,4 @@ def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         factors.append(factor)
     if factors == [1, 1]:
         return g.tensor(node.input[0])
-    return upsampling(g.tensor(node.input[0]), scale_h=factors[0], scale_w=factors[1])
+    return relay_op.upsampling(g.tensor(node.input[0]), scale_h=factors[0], scale_w=factors[1])

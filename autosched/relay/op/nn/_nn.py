@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from autosched import te
-from autosched.relay import schedules
-from autosched.relay.expr import RelayError, TensorType, TupleType
-from autosched.relay.op import (
+from autosched.relay.ir.expr import RelayError, TensorType, TupleType
+from autosched.relay.op import schedules
+from autosched.relay.op.common import _c, _ishape, _nargs, _pair, _same_dtype, _tensor, pad4
+from autosched.relay.op.op import (
     OPAQUE,
     OUT_ELEMWISE_FUSABLE,
     OpDef,
     make_call,
     register_op,
 )
-from autosched.relay.ops.common import _c, _ishape, _nargs, _pair, _same_dtype, _tensor, pad4
 
 
 def _conv2d_geometry(dshape, wshape, attrs):

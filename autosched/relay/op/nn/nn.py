@@ -1,12 +1,15 @@
-"""``relay.nn``: neural-network ops (TVM's names and arguments)."""
+"""``relay.nn`` (``relay.op.nn``): the calls of the neural-network ops, TVM's names and arguments."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from autosched.relay.expr import Call, Expr, TupleGetItem
-from autosched.relay.op import make_call
+from autosched.relay.ir.expr import Call, Expr, TupleGetItem
+from autosched.relay.op.elemwise import prelu
+from autosched.relay.op.nn._nn import log_softmax, lrn
+from autosched.relay.op.op import make_call
+from autosched.relay.op.tensor import upsampling
 
 
 def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0), dilation: Any = (1, 1),
@@ -109,8 +112,6 @@ def pad(data: Expr, pad_width: Sequence[Sequence[int]], pad_value: float = 0.0, 
     return make_call("nn.pad", [data], pad_width=tuple(tuple(int(v) for v in p) for p in pad_width),
                      pad_value=float(pad_value), pad_mode=pad_mode)
 
-
-from autosched.relay.ops import log_softmax, lrn, prelu, upsampling  # noqa: E402  (defined with their ops)
 
 __all__ = ["avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv2d", "dense",
            "global_avg_pool2d", "log_softmax", "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax",

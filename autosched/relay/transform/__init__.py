@@ -1,0 +1,26 @@
+"""Graph passes, as TVM's ``relay.transform``: ``Sequential`` under a ``PassContext`` (transform), the rewrite
+into blocked layouts (alter_layout) and bring-your-own-codegen partitioning (partition). Above the ops and the
+patterns, below the backend and the frontends."""
+
+from autosched.relay.ir.type_infer import infer_type
+from autosched.relay.transform import alter_layout, partition, transform
+from autosched.relay.transform.alter_layout import AlterOpLayout
+from autosched.relay.transform.partition import AnnotateTarget, MergeComposite, PartitionGraph, partition_for
+from autosched.relay.transform.transform import (
+    DeadCodeElimination,
+    EliminateCommonSubexpr,
+    FoldConstant,
+    FuseOps,
+    InferType,
+    Pass,
+    PassContext,
+    Sequential,
+    SimplifyInference,
+    bind_params,
+)
+
+__all__ = [
+    "AlterOpLayout", "AnnotateTarget", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FuseOps",
+    "InferType", "MergeComposite", "PartitionGraph", "Pass", "PassContext", "Sequential", "SimplifyInference",
+    "alter_layout", "bind_params", "infer_type", "partition", "partition_for", "transform",
+]
