@@ -148,3 +148,42 @@ def test_fuse_of_no_axes_gives_a_unit_loop_to_split():
     y = autosched.nd.empty((), "int32")
     f(y, autosched.nd.array(np.arange(10, dtype="int32")))
     assert int(y.numpy()) == 45
+
+
+def test_cuda_function_takes_ndarrays_and_times_on_the_gpu(tmp_path, monkeypatch):
+    """With the stand-in CUDA driver (tests/cuda_driver_stub.c: host memory, launches recorded, kernels not
+    run): NDArrays on cuda(0) reach the kernel, and time_evaluator copies the arrays in once and launches
+    warm-up + number x repeat times. (On a GPU machine tests/test_gpu.py runs the kernels.)"""
+    import ctypes
+    import pathlib
+    import subprocess
+
+    from autosched.runtime import cuda
+
+    lib = tmp_path / "libcuda_stub.so"
+    src = pathlib.Path(__file__).parent / "cuda_driver_stub.c"
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, capture_output=True)
+    monkeypatch.setenv("AUTOSCHED_LIBCUDA", str(lib))
+    monkeypatch.setattr(cuda._Driver, "_instance", None)
+    stub = ctypes.CDLL(str(lib))
+    stub.stub_counter.restype = ctypes.c_long
+    stub.stub_reset()
+    A, B, C = _vadd()
+    s = te.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=64)
+    s[C].bind(bx, te.thread_axis("blockIdx.x"))
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    tgt = autosched.target.Target(target="cuda", host="llvm")
+    f = autosched.build(s, [A, B, C], tgt, name="myadd")
+    dev = autosched.device(tgt.kind.name, 0)
+    assert dev == autosched.cuda(0)
+    a = autosched.nd.array(np.ones(1000, "float32"), dev)
+    b = autosched.nd.array(np.ones(1000, "float32"), dev)
+    c = autosched.nd.empty((1000,), "float32", dev)
+    f(a, b, c)
+    assert stub.stub_launch_count() == 1 and stub.stub_counter(1) == 3 and stub.stub_counter(2) == 1
+    stub.stub_reset()
+    res = f.time_evaluator(f.entry_name, dev, number=4, repeat=2)(a, b, c)
+    assert len(res.results) == 2 and res.mean >= 0
+    assert stub.stub_launch_count() == 1 + 4 * 2 and stub.stub_counter(1) == 3
+    cuda._Driver._instance = None
