@@ -243,3 +243,30 @@ def test_tvm_views_of_relations_and_loop_annotations():
     r = np.zeros((), "float32")
     autosched.build(s, [A, R])(a, r)
     assert r == a[0, 0] * 2
+
+
+def test_cache_write_of_a_multi_output_compute_and_of_argmax():
+    m, n = 8, 6
+    A, B = te.placeholder((m, n), name="A"), te.placeholder((m, n), name="B")
+    C1, C2 = te.compute((m, n), lambda i, j: (A[i, j] + 1, B[i, j] / 2), name="C")
+    s = te.create_schedule([C1.op, C2.op])
+    L1, L2 = s.cache_write([C1, C2], "local")
+    assert L1.op is L2.op and L2.value_index == 1
+    s[L1].compute_at(s[C1], C1.op.axis[0])
+    a, b = _rand(m, n), _rand(m, n)
+    c1, c2 = np.zeros((m, n), "float32"), np.zeros((m, n), "float32")
+    autosched.build(s, [A, B, C1, C2])(a, b, c1, c2)
+    np.testing.assert_allclose(c1, a + 1)
+    np.testing.assert_allclose(c2, b / 2)
+    with pytest.raises(RuntimeError, match="outputs are cached together"):
+        te.create_schedule(C1.op).cache_write(C1, "local")
+    k = te.reduce_axis((0, n), "k")
+    I, V = te.compute((m,), lambda i: _argmax_reducer()((k.var, A[i, k]), axis=k), name="T")
+    s = te.create_schedule(I.op)
+    IL, _ = s.cache_write([I, V], "local")
+    xo, xi = s[I].split(I.op.axis[0], factor=4)
+    s[IL].compute_at(s[I], xo)
+    oi, ov = np.zeros(m, "int64"), np.zeros(m, "float32")
+    autosched.build(s, [A, I, V])(a, oi, ov)
+    np.testing.assert_array_equal(oi, a.argmax(1))
+    np.testing.assert_allclose(ov, a.max(1))

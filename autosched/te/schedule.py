@@ -430,12 +430,27 @@ class Schedule:
         self.apply(CacheRead(self[tensor].index, scope, tuple(reader_idx)))
         return self.stages[self[tensor].index + 1].op.output(0)
 
-    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
-        """Compute ``tensor`` into a new ``scope`` stage; the original stage then copies it out."""
-        st = self[tensor]
+    def cache_write(self, tensor: Tensor | Sequence[Tensor], scope: str) -> Tensor | list[Tensor]:
+        """Compute ``tensor`` into a new ``scope`` stage; the original stage then copies it out. The outputs of
+        a multi-output compute are cached together: pass them all, as a list, and get the list of caches."""
+        tensors = list(tensor) if isinstance(tensor, (list, tuple)) else [tensor]
+        if not tensors:
+            raise ScheduleError("cache_write of an empty list of tensors")
+        st = self[tensors[0]]
+        op = st.op
+        if any(self[t] is not st for t in tensors):
+            raise ScheduleError(f"cache_write of {[t.name for t in tensors]}: the tensors of one call must be the "
+                                "outputs of one operation")
+        n = getattr(op, "num_outputs", 1)
+        if sorted(getattr(t, "value_index", 0) for t in tensors) != list(range(n)) and n > 1:
+            raise ScheduleError(f"cache_write of '{st.name}': its {n} outputs are cached together; pass all of "
+                                f"them (s.cache_write([{', '.join(op.output(k).name for k in range(n))}], scope))")
         idx = st.index
         self.apply(CacheWrite(idx, scope))
-        return self.stages[idx].op.output(0)
+        cache_op = self.stages[idx].op
+        if isinstance(tensor, (list, tuple)):
+            return [cache_op.output(getattr(t, "value_index", 0)) for t in tensors]
+        return cache_op.output(0)
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         """Factor the reduction loop ``axis`` of ``tensor``'s stage out into a new stage ``<name>.rf`` whose
@@ -746,23 +761,25 @@ class Schedule:
         assert isinstance(op, ComputeOp)
         new_axis = [IterVar(Range(0, a.dom.extent), Var(a.name + ".c"), "spatial") for a in op.axis]
         vmap: dict[Var, Any] = {a.var: b.var for a, b in zip(op.axis, new_axis)}
-        body = op.body
-        if isinstance(body, Reduce):
+        bodies = list(op.bodies)  # every output of a multi-output compute (a tuple reduction's values too)
+        if isinstance(bodies[0], Reduce):
             # a reduce range may depend on a spatial axis (a triangular sum): rename it there too
             new_raxis = [IterVar(Range(substitute(a.dom.min, vmap), substitute(a.dom.extent, vmap)),
-                                 Var(a.name + ".c"), "reduce") for a in body.axis]
-            vmap.update({a.var: b.var for a, b in zip(body.axis, new_raxis)})
-            body = Reduce(
-                rename_reducer(body.combiner, {a.var: b.var for a, b in zip(op.axis, new_axis)}),
-                substitute(body.source, vmap),
-                new_raxis,
-                substitute(body.condition, vmap) if body.condition is not None else None,
-            )
+                                 Var(a.name + ".c"), "reduce") for a in bodies[0].axis]
+            vmap.update({a.var: b.var for a, b in zip(bodies[0].axis, new_raxis)})
+            combiner = rename_reducer(bodies[0].combiner, {a.var: b.var for a, b in zip(op.axis, new_axis)})
+            sources = [substitute(x, vmap) for x in bodies[0].sources]
+            cond = bodies[0].condition
+            cond = substitute(cond, vmap) if cond is not None else None
+            bodies = [Reduce(combiner, sources[b.value_index], new_raxis, cond,
+                             sources if len(sources) > 1 else None, b.value_index) for b in bodies]
         else:
-            body = substitute(body, vmap)
-        cache_op = ComputeOp(f"{op.name}.{step.scope}", new_axis, body, op.tag, op.attrs)
+            bodies = [substitute(b, vmap) for b in bodies]
+        multi = len(bodies) > 1
+        cache_op = ComputeOp(f"{op.name}.{step.scope}", new_axis, bodies if multi else bodies[0], op.tag, op.attrs)
         cache_tensor = cache_op.output(0)
-        copy_op = ComputeOp(op.name, op.axis, TensorLoad(cache_tensor, [a.var for a in op.axis]), op.tag, op.attrs)
+        copies = [TensorLoad(cache_op.output(k), [a.var for a in op.axis]) for k in range(len(bodies))]
+        copy_op = ComputeOp(op.name, op.axis, copies if multi else copies[0], op.tag, op.attrs)
         self.stage_map[copy_op] = stage
         stage.op = copy_op
         stage.all_iter_vars = list(copy_op.axis)
