@@ -270,3 +270,21 @@ def test_cache_write_of_a_multi_output_compute_and_of_argmax():
     autosched.build(s, [A, I, V])(a, oi, ov)
     np.testing.assert_array_equal(oi, a.argmax(1))
     np.testing.assert_allclose(ov, a.max(1))
+
+
+def test_schedule_ops_of_two_outputs_with_a_shape_expression():
+    from autosched.te.schedule import InferBound, ScheduleOps
+
+    m, n = te.var("m"), te.var("n")
+    A, B = te.placeholder((m * 4, n), name="A"), te.placeholder((m * 4, n), name="B")
+    C1, C2 = te.compute(A.shape, lambda i, j: (A[i, j] + 1, B[i, j] * 2), name="C")
+    s = te.create_schedule([C1.op, C2.op])
+    s.cache_write([C1, C2], "local")
+    stmt = ScheduleOps(s, InferBound(s))
+    assert "C.local" in str(stmt) and "C.v1" in str(stmt)
+    f = autosched.build(s, [A, B, C1, C2, m])
+    a, b = _rand(8, 3), _rand(8, 3)
+    c1, c2 = np.zeros((8, 3), "float32"), np.zeros((8, 3), "float32")
+    f(a, b, c1, c2, 2)
+    np.testing.assert_allclose(c1, a + 1)
+    np.testing.assert_allclose(c2, b * 2)

@@ -3,19 +3,32 @@ lowering (which does both in one pass): the loop ranges every stage gets, and th
 
 from __future__ import annotations
 
-from autosched.te.expr import IntImm
+from autosched.te.expr import IntImm, Var, free_vars
 from autosched.te.schedule import Schedule
 from autosched.te.tensor import Range, Tensor
 from autosched.tir import stmt as S
 from autosched.tir.lower import _Lowerer
 
 
-def _default_args(sch: Schedule) -> list[Tensor]:
-    """The kernel arguments TVM's ScheduleOps assumes: every input placeholder, then every output tensor."""
+def _default_args(sch: Schedule) -> list[Tensor | Var]:
+    """The kernel arguments TVM's ScheduleOps assumes: every input placeholder, then every output tensor (and
+    the shape variables that only appear inside a dimension's expression)."""
     args: list[Tensor] = [st.op.output(0) for st in sch.stages if st.is_placeholder]
+    seen: set[int] = set()
     for op in sch.outputs:
-        args += [op.output(k) for k in range(op.num_outputs)]
-    return args
+        st = sch[op]  # the outputs of a multi-output compute are listed once each, whichever op was given
+        if id(st) not in seen:
+            seen.add(id(st))
+            args += [st.op.output(k) for k in range(st.op.num_outputs)]
+    # a shape variable that no dimension is exactly (a (m * 4, n) input) is passed as a scalar argument
+    bare = {id(d) for t in args for d in t.shape if isinstance(d, Var)}
+    scalars: dict[int, Var] = {}
+    for t in args:
+        for d in t.shape:
+            for v in free_vars(d):
+                if id(v) not in bare:
+                    scalars.setdefault(id(v), v)
+    return args + list(scalars.values())
 
 
 def infer_bound(sch: Schedule) -> dict:
