@@ -216,7 +216,9 @@ def test_progress_summary_db_best_and_report_agree_on_the_best_and_the_vendor(en
     assert j["best"]["record"] == int(record) and f"{j['best']['gflops']:.1f}" == shown
     assert j["vendor"]["library"].split()[0] == vendor
     jb = json.loads(autosched(env, "db", "best", "--db", db, "--json").stdout.splitlines()[0])
-    assert jb["summary"]["record"] == int(record) and jb["summary"]["trusted"]
+    assert jb["summary"]["record"] == int(record)
+    if not jb["summary"]["trusted"]:  # a loaded machine disturbed every timing: the best is shown, flagged
+        assert "noisy" in b.stdout and "noisy:" in r.stdout and "noisy:" in rep.stdout
 
 
 def test_tune_json_results_on_stdout(env, one_run):
