@@ -154,7 +154,10 @@ class PackedFunc:
         env = self._fast_check(arrays) if self._static is not None else None
         if env is None:
             arrays = tuple(as_array(a) for a in arrays)  # NDArrays: their numpy data
-            env = self.check_args(arrays, given)
+            if self._static is not None:
+                env = self._fast_check(arrays)
+            if env is None:
+                env = self.check_args(arrays, given)
         rc = self._cfunc(*[data_pointer(a)[0] for a in arrays], *env)
         if rc != 0:
             raise _failure(self.name, rc)
