@@ -466,6 +466,7 @@ def supervised(work: Any, command: str, enabled: bool = True) -> int:
     import psutil
 
     subreaper = _set_subreaper(True)
+    before = {q.pid for q in psutil.Process().children(recursive=True)}  # a caller's own: not the run's
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -499,11 +500,15 @@ def supervised(work: Any, command: str, enabled: bool = True) -> int:
         _, status = os.waitpid(pid, 0)
     finally:
         try:
-            left = psutil.Process().children(recursive=True)  # nothing, when the run ended well
-            for proc in left:
-                with contextlib.suppress(psutil.Error):
-                    proc.kill()
-            psutil.wait_procs(left, timeout=10)  # reaped: they were adopted here
+            for _ in range(3):  # again, for what a dying daemon started meanwhile
+                left = [q for q in psutil.Process().children(recursive=True)  # none, when the run ended well
+                        if q.pid not in before]
+                if not left:
+                    break
+                for proc in left:
+                    with contextlib.suppress(psutil.Error):
+                        proc.kill()
+                psutil.wait_procs(left, timeout=10)  # reaped: they were adopted here
         finally:
             for sig, handler in saved.items():
                 signal.signal(sig, handler)
