@@ -461,8 +461,9 @@ def supervised(work: Any, command: str, enabled: bool = True) -> int:
     those orphans stay its descendants and are found (psutil) however they regrouped. Ctrl-C reaches the
     child as before (same process group; ignored here); SIGTERM and SIGHUP are passed on to it. A child that
     died of a signal is said in one line (exit 1). Without ``fork``, or not ``enabled``, ``work()`` runs here."""
-    if not enabled or not hasattr(os, "fork"):
-        return work()
+    ray = sys.modules.get("ray")
+    if not enabled or not hasattr(os, "fork") or (ray is not None and ray.is_initialized()):
+        return work()  # (a Ray this process already runs, a caller's, is used here: it does not survive a fork)
     import psutil
 
     subreaper = _set_subreaper(True)
