@@ -244,3 +244,16 @@ def test_decl_buffer_strides_and_offset_in_an_extern_and_binds():
     assert seen["layout"] == (4, 0)  # the dense layout the call's array has
     with pytest.raises(RuntimeError, match=r"binds\[X\].*strides \[16, 1\].*dense"):
         autosched.lower(s, [X, Y], binds={X: tir.decl_buffer((m, 4), "float32", strides=[16, 1])})
+
+
+def test_a_module_with_packed_calls_is_not_exported(tmp_path):
+    @autosched.register_func("test_te_scan_extern.noop", override=True)
+    def noop(x, y):
+        y.copyfrom(x.numpy())
+
+    A = te.placeholder((4,), name="A")
+    B = te.extern((4,), [A], lambda ins, outs: autosched.tir.call_packed("test_te_scan_extern.noop", ins[0],
+                                                                         outs[0]), name="B")
+    f = autosched.build(te.create_schedule(B.op), [A, B])
+    with pytest.raises(autosched.CodegenError, match="register_func.*exported library"):
+        f.export_library(str(tmp_path / "packed.so"))

@@ -127,6 +127,12 @@ class LLVMModule(Module):
 
     def _object_files(self, prefix: str) -> tuple[list[str], bool, list[str]]:
         """Object code from llvmlite for :meth:`Module.export_library` (it embeds the kernels' metadata)."""
+        from autosched.runtime.packed import SYMBOL
+
+        if SYMBOL in self.ir_text:
+            raise CodegenError("this module calls functions registered with register_func (tir.call_packed), "
+                               "which live in this Python process: run it here (build's module) rather than "
+                               "from an exported library")
         isa = json.dumps({"cpu": self.target.mcpu, "features": sorted(self.features)}).encode() + b"\0"
         with _lock:  # the CPU and extensions travel with the library: a host that lacks one refuses to load it
             isa_global = f'@{ISA_SYMBOL} = constant [{len(isa)} x i8] c"{_ir_bytes(isa)}"'
