@@ -622,3 +622,28 @@ def test_prefetch_emits_cache_hints_and_keeps_results():
     D = te.compute((n, m), lambda i, j: B[i, j] * 2, name="D")
     with pytest.raises(ScheduleError, match="prefetch on stage 'D', axis 'i': the stage does not read 'A'"):
         te.create_schedule([C.op, D.op])[D].prefetch(A, D.op.axis[0], 1)
+
+
+def test_cross_thread_reduction_of_a_whole_vector_in_one_block():
+    """A scalar result: the one block's threads reduce everything (the shared row is the block's own)."""
+    from autosched.codegen.nvptx import ptxas_path
+    from autosched.tir.gpu import prepare_kernel, serialize_bindings
+
+    n = 1000
+    A = te.placeholder((n,), name="A")
+    k = te.reduce_axis((0, n), "k")
+    B = te.compute((), lambda: te.sum(A[k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    _, ki = s[B].split(k, factor=64)
+    BF = s.rfactor(B, ki)
+    s[B].bind(s[B].op.reduce_axis[0], te.thread_axis("threadIdx.x"))
+    s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
+    func = autosched.lower(s, [A, B])
+    _, launch = prepare_kernel(func)
+    assert launch.grid == (1, 1, 1) and launch.block == (64, 1, 1)
+    a = RNG.random(n).astype("float32")
+    b = np.zeros((), "float32")
+    autosched.build(serialize_bindings(func))(a, b)
+    np.testing.assert_allclose(b, a.sum(), rtol=1e-5)
+    if ptxas_path() is not None:
+        autosched.build(s, [A, B], target="cuda -arch=sm_80")

@@ -105,7 +105,7 @@ def _check_structure(func: S.PrimFunc) -> None:
             return
         if isinstance(s, S.Allocate):
             b = s.buffer
-            if not bound:
+            if not bound and not (b.scope == "shared" and one_block):  # one block: the root is the block
                 raise ScheduleError(
                     f"kernel {func.name}: intermediate '{b.name}' is computed at the root, for the whole grid, "
                     f"which one kernel cannot do before its readers (blocks do not wait for each other): inline it "
@@ -127,6 +127,8 @@ def _check_structure(func: S.PrimFunc) -> None:
         for c in S.stmt_children(s):
             visit(c, tags, bound)
 
+    one_block = not any(isinstance(x, S.For) and x.kind == "thread_binding" and x.thread_tag.startswith("blockIdx")
+                        for x in S.walk_stmts(func.body))
     visit(func.body, {}, False)
 
 
