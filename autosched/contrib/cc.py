@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from autosched.runtime.cc import link_shared
+from autosched.runtime.cc import _run, link_shared
 
 
 def create_shared(output: str | os.PathLike, objects: str | Sequence[str], options: Sequence[str] | None = None,
@@ -20,9 +20,10 @@ def create_shared(output: str | os.PathLike, objects: str | Sequence[str], optio
     if any(_calls_openmp(o) for o in objects if o.endswith(".o")) and "-lgomp" not in libs:
         libs.append("-lgomp")
     libs.append("-lm")
-    if cc:
-        os.environ.setdefault("CC", cc)
-    link_shared(objects, os.fspath(output), libs)
+    if cc:  # this compiler for this call ($CC, else gcc, otherwise)
+        _run([cc, "-shared", "-o", os.fspath(output), *objects, *libs], f"linking {os.fspath(output)}")
+    else:
+        link_shared(objects, os.fspath(output), libs)
 
 
 def _calls_openmp(obj: str) -> bool:
