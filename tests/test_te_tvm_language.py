@@ -288,3 +288,19 @@ def test_schedule_ops_of_two_outputs_with_a_shape_expression():
     f(a, b, c1, c2, 2)
     np.testing.assert_allclose(c1, a + 1)
     np.testing.assert_allclose(c2, b * 2)
+
+
+def test_tensor_regions_by_slices():
+    A = te.placeholder((8, 16, 4), name="A")
+    i = te.var("i")
+    r = A[i, 0:16]
+    assert isinstance(r, te.TensorSlice) and str(r) == "A[i, 0:16]"
+    (a, b, c) = r.region()
+    assert a.min is i and int(a.extent) == 1 and int(b.extent) == 16 and int(c.extent) == 4
+    with pytest.raises(TypeError, match="region"):
+        r[0]
+    # plain indexing still reads elements: a kernel that uses it
+    B = te.compute((8,), lambda j: A[j][3][1] + A[j, 2, 0], name="B")
+    a_np, b_np = _rand(8, 16, 4), np.zeros(8, "float32")
+    autosched.build(te.create_schedule(B.op), [A, B])(a_np, b_np)
+    np.testing.assert_allclose(b_np, a_np[:, 3, 1] + a_np[:, 2, 0], rtol=1e-6)

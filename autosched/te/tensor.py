@@ -279,7 +279,11 @@ class Tensor:
     def __getitem__(self, indices: Any) -> TensorLoad | TensorSlice:
         if not isinstance(indices, tuple):
             indices = (indices,)
-        if 0 < len(indices) < len(self.shape) and not any(isinstance(x, slice) for x in indices):
+        if any(isinstance(x, slice) for x in indices):
+            if len(indices) > len(self.shape):
+                raise IndexError(f"tensor {self.name} has {len(self.shape)} dimensions, indexed with {len(indices)}")
+            return TensorSlice(self, indices)  # A[i, 0:16]: a region, what a tensor intrinsic is called on
+        if 0 < len(indices) < len(self.shape):
             return TensorSlice(self, indices)  # T[i][j]: the first indices, the rest to come
         if len(indices) != len(self.shape):
             raise IndexError(f"tensor {self.name} has {len(self.shape)} dimensions, indexed with {len(indices)}")
@@ -301,7 +305,9 @@ class Tensor:
 
 
 class TensorSlice:
-    """``T[i]`` of a tensor with more dimensions: indexing it again (``T[i][j]``) reads an element."""
+    """``T[i]`` of a tensor with more dimensions: indexing it again (``T[i][j]``) reads an element. With
+    Python slices (``A[i, 0:16]``) it is a region of the tensor, as TVM's tensor intrinsics take them
+    (:meth:`region`)."""
 
     __slots__ = ("tensor", "indices")
 
@@ -310,16 +316,39 @@ class TensorSlice:
         self.indices = tuple(indices)
 
     def __getitem__(self, more: Any) -> TensorLoad | TensorSlice:
+        if any(isinstance(x, slice) for x in self.indices):
+            raise TypeError(f"{self!r} is a region of {self.tensor.name}; index the tensor itself")
         if not isinstance(more, tuple):
             more = (more,)
         return self.tensor[self.indices + more]
+
+    def region(self) -> list[Range]:
+        """One Range per dimension: an index ``i`` is ``[i, i + 1)``, a slice ``a:b`` is ``[a, b)`` (``:`` the
+        whole dimension), and dimensions left out are whole."""
+        out = []
+        for d, dim in enumerate(self.tensor.shape):
+            x = self.indices[d] if d < len(self.indices) else slice(None)
+            if isinstance(x, slice):
+                if x.step not in (None, 1):
+                    raise IndexError(f"region of {self.tensor.name}: step {x.step} is not supported")
+                lo = convert(x.start if x.start is not None else 0)
+                hi = convert(x.stop) if x.stop is not None else dim
+                out.append(Range.from_bounds(lo, hi))
+            else:
+                out.append(Range(x, 1))
+        return out
 
     @property
     def dtype(self) -> str:
         return self.tensor.dtype
 
     def __repr__(self) -> str:
-        return f"{self.tensor.name}[{', '.join(map(str, self.indices))}]"
+        def one(x: Any) -> str:
+            if isinstance(x, slice):
+                return f"{'' if x.start is None else x.start}:{'' if x.stop is None else x.stop}"
+            return str(x)
+
+        return f"{self.tensor.name}[{', '.join(one(x) for x in self.indices)}]"
 
 
 def _shape(shape: Any) -> tuple:
