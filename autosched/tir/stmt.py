@@ -174,6 +174,15 @@ class Allocate(Stmt):
         self.buffer = buffer
         self.body = body
 
+    @property
+    def extents(self) -> list[Expr]:
+        """The elements allocated (TVM's ``Allocate.extents``: one flat extent)."""
+        return [self.buffer.alloc_elems()]
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
+
 
 class IfThenElse(Stmt):
     __slots__ = ("cond", "then_case", "else_case")
