@@ -7,7 +7,7 @@ import llvmlite: only building does, so exported libraries load without it.
 
 from __future__ import annotations
 
-from autosched import contrib, errors, runtime, target, te, tir
+from autosched import container, contrib, errors, runtime, target, te, tir
 from autosched import errors as error  # TVM's name for the module of error classes
 from autosched import workloads as _workloads
 from autosched.errors import AutoschedError, CodegenError, LoweringError, ScheduleError, TVMError
@@ -137,6 +137,7 @@ __all__ = [
     "tir",
     "error",
     "errors",
+    "container",
     "contrib",
     "target",
     "nd",

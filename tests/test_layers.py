@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent / "autosched"
 
 LAYERS: list[set[str]] = [
     {"errors"},
+    {"container"},  # TVM's Map and Array: plain containers every layer may return
     {"target"},  # parsing targets and naming the host CPU: below the code generator and the database
     {"isa"},  # the instruction-set extensions code uses and the host has (no llvmlite needed at run time)
     {"te", "tir"},  # the expression and loop IRs use each other's nodes

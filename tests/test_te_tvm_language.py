@@ -202,6 +202,7 @@ def test_tvm_two_step_lowering_names_and_lower_main():
     s[AA].compute_at(s[C], xo)
     s = s.normalize()
     bounds = InferBound(s)
+    assert isinstance(bounds, autosched.container.Map)
     assert int(bounds[xi].extent) == 4 and int(bounds[AA.op.axis[0]].extent) == 4
     stmt = ScheduleOps(s, bounds)
     stores = []

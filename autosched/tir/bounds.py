@@ -3,6 +3,7 @@ lowering (which does both in one pass): the loop ranges every stage gets, and th
 
 from __future__ import annotations
 
+from autosched.container import Map
 from autosched.te.expr import IntImm, Var, free_vars
 from autosched.te.schedule import Schedule
 from autosched.te.tensor import Range, Tensor
@@ -31,12 +32,12 @@ def _default_args(sch: Schedule) -> list[Tensor | Var]:
     return args + list(scalars.values())
 
 
-def infer_bound(sch: Schedule) -> dict:
+def infer_bound(sch: Schedule) -> Map:
     """Every loop axis of every computed stage (root, split, fused) -> its Range: a root spatial axis starts
     at the first index of the region its readers need, every other loop at 0."""
     lw = _Lowerer(sch, _default_args(sch), "main")
     lw.run(partition=False)
-    out: dict = {}
+    out = Map()
     for st in lw.compute_stages:
         info = lw.infos[id(st)]
         starts = {ax: info.region[d][0] for d, ax in enumerate(st.op.axis)}
