@@ -7,7 +7,7 @@ import llvmlite: only building does, so exported libraries load without it.
 
 from __future__ import annotations
 
-from autosched import container, contrib, errors, runtime, target, te, tir
+from autosched import container, contrib, errors, runtime, target, te, testing, tir
 from autosched import errors as error  # TVM's name for the module of error classes
 from autosched import workloads as _workloads
 from autosched.errors import AutoschedError, CodegenError, LoweringError, ScheduleError, TVMError
@@ -139,6 +139,7 @@ __all__ = [
     "errors",
     "container",
     "contrib",
+    "testing",
     "target",
     "nd",
     "Device",

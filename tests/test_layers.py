@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"isa"},  # the instruction-set extensions code uses and the host has (no llvmlite needed at run time)
     {"te", "tir"},  # the expression and loop IRs use each other's nodes
     {"runtime"},
-    {"contrib"},  # TVM's contrib helpers the tutorials use (cc.create_shared, utils.tempdir): above the runtime
+    {"contrib", "testing"},  # TVM's contrib helpers (cc.create_shared, utils.tempdir), testing.assert_allclose
     {"codegen"},
     {"driver"},  # TVM's tvm.driver.build_module names: lowering and building, over codegen
     {"workloads"},

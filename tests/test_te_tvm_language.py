@@ -305,3 +305,21 @@ def test_tensor_regions_by_slices():
     a_np, b_np = _rand(8, 16, 4), np.zeros(8, "float32")
     autosched.build(te.create_schedule(B.op), [A, B])(a_np, b_np)
     np.testing.assert_allclose(b_np, a_np[:, 3, 1] + a_np[:, 2, 0], rtol=1e-6)
+
+
+def test_tir_names_in_tvm_argument_order_and_testing_assert_allclose():
+    assert tir.IntImm("int32", 5).dtype == "int32" and tir.IntImm(5, "int8").dtype == "int8"
+    assert tir.FloatImm("float64", 0.5).dtype == "float64"
+    n = 32
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: tir.abs(A[i]) + tir.erf(A[i]) + tir.sin(A[i]) * tir.cos(A[i]), name="B")
+    a, b = _rand(n), autosched.nd.empty((n,), "float32")
+    autosched.build(te.create_schedule(B.op), [A, B])(a, b)
+    import math
+
+    want = np.array([abs(x) + math.erf(x) + math.sin(x) * math.cos(x) for x in a.astype("float64")], "float32")
+    autosched.testing.assert_allclose(b, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(AssertionError):
+        autosched.testing.assert_allclose(b, want[:-1])
+    with pytest.raises(AssertionError):
+        autosched.testing.assert_allclose(b.numpy() + 1e-3, want)

@@ -171,6 +171,8 @@ class IntImm(Expr):
     __slots__ = ("value",)
 
     def __init__(self, value: int, dtype: str = INDEX_DTYPE):
+        if isinstance(value, str):  # TVM's order: IntImm("int32", 5)
+            value, dtype = dtype, value
         self.value = int(value)
         self.dtype = dtype
 
@@ -190,6 +192,8 @@ class FloatImm(Expr):
     __slots__ = ("value",)
 
     def __init__(self, value: float, dtype: str = "float32"):
+        if isinstance(value, str):  # TVM's order: FloatImm("float32", 0.5)
+            value, dtype = dtype, value
         self.value = float(value)
         self.dtype = dtype
 
