@@ -647,3 +647,36 @@ def test_cross_thread_reduction_of_a_whole_vector_in_one_block():
     np.testing.assert_allclose(b, a.sum(), rtol=1e-5)
     if ptxas_path() is not None:
         autosched.build(s, [A, B], target="cuda -arch=sm_80")
+
+
+def test_cache_write_after_split_and_reorder_lays_the_cache_out_by_the_loops():
+    n = te.var("n")
+    A = te.placeholder((12, n), name="A")
+    B = te.placeholder((12, n), name="B")
+    C = te.compute(A.shape, lambda i, j: A[i, j] * B[i, j], name="C")
+    s = te.create_schedule(C.op)
+    x, y = C.op.axis
+    xo, xi = s[C].split(x, factor=4)
+    s[C].reorder(xo, y, xi)
+    CC = s.cache_write(C, "global")
+    assert [str(d) for d in CC.shape] == ["3", "n", "4"]
+    assert s[C].relations == [] and len(s[C].leaf_iter_vars) == 2
+    a, b = RNG.random((12, 5)).astype("float32"), RNG.random((12, 5)).astype("float32")
+    c = np.zeros_like(a)
+    autosched.build(s, [A, B, C])(a, b, c)
+    np.testing.assert_allclose(c, a * b, rtol=1e-6)
+    check_replay(s, [C], [A, B, C])
+
+    k = te.reduce_axis((0, n), "k")
+    D = te.compute((12,), lambda i: te.sum(A[i, k] * B[i, k], axis=k), name="D")
+    s = te.create_schedule(D.op)
+    s[D].split(D.op.axis[0], factor=5)  # a tail: the cache guards it
+    DL = s.cache_write(D, "local")
+    s[DL].vectorize(DL.op.axis[1])
+    d = np.zeros(12, "float32")
+    autosched.build(s, [A, B, D])(a, b, d)
+    np.testing.assert_allclose(d, (a * b).sum(1), rtol=1e-5)
+    s = te.create_schedule(D.op)
+    s[D].split(k, factor=2)
+    with pytest.raises(ScheduleError, match="cache_write of 'D': its reduction axes are split"):
+        s.cache_write(D, "local")

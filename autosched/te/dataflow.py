@@ -142,6 +142,99 @@ def rfactor_ops(stage: Any, axis: IterVar, factor_axis: int) -> tuple[ComputeOp,
     return rf_op, repl
 
 
+def relayout_cache(stage: Any, scope: str) -> tuple[ComputeOp, ComputeOp]:
+    """``cache_write`` of a stage whose spatial axes were already split, fused or reordered (TVM's
+    cache_write with relayout): the cache is laid out by the stage's current spatial loops (one dimension per
+    loop, in loop order, each of the loop's extent), computed by the original body (guarded where a split has
+    a tail); the stage then copies from it. Returns (cache op, the stage's new op)."""
+    op = stage.op
+    where = f"cache_write of '{stage.name}'"
+    red_ids = {id(a) for a in op.reduce_axis}
+    for rel in stage.relations:
+        ids = [id(rel.fused)] + [id(a) for a in rel.axes] if hasattr(rel, "fused") else [id(rel.parent)]
+        if any(i in red_ids for i in ids) or (hasattr(rel, "parent") and rel.parent.kind == "reduce") or (
+                hasattr(rel, "fused") and rel.fused.kind == "reduce"):
+            raise ScheduleError(f"{where}: its reduction axes are split or fused; a cache can be laid out only by "
+                                f"spatial loops (call cache_write before splitting the reduction)")
+    ext: dict[int, Expr] = {id(a): a.dom.extent for a in op.axis}
+    mult: dict[int, Expr] = {}
+    for rel in stage.relations:  # extents down the relations
+        if hasattr(rel, "fused"):
+            prod: Expr = IntImm(1)
+            for a in rel.axes:
+                prod = simplify(prod * ext[id(a)])
+            ext[id(rel.fused)] = prod
+        else:
+            e = ext[id(rel.parent)]
+            if rel.factor is not None:
+                ext[id(rel.inner)] = IntImm(min(rel.factor, e.value)) if isinstance(e, IntImm) else IntImm(rel.factor)
+                ext[id(rel.outer)] = ceildiv(e, rel.factor)
+                mult[id(rel.parent)] = IntImm(rel.factor)
+            else:
+                inner = ceildiv(e, rel.nparts)
+                ext[id(rel.inner)] = inner
+                ext[id(rel.outer)] = IntImm(rel.nparts)
+                mult[id(rel.parent)] = inner
+    leaves = [iv for iv in stage.leaf_iter_vars if iv.kind != "reduce"]
+    new_axis = [IterVar(Range(0, ext[id(iv)]), Var(iv.name + ".c"), "spatial") for iv in leaves]
+    # each root axis in the cache's loops (up the relations), with a guard for every uneven split
+    val: dict[int, Expr] = {id(iv): n.var for iv, n in zip(leaves, new_axis)}
+    checks: list[Expr] = []
+    for rel in reversed(stage.relations):
+        if hasattr(rel, "fused"):
+            fv, stride = val[id(rel.fused)], IntImm(1)
+            for k in range(len(rel.axes) - 1, -1, -1):
+                a = rel.axes[k]
+                q = fv if stride.value == 1 else E.FloorDiv(fv, stride, fv.dtype)
+                val[id(a)] = q if k == 0 else E.FloorMod(q, ext[id(a)], fv.dtype)
+                stride = simplify(stride * ext[id(a)]) if isinstance(ext[id(a)], IntImm) else stride
+        else:
+            v = simplify(val[id(rel.outer)] * mult[id(rel.parent)] + val[id(rel.inner)])
+            val[id(rel.parent)] = v
+            if not (isinstance(ext[id(rel.parent)], IntImm) and isinstance(ext[id(rel.outer)], IntImm)
+                    and ext[id(rel.outer)].value * ext[id(rel.inner)].value == ext[id(rel.parent)].value):
+                checks.append(E.LT(v, ext[id(rel.parent)]))
+    vmap: dict[Var, Expr] = {a.var: val[id(a)] for a in op.axis}
+    bodies = list(op.bodies)  # every output of a multi-output compute (a tuple reduction's values too)
+    if isinstance(bodies[0], E.Reduce):
+        red = bodies[0]
+        new_raxis = [IterVar(Range(E.substitute(a.dom.min, vmap), E.substitute(a.dom.extent, vmap)),
+                             Var(a.name + ".c"), "reduce") for a in red.axis]
+        vmap.update({a.var: b.var for a, b in zip(red.axis, new_raxis)})
+        cond = E.substitute(red.condition, vmap) if red.condition is not None else None
+        for c in checks:
+            cond = c if cond is None else E.And(cond, c)
+        sources = [E.substitute(x, vmap) for x in red.sources]
+        comb = rename_reducer(red.combiner, {a.var: val[id(a)] for a in op.axis})
+        cbodies: list[Expr] = [E.Reduce(comb, sources[b.value_index], new_raxis, cond,
+                                        sources if len(sources) > 1 else None, b.value_index) for b in bodies]
+    else:
+        cbodies = []
+        for b in bodies:
+            cb = E.substitute(b, vmap)
+            for c in checks:
+                cb = E.Select(c, cb, E.const(0, cb.dtype))
+            cbodies.append(cb)
+    multi = len(cbodies) > 1
+    cache_op = ComputeOp(f"{op.name}.{scope}", new_axis, cbodies if multi else cbodies[0], op.tag, op.attrs)
+    # the stage reads the cache at its loops' values (down the relations from its root axes)
+    down: dict[int, Expr] = {id(a): a.var for a in op.axis}
+    for rel in stage.relations:
+        if hasattr(rel, "fused"):
+            f: Expr = IntImm(0)
+            for a in rel.axes:
+                f = f * ext[id(a)] + down[id(a)]
+            down[id(rel.fused)] = simplify(f)
+        else:
+            p = down[id(rel.parent)]
+            down[id(rel.outer)] = E.FloorDiv(p, mult[id(rel.parent)], p.dtype)
+            down[id(rel.inner)] = E.FloorMod(p, mult[id(rel.parent)], p.dtype)
+    idx = tuple(down[id(iv)] for iv in leaves)
+    copies = [cache_op.output(k)[idx] for k in range(len(cbodies))]
+    copy = ComputeOp(op.name, op.axis, copies if multi else copies[0], op.tag, op.attrs)
+    return cache_op, copy
+
+
 def rename_reducer(comb: E.CommReducer, vmap: dict) -> E.CommReducer:
     """``comb`` with the variables of ``vmap`` renamed in what it builds: a combiner or identity may read the
     axes of its compute (``te.max(x + y, n)``), which cache_write and rfactor give new variables."""

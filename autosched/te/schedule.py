@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from autosched.errors import ScheduleError
-from autosched.te.dataflow import predicate_from_json, predicate_to_json, rename_reducer, rfactor_ops
+from autosched.te.dataflow import (
+    predicate_from_json,
+    predicate_to_json,
+    relayout_cache,
+    rename_reducer,
+    rfactor_ops,
+)
 from autosched.te.expr import Expr, Reduce, TensorLoad, Var, convert, substitute, transform
 from autosched.te.extern import ExternOp
 from autosched.te.intrin import TensorIntrin, get_intrin
@@ -753,12 +759,16 @@ class Schedule:
         self._check_mutable(stage, step)
         if step.scope not in SCOPES:
             raise ScheduleError(f"cache_write of '{stage.name}': unknown scope {step.scope!r}, expected {SCOPES}")
-        if stage.relations or stage.iter_attrs or stage.attach_type != "root":
+        if stage.iter_attrs or stage.attach_type != "root" or stage.pragmas or stage.tensorized:
             raise ScheduleError(
-                f"cache_write of '{stage.name}': call it before scheduling the stage (it already has steps)"
+                f"cache_write of '{stage.name}': call it before annotating, binding or computing the stage at "
+                f"another's loop (split, fuse and reorder may come first: the cache is then laid out by them)"
             )
         op = stage.op
         assert isinstance(op, ComputeOp)
+        if stage.relations or any(a is not b for a, b in zip(stage.leaf_iter_vars, stage.all_iter_vars)):
+            cache_op, copy_op = relayout_cache(stage, step.scope)
+            return self._install_cache(stage, step, cache_op, copy_op)
         new_axis = [IterVar(Range(0, a.dom.extent), Var(a.name + ".c"), "spatial") for a in op.axis]
         vmap: dict[Var, Any] = {a.var: b.var for a, b in zip(op.axis, new_axis)}
         bodies = list(op.bodies)  # every output of a multi-output compute (a tuple reduction's values too)
@@ -777,18 +787,22 @@ class Schedule:
             bodies = [substitute(b, vmap) for b in bodies]
         multi = len(bodies) > 1
         cache_op = ComputeOp(f"{op.name}.{step.scope}", new_axis, bodies if multi else bodies[0], op.tag, op.attrs)
-        cache_tensor = cache_op.output(0)
         copies = [TensorLoad(cache_op.output(k), [a.var for a in op.axis]) for k in range(len(bodies))]
         copy_op = ComputeOp(op.name, op.axis, copies if multi else copies[0], op.tag, op.attrs)
+        return self._install_cache(stage, step, cache_op, copy_op)
+
+    def _install_cache(self, stage: Stage, step: CacheWrite, cache_op: ComputeOp, copy_op: ComputeOp) -> Tensor:
+        """The stage now copies from ``cache_op``'s stage, inserted before it; its loops start afresh."""
         self.stage_map[copy_op] = stage
         stage.op = copy_op
         stage.all_iter_vars = list(copy_op.axis)
         stage.leaf_iter_vars = list(copy_op.axis)
+        stage.relations = []
         cst = Stage(self, cache_op)
         cst.scope = step.scope
         self.stages.insert(stage.index, cst)
         self.stage_map[cache_op] = cst
-        return cache_tensor
+        return cache_op.output(0)
 
     def _apply_rfactor(self, stage: Stage, step: RFactor):
         self._check_mutable(stage, step)
