@@ -201,3 +201,159 @@ def token_inputs(model: onnx.ModelProto, seq: int, vocab: int, seed: int = 0, pa
             mask[:, seq - padding:] = 0
         out["attention_mask"] = mask
     return out
+
+
+# ------------------------------------------------------------------------------- one operator, typed inputs
+_NP_TO_ONNX = {"float32": TensorProto.FLOAT, "int64": TensorProto.INT64, "bool": TensorProto.BOOL,
+               "int32": TensorProto.INT32}
+
+
+def make_typed_op(op: str, inputs: Sequence[tuple[str, str, Sequence[int]]], *, initializers: dict | None = None,
+                  extra_inputs: Sequence[str] = (), opset: int = 17, n_outputs: int = 1, **attrs
+                  ) -> onnx.ModelProto:
+    """A model of one ``op`` node over graph inputs of any dtype (``(name, dtype, shape)``; int64 ids, bool masks),
+    then ``extra_inputs`` (initializer names, ``""`` for an omitted one); the output's type from shape inference."""
+    inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in (initializers or {}).items()]
+    outs = ["y"] if n_outputs == 1 else [f"y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op, [n for n, _, _ in inputs] + list(extra_inputs), outs, name="node", **attrs)
+    ins = [helper.make_tensor_value_info(n, _NP_TO_ONNX[dt], list(s)) for n, dt, s in inputs]
+    graph = helper.make_graph([node], f"single_{op}", ins, [helper.make_empty_tensor_value_info(o) for o in outs],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="autosched-tests")
+    model.ir_version = IR_VERSION
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    for vi, typed in zip(model.graph.output, inferred.graph.output):
+        vi.CopyFrom(typed)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _after(op: str, const_inputs: dict[str, np.ndarray], opset: int = 17, **attrs) -> onnx.ModelProto:
+    """``op`` on initializers only (evaluated at import), its result added to a float graph input ``x``."""
+    b = _Builder(0, opset=opset)
+    names = [b.init(k, v) for k, v in const_inputs.items()]
+    folded = b.node(op, names, **attrs)
+    folded = b.node("Cast", [folded], to=TensorProto.FLOAT)
+    b.nodes.append(helper.make_node("Add", ["x", folded], ["y"], name="add"))
+    return b.typed_model([("x", TensorProto.FLOAT, [2, 6])], ["y"], f"folded_{op}")
+
+
+def _rng_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs of every graph input's type: normal floats, small ints (1..5, some negative), random bools."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for vi in model.graph.input:
+        tt = vi.type.tensor_type
+        shape = [d.dim_value for d in tt.shape.dim]
+        if tt.elem_type == TensorProto.FLOAT:
+            out[vi.name] = rng.standard_normal(shape).astype(np.float32)
+        elif tt.elem_type == TensorProto.BOOL:
+            out[vi.name] = rng.random(shape) < 0.5
+        else:
+            v = rng.integers(1, 6, size=shape) * rng.choice([-1, 1], size=shape)
+            out[vi.name] = v.astype(np.int64 if tt.elem_type == TensorProto.INT64 else np.int32)
+    return out
+
+
+def _f(*shape: int, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _i64(v) -> np.ndarray:
+    return np.asarray(v, np.int64)
+
+
+F, I, B = "float32", "int64", "bool"
+
+#: name -> () -> (model, inputs): every operator of transformer exports, with its attributes and input forms
+OP_CASES: dict = {
+    "layer_norm_last_axis": lambda: make_typed_op(
+        "LayerNormalization", [("x", F, (2, 5, 16))], initializers={"g": _f(16), "b": _f(16, seed=2)},
+        extra_inputs=["g", "b"], epsilon=1e-5),
+    "layer_norm_axis1_no_bias": lambda: make_typed_op(
+        "LayerNormalization", [("x", F, (2, 3, 4))], initializers={"g": _f(3, 4)}, extra_inputs=["g"], axis=1,
+        epsilon=1e-3),
+    "erf": lambda: make_typed_op("Erf", [("x", F, (3, 7))]),
+    "gelu_opset20": lambda: make_typed_op("Gelu", [("x", F, (3, 9))], opset=20),
+    "gelu_tanh_opset20": lambda: make_typed_op("Gelu", [("x", F, (3, 9))], opset=20, approximate="tanh"),
+    "pow_cube_constant": lambda: make_typed_op("Pow", [("x", F, (4, 5))], initializers={"e": np.float32(3.0)},
+                                               extra_inputs=["e"]),
+    "pow_int_exponent_tensor_base": lambda: make_typed_op("Pow", [("x", F, (4, 5))],
+                                                          initializers={"e": _i64(2)}, extra_inputs=["e"]),
+    "pow_tensors": lambda: make_typed_op("Pow", [("x", F, (4, 5)), ("e", F, (5,))]),
+    "mod_int_floor": lambda: make_typed_op("Mod", [("a", I, (3, 5)), ("b", I, (5,))]),
+    "mod_int_fmod": lambda: make_typed_op("Mod", [("a", I, (3, 5)), ("b", I, (3, 5))], fmod=1),
+    "mod_float_fmod": lambda: make_typed_op("Mod", [("a", F, (3, 5))], initializers={"b": np.float32(0.7)},
+                                            extra_inputs=["b"], fmod=1),
+    "mod_folded_positions": lambda: _after("Mod", {"a": _i64(np.arange(12).reshape(2, 6)), "b": _i64(5)}),
+    "where_broadcast": lambda: make_typed_op("Where", [("c", B, (4, 1)), ("x", F, (4, 6)), ("z", F, (6,))]),
+    "where_constant_fill": lambda: make_typed_op("Where", [("c", B, (3, 4)), ("x", F, (2, 3, 4))],
+                                                 initializers={"m": np.float32(np.finfo(np.float32).min)},
+                                                 extra_inputs=["m"]),
+    "expand_tensor": lambda: make_typed_op("Expand", [("x", F, (3, 1))], initializers={"s": _i64([2, 1, 4])},
+                                           extra_inputs=["s"]),
+    "expand_folded": lambda: _after("Expand", {"v": _i64(1), "s": _i64([2, 6])}),
+    "range_folded": lambda: _after("Range", {"a": _i64(0), "n": _i64(6), "d": _i64(1)}),
+    "equal_int": lambda: make_typed_op("Equal", [("a", I, (3, 4)), ("b", I, (4,))]),
+    "less_float": lambda: make_typed_op("Less", [("a", F, (3, 4)), ("b", F, (3, 4))]),
+    "greater_int": lambda: make_typed_op("Greater", [("a", I, (3, 4)), ("b", I, (1, 4))]),
+    "less_or_equal": lambda: make_typed_op("LessOrEqual", [("a", I, (3, 4)), ("b", I, (3, 1))]),
+    "greater_or_equal": lambda: make_typed_op("GreaterOrEqual", [("a", F, (3, 4)), ("b", F, (4,))]),
+    "not": lambda: make_typed_op("Not", [("a", B, (3, 4))]),
+    "and": lambda: make_typed_op("And", [("a", B, (3, 4)), ("b", B, (4,))]),
+    "or": lambda: make_typed_op("Or", [("a", B, (3, 4)), ("b", B, (3, 4))]),
+    "reduce_sum_axes_input": lambda: make_typed_op("ReduceSum", [("x", F, (2, 3, 5))],
+                                                   initializers={"ax": _i64([1])}, extra_inputs=["ax"], opset=13),
+    "reduce_sum_all_opset18": lambda: make_typed_op("ReduceSum", [("x", F, (2, 3, 5))], opset=18, keepdims=0),
+    "reduce_mean_attr_keepdims": lambda: make_typed_op("ReduceMean", [("x", F, (2, 3, 5))], opset=13, axes=[-1]),
+    "reduce_mean_axes_input_opset18": lambda: make_typed_op("ReduceMean", [("x", F, (2, 3, 5))], opset=18,
+                                                            initializers={"ax": _i64([0, 2])}, extra_inputs=["ax"],
+                                                            keepdims=0),
+    "reduce_max_attr": lambda: make_typed_op("ReduceMax", [("x", F, (2, 3, 5))], opset=13, axes=[1], keepdims=0),
+    "reduce_max_opset18_input": lambda: make_typed_op("ReduceMax", [("x", F, (2, 3, 5))], opset=18,
+                                                      initializers={"ax": _i64([-1])}, extra_inputs=["ax"]),
+    "reduce_min_all": lambda: make_typed_op("ReduceMin", [("x", F, (2, 3, 5))], opset=13),
+    "reduce_min_no_axes_opset18": lambda: make_typed_op("ReduceMin", [("x", F, (2, 3))], opset=18, keepdims=0),
+    "reciprocal": lambda: make_typed_op("Reciprocal", [("x", F, (3, 5))]),
+    "trilu_upper": lambda: make_typed_op("Trilu", [("x", F, (2, 5, 6))]),
+    "trilu_lower_k": lambda: make_typed_op("Trilu", [("x", F, (5, 6))], initializers={"k": _i64(-1)},
+                                           extra_inputs=["k"], upper=0),
+    "trilu_folded_causal_mask": lambda: _after("Trilu", {"o": np.ones((2, 6), np.int64)}, upper=0),
+    "cast_int64_to_float": lambda: make_typed_op("Cast", [("a", I, (3, 4))], to=TensorProto.FLOAT),
+    "cast_bool_to_float": lambda: make_typed_op("Cast", [("a", B, (3, 4))], to=TensorProto.FLOAT),
+    "cast_float_to_int64": lambda: make_typed_op("Cast", [("x", F, (3, 4))], to=TensorProto.INT64),
+    "cast_int64_to_bool": lambda: make_typed_op("Cast", [("a", I, (3, 4))], to=TensorProto.BOOL),
+    "gather_embedding_int64_ids": lambda: _gather_embedding(),
+    "gather_constant_index_axis1": lambda: make_typed_op("Gather", [("x", F, (2, 5, 4))],
+                                                         initializers={"i": _i64(-5)}, extra_inputs=["i"], axis=1),
+    "gather_constant_indices": lambda: make_typed_op("Gather", [("x", F, (6, 4))],
+                                                     initializers={"i": _i64([[0, 5], [-1, 2]])},
+                                                     extra_inputs=["i"]),
+    "split_sizes_input_last_axis": lambda: make_typed_op("Split", [("x", F, (2, 9))],
+                                                         initializers={"s": _i64([3, 3, 3])}, extra_inputs=["s"],
+                                                         axis=-1, n_outputs=3),
+}
+
+
+def _gather_embedding() -> onnx.ModelProto:
+    """Gather(weight, ids): the token embedding, int64 ids as the graph input (negative ids count from the end)."""
+    g = helper.make_graph([helper.make_node("Gather", ["w", "ids"], ["y"], name="node", axis=0)], "embedding",
+                          [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])],
+                          initializer=[numpy_helper.from_array(_f(10, 4), "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def op_case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """The model of ``OP_CASES[name]`` and seeded inputs of its types (token ids within the embedding's rows)."""
+    model = OP_CASES[name]()
+    inputs = _rng_inputs(model)
+    if name.startswith("gather_embedding"):
+        inputs["ids"] = np.array([[0, 9, 3], [-1, 4, 4]], np.int64)
+    if name.startswith("mod_int"):
+        inputs = {k: v if k == "a" else np.where(v == 0, 3, v) for k, v in inputs.items()}
+    if name == "pow_tensors":
+        inputs["x"] = np.abs(inputs["x"]) + 0.1
+    return model, inputs

@@ -1,5 +1,6 @@
 """The ops, one home: the registry and ``make_call`` (``op``), the built-in ops registered on import by family
-(``elemwise``, ``tensor``: reshape, transpose, concatenate, pad, slice, upsampling; ``nn``; ``blocked``: the
+(``elemwise``, ``tensor``: reshape, transpose, concatenate, pad, slice, upsampling, take; ``reduce``: sums,
+means, extrema and layer_norm; ``nn``; ``blocked``: the
 blocked-channel layouts AlterOpLayout rewrites into), the checks they share (``common``), the default CPU and GPU
 schedules of the kernels they anchor (``schedules``, ``cuda_schedules``) and the evaluation of constant
 expressions that FoldConstant uses (``interp``). Above the IR, below the passes.
@@ -7,9 +8,27 @@ expressions that FoldConstant uses (``interp``). Above the IR, below the passes.
 Importing it gives ``Expr`` its ``+ - * /`` (op.py).
 """
 
-from autosched.relay.op import blocked, elemwise, interp, nn, op, schedules, tensor
+from autosched.relay.op import blocked, elemwise, interp, nn, op, reduce, schedules, tensor
 from autosched.relay.op.common import broadcast_shape, pad4
-from autosched.relay.op.elemwise import clip, exp, maximum, minimum, negative, prelu, sigmoid, sqrt, tanh
+from autosched.relay.op.elemwise import (
+    cast,
+    clip,
+    compare,
+    erf,
+    exp,
+    logical_not,
+    maximum,
+    minimum,
+    mod,
+    negative,
+    power,
+    prelu,
+    reciprocal,
+    sigmoid,
+    sqrt,
+    tanh,
+    where,
+)
 from autosched.relay.op.interp import evaluate
 from autosched.relay.op.nn._nn import channel_block_of, log_softmax, lrn, pad_nchw
 from autosched.relay.op.op import (
@@ -31,13 +50,17 @@ from autosched.relay.op.op import (
     register_op_attr,
     subtract,
 )
+from autosched.relay.op.reduce import layer_norm
 from autosched.relay.op.tensor import (
+    broadcast_to,
     concatenate,
     reshape,
     reshape_shape,
     slice_range,
     strided_slice,
+    take,
     transpose,
+    trilu,
     upsampling,
 )
 
@@ -47,5 +70,6 @@ __all__ = [
     "get", "get_op_attr", "interp", "list_ops", "log_softmax", "lrn", "make_call", "maximum", "minimum", "multiply",
     "negative", "nn", "op", "pad4", "pad_nchw", "prelu", "register_op", "register_op_attr", "reshape",
     "reshape_shape", "schedules", "sigmoid", "slice_range", "sqrt", "strided_slice", "subtract", "tanh", "tensor",
-    "transpose", "upsampling",
+    "transpose", "upsampling", "cast", "compare", "erf", "logical_not", "mod", "power", "reciprocal", "where",
+    "reduce", "layer_norm", "broadcast_to", "take", "trilu",
 ]

@@ -188,3 +188,201 @@ def minimum(lhs: Any, rhs: Any) -> Any:
 def clip(data: Any, a_min: float, a_max: float) -> Any:
     """Clamp to [a_min, a_max]."""
     return make_call("clip", [data], a_min=float(a_min), a_max=float(a_max))
+
+
+# ------------------------------------------------------------------ transformer ops: math, comparisons, logic, where
+def _float_unary(name: str, fn):
+    def rel(types, attrs):
+        _nargs(types, 1, name)
+        x = _tensor(types, 0, name)
+        if x.dtype not in ("float16", "float32", "float64"):
+            raise RelayError(f"{name}: needs a floating-point tensor, got {x.shape} {x.dtype}")
+        return x
+
+    def compute(inputs, attrs, out_type):
+        (x,) = inputs
+        return te.compute(out_type.shape, lambda *i: fn(x[i]), name=name)
+
+    register_op(OpDef(name, rel, compute, ELEMWISE, num_inputs=1, doc=f"elementwise {name}"))
+
+
+_float_unary("erf", te.erf)
+_float_unary("reciprocal", lambda v: _c(1.0, v.dtype) / v)
+
+
+def _power_compute(inputs, attrs, out_type):
+    a, b = inputs
+
+    def f(*i):
+        x, y = _bload(a, i), _bload(b, i)
+        if isinstance(y, te.expr.FloatImm) and float(y.value) in (1.0, 2.0, 3.0):  # small integer powers as products
+            return x if y.value == 1.0 else (x * x if y.value == 2.0 else x * x * x)
+        if isinstance(y, te.expr.FloatImm) and float(y.value) == 0.5:
+            return te.sqrt(x)
+        return te.power(x, y)
+
+    return te.compute(out_type.shape, f, name="power")
+
+
+register_op(OpDef("power", _binary_rel("power"), _power_compute, BROADCAST, num_inputs=2,
+                  doc="a ** b with numpy broadcasting (constant exponents 1, 2, 3, 0.5 as products or sqrt)"))
+
+
+def _mod_rel(types, attrs):
+    rel = _binary_rel("mod")(types, attrs)
+    if not attrs["fmod"] and rel.dtype.startswith("float"):
+        raise RelayError("mod: fmod=0 (the remainder with the sign of the divisor) is defined on integers only; "
+                         "floats need fmod=1")
+    return rel
+
+
+def _mod_compute(inputs, attrs, out_type):
+    a, b = inputs
+    fn = te.truncmod if attrs["fmod"] else te.floormod
+
+    def f(*i):
+        d = _bload(b, i)
+        if out_type.dtype.startswith(("int", "uint")) and not isinstance(d, te.expr.IntImm):
+            # a zero divisor (undefined in ONNX) reads as 1: a masked-off vector lane must not trap either
+            d = te.if_then_else(d == _c(0, d.dtype), _c(1, d.dtype), d)
+        return fn(_bload(a, i), d)
+
+    return te.compute(out_type.shape, f, name="mod")
+
+
+register_op(OpDef("mod", _mod_rel, _mod_compute, BROADCAST, attrs={"fmod": 0}, num_inputs=2,
+                  doc="remainder: fmod=1 has the sign of the dividend (C's fmod), fmod=0 that of the divisor"))
+
+
+_COMPARE = {
+    "equal": lambda a, b: a == b,
+    "not_equal": lambda a, b: a != b,
+    "less": lambda a, b: a < b,
+    "greater": lambda a, b: a > b,
+    "less_equal": lambda a, b: a <= b,
+    "greater_equal": lambda a, b: a >= b,
+    "logical_and": lambda a, b: te.all(a, b),
+    "logical_or": lambda a, b: te.any(a, b),
+}
+
+
+def _compare_rel(name: str):
+    def rel(types, attrs):
+        t = _binary_rel(name)(types, attrs)
+        if name.startswith("logical") and t.dtype != "bool":
+            raise RelayError(f"{name}: operands must be bool, got {t.dtype}")
+        return TensorType(t.shape, "bool")
+
+    return rel
+
+
+def _compare_compute(name: str):
+    fn = _COMPARE[name]
+
+    def compute(inputs, attrs, out_type):
+        a, b = inputs
+        return te.compute(out_type.shape, lambda *i: fn(_bload(a, i), _bload(b, i)), name=name)
+
+    return compute
+
+
+for _name in _COMPARE:
+    register_op(OpDef(_name, _compare_rel(_name), _compare_compute(_name), BROADCAST, num_inputs=2,
+                      doc=f"{_name} with numpy broadcasting, a bool tensor"))
+
+
+def _logical_not_rel(types, attrs):
+    _nargs(types, 1, "logical_not")
+    x = _tensor(types, 0, "logical_not")
+    if x.dtype != "bool":
+        raise RelayError(f"logical_not: needs a bool tensor, got {x.shape} {x.dtype}")
+    return x
+
+
+def _logical_not_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    return te.compute(out_type.shape, lambda *i: ~x[i], name="logical_not")
+
+
+register_op(OpDef("logical_not", _logical_not_rel, _logical_not_compute, ELEMWISE, num_inputs=1,
+                  doc="elementwise not of a bool tensor"))
+
+
+def _where_rel(types, attrs):
+    op = "where"
+    _nargs(types, 3, op)
+    c, x, y = _tensor(types, 0, op, "condition"), _tensor(types, 1, op, "x"), _tensor(types, 2, op, "y")
+    if c.dtype != "bool":
+        raise RelayError(f"{op}: the condition must be bool, got {c.shape} {c.dtype}")
+    shape = broadcast_shape(broadcast_shape(c.shape, x.shape, op), y.shape, op)
+    return TensorType(shape, _same_dtype(op, x, y))
+
+
+def _where_compute(inputs, attrs, out_type):
+    c, x, y = inputs
+    return te.compute(out_type.shape, lambda *i: te.if_then_else(_bload(c, i), _bload(x, i), _bload(y, i)),
+                      name="where")
+
+
+register_op(OpDef("where", _where_rel, _where_compute, BROADCAST, num_inputs=3,
+                  doc="x where condition holds, else y (numpy broadcasting of all three)"))
+
+
+def _cast_rel(types, attrs):
+    _nargs(types, 1, "cast")
+    x = _tensor(types, 0, "cast")
+    return TensorType(x.shape, str(attrs["dtype"]))
+
+
+def _cast_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    dtype = str(attrs["dtype"])
+    if dtype == "bool":
+        return te.compute(out_type.shape, lambda *i: x[i] != _c(0, x.dtype), name="cast")
+    if x.dtype == "bool":
+        return te.compute(out_type.shape, lambda *i: te.if_then_else(x[i], _c(1, dtype), _c(0, dtype)), name="cast")
+    return te.compute(out_type.shape, lambda *i: te.cast(dtype, x[i]), name="cast")
+
+
+register_op(OpDef("cast", _cast_rel, _cast_compute, ELEMWISE, attrs={"dtype": "float32"}, num_inputs=1,
+                  doc="convert the element type (to bool: x != 0)"))
+
+
+def erf(data: Any) -> Any:
+    """The Gauss error function."""
+    return make_call("erf", [data])
+
+
+def reciprocal(data: Any) -> Any:
+    """1 / x."""
+    return make_call("reciprocal", [data])
+
+
+def power(lhs: Any, rhs: Any) -> Any:
+    """lhs ** rhs with numpy broadcasting."""
+    return make_call("power", [lhs, rhs])
+
+
+def mod(lhs: Any, rhs: Any, fmod: bool = False) -> Any:
+    """Remainder: ``fmod=True`` truncates (sign of lhs), else floors (sign of rhs), as ONNX Mod."""
+    return make_call("mod", [lhs, rhs], fmod=int(bool(fmod)))
+
+
+def compare(name: str, lhs: Any, rhs: Any) -> Any:
+    """A comparison or logical binary op by name (``equal``, ``less``, ``logical_and``, ...), a bool tensor."""
+    return make_call(name, [lhs, rhs])
+
+
+def logical_not(data: Any) -> Any:
+    """Not of a bool tensor."""
+    return make_call("logical_not", [data])
+
+
+def where(condition: Any, x: Any, y: Any) -> Any:
+    """x where ``condition`` (bool) holds, else y, with numpy broadcasting."""
+    return make_call("where", [condition, x, y])
+
+
+def cast(data: Any, dtype: str) -> Any:
+    """``data`` converted to ``dtype``."""
+    return make_call("cast", [data], dtype=str(dtype))

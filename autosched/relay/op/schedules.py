@@ -294,3 +294,25 @@ def conv2d_winograd_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: di
     _, _, OCB, P, ob = shape_of(gemm)
     blocks, _, pixels = conv_tile(1, P, OCB, ob, out.dtype)
     winograd_nest(sch, out, tile=int(attrs["tile"]), blocks=blocks, pixels=pixels)
+
+
+def layer_norm(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
+    """Layer normalisation over the last axis: rows in parallel, each row's sums computed in the row's loop
+    (the row stays in L1 between the sweep for the statistics and the normalised output, vectorized)."""
+    reds = [t for t in compute_stages(out) if is_reduction(t)]
+    if (len(out.shape) < 2 or is_reduction(out) or not reds
+            or any(len(r.shape) != len(out.shape) - 1 for r in reds)):
+        return reduction(sch, out)
+    inline_injective(sch, out)
+    axes = list(sch[out].op.axis)
+    row = sch[out].fuse(*axes[:-1]) if len(axes) > 2 else axes[0]
+    sch[out].parallel(row)
+    for r in reds:
+        sch[r].compute_at(sch[out], row)
+    width = int(out.shape[-1])
+    v = lanes(out.dtype)
+    if width % v == 0 and width > v:
+        _, inner = sch[out].split(axes[-1], factor=v)
+        sch[out].vectorize(inner)
+    elif width <= 4 * v:
+        sch[out].vectorize(axes[-1])

@@ -8,7 +8,7 @@ from typing import Any
 
 from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType, Tuple, TupleType
-from autosched.relay.op.common import _ishape, _nargs, _same_dtype, _tensor
+from autosched.relay.op.common import _bload, _ishape, _nargs, _same_dtype, _tensor, broadcast_shape
 from autosched.relay.op.op import (
     INJECTIVE,
     OpDef,
@@ -325,3 +325,90 @@ def concatenate(data: Sequence[Any] | Tuple, axis: int) -> Any:
     """Join tensors along ``axis``."""
     tup = data if isinstance(data, Tuple) else Tuple(list(data))
     return make_call("concatenate", [tup], axis=int(axis))
+
+
+# ------------------------------------------------------------------ broadcast_to, take, trilu (transformer exports)
+def _broadcast_to_rel(types, attrs):
+    _nargs(types, 1, "broadcast_to")
+    x = _tensor(types, 0, "broadcast_to", "data")
+    return TensorType(broadcast_shape(x.shape, tuple(int(d) for d in attrs["shape"]), "broadcast_to"), x.dtype)
+
+
+def _broadcast_to_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    return te.compute(out_type.shape, lambda *i: _bload(x, i), name="broadcast_to")
+
+
+register_op(OpDef("broadcast_to", _broadcast_to_rel, _broadcast_to_compute, INJECTIVE, attrs={"shape": None},
+                  num_inputs=1, doc="numpy broadcasting of data to a shape (ONNX Expand: the two shapes broadcast)"))
+
+
+def _take_rel(types, attrs):
+    op = "take"
+    _nargs(types, 2, op)
+    x, idx = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "indices")
+    if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
+        raise RelayError(f"{op}: axis {attrs['axis']} is out of range for data shape {x.shape}")
+    if idx.dtype not in ("int32", "int64"):
+        raise RelayError(f"{op}: indices must be int32 or int64, got {idx.shape} {idx.dtype}")
+    axis = attrs["axis"] % len(x.shape)
+    return TensorType(tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1:]), x.dtype)
+
+
+def _take_compute(inputs, attrs, out_type):
+    x, idx = inputs
+    shape = _ishape(x)
+    axis = attrs["axis"] % len(shape)
+    nidx = len(idx.shape)
+    dim = shape[axis]
+
+    def f(*i):
+        k = te.cast("int64", idx[tuple(i[axis:axis + nidx])] if nidx else idx[()])
+        k = te.if_then_else(k < 0, k + dim, k)  # negative indices count from the end (ONNX Gather)
+        k = te.minimum(te.maximum(k, te.const(0, "int64")), te.const(dim - 1, "int64"))  # out of range: clamped
+        return x[tuple(i[:axis]) + (k,) + tuple(i[axis + nidx:])]
+
+    return te.compute(out_type.shape, f, name="take")
+
+
+register_op(OpDef("take", _take_rel, _take_compute, INJECTIVE, attrs={"axis": 0}, num_inputs=2,
+                  doc="gather slices of data along an axis at integer indices (ONNX Gather; embeddings)"))
+
+
+def _trilu_rel(types, attrs):
+    _nargs(types, 1, "trilu")
+    x = _tensor(types, 0, "trilu", "data")
+    if len(x.shape) < 2:
+        raise RelayError(f"trilu: data must have at least 2 dimensions, got shape {x.shape}")
+    return x
+
+
+def _trilu_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    k, upper = int(attrs["k"]), bool(attrs["upper"])
+
+    def f(*i):
+        r, c = i[-2], i[-1]
+        keep = (c - r >= k) if upper else (c - r <= k)
+        return te.if_then_else(keep, x[i], te.const(0, x.dtype))
+
+    return te.compute(out_type.shape, f, name="trilu")
+
+
+register_op(OpDef("trilu", _trilu_rel, _trilu_compute, INJECTIVE, attrs={"k": 0, "upper": 1}, num_inputs=1,
+                  doc="the upper (or lower) triangle of the last two axes from diagonal k, zeros elsewhere"))
+
+
+def broadcast_to(data: Any, shape: Sequence[int]) -> Any:
+    """``data`` broadcast (numpy's rules) with ``shape``."""
+    return make_call("broadcast_to", [data], shape=tuple(int(d) for d in shape))
+
+
+def take(data: Any, indices: Any, axis: int = 0) -> Any:
+    """``data`` gathered along ``axis`` at integer ``indices`` (negative ones count from the end)."""
+    return make_call("take", [data, indices], axis=int(axis))
+
+
+def trilu(data: Any, k: int = 0, upper: bool = True) -> Any:
+    """The upper (``upper``) or lower triangle of the last two axes from diagonal ``k``."""
+    return make_call("trilu", [data], k=int(k), upper=int(bool(upper)))

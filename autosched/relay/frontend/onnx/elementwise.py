@@ -151,3 +151,107 @@ def _prelu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         return relay_op.prelu(x, slope if tuple(ss) == (size,) else relay_op.reshape(slope, (size,)), axis=axis)
     zero = _scalar(g, node.input[0], 0.0)
     return relay_op.add(relay_op.nn.relu(x), relay_op.multiply(relay_op.minimum(x, zero), slope))
+
+
+# ------------------------------------------------------------------ transformer exports: math, masks, logic
+register("Erf")(_unary("erf"))
+register("Reciprocal")(_unary("reciprocal"))
+
+
+def _dtype_of(g: _GraphConverter, name: str) -> str:
+    """The element type of ONNX value ``name`` (an import-time value's, else by relay's type inference)."""
+    if g.is_const(name):
+        return str(g.value(name, "").dtype)
+    t = g.tensor(name)
+    ann = getattr(t, "type_annotation", None)
+    if ann is not None and getattr(ann, "dtype", None):
+        return str(ann.dtype)
+    params = list(g.input_vars) + list(g.param_vars.values())
+    func = relay_ir.Function(params, t)
+    relay_ir.infer_type(func)
+    return str(func.body.checked_type.dtype)
+
+
+def _operand(g: _GraphConverter, name: str, dtype: str) -> Expr:
+    """``name`` as a relay expression of ``dtype`` (an import-time value is converted; a tensor must have it)."""
+    if g.is_const(name) and str(g.value(name, "").dtype) != dtype:
+        return relay_ir.const(np.asarray(g.value(name, "")).astype(dtype))
+    return g.tensor(name)
+
+
+@register("Pow")
+def _pow(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """x ** y; a constant exponent takes the base's type (ONNX allows them to differ), 2, 3 and 0.5 become products
+    and a square root in the kernel."""
+    dt = _dtype_of(g, node.input[0])
+    if _dtype_of(g, node.input[1]) != dt and not g.is_const(node.input[1]):
+        g._fail(f"the exponent's type {_dtype_of(g, node.input[1])} differs from the base's {dt} and is not a "
+                "constant; only same-typed or constant exponents are supported")
+    return relay_op.power(g.tensor(node.input[0]), _operand(g, node.input[1], dt))
+
+
+@register("Mod")
+def _mod(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """fmod=0: the remainder with the divisor's sign (integers); fmod=1: C's fmod (the dividend's sign)."""
+    fmod = int(attrs.get("fmod", 0))
+    if not fmod and _dtype_of(g, node.input[0]).startswith("float"):
+        g._fail("fmod=0 on floating-point inputs is invalid in ONNX (floats need fmod=1)")
+    return relay_op.mod(g.tensor(node.input[0]), g.tensor(node.input[1]), fmod=bool(fmod))
+
+
+_COMPARE = {"Equal": "equal", "Less": "less", "Greater": "greater", "LessOrEqual": "less_equal",
+            "GreaterOrEqual": "greater_equal", "And": "logical_and", "Or": "logical_or"}
+
+
+@register(*_COMPARE)
+def _compare(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    return relay_op.compare(_COMPARE[node.op_type], g.tensor(node.input[0]), g.tensor(node.input[1]))
+
+
+@register("Not")
+def _not(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    return relay_op.logical_not(g.tensor(node.input[0]))
+
+
+@register("Where")
+def _where(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """x where the condition holds, else y; a constant branch takes the other's type (a mask's fill value)."""
+    xn, yn = node.input[1], node.input[2]
+    dt = _dtype_of(g, yn if g.is_const(xn) else xn)
+    return relay_op.where(g.tensor(node.input[0]), _operand(g, xn, dt), _operand(g, yn, dt))
+
+
+@register("Cast")
+def _cast(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """A conversion of element type (values known at import are converted then)."""
+    from onnx import helper
+
+    if "to" not in attrs:
+        g._fail("the 'to' attribute is required")
+    dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(int(attrs["to"]))))
+    if dtype not in ("float32", "float64", "float16", "int64", "int32", "int8", "uint8", "bool"):
+        g._fail(f"casting to {dtype} is not supported")
+    if _dtype_of(g, node.input[0]) == dtype:
+        return g.tensor(node.input[0])
+    return relay_op.cast(g.tensor(node.input[0]), dtype)
+
+
+@register("Gelu")
+def _gelu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Gelu (opset 20): 0.5 x (1 + erf(x / sqrt 2)), or with approximate='tanh' 0.5 x (1 + tanh(sqrt(2 / pi)
+    (x + 0.044715 x^3))); element-wise ops that fuse into the producing dense's epilogue."""
+    x = g.tensor(node.input[0])
+    approximate = attrs.get("approximate", "none")
+
+    def c(v: float) -> Expr:
+        return _scalar(g, node.input[0], v)
+
+    if approximate == "none":
+        inner = relay_op.erf(relay_op.multiply(x, c(float(np.float32(1.0 / np.sqrt(2.0))))))
+    elif approximate == "tanh":
+        cube = relay_op.multiply(relay_op.multiply(x, x), x)
+        inner = relay_op.tanh(relay_op.multiply(relay_op.add(x, relay_op.multiply(cube, c(0.044715))),
+                                                c(float(np.sqrt(2.0 / np.pi)))))
+    else:
+        g._fail(f"approximate={approximate!r} is not supported (only 'none' and 'tanh')")
+    return relay_op.multiply(relay_op.multiply(x, c(0.5)), relay_op.add(inner, c(1.0)))

@@ -10,8 +10,10 @@ are returned in ``params``; ``freeze_params=True`` embeds them as constants inst
 
 A node whose inputs are all known at import time is evaluated then (onnx's reference evaluator), if it is small or
 shape arithmetic: exporters compute Reshape targets with Shape -> Gather -> Unsqueeze -> Concat, and with static
-shapes that is a constant. Shape, Size, Gather, Cast and ConstantOfShape are supported only that way
-(relay has no op for them on tensors); Slice is folded so too, and on tensors becomes ``strided_slice``.
+shapes that is a constant; so are a transformer's positions (Range, Mod) and causal mask (Expand, Trilu, Equal),
+whatever their size (``FOLD_ALWAYS``). Shape, Size, Range and ConstantOfShape are supported only that way
+(relay has no op for them on tensors); Slice, Gather and Cast are folded so too, and on tensors become
+``strided_slice``, ``take`` and ``cast``.
 
 Static shapes only: every graph input needs a concrete shape (from the model or ``shape=``). Ops whose conversion
 depends on a shape (SAME padding, Flatten on any axis, Softmax before opset 13, Gemm's bias) read it from ONNX's
@@ -33,7 +35,7 @@ import numpy as np
 
 from autosched.errors import AutoschedError
 from autosched.relay import ir as relay_ir
-from autosched.relay.frontend.onnx.registry import CONVERTERS, FOLD_LIMIT, FOLD_ONLY
+from autosched.relay.frontend.onnx.registry import CONVERTERS, FOLD_ALWAYS, FOLD_LIMIT
 from autosched.relay.ir.expr import Expr, IRModule
 
 logger = logging.getLogger("autosched.relay")
@@ -298,7 +300,7 @@ class _GraphConverter:
         ins = [n for n in node.input if n]
         if not ins or not all(self.is_const(n) for n in ins):
             return False
-        return node.op_type in FOLD_ONLY or sum(self.value(n, "").size for n in ins) <= FOLD_LIMIT
+        return node.op_type in FOLD_ALWAYS or sum(self.value(n, "").size for n in ins) <= FOLD_LIMIT
 
     def _fold(self, node: onnx.NodeProto) -> list[np.ndarray]:
         """The node's outputs computed by onnx's reference evaluator at the model's opset."""

@@ -168,7 +168,13 @@ def _matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     if batch_b == 1:  # the rows of every batch of a times one matrix b
         x = a if len(sa) == 2 else relay_op.reshape(a, (batch_a * m, k))
         y = b if len(sb) == 2 else relay_op.reshape(b, (k, n))
-        out, got = relay_op.nn.matmul(x, y), (batch_a * m, n)
+        if rb == 2 and _is_transpose_2d(y):  # x @ w.T (a tied LM head): dense on w itself
+            out = relay_op.nn.dense(x, y.args[0])
+        elif rb == 2 and g.is_const(node.input[1]):  # a weight: dense on w.T, folded at build (then packed)
+            out = relay_op.nn.dense(x, relay_op.transpose(y, (1, 0)))
+        else:
+            out = relay_op.nn.matmul(x, y)
+        got = (batch_a * m, n)
     else:  # batch_matmul broadcasts a batch of 1 in a; otherwise both batch shapes must be the broadcast one
         if batch_a != 1 and (1,) * (len(batch) - len(sa[:-2])) + tuple(sa[:-2]) != batch:
             g._fail(f"broadcasting batch dimensions {sa} x {sb} is not supported (equal batches, or 1 in a)")
@@ -178,6 +184,11 @@ def _matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         y = relay_op.reshape(b, (batch_b, k, n)) if len(sb) != 3 else b
         out, got = relay_op.nn.batch_matmul(x, y, transpose_a=False, transpose_b=False), (batch_b, m, n)
     return out if got == final else relay_op.reshape(out, final)
+
+
+def _is_transpose_2d(e: Expr) -> bool:
+    return (isinstance(e, relay_ir.Call) and getattr(e.op, "name", "") == "transpose"
+            and tuple(e.attrs.get("axes") or (1, 0)) == (1, 0) and len(e.args) == 1)
 
 
 @register("Softmax", "LogSoftmax")
@@ -222,3 +233,20 @@ def _lrn(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         g._fail(f"the input must be (N, C, D1, ...), got shape {list(g.shape(node.input[0]))}")
     return relay_op.lrn(g.tensor(node.input[0]), size=int(attrs["size"]), axis=1, bias=float(attrs.get("bias", 1.0)),
                alpha=float(attrs.get("alpha", 1e-4)), beta=float(attrs.get("beta", 0.75)))
+
+
+@register("LayerNormalization")
+def _layer_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Normalisation over the axes from ``axis`` (default -1) on, scaled and shifted (opset 17); the Mean and
+    InvStdDev outputs (training) are refused when used."""
+    stash = int(attrs.get("stash_type", 1))
+    if stash != 1:
+        g._fail(f"stash_type={stash} is not supported (only 1: float32 statistics)")
+    rank = len(g.shape(node.input[0]))
+    axis = int(attrs.get("axis", -1))
+    if not -rank <= axis < rank:
+        g._fail(f"axis {axis} is out of range for a {rank}-D input")
+    bias = g.optional(node, 2)
+    return relay_op.layer_norm(g.tensor(node.input[0]), g.tensor(node.input[1]),
+                               g.tensor(bias) if bias else None, axis=axis,
+                               epsilon=float(attrs.get("epsilon", 1e-5)))

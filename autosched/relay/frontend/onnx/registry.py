@@ -24,7 +24,13 @@ def register(*ops: str) -> Callable[[Converter], Converter]:
 
 # ops supported only on values known at import time (static shapes make the shape arithmetic that exporters
 # emit, e.g. Shape -> Gather -> Unsqueeze -> Concat -> Reshape, constant): they are evaluated by ``_fold``
-FOLD_ONLY = frozenset({"Shape", "Size", "Gather", "Slice", "Cast", "ConstantOfShape"})
+FOLD_ONLY = frozenset({"Shape", "Size", "Slice", "ConstantOfShape", "Range"})
+
+# ops evaluated whenever all their inputs are known at import time, whatever their size: the shape arithmetic and
+# masks of transformer exports (positions by Range and Mod, a causal mask by Expand, Trilu and Equal, a position
+# embedding gathered at constant positions) become constants, so no kernel computes them at run time
+FOLD_ALWAYS = FOLD_ONLY | frozenset({"Gather", "Expand", "Trilu", "Equal", "Less", "Greater", "LessOrEqual",
+                                      "GreaterOrEqual", "Not", "And", "Or", "Where", "Mod"})
 
 
 FOLD_LIMIT = 4096  # a node of constant inputs with at most this many elements in all is evaluated at import

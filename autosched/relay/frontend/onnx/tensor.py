@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from autosched.relay import ir as relay_ir
 from autosched.relay import op as relay_op
 from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.registry import register
@@ -70,17 +71,29 @@ def _squeeze(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.reshape(g.tensor(node.input[0]), tuple(d for i, d in enumerate(shape) if i not in drop))
 
 
-@register("ReduceMean")
-def _reduce_mean(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """The mean over H and W of an NCHW tensor (global average pooling, as some exporters write it)."""
+_REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}
+
+
+@register(*_REDUCE)
+def _reduce(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """ReduceMean/Sum/Max/Min over ``axes`` (an attribute, or an input from opset 13 for ReduceSum and 18 for the
+    others; none: all axes, or the input itself with noop_with_empty_axes), ``keepdims`` (default 1). The mean
+    over H and W of an NCHW tensor is global average pooling (it keeps a blocked layout)."""
     shape = g.shape(node.input[0])
-    axes = _axes(g, node, attrs, 18)
-    axes = sorted(a % len(shape) for a in axes) if axes is not None else list(range(len(shape)))
-    if len(shape) != 4 or axes != [2, 3]:
-        g._fail(f"only the mean over axes [2, 3] of a 4-D (NCHW) tensor is supported, got axes {axes} of shape "
-                f"{shape}")
-    out = relay_op.nn.global_avg_pool2d(g.tensor(node.input[0]))
-    return out if attrs.get("keepdims", 1) else relay_op.reshape(out, tuple(shape[:2]))
+    axes = _axes(g, node, attrs, 13 if node.op_type == "ReduceSum" else 18)
+    keep = bool(attrs.get("keepdims", 1))
+    x = g.tensor(node.input[0])
+    if not axes:
+        if attrs.get("noop_with_empty_axes", 0):
+            return x
+        axes = list(range(len(shape)))
+    if any(not -len(shape) <= a < len(shape) for a in axes):
+        g._fail(f"axes {axes} are out of range for shape {list(shape)}")
+    axes = sorted({a % len(shape) for a in axes})
+    if node.op_type == "ReduceMean" and len(shape) == 4 and axes == [2, 3]:
+        out = relay_op.nn.global_avg_pool2d(x)
+        return out if keep else relay_op.reshape(out, tuple(shape[:2]))
+    return relay_op.make_call(_REDUCE[node.op_type], [x], axis=tuple(axes), keepdims=keep)
 
 
 @register("Transpose")
@@ -292,3 +305,47 @@ def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     if factors == [1, 1]:
         return g.tensor(node.input[0])
     return relay_op.upsampling(g.tensor(node.input[0]), scale_h=factors[0], scale_w=factors[1])
+
+
+@register("Expand")
+def _expand(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Broadcast to a constant shape (numpy's rules between the input's shape and the given one)."""
+    shape = g.shape(node.input[0])
+    target = [int(d) for d in np.asarray(g.value(node.input[1], "the shape")).reshape(-1)]
+    try:
+        out = tuple(np.broadcast_shapes(tuple(shape), tuple(target)))
+    except ValueError:
+        g._fail(f"shape {target} does not broadcast with the input's shape {list(shape)}")
+    x = g.tensor(node.input[0])
+    return x if out == tuple(shape) else relay_op.broadcast_to(x, out)
+
+
+@register("Trilu")
+def _trilu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """The upper (upper=1, default) or lower triangle of the last two axes from diagonal k (a constant input)."""
+    k_name = g.optional(node, 1)
+    k = int(np.asarray(g.value(k_name, "k")).reshape(-1)[0]) if k_name else 0
+    return relay_op.trilu(g.tensor(node.input[0]), k=k, upper=bool(attrs.get("upper", 1)))
+
+
+@register("Gather")
+def _gather(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Slices of the data along ``axis`` at integer indices: an embedding lookup of token ids (``take``), or one
+    constant index (a slice, its axis dropped), or constant indices (``take`` of a constant)."""
+    shape = g.shape(node.input[0])
+    axis = int(attrs.get("axis", 0))
+    if not -len(shape) <= axis < len(shape):
+        g._fail(f"axis {axis} is out of range for shape {list(shape)}")
+    axis %= len(shape)
+    x = g.tensor(node.input[0])
+    if g.is_const(node.input[1]):
+        idx = np.asarray(g.value(node.input[1], "indices")).astype(np.int64)
+        if np.any(idx < -shape[axis]) or np.any(idx >= shape[axis]):
+            g._fail(f"indices {idx.reshape(-1)[:8].tolist()} are out of range for axis {axis} of size {shape[axis]}")
+        idx = np.where(idx < 0, idx + shape[axis], idx)
+        if idx.ndim == 0:
+            i = int(idx)
+            part = relay_op.strided_slice(x, begin=[i], end=[i + 1], strides=[1], axes=[axis])
+            return relay_op.reshape(part, tuple(d for k, d in enumerate(shape) if k != axis))
+        return relay_op.take(x, relay_ir.const(idx), axis=axis)
+    return relay_op.take(x, g.tensor(node.input[1]), axis=axis)

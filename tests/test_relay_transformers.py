@@ -1,0 +1,154 @@
+"""Transformers from ONNX (issue 43): every operator of BERT- and GPT-style exports against onnxruntime, then a
+BERT-style encoder with a padding mask and a GPT-style decoder with a causal mask built for llvm and for both
+ISAs (AVX2 ``haswell``, AVX-512 ``skylake-avx512``) within 1e-4 of onnxruntime (relative to the logits' scale),
+and their tuning tasks: extracted and one dense kernel tuned."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper  # noqa: E402
+
+from _cpus import host_runs, skip_unless_host_runs  # noqa: E402
+from _onnx_models import run_onnxruntime  # noqa: E402
+from _transformer_models import (  # noqa: E402
+    OP_CASES,
+    make_decoder,
+    make_encoder,
+    make_typed_op,
+    op_case,
+    token_inputs,
+)
+from autosched import relay  # noqa: E402
+from autosched.relay.frontend import OnnxImportError, from_onnx  # noqa: E402
+from autosched.runtime.graph_executor import GraphModule  # noqa: E402
+
+ISAS = ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"]
+
+
+def run_relay(model, inputs: dict[str, np.ndarray], target: str = "llvm") -> list[np.ndarray]:
+    """Import, build for ``target`` and run with the graph executor (code for a named CPU only where it runs)."""
+    mod, params = from_onnx(model, shape={k: v.shape for k, v in inputs.items()})
+    m = GraphModule(*relay.build(mod, target=target, params=params))
+    if target != "llvm" and not host_runs(target):
+        return []
+    for name, value in inputs.items():
+        m.set_input(name, value)
+    m.run()
+    return [np.asarray(m.get_output(i)) for i in range(len(model.graph.output))]
+
+
+@pytest.mark.parametrize("case", sorted(OP_CASES))
+def test_op_matches_onnxruntime(case: str) -> None:
+    model, inputs = op_case(case)
+    expected = run_onnxruntime(model, inputs)
+    got = run_relay(model, inputs)
+    for e, g in zip(expected, got):
+        assert g.shape == e.shape and g.dtype == e.dtype, f"{g.shape} {g.dtype} != onnxruntime's {e.shape} {e.dtype}"
+        if e.dtype == np.float32:
+            np.testing.assert_allclose(g, e, atol=1e-5, rtol=1e-5)
+        else:
+            np.testing.assert_array_equal(g, e)
+
+
+def _check_model(model, inputs: dict[str, np.ndarray], target: str) -> float:
+    ref = run_onnxruntime(model, inputs)[0]
+    got = run_relay(model, inputs, target)
+    if not got:
+        skip_unless_host_runs(target)
+    err = float(np.abs(got[0] - ref).max() / np.abs(ref).max())
+    assert got[0].shape == ref.shape
+    assert err < 1e-4, f"largest difference {err:.2e} of the logits' scale"
+    return err
+
+
+@pytest.mark.parametrize("target", ["llvm"] + ISAS)
+def test_encoder_with_padding_mask_matches_onnxruntime(target: str) -> None:
+    model = make_encoder(layers=2, d_model=64, heads=4, seq=16, vocab=100)
+    inputs = token_inputs(model, 16, 100, padding=5)
+    _check_model(model, inputs, target)
+
+
+@pytest.mark.parametrize("target", ["llvm"] + ISAS)
+def test_decoder_with_causal_mask_matches_onnxruntime(target: str) -> None:
+    model = make_decoder(layers=2, d_model=64, heads=4, seq=16, vocab=100)
+    _check_model(model, token_inputs(model, 16, 100), target)
+
+
+def test_padding_changes_the_encoder_output_as_onnxruntime_does() -> None:
+    """The mask is an input, not a folded constant: a second mask on the same build gives onnxruntime's result."""
+    model = make_encoder(layers=1, d_model=32, heads=2, seq=8, vocab=50)
+    a, b = token_inputs(model, 8, 50, padding=0), token_inputs(model, 8, 50, padding=4)
+    mod, params = from_onnx(model)
+    m = GraphModule(*relay.build(mod, target="llvm", params=params))
+    outs = []
+    for inputs in (a, b):
+        for k, v in inputs.items():
+            m.set_input(k, v)
+        m.run()
+        outs.append(np.asarray(m.get_output(0)).copy())
+        np.testing.assert_allclose(outs[-1], run_onnxruntime(model, inputs)[0], atol=1e-5, rtol=1e-4)
+    assert not np.allclose(outs[0], outs[1])
+
+
+def test_position_and_mask_arithmetic_is_folded_at_import() -> None:
+    """Shape/Range/Mod/Expand/Trilu/Equal become constants: no kernel computes positions or the causal mask."""
+    mod, _ = from_onnx(make_decoder(layers=1, d_model=32, heads=2, seq=8, vocab=50))
+    text = str(mod)
+    for op in ("trilu", "mod(", "broadcast_to", "equal("):
+        assert op not in text, f"{op} left in the graph"
+
+
+def test_range_of_a_computed_tensor_names_the_node() -> None:
+    nodes = [helper.make_node("ReduceMax", ["n"], ["m"], name="max", keepdims=0),
+             helper.make_node("Range", ["zero", "m", "one"], ["y"], name="positions")]
+    inits = [onnx.numpy_helper.from_array(np.array(v, np.int64), k) for k, v in (("zero", 0), ("one", 1))]
+    g = helper.make_graph(nodes, "computed_range", [helper.make_tensor_value_info("n", TensorProto.INT64, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, None)], initializer=inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(OnnxImportError, match=r"'positions' \(Range\).*known at import time"):
+        from_onnx(model)
+
+
+def test_unsupported_attributes_name_the_node() -> None:
+    with pytest.raises(OnnxImportError, match=r"'node' \(Gelu\).*approximate='erf'"):
+        from_onnx(make_typed_op("Gelu", [("x", "float32", (2, 3))], opset=20, approximate="erf"))
+    with pytest.raises(OnnxImportError, match=r"'node' \(LayerNormalization\).*stash_type=0"):
+        from_onnx(_ln_stash0())
+
+
+def _ln_stash0():
+    node = helper.make_node("LayerNormalization", ["x", "g"], ["y"], name="node", stash_type=0)
+    g = helper.make_graph([node], "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                          initializer=[onnx.numpy_helper.from_array(np.ones(3, np.float32), "g")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_tasks_extract_and_one_dense_kernel_tunes(tmp_path) -> None:
+    """``relay.extract_tasks`` on the encoder gives its dense, batch_matmul, layer_norm and softmax kernels; one
+    dense task tunes for 4 trials in-process and the tuned build still matches onnxruntime."""
+    import autosched
+
+    model = make_encoder(layers=1, d_model=32, heads=2, seq=8, vocab=50)
+    mod, params = from_onnx(model)
+    tasks = relay.extract_tasks(mod, params, target="llvm")
+    labels = [t.args.get("graph", "") if isinstance(t.args, dict) else str(t.args) for t in tasks]
+    kinds = {k for k in ("dense", "batch_matmul", "layer_norm", "softmax") if any(f'"nn.{k}' in s for s in labels)}
+    assert kinds == {"dense", "batch_matmul", "layer_norm", "softmax"}, kinds
+    dense = next(t for t, s in zip(tasks, labels) if '"nn.dense' in s)
+    db = str(tmp_path / "t.db")
+    best = autosched.tune(dense, 4, database=db, backend="local", batch_size=4, seed=0)
+    assert best is not None
+    inputs = token_inputs(model, 8, 50)
+    with autosched.apply_history_best(db):
+        lib = relay.build(mod, target="llvm", params=params)
+    m = GraphModule(*lib)
+    for k, v in inputs.items():
+        m.set_input(k, v)
+    m.run()
+    np.testing.assert_allclose(np.asarray(m.get_output(0)), run_onnxruntime(model, inputs)[0], atol=1e-5, rtol=1e-4)
