@@ -680,3 +680,50 @@ def test_cache_write_after_split_and_reorder_lays_the_cache_out_by_the_loops():
     s[D].split(k, factor=2)
     with pytest.raises(ScheduleError, match="cache_write of 'D': its reduction axes are split"):
         s.cache_write(D, "local")
+
+
+def test_a_compute_that_calls_a_tensor_intrinsic_on_regions():
+    """TVM's tensor compute: ``te.compute(shape, lambda i: intrin(A[i, 0:16], ...))`` is tensorized by
+    definition, at the intrinsic's first axis; cache_read/cache_write of it keep it so."""
+    from autosched import tir
+
+    @autosched.register_func("test_te_primitives_tvm.vadd2", override=True)
+    def vadd2(a, b, c):
+        c.copyfrom(a.numpy() + b.numpy())
+
+    intrin, _ = _vadd_intrin(16, lambda ins, outs: tir.call_packed("test_te_primitives_tvm.vadd2", ins[0], ins[1],
+                                                                    outs[0]))
+    A = te.placeholder((5, 16), name="A")
+    B = te.placeholder((5, 16), name="B")
+    C = te.compute((5, 16), lambda i: intrin(A[i, 0:16], B[i, 0:16]), name="C")
+    assert [a.name for a in C.op.axis] == ["i", "i"] and len(C.shape) == 2
+    a, b = RNG.random((5, 16)).astype("float32"), RNG.random((5, 16)).astype("float32")
+    for cached in (False, True):
+        s = te.create_schedule(C.op)
+        if cached:
+            s.cache_read(A, "local", [C])
+            s.cache_write(C, "local")
+        c = np.zeros((5, 16), "float32")
+        autosched.build(s, [A, B, C])(a, b, c)
+        np.testing.assert_allclose(c, a + b, rtol=1e-6)
+
+
+def test_a_compute_that_calls_a_gemv_intrinsic_with_an_outer_reduction():
+    @autosched.register_func("test_te_primitives_tvm.fill_zero", override=True)
+    def fill_zero(z):
+        z.copyfrom(np.zeros(z.shape, z.dtype))
+
+    @autosched.register_func("test_te_primitives_tvm.gemv_add", override=True)
+    def gemv_add(w, x, z, ldw):
+        z.copyfrom(z.numpy() + np.asarray(w) @ x.numpy())
+
+    gemv = _gemv_intrin(16, 8, with_body=False)
+    A = te.placeholder((2, 3, 16, 8), name="A")  # 2 row blocks of 16, 3 blocks of 8 along the reduction
+    X = te.placeholder((4, 3, 8), name="X")
+    k = te.reduce_axis((0, 3), name="k")
+    C = te.compute((2, 4, 16), lambda i, j: gemv(A[i, k, 0:16, 0:8], X[j, k, 0:8], reduce_axis=k), name="C")
+    s = te.create_schedule(C.op)
+    a, x = RNG.random((2, 3, 16, 8)).astype("float32"), RNG.random((4, 3, 8)).astype("float32")
+    c = np.zeros((2, 4, 16), "float32")
+    autosched.build(s, [A, X, C])(a, x, c)
+    np.testing.assert_allclose(c, np.einsum("ikrc,jkc->ijr", a, x), rtol=1e-5)

@@ -54,6 +54,88 @@ class TensorIntrin:
     def __repr__(self) -> str:
         return f"TensorIntrin({self.name}, op={self.op.name})"
 
+    def __call__(self, *regions: Any, reduce_axis: Any = None, scalar_inputs: Any = None) -> TensorIntrinCall:
+        """The intrinsic applied to regions of tensors (``A[i, 0:16]``), in a ``te.compute`` whose last
+        dimensions are the intrinsic's output (TVM's tensor compute): ``reduce_axis`` are reduction loops
+        around it, whose partial results the intrinsic's update adds up."""
+        if scalar_inputs or self.scalar_params:
+            raise ValueError(f"tensor intrinsic {self.name}: calling an intrinsic with scalar parameters in a "
+                             f"compute is not supported; tensorize a compute with it instead")
+        axes = [] if reduce_axis is None else list(reduce_axis) if isinstance(reduce_axis, (list, tuple)) \
+            else [reduce_axis]
+        return TensorIntrinCall(self, list(regions), axes)
+
+
+class TensorIntrinCall:
+    """``intrin(regions..., reduce_axis=k)``: what ``te.compute`` turns into a tensorized operation."""
+
+    def __init__(self, intrin: TensorIntrin, regions: list, reduce_axis: list):
+        self.intrin = intrin
+        self.regions = regions
+        self.reduce_axis = reduce_axis
+
+    def build_compute(self, shape: Sequence[Expr], outer: list, name: str, tag: str,
+                      attrs: dict | None) -> Tensor:
+        """The compute: outer loops, then the intrinsic's own axes on the regions; its stage is tensorized at
+        the intrinsic's first axis (with the outer reductions outside it)."""
+        from autosched.te.tensor import IterVar, Range, TensorSlice
+        from autosched.tir.arith import simplify
+
+        intrin, iop = self.intrin, self.intrin.op
+        where = f"compute {name} with tensor intrinsic {intrin.name}"
+        inner_shape = list(shape[len(outer):])
+        if len(inner_shape) != len(iop.axis) or not iop.axis or any(
+                str(simplify(a - b)) != "0" for a, b in zip(inner_shape, iop.shape)):
+            raise ValueError(f"{where}: the dimensions after the {len(outer)} loop variables "
+                             f"[{', '.join(map(str, inner_shape))}] must be the intrinsic's output shape "
+                             f"[{', '.join(map(str, iop.shape))}]")
+        if iop.num_outputs != 1:
+            raise ValueError(f"{where}: an intrinsic with several outputs cannot be called in a compute")
+        if len(self.regions) != len(intrin.inputs):
+            raise ValueError(f"{where}: called on {len(self.regions)} regions, the intrinsic takes "
+                             f"{len(intrin.inputs)}")
+        inner = [IterVar(Range(0, d), E.Var(a.name), "spatial") for a, d in zip(iop.axis, inner_shape)]
+        vmap: dict = {a.var: b.var for a, b in zip(iop.axis, inner)}
+        ired = [IterVar(a.dom, E.Var(a.name), "reduce") for a in iop.reduce_axis]
+        vmap.update({a.var: b.var for a, b in zip(iop.reduce_axis, ired)})
+        maps = []
+        for k, (inp, reg) in enumerate(zip(intrin.inputs, self.regions)):
+            if isinstance(reg, Tensor):
+                reg = TensorSlice(reg, tuple(slice(None) for _ in reg.shape))
+            if not isinstance(reg, TensorSlice):
+                raise ValueError(f"{where}: argument {k} must be a region of a tensor (A[i, 0:16]), got {reg!r}")
+            ranges = reg.region()
+            sliced = [d for d in range(len(ranges)) if d >= len(reg.indices) or isinstance(reg.indices[d], slice)]
+            if len(sliced) != len(inp.shape):
+                raise ValueError(f"{where}: region {k} of '{reg.tensor.name}' has {len(sliced)} sliced dimensions, "
+                                 f"the intrinsic's input '{inp.name}' {len(inp.shape)}")
+            maps.append((reg.tensor, ranges, sliced))
+
+        def fn(e: Expr) -> Expr | None:
+            if isinstance(e, E.TensorLoad):
+                for k, inp in enumerate(intrin.inputs):
+                    if e.tensor.op is inp.op and getattr(e.tensor, "value_index", 0) == getattr(inp, "value_index", 0):
+                        t, ranges, sliced = maps[k]
+                        idx = [r.min for r in ranges]
+                        for j, d in enumerate(sliced):
+                            idx[d] = ranges[d].min + E.substitute(e.indices[j], vmap)
+                        return t[tuple(idx)]
+            return None
+
+        body = iop.body
+        if isinstance(body, E.Reduce):
+            sources = [E.substitute(E.transform(x, fn), vmap) for x in body.sources]
+            cond = E.substitute(E.transform(body.condition, fn), vmap) if body.condition is not None else None
+            new_body: Expr = E.Reduce(body.combiner, sources[body.value_index], list(self.reduce_axis) + ired, cond,
+                                      sources if len(sources) > 1 else None, body.value_index)
+        else:
+            if self.reduce_axis:
+                raise ValueError(f"{where}: reduce_axis given, but the intrinsic is not a reduction")
+            new_body = E.substitute(E.transform(body, fn), vmap)
+        op = ComputeOp(name, list(outer) + inner, new_body, tag, attrs)
+        op.tensor_intrin_call = (intrin, len(outer), len(self.reduce_axis))
+        return op.output(0)
+
 
 def decl_tensor_intrin(op: Operation, fcompute: Callable[..., Any], name: str = "tensor_intrin",
                        binds: dict | None = None, scalar_params: Sequence[E.Var] | None = None,

@@ -144,6 +144,12 @@ class Stage:
         self.double_buffered = False
         self.prefetches: list[tuple[Tensor, IterVar, int]] = []
         self.tensorized: tuple[IterVar, Any] | None = None  # (leaf, TensorIntrin) of tensorize
+        call = getattr(op, "tensor_intrin_call", None)
+        if call is not None:  # a compute of a tensor intrinsic on regions: tensorized by definition
+            intrin, n_outer, n_red = call
+            red = list(op.reduce_axis)
+            self.leaf_iter_vars = list(op.axis[:n_outer]) + red[:n_red] + list(op.axis[n_outer:]) + red[n_red:]
+            self.tensorized = (op.axis[n_outer], intrin)
 
     # ------------------------------------------------------------------ info
     @property
@@ -759,7 +765,8 @@ class Schedule:
         self._check_mutable(stage, step)
         if step.scope not in SCOPES:
             raise ScheduleError(f"cache_write of '{stage.name}': unknown scope {step.scope!r}, expected {SCOPES}")
-        if stage.iter_attrs or stage.attach_type != "root" or stage.pragmas or stage.tensorized:
+        from_op = getattr(stage.op, "tensor_intrin_call", None) is not None and not stage.relations
+        if stage.iter_attrs or stage.attach_type != "root" or stage.pragmas or (stage.tensorized and not from_op):
             raise ScheduleError(
                 f"cache_write of '{stage.name}': call it before annotating, binding or computing the stage at "
                 f"another's loop (split, fuse and reorder may come first: the cache is then laid out by them)"
@@ -789,6 +796,8 @@ class Schedule:
         cache_op = ComputeOp(f"{op.name}.{step.scope}", new_axis, bodies if multi else bodies[0], op.tag, op.attrs)
         copies = [TensorLoad(cache_op.output(k), [a.var for a in op.axis]) for k in range(len(bodies))]
         copy_op = ComputeOp(op.name, op.axis, copies if multi else copies[0], op.tag, op.attrs)
+        if from_op:  # a compute of a tensor intrinsic: the cache computes it, the stage copies
+            cache_op.tensor_intrin_call = op.tensor_intrin_call
         return self._install_cache(stage, step, cache_op, copy_op)
 
     def _install_cache(self, stage: Stage, step: CacheWrite, cache_op: ComputeOp, copy_op: ComputeOp) -> Tensor:
@@ -798,6 +807,7 @@ class Schedule:
         stage.all_iter_vars = list(copy_op.axis)
         stage.leaf_iter_vars = list(copy_op.axis)
         stage.relations = []
+        stage.tensorized = None
         cst = Stage(self, cache_op)
         cst.scope = step.scope
         self.stages.insert(stage.index, cst)
@@ -887,7 +897,10 @@ def _replace_reads(op: ComputeOp, pred, new_tensor: Tensor) -> ComputeOp:
         return None
 
     bodies = [transform(b, fn) for b in op.bodies]  # every output of a multi-output compute
-    return ComputeOp(op.name, op.axis, bodies if len(bodies) > 1 else bodies[0], op.tag, op.attrs)
+    new = ComputeOp(op.name, op.axis, bodies if len(bodies) > 1 else bodies[0], op.tag, op.attrs)
+    if getattr(op, "tensor_intrin_call", None) is not None:  # still a compute of a tensor intrinsic
+        new.tensor_intrin_call = op.tensor_intrin_call
+    return new
 
 
 def _post_order(outputs: Sequence[Operation]) -> list[Operation]:

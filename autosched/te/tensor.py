@@ -390,6 +390,11 @@ def compute(
                  and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
         if any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params) and len(names) < len(shape):
             names += [f"i{d}" for d in range(len(names), len(shape))]  # (n, c, *rest): the rest are numbered
+        if len(names) < len(shape):  # a tensor intrinsic called on regions computes the last dimensions
+            outer = [IterVar(Range(0, d), Var(nm), "spatial") for nm, d in zip(names, shape)]
+            call = fcompute(*[ax.var for ax in outer])
+            if hasattr(call, "build_compute"):  # te.decl_tensor_intrin(...)(A[i, 0:16], ...)
+                return call.build_compute(shape, outer, name, tag, attrs)
         if len(names) != len(shape):
             raise ValueError(
                 f"compute {name}: fcompute takes {len(names)} arguments but the shape has {len(shape)} dimensions"

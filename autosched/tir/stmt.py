@@ -217,6 +217,10 @@ class SeqStmt(Stmt):
     def __init__(self, seq: Sequence[Stmt]):
         self.seq = list(seq)
 
+    def __getitem__(self, i: int) -> Stmt:
+        """The ``i``-th statement (TVM's ``SeqStmt[i]``)."""
+        return self.seq[i]
+
 
 class Barrier(Stmt):
     """Every thread of a GPU block waits here; shared-memory writes before it are visible after it
