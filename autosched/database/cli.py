@@ -155,7 +155,7 @@ def task_table(rows: list[dict[str, Any]]) -> list[str]:
                 fig += "*"
         lines.append(f"{r['records']:>7} {r['ok']:>5} {fig:>12}  {task_flags(r['name'], r['args'], r['target'])}")
     if any(r["best"] is not None and not trusted(r["best"]) for r in rows):
-        lines.append("* its only successful records are noisy (their repeats disagree): measure it again")
+        lines.append("* all its successful records are noisy (timing disturbed, repeats that disagree): tune again")
     return lines
 
 
@@ -213,7 +213,7 @@ def _fmt_record(rec: Any, flop: int | None, target: str | None = None) -> str:
         perf = f"{rec.cost * 1e6:,.1f} us"
         if flop:
             perf += f", {flop / rec.cost / 1e9:.1f} GFLOPS"
-        perf += f" (repeats within {rec.spread:.1%})"
+        perf += f" (repeats spread {rec.spread:.1%})"
     else:
         perf = f"{rec.error_kind}: {rec.error_msg.splitlines()[0][:80] if rec.error_msg else ''}"
     flags = list(rec.flags)
@@ -302,8 +302,8 @@ def _best(db: Any, args: argparse.Namespace) -> int:
     for rec in recs:
         print(_fmt_record(rec, flop, task.target.key))
     if not trusted(recs[0]):
-        print("the best is noisy (its repeats disagree, or it failed a re-measure) and the only successful "
-              "record: tune again to get one to trust", file=sys.stderr)
+        print("noisy: every successful record's timing was disturbed (another program was busy), its repeats "
+              "disagree, or it failed a re-measure; tune again on a quieter machine for a figure to trust")
     return EXIT_OK
 
 

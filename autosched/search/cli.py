@@ -696,12 +696,14 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
         how = "" if interrupted else f", re-measured with {_remeasure_repeats(measurer)} longer repeats"
         print(f"{task.label}: best {best[0].cost * 1e6:,.1f} us, {g:.1f} GFLOPS{share} (record #{best[0].id}{how})",
               file=res)
-        if during is not None:
+        if during is not None and f"{during:.1f}" != f"{g:.1f}":
             print(f"  {during:.1f} GFLOPS during the run; {g:.1f} when re-measured: {state.remeasure_note}",
                   file=res)
+        elif during is not None:  # the same record: nothing better to trust
+            print(f"  not confirmed: {state.remeasure_note}", file=res)
         if not trusted(best[0]):
-            print("  noisy: the only successful records' repeats disagree; tune again for a figure to trust",
-                  file=res)
+            print("  noisy: every successful record's timing was disturbed (another program was busy) or its "
+                  "repeats disagree; tune again on a quieter machine for a figure to trust", file=res)
         if isinstance(ref, tuple):
             fig, how_chosen = ref
             print(f"  vs {fig.library} ({how_chosen}), timed now on {compare_threads} thread(s): "

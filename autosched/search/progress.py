@@ -81,7 +81,10 @@ class TuneProgress:
         line = f"[{state.trials_done}/{state.trials}] re-measured: best {self._gflops_text(state)}"
         if state.remeasure_note and math.isfinite(state.best_in_run) and state.best_in_run > 0:
             during = state.task.flop / state.best_in_run / 1e9
-            line += f" ({during:.1f} during the run; {state.remeasure_note})"
+            if f"{during:.1f}" != f"{state.best_gflops:.1f}":
+                line += f" ({during:.1f} during the run; {state.remeasure_note})"
+            else:
+                line += f" (not confirmed: {state.remeasure_note})"
         print(line, file=self.stream, flush=True)
 
     # ---------------------------------------------------------------- figures

@@ -223,7 +223,8 @@ def _report(args: argparse.Namespace, task: Any, db: Any) -> int:
                 f"{watch.peak.describe()})")
         print(f"best kernel: {best[0].cost * 1e6:,.1f} us, {best_g:.1f} GFLOPS {what} (record #{best[0].id})")
         if not trusted(best[0]):
-            print("  noisy: the only successful records' repeats disagree; tune again for a figure to trust")
+            print("  noisy: every successful record's timing was disturbed (another program was busy) or its repeats "
+                  "disagree; tune again on a quieter machine for a figure to trust")
         if vendor is not None:
             print(f"  vs {vendor.library} ({ref[1]}), timed now on {threads} thread(s): "
                   f"{vendor.seconds * 1e6:,.1f} us, {vendor.gflops:.1f} GFLOPS; the tuned kernel is "
