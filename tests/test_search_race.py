@@ -11,12 +11,12 @@ from autosched.search.race import RaceRun, Reference, table
 
 
 def test_race_two_policies_writes_its_table_and_png(tmp_path):
-    png, out = tmp_path / "race.png", tmp_path / "race.json"
-    r = subprocess.run(
-        [sys.executable, "-m", "autosched", "race", "--policies", "random,annealing", "--workload", "matmul",
-         "--param", "M=64", "--param", "N=64", "--param", "K=64", "--trials", "8", "--seeds", "0",
-         "--batch-size", "4", "--backend", "local", "--plot", str(png), "--json", str(out)],
-        capture_output=True, text=True, timeout=300, env=dict(os.environ, AUTOSCHED_NUM_THREADS="1"))
+    png = tmp_path / "race.png"
+    cmd = [sys.executable, "-m", "autosched", "race", "--policies", "random,annealing", "--workload", "matmul",
+           "--param", "M=64", "--param", "N=64", "--param", "K=64", "--trials", "8", "--seeds", "0",
+           "--batch-size", "4", "--backend", "local", "--plot", str(png)]
+    env = dict(os.environ, AUTOSCHED_NUM_THREADS="1")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
     assert lines[0].startswith("median best over seeds (share of the reference)")
@@ -26,7 +26,9 @@ def test_race_two_policies_writes_its_table_and_png(tmp_path):
         assert 0 < float(row[3]) and float(row[1]) <= float(row[2]) <= float(row[3])  # best so far only grows
     assert "reference: " in lines[-1] and "timed in this run" in lines[-1]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
-    data = json.loads(out.read_text())
+    r = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=300, env=env)  # for scripts
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(r.stdout)
     assert [(x["policy"], x["seed"]) for x in data["runs"]] == [("random", 0), ("annealing", 0)]
     assert all(x["curve"][-1][0] == 8 and not x["error"] for x in data["runs"])
 

@@ -198,7 +198,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["ray", "local"], default=None, help="workers: ray (default) or local")
     p.add_argument("--target", default="llvm", help="target (default: this host)")
     p.add_argument("--plot", default="race.png", metavar="FILE.png", help="the curves (default race.png)")
-    p.add_argument("--json", default=None, metavar="FILE.json", help="also write every run's curve here")
+    p.add_argument("--json", action="store_true",
+                   help="every run's curve as JSON on standard output instead of the table (for scripts)")
     p.add_argument("--workdir", default=None, metavar="DIR",
                    help="keep each run's database here (default: a temporary directory)")
     from autosched.search.cli import add_verbosity
@@ -252,16 +253,16 @@ def _race(args: argparse.Namespace, task: Any, policies: list[str], seeds: list[
     for r in runs:
         if r.error:
             print(f"  {r.policy} seed {r.seed} failed: {r.error}", file=out)
-    print(table(runs, args.trials, ref))
+    if args.json:
+        print(json.dumps({"task": task.label, "trials": args.trials, "reference": asdict(ref) if ref else None,
+                          "runs": [asdict(r) for r in runs]}, indent=1))
+    else:
+        print(table(runs, args.trials, ref))
     try:
         plot(args.plot, runs, args.trials, ref, f"autosched race: {task.label}")
         print(f"plot: {args.plot}", file=out)
     except ImportError:
         print("(no plot: matplotlib is not installed; pip install matplotlib)", file=out)
-    if args.json:
-        Path(args.json).write_text(json.dumps({
-            "task": task.label, "trials": args.trials, "reference": asdict(ref) if ref else None,
-            "runs": [asdict(r) for r in runs]}, indent=1))
     return EXIT_FAILED if all(r.error for r in runs) else EXIT_OK
 
 
