@@ -387,16 +387,18 @@ def _stats(db: Any, args: argparse.Namespace) -> int:
     if not rows:
         print(f"{db}: no records")
         return EXIT_OK
-    from autosched.result import ResultFlag, outcome_summary
+    from autosched.measure.measurer import TIMEOUT_FACTOR
+    from autosched.result import ResultFlag, count_summary
 
-    print(f"{'workload':<44} {'target':<30} {'records':>8} {'ok':>7} {'best GFLOPS':>12}  other results")
+    print(f"{'workload':<44} {'target':<30} {'records':>8} {'ok':>7} {'best GFLOPS':>12}  what the records are")
     for r, t in zip(rows, task_rows(db)):
         wargs = ",".join(f"{k}={v}" for k, v in r["args"].items() if k != "dtype")
         name = f"{r['name']}({wargs})"
         best = "-"
         if t["best"] is not None:
             best = f"{t['gflops']:.1f}" if t["gflops"] is not None else f"{t['best'].cost * 1e6:.1f} us"
-        errors = outcome_summary(r["errors"], r["flags"].get(ResultFlag.NOISY, 0))
+        errors = count_summary(r["records"], r["errors"], r["flags"].get(ResultFlag.NOISY, 0),
+                               TIMEOUT_FACTOR).split(": ", 1)[1]
         if r["flags"].get(ResultFlag.UNCHECKED):
             errors += f"  unchecked: {r['flags'][ResultFlag.UNCHECKED]}"
         print(f"{name[:44]:<44} {r['target'][:30]:<30} {r['records']:>8} {r['ok']:>7} {best:>12}  {errors}")

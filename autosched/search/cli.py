@@ -681,7 +681,8 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
                 "records": n, "counts": counts, "database": str(db)}), file=res)
             continue
         if len(tasks) > 1:
-            cost, gt = (f"{best[0].cost * 1e6:,.1f}", f"{g:.1f}") if best else ("-", "-")
+            cost, gt = (f"{best[0].cost * 1e6:,.1f}", f"{g:.1f}" + ("*" if fewer_flops(task) else "")) if best \
+                else ("-", "-")
             print(f"{task.label[:52]:<52} {getattr(task, 'weight', 1):>6} {n:>8} {cost:>10} {gt:>8}", file=res)
             continue
         if not best:
@@ -712,6 +713,9 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
         elif isinstance(ref, str):
             print(f"  {ref}", file=res)
         print(f"  {counts}", file=res)
+    if len(tasks) > 1 and not as_json and any(fewer_flops(t) for t in tasks):
+        print("* effective GFLOPS: the direct convolution's flops over the time of a Winograd kernel, which does "
+              "fewer", file=res)
     print(f"records are in {db}", file=out if as_json else res, flush=True)
     if len(tasks) == 1:
         flags = task_flags(tasks[0].name, tasks[0].args)
