@@ -323,3 +323,22 @@ def test_tir_names_in_tvm_argument_order_and_testing_assert_allclose():
         autosched.testing.assert_allclose(b, want[:-1])
     with pytest.raises(AssertionError):
         autosched.testing.assert_allclose(b.numpy() + 1e-3, want)
+
+
+def test_workload_key_and_flops_of_multi_output_and_argmax():
+    from autosched.te.analysis import flop_count, structural_hash
+
+    A = te.placeholder((8, 6), name="A")
+    k = te.reduce_axis((0, 6), "k")
+    I, V = te.compute((8,), lambda i: _argmax_reducer()((k.var, A[i, k]), axis=k), name="T")
+    assert len(structural_hash([I, V])) == 64 and flop_count([I, V]) == 8 * 6 * 2
+    C1, C2 = te.compute((8, 6), lambda i, j: (A[i, j] + 1, A[i, j] * 2), name="C")
+    reads_first = te.compute((8, 6), lambda i, j: C1[i, j], name="D")
+    reads_second = te.compute((8, 6), lambda i, j: C2[i, j], name="D")
+    assert structural_hash([reads_first]) != structural_hash([reads_second])
+    assert flop_count([C1]) == 2 * 8 * 6
+    s = te.create_schedule(reads_second.op)
+    d = np.zeros((8, 6), "float32")
+    a = _rand(8, 6)
+    autosched.build(s, [A, reads_second])(a, d)
+    np.testing.assert_allclose(d, a * 2)

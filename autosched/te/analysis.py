@@ -38,13 +38,25 @@ def structural_form(outputs: Sequence[Tensor | Operation]) -> list:
             v = e.value
             return ["f", repr(v), e.dtype]
         if isinstance(e, E.TensorLoad):
-            return ["T", op_index[id(e.tensor.op)], [ser(i, local) for i in e.indices]]
+            out = ["T", op_index[id(e.tensor.op)], [ser(i, local) for i in e.indices]]
+            vi = getattr(e.tensor, "value_index", 0)
+            return out + [vi] if vi else out  # the second output of a multi-output compute
         if isinstance(e, E.Reduce):
             loc = dict(local)
             axes = []
             for k, ax in enumerate(e.axis):
                 loc[id(ax.var)] = ["rv", k]
                 axes.append([ser(ax.dom.min, local), ser(ax.dom.extent, local)])
+            if len(e.sources) > 1:  # one value of a tuple reduction (argmax): the whole tuple, and which value
+                dts = [x.dtype for x in e.sources]
+                xs, ys = [E.Var("x", d) for d in dts], [E.Var("y", d) for d in dts]
+                cl = dict(loc)
+                for k, (x, y) in enumerate(zip(xs, ys)):
+                    cl[id(x)], cl[id(y)] = ["lhs", k], ["rhs", k]
+                return ["RT", e.value_index, [ser(c, cl) for c in e.combiner.combine_tuple(xs, ys)],
+                        [ser(i, loc) for i in e.combiner.identity_tuple(dts)], axes,
+                        [ser(x, loc) for x in e.sources],
+                        ser(e.condition, loc) if e.condition is not None else None]
             x, y = E.Var("x", e.dtype), E.Var("y", e.dtype)
             comb = e.combiner.combine(x, y)
             cl = dict(loc)
@@ -65,7 +77,10 @@ def structural_form(outputs: Sequence[Tensor | Operation]) -> list:
             form.append(["placeholder", shape, op.dtype])
         elif isinstance(op, ComputeOp):
             local = {id(ax.var): ["ax", k] for k, ax in enumerate(op.axis)}
-            form.append(["compute", shape, op.dtype, ser(op.body, local)])
+            entry = ["compute", shape, op.dtype, ser(op.body, local)]
+            if len(op.bodies) > 1:  # the other outputs of a multi-output compute
+                entry.append([[b.dtype, ser(b, local)] for b in op.bodies[1:]])
+            form.append(entry)
         else:  # pragma: no cover
             raise TypeError(f"unknown operation {op!r}")
     return form
@@ -107,8 +122,8 @@ def flop_count(outputs: Sequence[Tensor | Operation]) -> int:
             red = 1
             for ax in body.axis:
                 red *= _const_int(ax.dom.extent)
-            per = _arith_ops(body.source) + 1
+            per = sum(_arith_ops(x) for x in body.sources) + len(body.sources)
             total += size * red * per
         else:
-            total += size * _arith_ops(body)
+            total += size * sum(_arith_ops(b) for b in op.bodies)
     return total
