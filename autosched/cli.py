@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import autosched
 
@@ -22,6 +22,10 @@ class Parser(argparse.ArgumentParser):
     """argparse's parser, with usage errors in one line: what is wrong, with the flag as the user wrote it,
     and where the help is (argparse prints the whole usage block above it, which buries the line), exit 2;
     and help in plain words (:func:`plain`), as the docstrings it is made of are written in reST."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # `--trial -3` is not quietly read, and named, as --trials
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -332,3 +332,9 @@ def test_the_api_refuses_an_unknown_cpu_before_it_builds_anything(tmp_path):
     with pytest.raises(ValueError, match="-mcpu=notacpu is not a CPU LLVM knows"):
         autosched.tune(task, 4, database=str(tmp_path / "api.db"), backend="local")
     assert not (tmp_path / "api.db").exists()
+
+
+def test_a_misspelt_flag_is_named_as_written_not_read_as_another(env, tmp_path):
+    r = autosched(env, "tune", "--workload", "matmul", "--trial", "-3", "--db", tmp_path / "x.db", timeout=60)
+    one_line(r, 2, "unrecognized arguments: --trial -3")
+    assert not (tmp_path / "x.db").exists()
