@@ -342,3 +342,32 @@ def test_workload_key_and_flops_of_multi_output_and_argmax():
     a = _rand(8, 6)
     autosched.build(s, [A, reads_second])(a, d)
     np.testing.assert_allclose(d, a * 2)
+
+
+def test_tuple_reducer_that_reads_the_output_axis_with_cache_write():
+    # (count, sum) of A[i, k] over k < n, each step capped by the row index i, whose identity reads i too
+    m, n = 6, 5
+    A = te.placeholder((m, n), name="A", dtype="int64")
+
+    def f(i):
+        k = te.reduce_axis((0, n), "k")
+        red = te.comm_reducer(lambda x, y: (x[0] + y[0], te.min(x[1] + y[1], i * 10)),
+                              lambda t0, t1: (tir.const(0, t0), i.astype(t1)), name="capped")
+        return red((tir.const(1, "int64"), A[i, k]), axis=k)
+
+    C, S_ = te.compute((m,), f, name="T")
+    s = te.create_schedule(C.op)
+    CL, _ = s.cache_write([C, S_], "local")
+    xo, xi = s[C].split(C.op.axis[0], factor=4)
+    s[CL].compute_at(s[C], xo)  # the cache holds a window of rows: i is its loop plus the window's start
+    a = np.arange(m * n, dtype="int64").reshape(m, n)
+    c, t = np.zeros(m, "int64"), np.zeros(m, "int64")
+    autosched.build(s, [A, C, S_])(a, c, t)
+    want = []
+    for i in range(m):
+        acc = i
+        for k in range(n):
+            acc = min(acc + a[i, k], i * 10)
+        want.append(acc)
+    np.testing.assert_array_equal(c, n)
+    np.testing.assert_array_equal(t, want)

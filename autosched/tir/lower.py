@@ -825,6 +825,10 @@ class _Lowerer:
         srcs = [self.load_expr(x, rmap) for x in red.sources]
         cur = [S.BufferLoad(b, out_idx) for b in info.buffers]
         new = red.combiner.combine_tuple(cur, srcs)
+        if any(E.free_vars(v) & rmap.keys() for v in new):  # a combiner that reads the compute's axes
+            xs, ys = [Var("x", c.dtype) for c in cur], [Var("y", x.dtype) for x in srcs]
+            vals = dict(zip(xs, cur)) | dict(zip(ys, srcs))
+            new = [E.substitute(E.substitute(t, rmap), vals) for t in red.combiner.combine_tuple(xs, ys)]
         zero = [IntImm(0)]
         tmps = [S.Buffer(f"{b.name}.new", [IntImm(1)], b.dtype, "local") for b in info.buffers]
         stmt: S.Stmt = S.seq([S.BufferStore(t, v, zero) for t, v in zip(tmps, new)]
@@ -833,7 +837,8 @@ class _Lowerer:
             stmt = S.Allocate(t, stmt)
         if red.condition is not None:
             stmt = S.IfThenElse(self.load_expr(red.condition, rmap), stmt)
-        identity = red.combiner.identity_tuple([b.dtype for b in info.buffers])
+        identity = [simplify(E.substitute(i, rmap)) if E.free_vars(i) & rmap.keys() else i
+                    for i in red.combiner.identity_tuple([b.dtype for b in info.buffers])]
         init = self.emit_init(st, info, out_idx, identity[0], p, guards, identity)
         return stmt, init, p
 
