@@ -338,3 +338,18 @@ def test_a_misspelt_flag_is_named_as_written_not_read_as_another(env, tmp_path):
     r = autosched(env, "tune", "--workload", "matmul", "--trial", "-3", "--db", tmp_path / "x.db", timeout=60)
     one_line(r, 2, "unrecognized arguments: --trial -3")
     assert not (tmp_path / "x.db").exists()
+
+
+def test_build_refuses_an_unknown_cpu_in_one_line(env, tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    r = autosched(env, "build", "--model", model, "--target", "llvm -mcpu=znver99", "-o", tmp_path / "out",
+                  timeout=60)
+    one_line(r, 2, "autosched build: error: --target 'llvm -mcpu=znver99'", "nearest: znver")
+    assert not (tmp_path / "out").exists()

@@ -97,6 +97,13 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.exists(args.model):
         print(f"autosched build: error: no such model file: {args.model}", file=sys.stderr)
         return EXIT_USAGE
+    from autosched.target import check_target
+
+    try:
+        check_target(args.target)  # an -mcpu LLVM does not know aborts the process at the first kernel
+    except ValueError as e:
+        print(f"autosched build: error: --target {args.target!r}: {e}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         import onnx  # noqa: F401
     except ImportError:
