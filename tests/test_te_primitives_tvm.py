@@ -273,6 +273,10 @@ def test_store_predicate_on_the_cpu():
     check_replay(s, [B], [A, B])
     with pytest.raises(ScheduleError, match="set_store_predicate on stage 'B'.*'q'"):
         s[B].set_store_predicate(LT(te.var("q"), const(2)))
+    s[B].set_store_predicate(xo < 3)
+    s[B].split(xo, factor=2)
+    with pytest.raises(RuntimeError, match="store predicate of stage 'B' reads 'i.outer'.*no longer one of its loops"):
+        autosched.lower(s, [A, B])
 
 
 # -- set_scope, pragma, storage_align ---------------------------------------------------------------

@@ -681,7 +681,14 @@ class _Lowerer:
                                     f"its stores is bound to {tag}")
             vmap[v] = tag_vars[tag]
         rmap = self.root_index(st, self.infos[id(st)])
-        return simplify(E.substitute(E.substitute(pred, rmap), vmap))
+        out = simplify(E.substitute(E.substitute(pred, rmap), vmap))
+        lost = [v for v in E.free_vars(out) if v not in self.loop_range and v not in tag_vars.values()
+                and not any(v is d for b in self.out_buf.values() for d in b.shape)]
+        if lost:
+            raise LoweringError(f"the store predicate of stage '{st.name}' reads '{lost[0].name}', which is no "
+                                f"longer one of its loops (split or fused after set_store_predicate): set the "
+                                f"predicate after the loop structure")
+        return out
 
     def emit(self, st: Stage) -> S.Stmt:
         if isinstance(st.op, ScanOp):
