@@ -160,21 +160,31 @@ def _dense_pack_rel(types, attrs):
     op = "nn.dense_pack"
     _nargs(types, 2, op)
     d, w = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
-    if len(d.shape) != 2 or len(w.shape) != 3 or d.shape[1] != w.shape[1]:
-        raise RelayError(f"{op}: data [N, in] and weight [units/x, in, x] do not match: {d.shape}, {w.shape}")
+    if len(d.shape) < 2 or len(w.shape) != 3 or d.shape[-1] != w.shape[1]:
+        raise RelayError(f"{op}: data [..., in] and weight [units/x, in, x] do not match: {d.shape}, {w.shape}")
     units = int(attrs["units"]) if attrs.get("units") is not None else w.shape[0] * w.shape[2]
     if not (w.shape[0] - 1) * w.shape[2] < units <= w.shape[0] * w.shape[2]:
         raise RelayError(f"{op}: units={units} does not fit weight {w.shape}")
-    return TensorType((d.shape[0], units), _same_dtype(op, d, w))
+    return TensorType(tuple(d.shape[:-1]) + (units,), _same_dtype(op, d, w))
 
 
 def _dense_pack_compute(inputs, attrs, out_type):
+    """2-D data: the dense_pack workload's compute; more axes (a transformer's [batch, tokens, features]) are
+    rows too, read in place, so the layer's epilogue (bias, GELU, residual add) has its shape and fuses."""
     data, weight = inputs
-    full = dense_pack_compute(data, weight, name="dense_pack")
-    units = out_type.shape[1]
-    if units == int(full.shape[1]):
+    if len(data.shape) == 2:
+        full = dense_pack_compute(data, weight, name="dense_pack")
+    else:
+        JB, CI, B = (int(d) for d in weight.shape)
+        k = te.reduce_axis((0, CI), name="k")
+        lead = tuple(int(d) for d in data.shape[:-1])
+        full = te.compute(lead + (JB * B,), lambda *i: te.sum(data[tuple(i[:-1]) + (k,)]
+                                                              * weight[i[-1] // B, k, i[-1] % B], axis=k),
+                          name="dense_pack")
+    units = out_type.shape[-1]
+    if units == int(full.shape[-1]):
         return full
-    return te.compute(out_type.shape, lambda i, j: full[i, j], name="dense_pack_units")
+    return te.compute(out_type.shape, lambda *i: full[i], name="dense_pack_units")
 
 
 register_op(OpDef("nn.dense_pack", _dense_pack_rel, _dense_pack_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,

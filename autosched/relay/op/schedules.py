@@ -250,16 +250,78 @@ def global_pool(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> Non
 
 def dense_pack(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """Packed dense: a tile of output blocks (independent accumulator chains) per row tile, k unrolled by 4,
-    tiles in parallel, the epilogue in the output's loops (the dense_pack workload's nest)."""
-    if len(out.shape) != 2 or shape_of(out)[0] != shape_of(anchor)[0]:
+    tiles in parallel, the epilogue in the output's loops (the dense_pack workload's nest); with 8 or more rows
+    (a transformer's tokens) the GEMM tile of :func:`gemm_pack_nest`."""
+    if len(out.shape) < 2 or shape_of(out)[:-1] != shape_of(anchor)[:-1]:
         return reduction(sch, out)
     acc = anchor if is_reduction(anchor) else next(t for t in compute_stages(out) if is_reduction(t))
     weight = acc.op.input_tensors[-1]
     block = int(weight.shape[2])
-    if shape_of(out) != shape_of(acc):  # units cut off from a padded weight: compute the slice only
-        return reduction(sch, out)
+    rows = 1
+    for d in out.shape[:-1]:
+        rows *= int(d)
+    if shape_of(out) != shape_of(acc):  # units cut off from a padded weight
+        if rows < 8:
+            return reduction(sch, out)
+        # the padded product a GEMM at root, the first units columns (and the epilogue) a parallel copy
+        inline_injective(sch, out, (acc,))
+        gemm_pack_nest(sch, acc, sch.cache_write(acc, "local"), block, int(weight.shape[1]))
+        return flat_parallel_vector(sch, out)
     inline_injective(sch, out, (acc,))
-    dense_pack_nest(sch, out, _block_stage(sch, out, acc), block)
+    if len(out.shape) == 2 and rows < 8:
+        return dense_pack_nest(sch, out, _block_stage(sch, out, acc), block)
+    gemm_pack_nest(sch, out, _block_stage(sch, out, acc), block, int(weight.shape[1]))
+
+
+def gemm_tile(rows: int, col_blocks: int, block: int, k: int, dtype: str) -> tuple[int, int]:
+    """``(rows, blocks)`` of a packed GEMM's register tile: as many accumulators as the target's vector
+    registers hold beside the broadcasts and weight loads, and a weight panel (blocks x k x block) small enough
+    to stay in L2 while every row tile passes over it."""
+    from autosched.workloads.blocking import cpu
+
+    per_block = max(1, block // lanes(dtype))
+    budget = max(4, cpu().vector_registers - 4)
+    best = (1, 1)
+    for nb in range(1, 5):
+        if col_blocks % nb or nb * k * block * 4 > 512 * 1024 and nb > 1:
+            continue
+        r = divisor(rows, max(1, min(12, budget // (nb * per_block))))
+        if r * nb > best[0] * best[1]:
+            best = (r, nb)
+    return best
+
+
+def gemm_pack_nest(sch: Any, out: te.Tensor, DL: Any, block: int, k_extent: int) -> None:
+    """A packed GEMM (dense on many rows): the rows (all leading axes, fused) in tiles of a few rows, the
+    columns in tiles of a few weight blocks; per tile the accumulators in registers over the whole k (one
+    broadcast of the input per row, one load per weight vector), tiles in parallel, the epilogue vectorized in
+    the output's loops."""
+    axes = list(sch[out].op.axis)
+    i = sch[out].fuse(*axes[:-1]) if len(axes) > 2 else axes[0]
+    j = axes[-1]
+    rows = 1
+    for d in out.shape[:-1]:
+        rows *= int(d)
+    cols = int(out.shape[-1])
+    r, nb = gemm_tile(rows, cols // block, block, k_extent, out.dtype)
+    jo, ji = sch[out].split(j, factor=block * nb)
+    io, ii = sch[out].split(i, factor=r)
+    sch[out].reorder(jo, io, ii, ji)
+    par = sch[out].fuse(jo, io)
+    sch[out].parallel(par)
+    sch[out].vectorize(ji)
+    sch[DL].compute_at(sch[out], par)
+    daxes = list(sch[DL].op.axis)
+    cj = daxes[-1]
+    (k,) = sch[DL].op.reduce_axis
+    cjb, cjl = sch[DL].split(cj, factor=block)
+    ko, ki = sch[DL].split(k, factor=divisor(int(k.dom.extent.value), 4))
+    sch[DL].reorder(ko, ki, *daxes[:-1], cjb, cjl)
+    sch[DL].unroll(ki)
+    for a in daxes[:-1]:
+        sch[DL].unroll(a)
+    sch[DL].unroll(cjb)
+    sch[DL].vectorize(cjl)
 
 
 def layout_transform(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> None:
@@ -316,3 +378,38 @@ def layer_norm(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None
         sch[out].vectorize(inner)
     elif width <= 4 * v:
         sch[out].vectorize(axes[-1])
+
+
+def batch_matmul(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
+    """Batched matmul (attention's scores and weighted values): per batch a register block of a few rows x
+    vectors of columns accumulated over k, batches and row blocks in parallel, the epilogue (scale, mask add)
+    in the output's loops. A transposed y (columns strided) gets the generic reduction schedule."""
+    if shape_of(out) != shape_of(anchor) or attrs.get("transpose_b") or attrs.get("transpose_a"):
+        return reduction(sch, out)
+    M, N = shape_of(out)[-2:]
+    v = lanes(out.dtype)
+    if N % v:
+        return reduction(sch, out)
+    inline_injective(sch, out, (anchor,))
+    DL = _block_stage(sch, out, anchor)
+    rows = divisor(M, 4)
+    cols = v * divisor(N // v, 2)  # 4 rows x 2 vectors: 8 accumulators, one broadcast per row and k
+    axes = list(sch[out].op.axis)
+    batch, i, j = axes[:-2], axes[-2], axes[-1]
+    io, ii = sch[out].split(i, factor=rows)
+    jo, ji = sch[out].split(j, factor=cols)
+    sch[out].reorder(*batch, io, jo, ii, ji)
+    par = sch[out].fuse(*batch, io)
+    sch[out].parallel(par)
+    sch[out].vectorize(ji)
+    sch[DL].compute_at(sch[out], jo)
+    daxes = list(sch[DL].op.axis)
+    ci, cj = daxes[-2], daxes[-1]
+    (k,) = sch[DL].op.reduce_axis
+    cjb, cjl = sch[DL].split(cj, factor=v)
+    ko, ki = sch[DL].split(k, factor=divisor(int(k.dom.extent.value), 4))
+    sch[DL].reorder(*daxes[:-2], ko, ki, ci, cjb, cjl)
+    sch[DL].unroll(ki)
+    sch[DL].unroll(ci)
+    sch[DL].unroll(cjb)
+    sch[DL].vectorize(cjl)

@@ -202,12 +202,19 @@ class _Alter:
 
     def _nn_dense(self, node: Call) -> tuple[Expr, None] | None:
         data, weight = node.args
-        if not isinstance(weight, Constant) or len(data.checked_type.shape) != 2:
+        if not isinstance(weight, Constant) or len(data.checked_type.shape) < 2:
             return None
         w = weight.data
         b = _block_for(w.shape[0])
+        units = None
+        if b < min(8, lanes()) and w.shape[0] >= 4 * lanes():
+            # units that divide into no whole vector (a vocabulary of 50257): pad the weight to whole blocks of
+            # one vector, compute the padded product, keep the first ``units`` columns
+            b = lanes()
+            units = w.shape[0]
+            w = np.concatenate([w, np.zeros((-units % b, w.shape[1]), w.dtype)])
         packed = np.ascontiguousarray(w.reshape(w.shape[0] // b, b, w.shape[1]).transpose(0, 2, 1))
-        return _op.make_call("nn.dense_pack", [self.nchw(self.new[id(data)]), Constant(packed)]), None
+        return _op.make_call("nn.dense_pack", [self.nchw(self.new[id(data)]), Constant(packed)], units=units), None
 
     def _unary(self, node: Call) -> tuple[Expr, int | None]:
         x = self.new[id(node.args[0])]

@@ -165,6 +165,11 @@ def _matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         g._fail(f"batch dimensions of {sa} and {sb} do not broadcast")
     final = batch + ((m,) if ra > 1 else ()) + ((n,) if rb > 1 else ())
     batch_a, batch_b = math.prod(sa[:-2]), math.prod(sb[:-2])
+    if batch_b == 1 and rb == 2 and ra >= 2 and (_is_transpose_2d(b) or g.is_const(node.input[1])):
+        # a linear layer on [batch, tokens, features] as it is: dense keeps the shape, so its epilogue (bias,
+        # GELU, residual add) fuses into it; the weight's transpose is folded at build and the dense packed
+        w = b.args[0] if _is_transpose_2d(b) else relay_op.transpose(b, (1, 0))
+        return relay_op.nn.dense(a, w)
     if batch_b == 1:  # the rows of every batch of a times one matrix b
         x = a if len(sa) == 2 else relay_op.reshape(a, (batch_a * m, k))
         y = b if len(sb) == 2 else relay_op.reshape(b, (k, n))
@@ -175,6 +180,10 @@ def _matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         else:
             out = relay_op.nn.matmul(x, y)
         got = (batch_a * m, n)
+    elif ra == rb >= 3 and all(p == q or 1 in (p, q) for p, q in zip(sa[:-2], sb[:-2])):
+        # attention's [batch, heads, rows, k] @ [batch, heads, k, cols]: batch_matmul over the batch axes as they
+        # are (no reshape between it and its epilogue: the scale and the mask fuse into it)
+        out, got = relay_op.nn.batch_matmul(a, b, transpose_a=False, transpose_b=False), final
     else:  # batch_matmul broadcasts a batch of 1 in a; otherwise both batch shapes must be the broadcast one
         if batch_a != 1 and (1,) * (len(batch) - len(sa[:-2])) + tuple(sa[:-2]) != batch:
             g._fail(f"broadcasting batch dimensions {sa} x {sb} is not supported (equal batches, or 1 in a)")

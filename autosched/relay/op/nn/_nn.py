@@ -165,36 +165,43 @@ def _batch_matmul_rel(types, attrs):
     op = "nn.batch_matmul"
     _nargs(types, 2, op)
     x, y = _tensor(types, 0, op, "x"), _tensor(types, 1, op, "y")
-    if len(x.shape) != 3 or len(y.shape) != 3:
-        raise RelayError(f"{op}: operands must be 3-D, got {x.shape} and {y.shape}")
-    B1, M, K = (x.shape[0], x.shape[2], x.shape[1]) if attrs["transpose_a"] else x.shape
-    B2, K2, N = (y.shape[0], y.shape[2], y.shape[1]) if attrs["transpose_b"] else y.shape
-    if K != K2 or (B1 != B2 and 1 not in (B1, B2)):
+    if len(x.shape) < 3 or len(y.shape) != len(x.shape):
+        raise RelayError(f"{op}: operands must have the same rank, 3 or more, got {x.shape} and {y.shape}")
+    M, K = (x.shape[-1], x.shape[-2]) if attrs["transpose_a"] else x.shape[-2:]
+    K2, N = (y.shape[-1], y.shape[-2]) if attrs["transpose_b"] else y.shape[-2:]
+    batch = []
+    for b1, b2 in zip(x.shape[:-2], y.shape[:-2]):
+        if b1 != b2 and 1 not in (b1, b2):
+            K2 = -1
+        batch.append(max(b1, b2))
+    if K != K2:
         raise RelayError(f"{op}: shapes {x.shape} and {y.shape} (transpose_a={attrs['transpose_a']}, "
                          f"transpose_b={attrs['transpose_b']}) do not multiply")
-    return TensorType((max(B1, B2), M, N), _same_dtype(op, x, y))
+    return TensorType(tuple(batch) + (M, N), _same_dtype(op, x, y))
 
 
 def _batch_matmul_compute(inputs, attrs, out_type):
+    """Over any number of batch axes (attention's [batch, heads, rows, cols] as it is), a batch of 1 broadcast."""
     x, y = inputs
     ta, tb = attrs["transpose_a"], attrs["transpose_b"]
-    K = int(x.shape[1 if ta else 2])
+    K = int(x.shape[-2 if ta else -1])
     k = te.reduce_axis((0, K), name="k")
-    bx, by = int(x.shape[0]) == 1, int(y.shape[0]) == 1
+    nb = len(out_type.shape) - 2
 
-    def f(bb, i, j):
-        b1 = 0 if bx else bb
-        b2 = 0 if by else bb
-        xv = x[b1, k, i] if ta else x[b1, i, k]
-        yv = y[b2, j, k] if tb else y[b2, k, j]
+    def f(*idx):
+        bb, i, j = idx[:nb], idx[nb], idx[nb + 1]
+        b1 = tuple(0 if int(d) == 1 else b for d, b in zip(x.shape[:nb], bb))
+        b2 = tuple(0 if int(d) == 1 else b for d, b in zip(y.shape[:nb], bb))
+        xv = x[b1 + (k, i)] if ta else x[b1 + (i, k)]
+        yv = y[b2 + (j, k)] if tb else y[b2 + (k, j)]
         return te.sum(xv * yv, axis=k)
 
     return te.compute(out_type.shape, f, name="batch_matmul", tag="batch_matmul")
 
 
 register_op(OpDef("nn.batch_matmul", _batch_matmul_rel, _batch_matmul_compute, OUT_ELEMWISE_FUSABLE,
-                  attrs={"transpose_a": False, "transpose_b": True}, num_inputs=2, schedule=schedules.reduction,
-                  doc="batched matmul (y transposed by default, as in TVM)"))
+                  attrs={"transpose_a": False, "transpose_b": True}, num_inputs=2, schedule=schedules.batch_matmul,
+                  doc="batched matmul over one or more batch axes (y transposed by default, as in TVM)"))
 
 
 def _pool_geometry(shape, attrs, op):
