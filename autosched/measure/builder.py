@@ -5,7 +5,8 @@ A Builder takes a batch of :class:`MeasureInput` and returns one
 an invalid trace, a lowering or compile error, or a build that runs past
 ``timeout`` become results with an :class:`ErrorKind`. Implementations:
 :class:`~autosched.measure.local.LocalBuilder` (a process pool) and
-:class:`~autosched.measure.ray_backend.RayBuilder` (Ray actors).
+:class:`~autosched.measure.ray_backend.RayBuilder` (Ray actors), both driven by
+:mod:`autosched.measure.engine`.
 """
 
 from __future__ import annotations
@@ -24,19 +25,17 @@ RECYCLE_ENV = "AUTOSCHED_RECYCLE_BUILDS"
 
 def builds_per_worker() -> int:
     """How many candidates a build worker compiles before it is replaced by a fresh one
-    (``$AUTOSCHED_RECYCLE_BUILDS``, default 64; 0 never). LLVM's optimisation pipeline, as llvmlite runs
-    it, keeps about 0.7 MB per compiled module that nothing in the process can free (measured on conv2d
-    candidates, 1-2 MB in a Ray actor), so a worker that never restarted grew by gigabytes over a long
-    tuning run; a restart costs 1-3 s, about a tenth of 64 builds."""
+    (``$AUTOSCHED_RECYCLE_BUILDS``, default 64; 0 never). LLVM, as llvmlite runs it, keeps memory per compiled
+    module that nothing in the process can free, so a worker that never restarted would grow without bound
+    over a long run (docs/measure.md, "Memory of long runs")."""
     return max(0, int(os.environ.get(RECYCLE_ENV, "64")))
 
 
 class BuildCutoff:
     """How long one build of a task may take, read again while a batch builds: ``factor`` x the median of the
     task's successful builds so far, the batch in flight's included, at least ``floor`` s; no limit (but the
-    builder's timeout) before ``min_builds`` of them. A pathological candidate of the first batch (a conv2d
-    that took 24 s to compile where the median took 0.13 s) is stopped once the batch's quick builds are in,
-    instead of holding the whole batch."""
+    builder's timeout) before ``min_builds`` of them. So a pathological candidate of a task's first batch is
+    stopped once the batch's quick builds are in, instead of holding the whole batch."""
 
     def __init__(self, factor: float, floor: float, min_builds: int):
         self.factor, self.floor, self.min_builds = float(factor), float(floor), int(min_builds)
@@ -62,7 +61,7 @@ class BuildCutoff:
 
 
 class BuildClock:
-    """One build's deadline for the builders' dispatch loops: the builder's ``timeout``, or sooner once the
+    """One build's deadline for the engine's dispatch loop: the builder's ``timeout``, or sooner once the
     task's :class:`BuildCutoff` says so; and the result of a build stopped at it."""
 
     def __init__(self, inp: MeasureInput, timeout: float, cutoff: BuildCutoff | None):

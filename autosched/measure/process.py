@@ -3,9 +3,12 @@
 A worker is ``python -m autosched.measure._child`` (not a ``multiprocessing``
 child), so a user's script needs no ``if __name__ == "__main__":`` guard and
 nothing of the parent (locks, LLVM state, threads) is inherited. It gets the
-parent's ``sys.path`` and speaks pickled ``(op, args)`` messages; workloads
-defined in the user's ``__main__`` travel by value (see
-:func:`autosched.measure.worker.workload_shipment`).
+parent's ``sys.path``, says ``("ready", pid)``, then answers pickled
+``(method, args)`` calls of its service (:mod:`autosched.measure.worker`) with
+``("done", value)`` or ``("error", message)``; workloads defined in the
+user's ``__main__`` travel by value (see
+:func:`autosched.measure.worker.workload_shipment`). :class:`ProcessTransport`
+carries the engine's calls (:mod:`autosched.measure.engine`) to such workers.
 
 Workers run in their own session, so a Ctrl-C at the terminal reaches only
 the parent, which stops them; and each exits by itself when its parent
@@ -25,34 +28,22 @@ import time
 from typing import Any
 
 from autosched.measure.data import describe_exit
+from autosched.measure.engine import DIED, FAILED, OK, RECYCLED, Reply, Slot, Transport
+
+STARTUP_TIMEOUT = 120.0  # seconds a fresh worker may take to import numpy/llvmlite and say it is ready
+START_TRIES = 3  # a worker that dies this many times before it is ready cannot start (a broken install)
 
 
 class WorkerProcess:
     """One worker process of ``role`` (``build``, ``run`` or ``reference``); :meth:`restart` replaces it."""
 
-    def __init__(self, role: str, init: dict | None = None, name: str = "autosched-worker",
-                 max_jobs: int | None = None):
+    def __init__(self, role: str, init: dict | None = None, name: str = "autosched-worker"):
         self.role, self.init, self.name = role, dict(init or {}), name
         self.proc: subprocess.Popen | None = None
         self.conn: Any = None
-        self.ready = False
         self.pid: int | None = None
-        self.restarts = -1  # replacements after a crash or a missed deadline
-        self.recycled = 0  # replacements after max_jobs jobs (a worker whose memory grows with its jobs)
-        self.max_jobs = max_jobs
-        self.jobs = 0
         self.closed = False
         self.start()
-
-    def job_done(self) -> None:
-        """Count a finished job; past ``max_jobs``, replace the worker by a fresh one (between jobs)."""
-        self.jobs += 1
-        if self.max_jobs and self.jobs >= self.max_jobs:
-            self.close()
-            self.closed = False
-            self.start()
-            self.restarts -= 1  # not a failure
-            self.recycled += 1
 
     def start(self) -> None:
         if self.closed:  # e.g. a build thread finding its worker killed by close(): do not start another
@@ -68,10 +59,7 @@ class WorkerProcess:
             child_sock.close()
         self.conn = multiprocessing.connection.Connection(parent_sock.detach())
         self.conn.send((list(sys.path), self.role, self.init, os.getpid()))
-        self.ready = False
         self.pid = self.proc.pid
-        self.restarts += 1
-        self.jobs = 0
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -110,9 +98,86 @@ class WorkerProcess:
         self.kill()
 
 
-def close_all(procs: list[WorkerProcess]) -> None:
-    for p in procs:
-        p.close()
+class ProcessTransport(Transport):
+    """``n`` worker processes of ``role`` on this machine, reached over their sockets; ``name`` names them."""
+
+    def __init__(self, role: str, init: dict, name: str, n: int, what: str, max_jobs: int | None = None):
+        super().__init__(what, max_jobs)
+        self._starting: dict[Slot, list] = {}  # slot -> [deadline to say ready, deaths before that]
+        self._broken: set[Slot] = set()  # a call could not be sent: its worker is gone
+        for i in range(n):
+            slot = Slot(WorkerProcess(role, init, f"{name}-{i}"))
+            self.slots.append(slot)
+            self._started(slot)
+
+    def _started(self, slot: Slot, deaths: int = 0) -> None:
+        slot.pid = slot.handle.pid
+        self._starting[slot] = [time.monotonic() + STARTUP_TIMEOUT, deaths]
+
+    def call(self, slot: Slot, method: str, *args: Any) -> Slot:
+        try:
+            slot.handle.conn.send((method, args))
+        except OSError:
+            self._broken.add(slot)
+        return slot  # one call at a time per worker: the slot names it
+
+    def wait(self, calls: list, timeout: float) -> list[tuple[Slot, Reply]]:
+        out = [(s, Reply(DIED, s.handle.exit_description())) for s in calls if s in self._broken]
+        self._broken.difference_update(calls)
+        if out:
+            return out
+        conns = {s.handle.conn: s for s in [*calls, *self._starting]}
+        for conn in multiprocessing.connection.wait(list(conns), timeout=timeout):
+            slot = conns[conn]
+            try:
+                tag, value = conn.recv()
+            except (EOFError, OSError):
+                if slot in self._starting:
+                    self._died_starting(slot)
+                else:
+                    out.append((slot, Reply(DIED, slot.handle.exit_description())))
+                continue
+            if slot in self._starting:  # ("ready", pid)
+                del self._starting[slot]
+                self.idle.append(slot)
+            else:
+                out.append((slot, Reply(OK if tag == "done" else FAILED, value)))
+        return out
+
+    def _died_starting(self, slot: Slot) -> None:
+        deaths = self._starting.pop(slot)[1] + 1
+        how = slot.handle.exit_description()
+        if deaths >= START_TRIES:
+            raise RuntimeError(f"a measurement worker ({slot.handle.name}) exited before it was ready, "
+                               f"{deaths} times (last: {how}); can `{sys.executable} -m autosched.measure._child` "
+                               "import autosched?")
+        slot.handle.restart()
+        self._started(slot, deaths)
+
+    def replace(self, slot: Slot, why: str) -> None:
+        if why == RECYCLED:  # between jobs: let it exit by itself
+            slot.handle.close()
+            slot.handle.closed = False
+            slot.handle.start()
+        else:
+            slot.handle.restart()
+        self._started(slot)
+
+    def starting(self) -> bool:
+        return bool(self._starting)
+
+    def check(self) -> None:
+        now = time.monotonic()
+        for slot, (deadline, _) in self._starting.items():
+            if now > deadline:
+                raise RuntimeError(f"a measurement worker ({slot.handle.name}) did not start within "
+                                   f"{STARTUP_TIMEOUT:.0f} s; is the machine short of memory?")
+
+    def close(self) -> None:
+        for s in self.slots:
+            s.handle.close()
+        self.idle.clear()
+        self._starting.clear()
 
 
 # ---------------------------------------------------------------------------
@@ -128,19 +193,16 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def child_main(fd: int) -> None:
-    """The worker's main loop: ``(op, args)`` in, one or more ``(tag, value)`` out, ``None`` to stop."""
+    """The worker's main loop: ``(method, args)`` in, ``("done", value)`` or ``("error", message)`` out,
+    ``None`` to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     conn = multiprocessing.connection.Connection(fd)
     path, role, init, parent_pid = conn.recv()
     sys.path[:] = path
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
-    from autosched.measure.worker import BuildWorker, RunWorker
+    from autosched.measure.worker import BuildService, ReferenceService, RunService
 
-    worker: Any = None
-    if role == "build":
-        worker = BuildWorker(**init)
-    elif role == "run":
-        worker = RunWorker(**init)
+    service = {"build": BuildService, "run": RunService, "reference": ReferenceService}[role](**init)
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -149,51 +211,16 @@ def child_main(fd: int) -> None:
             return
         if msg is None:
             return
-        op, args = msg
+        method, args = msg
+        fn = getattr(service, method, None) if not method.startswith("_") else None
         try:
-            if op == "build":
-                conn.send(("done", worker.build(*args)))
-            elif op == "run":
-                _serve_run(conn, worker, args)
-            elif op == "reference":
-                conn.send(("done", _reference(*args)))
-            else:
-                conn.send(("error", f"unknown operation {op!r}"))
+            reply = ("done", fn(*args)) if fn is not None else ("error", f"unknown operation {method!r}")
+        except Exception as e:  # noqa: BLE001 - a bug in the worker: report it, keep serving
+            reply = ("error", f"{type(e).__name__}: {e}")
+        try:
+            conn.send(reply)
         except (EOFError, OSError):
             return
-        except Exception as e:  # noqa: BLE001 - a bug in the worker: report it, keep serving
-            conn.send(("error", f"{type(e).__name__}: {e}"))
 
 
-def _serve_run(conn: Any, worker: Any, args: dict) -> None:
-    if not worker.has_data(args["key"]):
-        conn.send(("need_data", args["key"]))
-        _, data = conn.recv()
-        worker.put_data(data)
-    err = worker.load(args["key"], args["path"], args.get("artifact"))
-    conn.send(("loaded", err))
-    if err is not None:
-        return
-    if not worker.turn.held:  # another process is timing on this machine: say so, then wait for it
-        from autosched.measure.machine import holder
-
-        conn.send(("waiting", holder()))
-        conn.send(("turn", worker.take_turn()))
-    cfg = args["config"]
-    warm = worker.warmup(cfg.warmup, args["limit"], cfg.check)
-    conn.send(("warm", warm))
-    if isinstance(warm, tuple):
-        worker.unload()
-        return
-    costs = worker.time(cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.flush_cache)
-    conn.send(("done", (costs, worker.last_seconds, worker.last_flags, worker.machine)))
-
-
-def _reference(shipment: Any, state: tuple, inputs: list) -> Any:
-    from autosched.measure.data import _naive_outputs
-    from autosched.measure.worker import make_task
-
-    return _naive_outputs(make_task(shipment, state), inputs)
-
-
-__all__ = ["WorkerProcess", "child_main", "close_all"]
+__all__ = ["STARTUP_TIMEOUT", "ProcessTransport", "WorkerProcess", "child_main"]

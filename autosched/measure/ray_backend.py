@@ -1,5 +1,9 @@
 """Measurement on Ray: builder actors compile in parallel, runner actors time one candidate at a time.
 
+The engine (:mod:`autosched.measure.engine`) drives them as it drives local worker processes;
+:class:`RayTransport` carries its calls to actors, and adds what a cluster needs: runners placed on the nodes
+whose CPU is the target's, libraries shipped as bytes, nodes that die, and a head that stops answering.
+
 Ray starts once per process, lazily, on first use (:func:`init_ray`):
 
 * with no address it starts a local Ray sized to this machine, bound to
@@ -13,7 +17,7 @@ Ray starts once per process, lazily, on first use (:func:`init_ray`):
   so nothing assumes a shared disk.
 
 Actor calls leave no task events: Ray's GCS keeps up to 100,000 of them for its state API, which a
-tuner never asks, and they grew its memory by 13 KB per trial.
+tuner never asks, and they grew its memory with every trial (docs/measure.md).
 
 Actors are started with ``max_restarts=-1``: a kernel that segfaults kills
 only its runner actor, which Ray restarts in milliseconds; a kernel that runs
@@ -33,16 +37,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
-import math
 import os
-import shutil
 import socket
-import tempfile
 import threading
 import time
-import weakref
 from collections import OrderedDict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import ray
@@ -50,18 +50,10 @@ import ray.exceptions
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from autosched.errors import ClusterError, ClusterLost
-from autosched.measure.builder import BuildClock, Builder, builds_per_worker
-from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult
-from autosched.measure.runner import (
-    LOAD_TIMEOUT,
-    TURN_TIMEOUT,
-    LimitFn,
-    ResultCallback,
-    RunConfig,
-    RunJobOutcome,
-    Runner,
-)
-from autosched.measure.worker import BuildWorker, RunWorker, task_state, workload_shipment
+from autosched.measure.builder import builds_per_worker
+from autosched.measure.engine import DIED, FAILED, OK, EngineBuilder, EngineRunner, Reply, Slot, Transport
+from autosched.measure.runner import RunConfig
+from autosched.measure.worker import BuildService, RunService
 
 log = logging.getLogger("autosched.measure")
 
@@ -146,8 +138,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
 
 
 #: head-node daemons a private local Ray does not use: the autoscaler's monitor (a fixed one-node cluster), the
-#: log monitor (worker logs are not sent to the driver) and the dashboard's API server (jobs and state API);
-#: ~50 MiB each, a sixth of a whole tuning run's memory
+#: log monitor (worker logs are not sent to the driver) and the dashboard's API server (jobs and state API),
+#: each a sizeable share of a tuning run's memory (docs/measure.md)
 _IDLE_DAEMONS = ("start_monitor", "start_log_monitor", "start_api_server")
 
 
@@ -342,152 +334,99 @@ def node_cpus() -> dict[str, tuple[str, ...]]:
 
 
 # ---------------------------------------------------------------------------
-# actors (thin shells around the worker classes shared with the process pool)
+# actors: the workers' services, with a ping that says where they run
 # ---------------------------------------------------------------------------
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0, enable_task_events=False)
-class BuildActor:
-    """A Ray actor that builds candidates (see :class:`~autosched.measure.worker.BuildWorker`)."""
-
-    def __init__(self, cache_dir: str, ship_artifact: bool):
-        self.worker = BuildWorker(cache_dir, ship_artifact=ship_artifact)
+class BuildActor(BuildService):
+    """A Ray actor that builds candidates (see :class:`~autosched.measure.worker.BuildService`)."""
 
     def ping(self) -> tuple[int, str]:
         return os.getpid(), ray.get_runtime_context().get_node_id()
 
-    def build(self, shipment: Any, state: tuple, trace: Any) -> BuildResult:
-        return self.worker.build(shipment, state, trace)
-
-    def cleanup(self) -> None:
-        self.worker.cleanup()
-
 
 @ray.remote(max_restarts=-1, max_task_retries=0, enable_task_events=False)
-class RunActor:
-    """A Ray actor that loads, checks and times candidates (:class:`~autosched.measure.worker.RunWorker`)."""
+class RunActor(RunService):
+    """A Ray actor that loads, checks and times candidates (:class:`~autosched.measure.worker.RunService`)."""
 
     def __init__(self) -> None:
-        self.worker = RunWorker()
+        super().__init__()
         self.worker.machine["node_id"] = ray.get_runtime_context().get_node_id()
 
     def ping(self) -> tuple[int, str]:
         return os.getpid(), ray.get_runtime_context().get_node_id()
 
-    def load(self, key: str, data_ref: list, path: str | None, artifact: bytes | None) -> Any:
-        """``(error or None, who has the machine's measurement turn or None when this actor has it)``."""
-        if not self.worker.has_data(key):
-            self.worker.put_data(ray.get(data_ref[0]))  # fetched once per task per actor
-        err = self.worker.load(key, path, artifact)
-        if err is not None or self.worker.turn.held:
-            return err, None
-        from autosched.measure.machine import holder
-
-        return None, holder()
-
-    def take_turn(self) -> tuple[float, str]:
-        return self.worker.take_turn(TURN_TIMEOUT)
-
-    def warmup(self, warmup: int, limit: float | None, check: bool) -> Any:
-        return self.worker.warmup(warmup, limit, check)
-
-    def time(self, number: int, repeat: int, min_repeat_ms: float, flush_cache: bool) -> Any:
-        costs = self.worker.time(number, repeat, min_repeat_ms, flush_cache)
-        return costs, self.worker.last_seconds, self.worker.last_flags, self.worker.machine
-
-    def cleanup(self) -> None:
-        self.worker.cleanup()
+    def put_data(self, data: Any) -> None:
+        """``data`` is ``[reference]`` to the runner's one stored copy, fetched once per task per actor."""
+        super().put_data(ray.get(data[0]))
 
 
-class _ActorPool:
-    """Actors that are idle, busy, or coming back after a crash or a kill (waiting for a ping); ``what`` names
-    them in messages ("builders", "runners for znver4"). An actor whose node is gone is dropped: Ray could only
-    bring it back where CPUs are free, and a cluster that lost a node may have none."""
+class RayTransport(Transport):
+    """Actors that are idle, busy, or coming back after a crash or a kill (waiting for a ping). An actor whose
+    node is gone is dropped: Ray could only bring it back where CPUs are free, and a cluster that lost a node
+    may have none."""
 
-    def __init__(self, actors: list[Any], max_jobs: int | None = None, what: str = "actors"):
-        self.actors = list(actors)
-        self.what = what
-        self.idle: deque = deque()
-        self.reviving: dict[Any, tuple[Any, float]] = {}  # ping ref -> (actor, deadline)
-        self.restarts = 0  # after a crash or a missed deadline
-        self.recycled = 0  # after max_jobs jobs (see measure.builder.builds_per_worker)
-        self.max_jobs = max_jobs
-        self._jobs: dict[int, int] = {}
-        self._pid: dict[int, int] = {}  # actor -> the pid its last ping answered from
-        self._node: dict[int, str] = {}  # actor -> the node its last ping answered from
-        self._old_pid: dict[int, int] = {}  # actor -> the pid of the process it was killed in (not back yet)
+    node_check = NODE_CHECK
+
+    def __init__(self, actors: list[Any], what: str, max_jobs: int | None = None):
+        super().__init__(what, max_jobs)
+        self.slots = [Slot(a) for a in actors]
+        self.reviving: dict[Any, tuple[Slot, float]] = {}  # ping ref -> (slot, deadline)
+        self._old_pid: dict[int, int] = {}  # id(slot) -> the pid of the process it was killed in (not back yet)
         self.lost_nodes: dict[str, str] = {}  # node id -> its name, for the nodes whose actors were dropped
-        for a in actors:
-            self._ping(a)
+        for slot in self.slots:
+            self._ping(slot)
 
     @property
-    def pids(self) -> set[int]:
-        return set(self._pid.values())
+    def actors(self) -> list[Any]:
+        return [s.handle for s in self.slots]
 
-    def kill_and_revive(self, actor: Any, *, recycled: bool = False) -> None:
-        """Kill ``actor`` (Ray restarts it) and take it back once a new process answers a ping: a ping sent
-        right after the kill can still be answered by the dying process."""
-        if id(actor) in self._pid:
-            self._old_pid[id(actor)] = self._pid[id(actor)]
-        ray.kill(actor, no_restart=False)
-        if recycled:
-            self.recycled += 1
-        else:
-            self.restarts += 1
-        self._ping(actor)
+    def call(self, slot: Slot, method: str, *args: Any) -> Any:
+        return getattr(slot.handle, method).remote(*args)
 
-    def job_done(self, actor: Any) -> None:
-        """A job ended well on ``actor``: back to idle, or past ``max_jobs`` restarted fresh (Ray starts it
-        again: its constructor runs anew) and idle once it answers a ping."""
-        n = self._jobs.get(id(actor), 0) + 1
-        if self.max_jobs and n >= self.max_jobs:
-            self._jobs[id(actor)] = 0
-            self.kill_and_revive(actor, recycled=True)
-            return
-        self._jobs[id(actor)] = n
-        self.idle.append(actor)
+    def wait(self, calls: list, timeout: float) -> list[tuple[Any, Reply]]:
+        waits = [*calls, *self.reviving]
+        if not waits:
+            return []
+        done, _ = ray.wait(waits, num_returns=1, timeout=timeout)
+        out = []
+        for ref in done:
+            if ref in self.reviving:
+                self._ping_done(ref)
+                continue
+            try:
+                out.append((ref, Reply(OK, ray.get(ref))))
+            except _ACTOR_ERRORS as e:
+                out.append((ref, Reply(DIED, _error_line(e))))
+            except ray.exceptions.RayTaskError as e:  # a bug in the worker code, not the candidate
+                out.append((ref, Reply(FAILED, _error_line(e))))
+        return out
 
-    def _ping(self, actor: Any) -> None:
-        self.reviving[actor.ping.remote()] = (actor, time.monotonic() + ACTOR_START_TIMEOUT)
+    def replace(self, slot: Slot, why: str) -> None:
+        """A dead actor is restarted by Ray; one that missed a deadline, or is recycled, is killed first (Ray
+        restarts it: its constructor runs anew). Either way it is back once a new process answers a ping: a
+        ping sent right after the kill can still be answered by the dying process."""
+        if why != DIED:
+            if slot.pid is not None:
+                self._old_pid[id(slot)] = slot.pid
+            ray.kill(slot.handle, no_restart=False)
+        self._ping(slot)
 
-    def revive(self, actor: Any) -> None:
-        self.restarts += 1
-        self._ping(actor)
+    def starting(self) -> bool:
+        return bool(self.reviving)
 
-    def lost(self, actor: Any) -> bool:
-        """Whether ``actor``'s node is gone (then it is dropped): a failure there is not the candidate's."""
-        node = self._node.get(id(actor))
-        if node is None or (node not in self.lost_nodes and not _node_gone(node)):
-            return False
-        if node not in self.lost_nodes:
-            self.lost_nodes[node] = node[:8]
-            log.warning("the Ray node %s is gone: its %s are dropped, and what they had in flight goes to the "
-                        "others (%d left)", node[:8], self.what,
-                        sum(1 for a in self.actors if self._node.get(id(a)) != node))
-            for other in [a for a in self.idle if self._node.get(id(a)) == node]:
-                self.drop(other)
-        self.drop(actor)
-        return True
+    def _ping(self, slot: Slot) -> None:
+        self.reviving[slot.handle.ping.remote()] = (slot, time.monotonic() + ACTOR_START_TIMEOUT)
 
-    def drop(self, actor: Any) -> None:
-        self.actors = [a for a in self.actors if a is not actor]
-        self.idle = deque(a for a in self.idle if a is not actor)
-        self.reviving = {r: v for r, v in self.reviving.items() if v[0] is not actor}
-        with contextlib.suppress(ray.exceptions.RayError):
-            ray.kill(actor, no_restart=True)
-
-    def none_left(self) -> ClusterError:
-        gone = ", ".join(self.lost_nodes.values()) or "none known"
-        return ClusterError(f"no Ray {self.what} are left: the nodes that ran them are gone (nodes {gone})")
-
-    def ping_done(self, ref: Any) -> None:
-        actor, deadline = self.reviving.pop(ref)
+    def _ping_done(self, ref: Any) -> None:
+        slot, deadline = self.reviving.pop(ref)
         try:
             pid, node = ray.get(ref)
-            if pid == self._old_pid.get(id(actor)):  # the killed process, still answering
+            if pid == self._old_pid.get(id(slot)):  # the killed process, still answering
                 raise ray.exceptions.ActorUnavailableError("the actor's killed process still answers", None)
         except _ACTOR_ERRORS as e:
-            if self.lost(actor):
+            if self.lost(slot):
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(
@@ -495,119 +434,62 @@ class _ActorPool:
                     f"(last error: {_error_line(e)}); can every node import autosched, and does the "
                     f"cluster have CPUs free? (cluster resources: {ray.cluster_resources()})") from None
             time.sleep(0.05)
-            self.reviving[actor.ping.remote()] = (actor, deadline)
+            self.reviving[slot.handle.ping.remote()] = (slot, deadline)
             return
-        self._pid[id(actor)], self._node[id(actor)] = pid, node
-        self._old_pid.pop(id(actor), None)
-        self.idle.append(actor)
+        slot.pid, slot.node = pid, node
+        self._old_pid.pop(id(slot), None)
+        self.idle.append(slot)
 
-    def check_deadlines(self) -> None:
+    def lost(self, slot: Slot) -> bool:
+        node = slot.node
+        if node is None or (node not in self.lost_nodes and not _node_gone(node)):
+            return False
+        if node not in self.lost_nodes:
+            self.lost_nodes[node] = node[:8]
+            log.warning("the Ray node %s is gone: its %s are dropped, and what they had in flight goes to the "
+                        "others (%d left)", node[:8], self.what, sum(1 for s in self.slots if s.node != node))
+            for other in [s for s in self.idle if s.node == node]:
+                self._drop(other)
+        self._drop(slot)
+        return True
+
+    def _drop(self, slot: Slot) -> None:
+        self.slots = [s for s in self.slots if s is not slot]
+        self.idle = deque(s for s in self.idle if s is not slot)
+        self.reviving = {r: v for r, v in self.reviving.items() if v[0] is not slot}
+        with contextlib.suppress(ray.exceptions.RayError):
+            ray.kill(slot.handle, no_restart=True)
+
+    def check(self) -> None:
+        _check_head()
         now = time.monotonic()
-        for actor, deadline in list(self.reviving.values()):
-            if now > deadline and not self.lost(actor):
+        for slot, deadline in list(self.reviving.values()):
+            if now > deadline and not self.lost(slot):
                 raise RuntimeError(
                     "a Ray measurement actor did not start within "
                     f"{ACTOR_START_TIMEOUT:.0f} s; is the cluster short of CPUs? "
                     f"(cluster resources: {ray.cluster_resources()}, available: {ray.available_resources()})")
 
-    def kill(self) -> None:
+    def none_left(self) -> ClusterError:
+        gone = ", ".join(self.lost_nodes.values()) or "none known"
+        return ClusterError(f"no Ray {self.what} are left: the nodes that ran them are gone (nodes {gone})")
+
+    def close(self) -> None:
+        """Let each actor clean up (a builder's directory on its node, a runner's libraries), then kill it."""
+        if self.closed:
+            return
+        self.closed = True
+        if not ray.is_initialized() or cluster_lost():
+            return
+        try:
+            ray.get([a.cleanup.remote() for a in self.actors], timeout=10)
+        except ray.exceptions.RayError as e:  # best effort: the actors are killed next
+            log.warning("Ray %s: an actor did not clean up: %s", self.what, _error_line(e))
         for a in self.actors:
             try:
                 ray.kill(a, no_restart=True)
             except ray.exceptions.RayError as e:  # already gone
                 log.debug("killing a Ray actor: %s", e)
-
-
-class _RayJob:
-    timeout: float
-
-    def start(self, actor: Any) -> Any:
-        raise NotImplementedError
-
-    def handle(self, value: Any, actor: Any) -> tuple[Any, float] | None:
-        raise NotImplementedError
-
-    def timed_out(self) -> None:
-        raise NotImplementedError
-
-    def died(self, e: BaseException) -> None:
-        raise NotImplementedError
-
-    def again(self) -> None:
-        """Its actor's node is gone: the job starts afresh on another actor."""
-
-    def cut_at(self) -> float:
-        """A deadline sooner than the call's, which may move while the job runs (a build's cut-off)."""
-        return math.inf
-
-
-def _ray_dispatch(pool: _ActorPool, jobs: Sequence[_RayJob]) -> None:
-    """Feed jobs to idle actors; enforce deadlines; kill and revive actors that miss one or die; hand the
-    jobs of an actor whose node is gone to the others. Raises :class:`ClusterLost` once the head of the
-    cluster is lost, and :class:`ClusterError` when no actor is left for the jobs still to do."""
-    pending = deque(jobs)
-    active: dict[Any, list] = {}  # ref -> [job, actor, deadline, when to ask whether its node is still there]
-
-    def elsewhere(job: _RayJob) -> None:
-        job.again()
-        pending.appendleft(job)
-
-    while pending or active:
-        _check_head()
-        while pending and pool.idle:
-            actor = pool.idle.popleft()
-            job = pending.popleft()
-            now = time.monotonic()
-            active[job.start(actor)] = [job, actor, now + job.timeout, now + NODE_CHECK]
-        waits = list(active) + list(pool.reviving)
-        if not waits:
-            raise pool.none_left()
-        now = time.monotonic()
-        timeout = max(0.0, min(min(d, c, j.cut_at()) for j, _, d, c in active.values()) - now) if active else 1.0
-        done, _ = ray.wait(waits, num_returns=1, timeout=min(timeout, 1.0))  # a second: the head may be lost
-        for ref in done:
-            if ref in pool.reviving:
-                pool.ping_done(ref)
-                continue
-            if ref not in active:  # the ping of an actor dropped meanwhile
-                continue
-            job, actor, _, _ = active.pop(ref)
-            try:
-                value = ray.get(ref)
-            except _ACTOR_ERRORS as e:
-                if pool.lost(actor):
-                    elsewhere(job)
-                else:
-                    job.died(e)
-                    pool.revive(actor)
-                continue
-            except ray.exceptions.RayTaskError as e:  # a bug in the worker code, not the candidate
-                job.died(e)
-                pool.idle.append(actor)
-                continue
-            nxt = job.handle(value, actor)
-            if nxt is None:
-                pool.job_done(actor)
-            else:
-                now = time.monotonic()
-                active[nxt[0]] = [job, actor, now + nxt[1], now + NODE_CHECK]
-        now = time.monotonic()
-        for ref, (job, actor, deadline, check) in list(active.items()):
-            deadline = min(deadline, job.cut_at())
-            if now < min(deadline, check):
-                continue
-            # a call that runs long, or past its deadline, may be on a node that died (Ray says so only once
-            # the GCS noticed, 15-30 s later): that is not the candidate's fault
-            if pool.lost(actor):
-                del active[ref]
-                elsewhere(job)
-            elif now >= deadline:
-                del active[ref]
-                job.timed_out()
-                pool.kill_and_revive(actor)
-            else:
-                active[ref][3] = now + NODE_CHECK
-        pool.check_deadlines()
 
 
 def _actor_cpus(n_actors: int, reserve: float) -> float:
@@ -621,40 +503,11 @@ def _actor_cpus(n_actors: int, reserve: float) -> float:
 
 
 # ---------------------------------------------------------------------------
-# the builder
+# the builder and the runner
 # ---------------------------------------------------------------------------
 
 
-class _RayBuildJob(_RayJob):
-    def __init__(self, index: int, inp: MeasureInput, timeout: float, results: list, cutoff: Any):
-        self.index, self.timeout, self.results = index, timeout, results
-        self.args = (workload_shipment(inp.task), task_state(inp.task), inp.trace.to_json())
-        self.clock = BuildClock(inp, timeout, cutoff)
-
-    def start(self, actor: Any) -> Any:
-        self.clock.start()
-        return actor.build.remote(*self.args)
-
-    def cut_at(self) -> float:
-        return self.clock.cut_at()
-
-    def handle(self, value: Any, actor: Any) -> None:
-        self.results[self.index] = self.clock.finished(value)
-        return None
-
-    def timed_out(self) -> None:
-        self.results[self.index] = self.clock.stopped()
-
-    def died(self, e: BaseException) -> None:
-        bug = isinstance(e, ray.exceptions.RayTaskError)  # the worker code raised: not the candidate's doing
-        self.results[self.index] = BuildResult(
-            error_kind=ErrorKind.UNKNOWN if bug else ErrorKind.COMPILE_ERROR,
-            error_msg=f"builder error: {_error_line(e)}" if bug else
-            f"the compiler crashed its worker ({_error_line(e)})",
-            build_seconds=self.clock.elapsed())
-
-
-class RayBuilder(Builder):
+class RayBuilder(EngineBuilder):
     """Builds candidates on ``n_parallel`` Ray actors, by default one per CPU that Ray has.
 
     On one machine they share its CPUs but the one the runner takes: builds never run beside a timing there
@@ -672,133 +525,23 @@ class RayBuilder(Builder):
         init_ray(address)
         total = _total_cpus()
         one_node = len(_alive_nodes()) <= 1
-        self.cluster = not one_node
-        self.parallelism = int(n_parallel or max(1, int(total)))
-        self.timeout = float(timeout)
-        if ship_artifacts is None:
-            ship_artifacts = not one_node
-        self.ship_artifacts = ship_artifacts
-        self._own_dir = cache_dir is None
-        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="autosched-build-")
-        cpus = _actor_cpus(self.parallelism, reserve=1.0 if one_node and total > 1 else 0.0)  # the runner's
+        n = int(n_parallel or max(1, int(total)))
+        self.ship_artifacts = not one_node if ship_artifacts is None else ship_artifacts
+        cpus = _actor_cpus(n, reserve=1.0 if one_node and total > 1 else 0.0)  # the runner's
         opts: dict[str, Any] = {"num_cpus": cpus}
         if self.ship_artifacts:
             opts["scheduling_strategy"] = "SPREAD"
-        actors = [BuildActor.options(**opts).remote(self.cache_dir, self.ship_artifacts)
-                  for _ in range(self.parallelism)]
-        self._pool = _ActorPool(actors, max_jobs=builds_per_worker(), what="builders")
-        self._closed = False
-        # our libraries go at interpreter exit too (Ctrl-C, a forgotten close)
-        self._rmdir = weakref.finalize(self, shutil.rmtree, self.cache_dir, True) if self._own_dir else None
 
-    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
-        if self._closed:
-            raise RuntimeError("this RayBuilder is closed")
-        from autosched.measure.local import _candidate_key
+        def actors(cache_dir: str) -> RayTransport:
+            return RayTransport([BuildActor.options(**opts).remote(cache_dir, self.ship_artifacts) for _ in range(n)],
+                                "builders", max_jobs=builds_per_worker())
 
-        results: list[Any] = [None] * len(inputs)
-        first: dict[tuple, int] = {}
-        jobs = []
-        for i, inp in enumerate(inputs):
-            k = _candidate_key(inp)
-            if k not in first:
-                first[k] = i
-                jobs.append(_RayBuildJob(i, inp, self.timeout, results, self.cutoff))
-        _ray_dispatch(self._pool, jobs)
-        for i, inp in enumerate(inputs):
-            if results[i] is None:
-                results[i] = results[first[_candidate_key(inp)]]
-        return results
-
-    @property
-    def restarts(self) -> int:
-        return self._pool.restarts
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if ray.is_initialized() and not cluster_lost():
-            try:
-                ray.get([a.cleanup.remote() for a in self._pool.actors], timeout=10)
-            except ray.exceptions.RayError as e:  # best effort; the directory is a temporary one
-                log.warning("RayBuilder: an actor did not clean up its build directory: %s", _error_line(e))
-            self._pool.kill()
-        if self._rmdir is not None:
-            self._rmdir()
+        # at exit (Ctrl-C, a forgotten close) only our libraries go: Ray's shutdown takes the actors
+        super().__init__(actors, n, timeout, cache_dir, stop_at_exit=False)
+        self.cluster = not one_node
 
 
-# ---------------------------------------------------------------------------
-# the runner
-# ---------------------------------------------------------------------------
-
-
-class _RayRunJob(RunJobOutcome, _RayJob):
-    def __init__(self, index: int, inp: MeasureInput, br: BuildResult, runner: RayRunner,
-                 limits: LimitFn | None, results: list, on_result: ResultCallback | None):
-        self.index, self.inp, self.br, self.runner = index, inp, br, runner
-        self.limits, self.results, self.on_result = limits, results, on_result
-        self.data = runner.task_data(inp.task)
-        self.cfg: RunConfig = runner.config
-        self.limit = self.cfg.timeout
-        self.again()
-
-    def again(self) -> None:
-        self.timeout = LOAD_TIMEOUT
-        self.phase = "loading"
-        self.foreign_turn = False  # waiting for another tuner's measurement (not one of this runner's actors)
-        self.t0 = time.perf_counter()
-
-    def start(self, actor: Any) -> Any:
-        self.t0 = time.perf_counter()
-        self.limit = self.runner.limit_for(self.inp, self.limits)
-        ref = self.runner._data_ref(self.data)
-        return actor.load.remote(self.data.key, [ref], self.br.artifact_path, self.br.artifact)
-
-    def handle(self, value: Any, actor: Any) -> tuple[Any, float] | None:
-        cfg = self.cfg
-        if self.phase == "loading":
-            err, busy_with = value
-            if err is not None:
-                self.finish(kind=err[0], msg=err[1])
-                return None
-            if busy_with is not None:  # another process is timing on that machine: wait for it
-                self.phase = "waiting for the machine"
-                # two nodes of one machine (a loopback cluster) take turns too: that is no other tuner
-                self.foreign_turn = not self.runner._own_turn(busy_with)
-                if self.foreign_turn:
-                    self.runner.waiting(busy_with)
-                return actor.take_turn.remote(), TURN_TIMEOUT + 30.0
-            value = None
-        if self.phase == "waiting for the machine" and value is not None and self.foreign_turn:
-            self.runner.waited(*value)
-        if self.phase in ("loading", "waiting for the machine"):
-            self.phase = "warming up"
-            return (actor.warmup.remote(cfg.warmup, self.limit, cfg.check),
-                    self.warm_deadline())
-        if self.phase == "warming up":
-            if isinstance(value, tuple):
-                self.finish(kind=value[0], msg=value[1])
-                return None
-            self.phase = "timing"
-            return (actor.time.remote(cfg.number, cfg.repeat, cfg.min_repeat_ms, cfg.flush_cache),
-                    cfg.deadline_after_warmup(value))
-        costs, inside, flags, machine = value
-        if costs:
-            self.finish(costs=costs, inside=inside, flags=flags, machine=machine)
-        else:
-            self.finish(kind=ErrorKind.UNKNOWN, msg="the runner returned no timings")
-        return None
-
-    def died(self, e: BaseException) -> None:
-        if isinstance(e, ray.exceptions.RayTaskError):
-            self.finish(kind=ErrorKind.UNKNOWN, msg=f"runner error: {_error_line(e)}")
-        else:
-            self.finish(kind=ErrorKind.RUNTIME_CRASH,
-                        msg=f"the kernel crashed its worker while {self.phase} ({_error_line(e)})")
-
-
-class RayRunner(Runner):
+class RayRunner(EngineRunner):
     """Times candidates on Ray actors, one candidate at a time per machine.
 
     On one machine (a local Ray) ``n_parallel`` actors (default one) time every candidate there. On a cluster
@@ -822,13 +565,11 @@ class RayRunner(Runner):
             raise ValueError(f"RayRunner needs at least one actor, got n_parallel={n_parallel}")
         self.n_parallel = n_parallel
         self.cluster = not _one_machine()
-        self._pools: dict[str, _ActorPool] = {}  # target CPU ('' on one machine) -> its runners
-        if not self.cluster:  # started at once, as the runners of every task
-            self._pool_for(None)
         self._refs: OrderedDict[str, Any] = OrderedDict()
-        self._closed = False
+        if not self.cluster:  # started at once, as the runners of every task
+            self.pool_for(None)
 
-    def _pool_for(self, target: Any) -> _ActorPool:
+    def pool_for(self, target: Any) -> Transport:
         """The runners of ``target``: this machine's, or on a cluster those on the nodes of its CPU (started
         on first use). Targets other than CPUs (``cuda``) are timed wherever Ray puts one runner."""
         cpu = target.mcpu if self.cluster and target is not None and target.kind == "llvm" else ""
@@ -852,56 +593,22 @@ class RayRunner(Runner):
             log.info("timing %s candidates on %d Ray node(s): %s", cpu, len(where), ", ".join(w[:8] for w in where))
             actors = [RunActor.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False))
                       .remote() for nid in where for _ in range(self.n_parallel)]
-        pool = self._pools[cpu] = _ActorPool(actors, what=f"runners for {cpu}" if cpu else "runners")
+        pool = self._pools[cpu] = RayTransport(actors, f"runners for {cpu}" if cpu else "runners")
         return pool
 
-    def _own_turn(self, holder: str) -> bool:
-        """Whether the holder of a machine's measurement turn ("pid N ...") is one of this runner's actors."""
-        pid = holder.split()[1] if holder.startswith("pid ") else ""
-        return pid.isdigit() and any(int(pid) in p.pids for p in self._pools.values())
-
-    def _data_ref(self, data: Any) -> Any:
+    def ship(self, data: Any) -> list:
         ref = self._refs.get(data.key)
         if ref is None:
             ref = self._refs[data.key] = ray.put(data)  # once per task: actors fetch it on first use
             while len(self._refs) > 8:  # the object store is small: keep the tasks in use
                 self._refs.popitem(last=False)
         self._refs.move_to_end(data.key)
-        return ref
-
-    @property
-    def restarts(self) -> int:
-        """How many times an actor was replaced (crashes and timeouts)."""
-        return sum(p.restarts for p in self._pools.values())
-
-    def run(self, inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult], *,
-            limits: LimitFn | None = None, on_result: ResultCallback | None = None) -> list[MeasureResult]:
-        if self._closed:
-            raise RuntimeError("this RayRunner is closed")
-        results, to_time = self._split_built(inputs, build_results, on_result)
-        by_pool: dict[int, tuple[_ActorPool, list[_RayJob]]] = {}
-        for i, inp, br in to_time:
-            pool = self._pool_for(inp.task.target)
-            by_pool.setdefault(id(pool), (pool, []))[1].append(
-                _RayRunJob(i, inp, br, self, limits, results, on_result))
-        for pool, jobs in by_pool.values():
-            _ray_dispatch(pool, jobs)
-        return results
+        return [ref]  # in a list, so Ray hands the actor the reference, not the object
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if ray.is_initialized() and not cluster_lost():
-            actors = [a for p in self._pools.values() for a in p.actors]
-            try:
-                ray.get([a.cleanup.remote() for a in actors], timeout=10)
-            except ray.exceptions.RayError as e:  # best effort: the actors are killed next
-                log.warning("RayRunner: an actor did not clean up: %s", _error_line(e))
-            for p in self._pools.values():
-                p.kill()
+        super().close()
         self._refs.clear()
 
 
-__all__ = ["BuildActor", "ClusterError", "ClusterLost", "RayBuilder", "RayRunner", "RunActor", "cluster_lost",
-           "init_ray", "node_cpus", "ray_address", "shutdown_ray"]
+__all__ = ["BuildActor", "ClusterError", "ClusterLost", "RayBuilder", "RayRunner", "RayTransport", "RunActor",
+           "cluster_lost", "init_ray", "node_cpus", "ray_address", "shutdown_ray"]

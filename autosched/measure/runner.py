@@ -7,7 +7,8 @@ through. A kernel that crashes or hangs kills only the worker running it; the
 result says ``runtime_crash`` or ``run_timeout``, the worker is replaced, and
 the batch goes on. Implementations:
 :class:`~autosched.measure.local.LocalRunner` (worker processes) and
-:class:`~autosched.measure.ray_backend.RayRunner` (Ray actors).
+:class:`~autosched.measure.ray_backend.RayRunner` (Ray actors), both driven by
+:mod:`autosched.measure.engine`.
 
 Each task's inputs are seeded random arrays and its output is checked against
 a reference computed once per task (:mod:`autosched.measure.data`).
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autosched.measure.data import TaskData, prepare_task_data
-from autosched.measure.result import BuildResult, MeasureInput, MeasureResult, ResultFlag
+from autosched.measure.result import BuildResult, MeasureInput, MeasureResult
 
 log = logging.getLogger("autosched.measure")
 
@@ -81,67 +82,6 @@ class RunConfig:
 
 LOAD_TIMEOUT = 60.0  # seconds to receive a task's data and load a library
 TURN_TIMEOUT = 600.0  # seconds a worker waits for another process's measurements on its machine
-
-
-class RunJobOutcome:
-    """How one candidate's timing ends, shared by the process-pool and Ray runners.
-
-    A job sets ``index``, ``br`` (its BuildResult), ``data`` (TaskData), ``results``, ``on_result``, ``cfg``
-    (RunConfig), ``limit`` (seconds one run may take), ``phase`` ("loading", "warming up", "timing") and ``t0``.
-    A timed result carries the build's flags, and ``unchecked`` when its output was not compared.
-    """
-
-    index: int
-    br: BuildResult
-    data: TaskData
-    results: list
-    on_result: Callable[[int, MeasureResult], None] | None
-    cfg: RunConfig
-    limit: float
-    phase: str
-    t0: float
-
-    def finish(self, costs: list[float] | None = None, kind: str | None = None, msg: str = "",
-               inside: float | None = None, flags: list[str] | None = None,
-               machine: dict[str, str] | None = None) -> None:
-        import time
-
-        from autosched.measure.result import ErrorKind
-
-        elapsed = time.perf_counter() - self.t0
-        if kind == ErrorKind.RUN_TIMEOUT and self.limit < self.cfg.timeout:
-            # the limit was the measurer's multiple of the best so far, not the absolute one: slow, not broken
-            kind = ErrorKind.CUT_OFF
-            msg = f"cut off at {self.limit:.3g} s per run (a multiple of the best so far): {msg}"
-        flags = list(self.br.flags) + list(flags or [])
-        if costs and (not self.cfg.check or self.data.reference is None):
-            flags.append(ResultFlag.UNCHECKED)
-        res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
-                            build_seconds=self.br.build_seconds,
-                            run_seconds=elapsed if inside is None else inside, flags=flags,
-                            machine=dict(machine or {}))
-        self.results[self.index] = res
-        if self.on_result is not None:
-            self.on_result(self.index, res)
-
-    def warm_deadline(self) -> float:
-        """Seconds allowed for the warm-up runs (the first one checked), with slack for loading."""
-        return 1.0 + 1.5 * self.limit * (self.cfg.warmup + 1)
-
-    def timed_out(self) -> None:
-        from autosched.measure.result import ErrorKind
-
-        if self.phase == "loading":
-            self.finish(kind=ErrorKind.UNKNOWN, msg=f"loading the library took more than {LOAD_TIMEOUT:g} s")
-        elif self.phase == "waiting for the machine":
-            self.finish(kind=ErrorKind.UNKNOWN,
-                        msg=f"another process kept this machine's measurement turn over {TURN_TIMEOUT:g} s")
-        elif self.phase == "warming up":
-            self.finish(kind=ErrorKind.RUN_TIMEOUT,
-                        msg=f"one run took more than {self.limit:.3g} s; its worker was stopped")
-        else:
-            self.finish(kind=ErrorKind.RUN_TIMEOUT,
-                        msg="the timing loop overran its deadline; its worker was stopped")
 
 
 class Runner(abc.ABC):

@@ -11,8 +11,10 @@ candidates (different traces often give the same loops) are compiled once.
 check its output against the task's reference, then times it. Both classes
 turn every failure into an :class:`~autosched.measure.ErrorKind`; what they
 cannot turn into a result (a segfault, a hang) kills the process, and the
-parent side (:mod:`~autosched.measure.local` or
-:mod:`~autosched.measure.ray_backend`) records it and replaces the worker.
+parent side (:mod:`~autosched.measure.engine`, through its transport)
+records it and replaces the worker. :class:`BuildService` and
+:class:`RunService` are the calls a worker answers, the same over a socket
+and on Ray.
 
 Tasks travel as ``(name, args, target)`` plus a *workload shipment*: a
 workload registered outside autosched (in a user's script or a test module) is
@@ -41,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from autosched.isa import host_cpu, missing_features
-from autosched.measure.data import TaskData
-from autosched.measure.machine import LoadMeter, MeasureTurn, build_turn
+from autosched.measure.data import TaskData, _naive_outputs
+from autosched.measure.machine import LoadMeter, MeasureTurn, build_turn, holder
 from autosched.measure.result import BuildResult, ErrorKind, ResultFlag
 
 # ---------------------------------------------------------------------------
@@ -794,5 +796,73 @@ class RunWorker:
             shutil.rmtree(self._local_dir, ignore_errors=True)
 
 
-__all__ = ["BuildWorker", "CacheFlusher", "RunWorker", "compile_library", "ensure_workload", "make_task",
-           "task_state", "workload_shipment"]
+# ---------------------------------------------------------------------------
+# services: what a worker answers to the engine's calls, whichever transport carries them
+# ---------------------------------------------------------------------------
+
+#: what :meth:`RunService.load` answers when the worker does not have the task's data yet
+NEED_DATA = "need_data"
+
+
+class BuildService:
+    """The calls a build worker answers (:mod:`autosched.measure.engine` makes them, over a socket or Ray)."""
+
+    def __init__(self, cache_dir: str, ship_artifact: bool = False):
+        self.worker = BuildWorker(cache_dir, ship_artifact=ship_artifact)
+
+    def build(self, shipment: Shipment, state: tuple, trace: Any) -> BuildResult:
+        return self.worker.build(shipment, state, trace)
+
+    def cleanup(self) -> None:
+        self.worker.cleanup()
+
+
+class RunService:
+    """The calls a run worker answers, one step each so that each gets its own deadline:
+    ``load`` (after ``put_data`` once per task), ``take_turn`` when another process times on this machine,
+    ``warmup``, ``time``."""
+
+    def __init__(self) -> None:
+        self.worker = RunWorker()
+
+    def load(self, key: str, path: str | None, artifact: bytes | None) -> Any:
+        """:data:`NEED_DATA`, or ``(error or None, who has the machine's measurement turn or None when this
+        worker took it)``."""
+        if not self.worker.has_data(key):
+            return NEED_DATA
+        err = self.worker.load(key, path, artifact)
+        if err is not None or self.worker.turn.held:
+            return err, None
+        return None, holder()
+
+    def put_data(self, data: TaskData) -> None:
+        self.worker.put_data(data)
+
+    def take_turn(self, timeout: float) -> tuple[float, str]:
+        return self.worker.take_turn(timeout)
+
+    def warmup(self, warmup: int, limit: float | None, check: bool) -> Any:
+        out = self.worker.warmup(warmup, limit, check)
+        if isinstance(out, tuple):  # no timing follows: drop the library now
+            self.worker.unload()
+        return out
+
+    def time(self, number: int, repeat: int, min_repeat_ms: float, flush_cache: bool) -> Any:
+        """``(seconds per run of each repeat, seconds from load to the end, flags, where it was timed)``."""
+        costs = self.worker.time(number, repeat, min_repeat_ms, flush_cache)
+        return costs, self.worker.last_seconds, self.worker.last_flags, self.worker.machine
+
+    def cleanup(self) -> None:
+        self.worker.cleanup()
+
+
+class ReferenceService:
+    """The call a reference worker answers: the outputs of a task's untransformed schedule, isolated in a
+    process of its own because a workload may crash it."""
+
+    def reference(self, shipment: Shipment, state: tuple, inputs: list) -> Any:
+        return _naive_outputs(make_task(shipment, state), inputs)
+
+
+__all__ = ["NEED_DATA", "BuildService", "BuildWorker", "CacheFlusher", "ReferenceService", "RunService",
+           "RunWorker", "compile_library", "ensure_workload", "make_task", "task_state", "workload_shipment"]
