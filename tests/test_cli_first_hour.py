@@ -353,3 +353,27 @@ def test_build_refuses_an_unknown_cpu_in_one_line(env, tmp_path):
                   timeout=60)
     one_line(r, 2, "autosched build: error: --target 'llvm -mcpu=znver99'", "nearest: znver")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_winograd_kernel_reports_effective_gflops_and_leaves_the_peak_alone(env, monkeypatch, caplog):
+    """A kernel that does fewer multiplications than the direct convolution may pass the peak in effective
+    GFLOPS: that says nothing about the peak, which is not measured again, and no share of it is printed."""
+    import io
+    from types import SimpleNamespace
+
+    import autosched
+    from autosched.measure.peak import PeakWatch
+    from autosched.search.progress import TuneProgress, fewer_flops
+
+    monkeypatch.setenv("AUTOSCHED_CACHE_DIR", env["AUTOSCHED_CACHE_DIR"])
+    task = autosched.Task("conv2d_winograd_nchwc", dict(CI=8, CO=8, H=8, W=8))
+    assert fewer_flops(task) and not fewer_flops(autosched.Task("conv2d"))
+    watch = PeakWatch(None)
+    above = task.flop / (2 * watch.gflops * 1e9)  # twice the peak, in effective GFLOPS
+    state = SimpleNamespace(task=task, best_cost=above, trials_done=4, trials=8, best_gflops=2 * watch.gflops,
+                            shared=0, raced=0, best_in_run=above, remeasure_note="")
+    out = io.StringIO()
+    progress = TuneProgress(watch, stream=out, live=False)
+    progress(state, [], [])
+    assert watch.refreshes == 0 and not watch._warned and "peak is stale" not in caplog.text
+    assert "effective GFLOPS" in out.getvalue() and "of peak" not in out.getvalue()
