@@ -152,3 +152,21 @@ def test_tasks_extract_and_one_dense_kernel_tunes(tmp_path) -> None:
         m.set_input(k, v)
     m.run()
     np.testing.assert_allclose(np.asarray(m.get_output(0)), run_onnxruntime(model, inputs)[0], atol=1e-5, rtol=1e-4)
+
+
+def test_one_model_with_a_symbolic_sequence_serves_length_buckets() -> None:
+    """The sequence length is chosen at build time (one build per length bucket, shape= names it); a shorter
+    input padded to a bucket with attention_mask 0 gives the unpadded model's logits (docs/relay_onnx.md)."""
+    model = make_encoder(layers=1, d_model=32, heads=2, seq="S", vocab=50)
+    short = token_inputs(model, 5, 50, padding=0)
+    builds = {}
+    for bucket in (8, 16):
+        mod, params = from_onnx(model, shape={"input_ids": (1, bucket), "attention_mask": (1, bucket)})
+        builds[bucket] = GraphModule(*relay.build(mod, target="llvm", params=params))
+    expected = run_onnxruntime(model, short)[0]
+    for bucket, m in builds.items():
+        pad = bucket - 5
+        m.set_input("input_ids", np.pad(short["input_ids"], ((0, 0), (0, pad))))
+        m.set_input("attention_mask", np.pad(short["attention_mask"], ((0, 0), (0, pad))))
+        m.run()
+        np.testing.assert_allclose(np.asarray(m.get_output(0)), expected, atol=2e-5, rtol=1e-4)
