@@ -216,7 +216,7 @@ def _erf(x: Any) -> Any:
     for a in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
         poly = poly * t + _c(a, dt)
     y = _c(1.0, dt) - poly * t * te.exp(_c(0.0, dt) - ax * ax)
-    return te.if_then_else(x < _c(0.0, dt), _c(0.0, dt) - y, y)
+    return y * te.if_then_else(x < _c(0.0, dt), _c(-1.0, dt), _c(1.0, dt))
 
 
 def _tanh(x: Any) -> Any:

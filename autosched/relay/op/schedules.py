@@ -309,7 +309,8 @@ def gemm_pack_nest(sch: Any, out: te.Tensor, DL: Any, block: int, k_extent: int)
     sch[out].reorder(jo, io, ii, ji)
     par = sch[out].fuse(jo, io)
     sch[out].parallel(par)
-    sch[out].vectorize(ji)
+    jv, jl = sch[out].split(ji, factor=lanes(out.dtype))  # the epilogue one native vector at a time
+    sch[out].vectorize(jl)
     sch[DL].compute_at(sch[out], par)
     daxes = list(sch[DL].op.axis)
     cj = daxes[-1]
@@ -413,3 +414,29 @@ def batch_matmul(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> No
     sch[DL].unroll(ci)
     sch[DL].unroll(cjb)
     sch[DL].vectorize(cjl)
+
+
+def softmax(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
+    """Softmax over the last axis: rows in parallel; per row the max, the exponentials (once, into a row
+    buffer, vectorized) and their sum in the row's loop, then the vectorized division. The scale and the mask
+    before it are fused into the producing batch_matmul's epilogue."""
+    stages = {t.op.name: t for t in compute_stages(out)}
+    ex = stages.get("softmax_exp")
+    axis = int(attrs.get("axis", -1)) % len(out.shape)
+    if ex is None or out.op.name != "softmax" or axis != len(out.shape) - 1 or len(out.shape) < 2:
+        return reduction(sch, out)
+    inline_injective(sch, out, (ex,))
+    axes = list(sch[out].op.axis)
+    row = sch[out].fuse(*axes[:-1]) if len(axes) > 2 else axes[0]
+    sch[out].parallel(row)
+    for t in compute_stages(out):
+        if is_reduction(t):
+            sch[t].compute_at(sch[out], row)
+    sch[ex].compute_at(sch[out], row)
+    width = int(out.shape[-1])
+    v = lanes(out.dtype)
+    if width % v == 0:
+        _, inner = sch[out].split(axes[-1], factor=v)
+        sch[out].vectorize(inner)
+        _, einner = sch[ex].split(sch[ex].op.axis[-1], factor=v)
+        sch[ex].vectorize(einner)

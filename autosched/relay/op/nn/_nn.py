@@ -429,7 +429,7 @@ def _softmax_compute(inputs, attrs, out_type):
 
 
 register_op(OpDef("nn.softmax", _one_axis_rel("nn.softmax"), _softmax_compute, OPAQUE, attrs={"axis": -1}, num_inputs=1,
-                  schedule=schedules.reduction, doc="softmax along one axis"))
+                  schedule=schedules.softmax, doc="softmax along one axis"))
 
 
 def _log_softmax_compute(inputs, attrs, out_type):
