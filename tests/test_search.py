@@ -15,6 +15,7 @@ import pytest
 
 import autosched
 from autosched.database import Database
+from autosched.database.query import trusted
 from autosched.measure import MeasureResult, TooManyFailures
 from autosched.search import SearchPolicy, TuningFailed, list_policies, register_policy, tune, unregister_policy
 
@@ -261,7 +262,9 @@ def test_each_policy_tunes_for_real(tmp_path, policy):
                     run_config=RunConfig(repeat=2, min_repeat_ms=2), policy_options=SMALL.get(policy),
                     callbacks=[lambda s, inputs, r: seen.extend(i.trace.dumps() for i in inputs)])
         assert len(seen) == len(set(seen)) == 20 and db.count(SMALL_TASK) == 20
-        assert best.ok and best.cost == min(r.cost for r in db.records(SMALL_TASK, ok=True))
+        ok = db.records(SMALL_TASK, ok=True)
+        trusted_ok = [r for r in ok if trusted(r)] or ok  # a noisy record is a best only when nothing else is
+        assert best.ok and best.cost == min(r.cost for r in trusted_ok)
     if policy in ("random", "grid"):
         fake = FakeMeasurer()
         tune(SMALL_TASK, 20, policy=policy, database=":memory:", measurer=fake, batch_size=10, seed=7)

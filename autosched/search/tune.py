@@ -233,7 +233,8 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
                 if again or dropped:
                     db.commit_many(again + dropped, run=run)
                 remeasured = bool(again or dropped)
-                if any(res.cost <= state.best_in_run for _, res in dropped):
+                fastest = ctx.best(1)  # the run's fastest trace, by its in-run time
+                if fastest and any(inp.trace == fastest[0] for inp, _ in dropped):
                     state.remeasure_note = (f"the fastest candidate failed to re-measure (its record is kept, "
                                             f"marked noisy){'' if again else '; no other was re-measured'}")
         if state.interrupted:
@@ -242,7 +243,7 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
         if remeasured and best:
             state.best_cost = best[0].cost  # from here on, the figure everyone shows
             if not state.remeasure_note and abs(state.best_cost - state.best_in_run) > 0.005 * state.best_in_run:
-                state.remeasure_note = "its longer repeats time it more exactly"
+                state.remeasure_note = "the re-measure, with longer repeats, timed it so"
             _hook(callbacks, "on_remeasured", state)
         if best:
             log.info("%s: best %.3g GFLOPS after %d trials (%s)", task, best[0].gflops(task.flop),
