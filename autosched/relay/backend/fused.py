@@ -138,8 +138,12 @@ def _label(graph: str = _DEFAULT) -> str:
     blocked = next((n[1].get("out_layout") or n[1].get("data_layout") or n[1].get("layout") for n in desc["nodes"]
                     if n[0].split(".")[-1] in _BLOCKED or str(n[1].get("layout", "NCHW")) != "NCHW"), None)
     winograd = next((n[1]["tile"] for n in desc["nodes"] if n[0] == "nn.conv2d_winograd_nchwc"), None)
+    packed = any(o in _BLOCKED for o in ops)
     ops = [_BLOCKED.get(o, o) for o in ops]
-    shapes = [_logical(shape) for shape, _ in desc["inputs"][:2]]
+    # data in NCHW[x]c reads as NCHW, packed weights as OIHW / [units, in]; other shapes (a transformer's
+    # [batch, tokens, features] activations, batch_matmul's operands) as they are
+    shapes = [_logical(shape) if len(shape) == 5 or (k == 1 and packed) else shape
+              for k, (shape, _) in enumerate(desc["inputs"][:2])]
     if winograd is not None:  # the filters are transformed: [alpha, alpha, O/y, I, y]
         u = desc["inputs"][1][0]
         shapes[1] = [u[2] * u[4], u[3], 3, 3]
