@@ -21,6 +21,7 @@ from autosched import isa, te
 from autosched.codegen.build import clear_cache
 from autosched.errors import UnsupportedCPUError
 from autosched.runtime import load_module
+from autosched.target import llvm_cpu_names
 
 AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
 #: an AVX2 machine (a Zen 3) as the runtime would see it
@@ -163,6 +164,7 @@ BASELINES = {"x86-64", "x86-64-v2"}
 RUNS = {"build", "build_many", "tune", "GraphModule", "load_module", "export_library", "autosched", "run_cli",
         "start_tune"}
 HELPERS = ("host_runs(", "skip_unless_host_runs(")
+KNOWN = set(llvm_cpu_names())  #: the CPU names LLVM knows here (tests of a misspelt one build nothing)
 _MCPU = re.compile(r"-mcpu=(\{[^}]*\}|[\w.-]+)")
 
 
@@ -202,6 +204,7 @@ def _named_cpu_tests_without_the_helper() -> list[str]:
                 for n in ast.walk(d):
                     if isinstance(n, ast.Name) and n.id in consts:
                         cpus |= consts[n.id]
+            cpus = {c for c in cpus if c.startswith("{") or not KNOWN or c in KNOWN}  # a typo builds nothing
             if not cpus - BASELINES:
                 continue
             called = _calls(fn)
@@ -227,7 +230,8 @@ def test_the_suite_check_finds_a_test_that_calls_without_the_helper(tmp_path, mo
         "def test_calls(s, args, a, b):\n    autosched.build(s, args, target=T)(a, b)\n\n"
         "def test_guarded(s, args, a, b):\n    f = autosched.build(s, args, target=T)\n"
         "    if host_runs(T):\n        f(a, b)\n\n"
-        "def test_names_only():\n    assert T\n")
+        "def test_names_only():\n    assert T\n\n"
+        "def test_misspelt(s, args):\n    autosched.build(s, args, target='llvm -mcpu=skylake-avx513')\n")
     monkeypatch.setattr(sys.modules[__name__], "TESTS", tmp_path)
     assert _named_cpu_tests_without_the_helper() == ["test_fake.py::test_calls (skylake-avx512)"]
 
