@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -113,7 +114,7 @@ def test_each_bad_log_line_is_reported_once(env, tmp_path):
 def test_a_crash_of_the_run_leaves_no_process_behind(env, tmp_path):
     """The tuning process dies of SIGSEGV (native code crashing, as LLVM did on an unknown CPU) after the local
     Ray started: one line says so, exit 1, and no process of the command's session outlives it."""
-    psutil = pytest.importorskip("psutil")
+    pytest.importorskip("psutil")
     script = tmp_path / "crash.py"
     script.write_text(textwrap.dedent("""
         import os, signal, sys
@@ -136,19 +137,41 @@ def test_a_crash_of_the_run_leaves_no_process_behind(env, tmp_path):
     out, err = p.communicate(timeout=240)
     assert p.returncode == 1, err
     assert err.strip().splitlines()[-1].startswith("autosched tune: error: the run died of SIGSEGV"), err
-    sid = p.pid  # the command's session (start_new_session): every process it started stays in it
+    left = session_processes(p.pid)  # the command's session (start_new_session): all it started is in it
+    assert left == [], left
 
-    def left() -> list:
-        mine = []
-        for proc in psutil.process_iter(["pid"]):
-            try:
-                if os.getsid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
-                    mine.append(proc)
-            except (OSError, psutil.Error):
-                pass
-        return mine
 
-    assert left() == [], [(q.pid, q.name()) for q in left()]
+def session_processes(sid: int) -> list[tuple[int, str]]:
+    """The live processes of session ``sid``: (pid, name)."""
+    import psutil
+
+    mine = []
+    for proc in psutil.process_iter(["pid", "name"]):
+        try:
+            if os.getsid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
+                mine.append((proc.pid, proc.info["name"]))
+        except (OSError, psutil.Error):
+            pass
+    return mine
+
+
+def test_ctrl_c_on_a_ray_run_exits_130_and_leaves_no_process(env, tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group) on a run with its local Ray: the batch in flight is
+    committed, exit 130, and nothing the command started outlives it."""
+    pytest.importorskip("psutil")
+    p = subprocess.Popen([sys.executable, "-m", "autosched", "tune", *SMALL, "--trials", "400", "--batch-size", "4",
+                          "--no-compare", "--db", str(tmp_path / "i.db")], env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 200
+    while time.time() < deadline:
+        line = p.stderr.readline()
+        if line.startswith("[4/400]") or not line:
+            break
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=200)
+    assert p.returncode == 130, err
+    assert "Run the same command again to resume" in err and re.search(r"\d+ measured: \d+ kept", out), out
+    assert session_processes(p.pid) == []
 
 
 def test_the_cutoff_batch_is_not_called_unmeasurable():
