@@ -285,6 +285,8 @@ def test_db_list_and_best_name_the_tasks_held(env, tmp_path, one_run):
     rows = ls.stdout.splitlines()
     assert rows[0].split() == ["records", "ok", "best", "GFLOPS", "task", "(as", "flags)"]
     assert any(x.endswith("--workload matmul --param M=32 --param N=32 --param K=32") for x in rows), rows
+    tasks = [json.loads(x) for x in autosched(env, "db", "list", "--db", two, "--json").stdout.splitlines()]
+    assert sorted(t["params"]["M"] for t in tasks) == [32, 64] and all(t["records"] >= 4 for t in tasks)
     b = autosched(env, "db", "best", "--db", two)  # two tasks: which one? the miss lists them, exit 1
     assert b.returncode == 1 and "2 tasks" in b.stderr and "--param M=64" in b.stderr and "--param M=32" in b.stderr
     b = autosched(env, "db", "best", "--db", two, "--workload", "matmul", "--param", "M=32")  # enough to tell
