@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from autosched.isa import host_cpu, missing_features
+import autosched.isa as isa
 from autosched.measure.data import TaskData, _naive_outputs
 from autosched.measure.machine import LoadMeter, MeasureTurn, build_turn, holder
 from autosched.measure.result import BuildResult, ErrorKind, ResultFlag
@@ -598,10 +598,10 @@ class RunWorker:
         if data is None:
             return ErrorKind.UNKNOWN, f"no data for task {key} in this worker (send it first)"
         self._data.move_to_end(key)
-        missing = missing_features(data.features)
+        missing = isa.missing_features(data.features)
         if missing:  # the code would die of an illegal instruction: say why instead, for every candidate
             return ErrorKind.COMPILE_ERROR, (
-                f"this runner's CPU ({host_cpu()}) lacks {', '.join(missing)}, which code built for {data.cpu} "
+                f"this runner's CPU ({isa.host_cpu()}) lacks {', '.join(missing)}, which code built for {data.cpu} "
                 "uses: tune for this CPU (target 'llvm'), or run on a machine that has them")
         try:
             lib_path = self._library_path(path, artifact)

@@ -58,25 +58,7 @@ def rfactor_ops(stage: Any, axis: IterVar, factor_axis: int) -> tuple[ComputeOp,
     for ax in op.reduce_axis:
         if id(ax) in touched:
             ext[id(ax)] = ax.dom.extent
-    mult: dict[int, Expr] = {}
-    for rel in stage.relations:
-        if hasattr(rel, "fused"):
-            if id(rel.fused) in touched:
-                prod: Expr = IntImm(1)
-                for a in rel.axes:
-                    prod = simplify(prod * ext[id(a)])
-                ext[id(rel.fused)] = prod
-        elif id(rel.parent) in touched:
-            e = ext[id(rel.parent)]
-            if rel.factor is not None:
-                ext[id(rel.inner)] = IntImm(min(rel.factor, e.value)) if isinstance(e, IntImm) else IntImm(rel.factor)
-                ext[id(rel.outer)] = ceildiv(e, rel.factor)
-                mult[id(rel.parent)] = IntImm(rel.factor)
-            else:
-                inner = ceildiv(e, rel.nparts)
-                ext[id(rel.inner)] = inner
-                ext[id(rel.outer)] = IntImm(rel.nparts)
-                mult[id(rel.parent)] = inner
+    mult = _extents_down(stage, ext, touched)
     root = any(a is axis for a in op.reduce_axis)
     if root and not (isinstance(axis.dom.min, IntImm) and axis.dom.min.value == 0):
         raise ScheduleError(f"{where}: its range starts at {axis.dom.min}; rfactor needs a range from 0 "
@@ -142,6 +124,32 @@ def rfactor_ops(stage: Any, axis: IterVar, factor_axis: int) -> tuple[ComputeOp,
     return rf_op, repl
 
 
+def _extents_down(stage: Any, ext: dict[int, Expr], only: set[int] | None = None) -> dict[int, Expr]:
+    """Carry the loop extents in ``ext`` (root axes' to start) down the stage's splits and fuses, as lowering's
+    bound inference does, for the relations whose input is in ``only`` (all when None); returns each split
+    axis's multiplier of its outer loop (the inner extent)."""
+    mult: dict[int, Expr] = {}
+    for rel in stage.relations:
+        if hasattr(rel, "fused"):
+            if only is None or id(rel.fused) in only:
+                prod: Expr = IntImm(1)
+                for a in rel.axes:
+                    prod = simplify(prod * ext[id(a)])
+                ext[id(rel.fused)] = prod
+        elif only is None or id(rel.parent) in only:
+            e = ext[id(rel.parent)]
+            if rel.factor is not None:
+                ext[id(rel.inner)] = IntImm(min(rel.factor, e.value)) if isinstance(e, IntImm) else IntImm(rel.factor)
+                ext[id(rel.outer)] = ceildiv(e, rel.factor)
+                mult[id(rel.parent)] = IntImm(rel.factor)
+            else:
+                inner = ceildiv(e, rel.nparts)
+                ext[id(rel.inner)] = inner
+                ext[id(rel.outer)] = IntImm(rel.nparts)
+                mult[id(rel.parent)] = inner
+    return mult
+
+
 def relayout_cache(stage: Any, scope: str) -> tuple[ComputeOp, ComputeOp]:
     """``cache_write`` of a stage whose spatial axes were already split, fused or reordered (TVM's
     cache_write with relayout): the cache is laid out by the stage's current spatial loops (one dimension per
@@ -157,24 +165,7 @@ def relayout_cache(stage: Any, scope: str) -> tuple[ComputeOp, ComputeOp]:
             raise ScheduleError(f"{where}: its reduction axes are split or fused; a cache can be laid out only by "
                                 f"spatial loops (call cache_write before splitting the reduction)")
     ext: dict[int, Expr] = {id(a): a.dom.extent for a in op.axis}
-    mult: dict[int, Expr] = {}
-    for rel in stage.relations:  # extents down the relations
-        if hasattr(rel, "fused"):
-            prod: Expr = IntImm(1)
-            for a in rel.axes:
-                prod = simplify(prod * ext[id(a)])
-            ext[id(rel.fused)] = prod
-        else:
-            e = ext[id(rel.parent)]
-            if rel.factor is not None:
-                ext[id(rel.inner)] = IntImm(min(rel.factor, e.value)) if isinstance(e, IntImm) else IntImm(rel.factor)
-                ext[id(rel.outer)] = ceildiv(e, rel.factor)
-                mult[id(rel.parent)] = IntImm(rel.factor)
-            else:
-                inner = ceildiv(e, rel.nparts)
-                ext[id(rel.inner)] = inner
-                ext[id(rel.outer)] = IntImm(rel.nparts)
-                mult[id(rel.parent)] = inner
+    mult = _extents_down(stage, ext)
     leaves = [iv for iv in stage.leaf_iter_vars if iv.kind != "reduce"]
     new_axis = [IterVar(Range(0, ext[id(iv)]), Var(iv.name + ".c"), "spatial") for iv in leaves]
     # each root axis in the cache's loops (up the relations), with a guard for every uneven split

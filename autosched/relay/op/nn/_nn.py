@@ -271,10 +271,11 @@ def _logical_nchw(x: te.Tensor) -> tuple[int, int, int, int]:
     return s if len(s) == 4 else (s[0], s[1] * s[4], s[2], s[3])
 
 
-def _max_pool_compute(inputs, attrs, out_type):
-    (x,) = inputs
-    N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(_logical_nchw(x), attrs,
-                                                                               "nn.max_pool2d")
+def _pool_window(x: te.Tensor, attrs: dict, out_type, op_name: str, reduce, outside, name: str) -> tuple:
+    """The pooling window's reduction (``reduce``: te.max or te.sum) over the in-bounds taps, ``outside`` where a
+    tap falls in the padding; returns the compute and the window geometry."""
+    geometry = _pool_geometry(_logical_nchw(x), attrs, op_name)
+    N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = geometry
     rh = te.reduce_axis((0, KH), name="rh")
     rw = te.reduce_axis((0, KW), name="rw")
     at = _pool_index(x)
@@ -283,26 +284,20 @@ def _max_pool_compute(inputs, attrs, out_type):
         h = y * sh + rh * dh - pt
         w = xx * sw + rw * dw - pl
         inside = te.all(h >= 0, h < H, w >= 0, w < W)
-        return te.max(te.if_then_else(inside, at(n, c, h, w, rest), te.min_value(x.dtype)), axis=[rh, rw])
+        return reduce(te.if_then_else(inside, at(n, c, h, w, rest), outside), axis=[rh, rw])
 
-    return te.compute(out_type.shape, f, name="max_pool2d", tag="max_pool2d")
+    return te.compute(out_type.shape, f, name=name, tag=op_name.removeprefix("nn.")), geometry
+
+
+def _max_pool_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    return _pool_window(x, attrs, out_type, "nn.max_pool2d", te.max, te.min_value(x.dtype), "max_pool2d")[0]
 
 
 def _avg_pool_compute(inputs, attrs, out_type):
     (x,) = inputs
-    N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(_logical_nchw(x), attrs,
-                                                                               "nn.avg_pool2d")
-    rh = te.reduce_axis((0, KH), name="rh")
-    rw = te.reduce_axis((0, KW), name="rw")
-    at = _pool_index(x)
-
-    def f(n, c, y, xx, *rest):
-        h = y * sh + rh * dh - pt
-        w = xx * sw + rw * dw - pl
-        inside = te.all(h >= 0, h < H, w >= 0, w < W)
-        return te.sum(te.if_then_else(inside, at(n, c, h, w, rest), te.const(0.0, x.dtype)), axis=[rh, rw])
-
-    s = te.compute(out_type.shape, f, name="pool_sum", tag="avg_pool2d")
+    s, (N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW) = _pool_window(
+        x, attrs, out_type, "nn.avg_pool2d", te.sum, te.const(0.0, x.dtype), "pool_sum")
     if dh == 1 and dw == 1:
         lo_h, hi_h = (-pt, H + pb) if attrs["count_include_pad"] else (0, H)
         lo_w, hi_w = (-pl, W + pr) if attrs["count_include_pad"] else (0, W)
