@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 
 from autosched.errors import UnsupportedCPUError
+from autosched.target import Target, host_cpu_features, host_cpu_name, probe_assembly
 
 #: the features a module can be checked for, in the order they are reported
 CHECKED = ("sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "f16c", "bmi", "bmi2", "lzcnt",
@@ -142,20 +143,14 @@ def host_features() -> frozenset[str]:
     """This machine's instruction-set extensions in LLVM's names: as LLVM detects them where llvmlite is
     installed, else from ``/proc/cpuinfo`` (a deployed library needs no llvmlite)."""
     try:
-        from autosched.target import host_cpu_features
-    except ImportError:  # pragma: no cover - the package always ships target.py
-        return _cpuinfo_features()
-    try:
         return frozenset(f[1:] for f in host_cpu_features().split(",") if f.startswith("+"))
-    except ImportError:
+    except ImportError:  # llvmlite is not installed (target.py imports it on first use only)
         return _cpuinfo_features()
 
 
 def host_cpu() -> str:
     """A name of this machine's CPU for messages: LLVM's where llvmlite is installed, else the OS's."""
     try:
-        from autosched.target import host_cpu_name
-
         return host_cpu_name()
     except ImportError:
         try:
@@ -190,8 +185,6 @@ def check_runs_here(required: Iterable[str], cpu: str, what: str) -> None:
 def target_features(target: object) -> frozenset[str]:
     """The extensions that vector code built for an ``llvm`` target uses (LLVM's assembly of a wide vector
     multiply and an FMA for the target's CPU and features): whether this machine can run what it builds."""
-    from autosched.target import Target, probe_assembly
-
     t = Target(target)  # type: ignore[arg-type]
     return code_features(probe_assembly(t.mcpu, t.mattr))
 
