@@ -14,6 +14,7 @@ from autosched.errors import AutoschedError, CodegenError, LoweringError, Schedu
 from autosched.runtime import ndarray as nd
 from autosched.runtime.ndarray import Device, NDArray, cpu, cuda, device, gpu
 from autosched.runtime.registry import get_global_func, register_func
+from autosched.version import __version__
 from autosched.workloads import register_workload
 
 
@@ -58,9 +59,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'autosched' has no attribute {name!r}")
 
 
-__version__ = "0.1.0"
-
-
 def _apply_best(task, db_or_log=None, *, allow_other_cpus: bool = False):
     """Task.apply_best's records come from the database layer, imported on first use (SQLAlchemy stays
     unloaded until then); wired here, above both, so that tasks do not import the database."""
@@ -69,7 +67,7 @@ def _apply_best(task, db_or_log=None, *, allow_other_cpus: bool = False):
     return apply_best(task, db_or_log, allow_other_cpus=allow_other_cpus)
 
 
-from autosched import task as _task  # noqa: E402 - after __version__, which the task module does not need
+from autosched import task as _task  # noqa: E402 - wired to _apply_best, defined above
 
 _task.set_apply_best_source(_apply_best)
 

@@ -26,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "autosched"
 
 LAYERS: list[set[str]] = [
-    {"errors"},
+    {"errors", "version"},  # the error classes; the version string records and compile caches stamp
     {"container"},  # TVM's Map and Array: plain containers every layer may return
     {"target"},  # parsing targets and naming the host CPU: below the code generator and the database
     {"isa"},  # the instruction-set extensions code uses and the host has (no llvmlite needed at run time)
@@ -71,15 +71,27 @@ def _unit(path: Path) -> str:
     return rel.parts[0].removesuffix(".py")
 
 
+def _is_module(dotted: str) -> bool:
+    """Whether ``autosched.a.b`` names a module or package of the source tree (not a name defined in one)."""
+    rel = Path(*dotted.split(".")[1:]) if "." in dotted else Path()
+    return (ROOT / rel).is_dir() or (ROOT / rel).with_suffix(".py").exists()
+
+
 def _imports(path: Path) -> set[str]:
-    """The autosched top-level units ``path`` imports, anywhere in the file (and llvmlite, if it does)."""
+    """The autosched top-level units ``path`` imports, anywhere in the file (and llvmlite, if it does).
+    ``import autosched`` and ``from autosched import NAME`` of a name the facade defines (``lower``,
+    ``__version__``, ``Task``) count as 'facade'; ``from autosched import te`` imports the sub-package."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         names = []
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            if node.module == "autosched" and any(not _is_module(f"autosched.{a.name}") for a in node.names):
+                out.add("facade")
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
+            if "autosched" in names:
+                out.add("facade")
         for n in names:
             parts = n.split(".")
             if parts[0] == "llvmlite":
@@ -102,6 +114,11 @@ def _violations() -> dict[tuple[str, str], str]:
                 bad[(str(path.relative_to(ROOT)), dep)] = f"{unit} must not import {dep}"
                 continue
             if dep == "llvmlite":
+                continue
+            if dep == "facade":
+                bad[(str(path.relative_to(ROOT)), dep)] = ("imports the package facade (autosched/__init__), which "
+                                                           "only the command line may: import the module that "
+                                                           "defines the name")
                 continue
             if dep == "cli" or dep == "__main__":
                 bad[(str(path.relative_to(ROOT)), dep)] = "imports the command line"

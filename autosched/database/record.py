@@ -28,6 +28,7 @@ from typing import Any
 from autosched.result import ErrorKind, MeasureResult
 from autosched.target import host_cpu_name, llvm_version
 from autosched.te.trace import Trace
+from autosched.version import __version__
 
 #: Version of the JSON-lines record format (the ``"v"`` of each line). Bump it when a field changes meaning
 #: or a required field is added; readers accept every version up to theirs and name the newer ones.
@@ -52,8 +53,6 @@ class LogFormatError(ValueError):
 def producer_info() -> dict[str, str]:
     """The versions of autosched and LLVM in this process, and the host CPU (as :mod:`autosched.target` names
     them); 'unknown' where llvmlite is not installed (the runtime works without it)."""
-    from autosched import __version__
-
     try:
         llvm, host_cpu = llvm_version(), host_cpu_name() or "unknown"
     except ImportError:  # the runtime works without llvmlite: the record is still worth keeping

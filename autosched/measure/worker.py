@@ -46,6 +46,8 @@ import autosched.isa as isa
 from autosched.measure.data import TaskData, _naive_outputs
 from autosched.measure.machine import LoadMeter, MeasureTurn, build_turn, holder
 from autosched.measure.result import BuildResult, ErrorKind, ResultFlag
+from autosched.tir.lower import lower
+from autosched.version import __version__
 
 # ---------------------------------------------------------------------------
 # tasks and workloads across processes
@@ -165,9 +167,7 @@ ENTRY = "default_function"
 def _compiler_id(target: Any) -> str:
     import llvmlite
 
-    import autosched
-
-    return f"{target.key}|{target.mattr}|llvmlite {llvmlite.__version__}|autosched {autosched.__version__}"
+    return f"{target.key}|{target.mattr}|llvmlite {llvmlite.__version__}|autosched {__version__}"
 
 
 def compile_library(func: Any, target: Any, cache_dir: str) -> tuple[str, bool, list[str]]:
@@ -294,7 +294,6 @@ class BuildWorker:
         import llvmlite.binding  # noqa: F401
 
         import autosched.codegen.build  # noqa: F401
-        import autosched.tir.lower  # noqa: F401
 
     def build(self, shipment: Shipment, state: tuple, trace: Any) -> BuildResult:
         """Build one candidate; never while another autosched process on this machine times a kernel."""
@@ -322,9 +321,7 @@ class BuildWorker:
         except Exception as e:  # noqa: BLE001 - any failure to replay a step means the trace is invalid here
             return fail(ErrorKind.INVALID_SCHEDULE, e)
         try:
-            import autosched
-
-            func = autosched.lower(sch, args, name=ENTRY)
+            func = lower(sch, args, name=ENTRY)
         except ScheduleError as e:
             return fail(ErrorKind.INVALID_SCHEDULE, e)
         except Exception as e:  # noqa: BLE001
