@@ -161,7 +161,7 @@ def test_blocked_layouts_follow_the_target():
 
 @pytest.mark.parametrize("target", [AVX2, AVX512])
 def test_register_tiles_fit_the_registers(target):
-    from autosched.workloads.blocking import conv_tile, matmul_tile
+    from autosched.workloads.tile_sizes import conv_tile, matmul_tile
 
     cpu = Target(target).cpu
     with Target(target):

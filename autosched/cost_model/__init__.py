@@ -10,7 +10,7 @@ from autosched.cost_model.features import (
     feature_fingerprint,
 )
 from autosched.cost_model.model import CostModel, FeatureCache, RandomCostModel, XGBCostModel, normalised_throughput
-from autosched.cost_model.pretrained import load_pretrained, pretrained_info
+from autosched.cost_model.shipped import load_pretrained, pretrained_info
 
 __all__ = ["FEATURE_NAMES", "FEATURES_VERSION", "N_FEATURES", "extract", "extract_batch", "feature_fingerprint",
            "CostModel", "FeatureCache", "RandomCostModel", "XGBCostModel", "normalised_throughput",

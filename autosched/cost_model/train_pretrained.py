@@ -36,7 +36,7 @@ import numpy as np
 
 from autosched.cost_model.features import FEATURE_NAMES, FEATURES_VERSION, feature_fingerprint
 from autosched.cost_model.model import FeatureCache, _throughput, train_ranker, xgb_params
-from autosched.cost_model.pretrained import META_FILE, MODEL_FILE, RETRAIN, _loaded
+from autosched.cost_model.shipped import META_FILE, MODEL_FILE, RETRAIN, _loaded
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 NUM_ROUNDS = 80  # trees of the shipped model (about 3 KB each at depth 6)

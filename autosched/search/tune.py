@@ -88,7 +88,7 @@ def _make_space(task: Any, space: Any, policy_cls: type[SearchPolicy]) -> Any:
 
 def _make_model(cost_model: Any, policy_cls: type[SearchPolicy], seed: int, task: Any, db: Any) -> Any:
     from autosched.cost_model import RandomCostModel, XGBCostModel, load_pretrained
-    from autosched.cost_model.pretrained import suits
+    from autosched.cost_model.shipped import suits
 
     if cost_model is None:  # a new task starts from the shipped model; a resumed one from its own records
         if not policy_cls.uses_model:
@@ -104,7 +104,7 @@ def _make_model(cost_model: Any, policy_cls: type[SearchPolicy], seed: int, task
     if cost_model == "pretrained":  # the model shipped with autosched, trained on the shipped tuning logs
         return load_pretrained(seed)
     if cost_model == "transfer":  # XGBoost, first trained on the other tasks' records in the database
-        from autosched.cost_model.pretrain import pretrain
+        from autosched.cost_model.transfer import pretrain
 
         return pretrain(db, exclude=task, seed=seed)
     if cost_model == "random":

@@ -72,8 +72,8 @@ class ScheduleBlockedConv(SketchRule):
         return "blocked" in info or "blocked_done" in info
 
     def apply(self, ctx, st):
-        from autosched.workloads.blocking import MIN_ACCUMULATORS, conv_tile, cpu, lanes
         from autosched.workloads.cpu import _window_nest, blocked_conv_nest
+        from autosched.workloads.tile_sizes import MIN_ACCUMULATORS, conv_tile, cpu, lanes
 
         plan = ctx.info(st).get("blocked")
         if plan is None:
@@ -151,8 +151,8 @@ class ScheduleWinograd(SketchRule):
         return "winograd" in info or "winograd_done" in info
 
     def apply(self, ctx, st):
-        from autosched.workloads.blocking import MIN_ACCUMULATORS, conv_tile, cpu, lanes
         from autosched.workloads.cpu import winograd_nest
+        from autosched.workloads.tile_sizes import MIN_ACCUMULATORS, conv_tile, cpu, lanes
 
         if "winograd" not in ctx.info(st):
             return None  # a transform or the product: placed by the output's nest

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from autosched.space.config import divisors
 from autosched.space.template import register_template
-from autosched.workloads.blocking import cpu
-from autosched.workloads.blocking import divisor as _divisor
 from autosched.workloads.cpu import _lanes, _producer, _root_elementwise, blocked_conv_nest
+from autosched.workloads.tile_sizes import cpu
+from autosched.workloads.tile_sizes import divisor as _divisor
 
 
 @register_template("matmul", "llvm")

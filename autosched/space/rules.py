@@ -26,7 +26,7 @@ from autosched.space.sketch import SketchContext, SketchRule
 from autosched.te import expr as E
 from autosched.te.schedule import Stage
 from autosched.te.trace import Split
-from autosched.workloads.blocking import MIN_ACCUMULATORS
+from autosched.workloads.tile_sizes import MIN_ACCUMULATORS
 
 MAX_INNERMOST = 64  # Ansor's max_innermost_split_factor
 UNROLL_STEPS = (0, 16, 64, 512)  # Ansor's auto_unroll_max_step candidates on CPU

@@ -219,7 +219,7 @@ def _load_builtins() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from autosched.workloads import blocked, builtin, cpu  # noqa: F401
+        from autosched.workloads import blocked_layout, builtin, cpu  # noqa: F401
 
 
 __all__ = ["Workload", "register_workload", "register_schedule", "register_workload_source", "get_workload",

@@ -10,9 +10,9 @@ block, and the outermost loops fused and run in parallel.
 from __future__ import annotations
 
 from autosched.workloads import register_schedule
-from autosched.workloads.blocking import conv_tile, cpu, matmul_tile
-from autosched.workloads.blocking import divisor as _divisor
-from autosched.workloads.blocking import lanes as _lanes
+from autosched.workloads.tile_sizes import conv_tile, cpu, matmul_tile
+from autosched.workloads.tile_sizes import divisor as _divisor
+from autosched.workloads.tile_sizes import lanes as _lanes
 
 
 def _producer(tensor, name_contains: str):

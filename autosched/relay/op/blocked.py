@@ -7,7 +7,7 @@
 - ``nn.dense_pack`` (``nn.contrib_dense_pack``): weights [units/x, in, x].
 
 Pooling takes ``layout="NCHW16c"`` on the plain ops (``nn.max_pool2d``, ``nn.avg_pool2d``,
-``nn.global_avg_pool2d``). The computes are those of the blocked workloads (autosched/workloads/blocked.py);
+``nn.global_avg_pool2d``). The computes are those of the blocked workloads (autosched/workloads/blocked_layout.py);
 the default schedules are in autosched/relay/op/schedules.py.
 """
 
@@ -19,7 +19,7 @@ from autosched.relay.op import schedules
 from autosched.relay.op.common import _nargs, _pair, _same_dtype, _tensor, pad4
 from autosched.relay.op.nn._nn import _canon_spatial, channel_block_of
 from autosched.relay.op.op import INJECTIVE, OUT_ELEMWISE_FUSABLE, OpDef, register_op
-from autosched.workloads.blocked import (
+from autosched.workloads.blocked_layout import (
     conv2d_nchwc_compute,
     conv2d_winograd_nchwc_compute,
     dense_pack_compute,

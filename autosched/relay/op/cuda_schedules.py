@@ -17,7 +17,7 @@ from typing import Any
 
 from autosched import te
 from autosched.relay.op.schedules import _block_stage, compute_stages, inline_injective, is_reduction, shape_of
-from autosched.workloads.blocking import divisor
+from autosched.workloads.tile_sizes import divisor
 
 THREADS = 256  # threads per block of the one-thread-per-element default
 MAX_THREADS_X = 32  # output columns per block of conv2d (a warp's worth)

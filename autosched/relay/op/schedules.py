@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from autosched import te
-from autosched.workloads.blocking import conv_tile, divisor, lanes
 from autosched.workloads.cpu import (
     _root_elementwise,
     _window_nest,
@@ -24,6 +23,7 @@ from autosched.workloads.cpu import (
     weights_outweigh_input,
     winograd_nest,
 )
+from autosched.workloads.tile_sizes import conv_tile, divisor, lanes
 
 
 def shape_of(t: te.Tensor) -> tuple[int, ...]:
@@ -277,7 +277,7 @@ def gemm_tile(rows: int, col_blocks: int, block: int, k: int, dtype: str) -> tup
     """``(rows, blocks)`` of a packed GEMM's register tile: as many accumulators as the target's vector
     registers hold beside the broadcasts and weight loads, and a weight panel (blocks x k x block) small enough
     to stay in L2 while every row tile passes over it."""
-    from autosched.workloads.blocking import cpu
+    from autosched.workloads.tile_sizes import cpu
 
     per_block = max(1, block // lanes(dtype))
     budget = max(4, cpu().vector_registers - 4)

@@ -40,10 +40,10 @@ from autosched.relay.ir.type_infer import infer_type
 from autosched.relay.op.common import _pair, pad4
 from autosched.relay.transform.transform import Pass, PassContext, _map_functions
 from autosched.target import Target
-from autosched.workloads.blocked import winograd_weight
-from autosched.workloads.blocking import channel_block, lanes
+from autosched.workloads.blocked_layout import winograd_weight
 from autosched.workloads.cpu import winograd_tile
 from autosched.workloads.reference import oihw_to_blocked
+from autosched.workloads.tile_sizes import channel_block, lanes
 
 
 def _block_for(channels: int) -> int:

@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 import autosched
-from autosched.cost_model import XGBCostModel, features, load_pretrained, pretrained_info
-from autosched.cost_model import pretrained as shipped
+from autosched.cost_model import XGBCostModel, features, load_pretrained, pretrained_info, shipped
 from autosched.cost_model.model import BASE_CHECK_RECORDS
 from autosched.database import Database
 from autosched.measure import MeasureInput, MeasureResult
@@ -45,7 +44,7 @@ def _candidates(n: int, seed: int = 0) -> list[MeasureInput]:
 @pytest.mark.subprocess
 def test_importing_autosched_does_not_load_the_model():
     code = ("import sys, autosched, autosched.cost_model as cm; autosched.tune; "
-            "print(len(cm.pretrained._loaded), 'xgboost' in sys.modules)")
+            "print(len(cm.shipped._loaded), 'xgboost' in sys.modules)")
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split() == ["0", "False"]

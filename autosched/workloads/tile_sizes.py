@@ -1,4 +1,5 @@
-"""Block sizes of CPU schedules, derived from the target's description (:attr:`Target.cpu`).
+"""Tile and block sizes of CPU schedules, derived from the target's description (:attr:`Target.cpu`). (The
+workloads in blocked channel layouts are :mod:`autosched.workloads.blocked_layout`.)
 
 Every default schedule, expert schedule and template sizes its register tiles and channel blocks here, from
 the current target (``with target:``; :meth:`Target.current`), so nothing assumes one ISA: an AVX-512 CPU

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import autosched
-from autosched.cost_model.pretrain import pretrain
+from autosched.cost_model.transfer import pretrain
 from autosched.database import Database
 from autosched.measure import MeasureInput, Measurer
 

@@ -3,7 +3,7 @@ MLAS and TVM's x86 ``conv2d_NCHWc``: a block of channels is the innermost dimens
 same pixel of ``x`` channels. A convolution then broadcasts one input value into a whole vector of output
 channels (no gathers), and weights are packed once, ahead of time, in the order the kernel reads them.
 
-Block sizes left at 0 are the target's (one native vector, :func:`autosched.workloads.blocking.channel_block`),
+Block sizes left at 0 are the target's (one native vector, :func:`autosched.workloads.tile_sizes.channel_block`),
 filled in when the Task is made, so a task's arguments always say the layout built. ``ic_block=1`` reads plain
 NCHW data (NCHW1c): the 3-channel stem of a classifier reads its input directly.
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from autosched import te
 from autosched.workloads import register_workload
-from autosched.workloads.blocking import channel_block
+from autosched.workloads.tile_sizes import channel_block
 
 
 def _out_size(n: int, k: int, stride: int, pad: int) -> int:

@@ -1,4 +1,5 @@
-"""The cost model shipped with autosched: an XGBoost ranker trained on the shipped tuning logs.
+"""The cost model shipped with autosched: an XGBoost ranker trained on the shipped tuning logs (one trained at
+tuning time on a database's other tasks is :mod:`autosched.cost_model.transfer`).
 
 It is package data (``autosched/cost_model/data/pretrained.ubj`` and ``pretrained.json``), read on first use
 with :mod:`importlib.resources`: no network, no training, nothing at import. A new task with no records of

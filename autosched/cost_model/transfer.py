@@ -4,7 +4,7 @@ Features come from the lowered loop IR, not from a workload's knobs, so what the
 workloads (vector widths, reuse, parallel extents, ...) carries over; the ranking objective groups rows
 per workload, so tasks of very different speeds do not confuse each other. ``tune(..., cost_model=
 "transfer")`` starts its search from such a model (``"pretrained"`` is the model shipped with autosched,
-trained on the shipped logs: :mod:`autosched.cost_model.pretrained`).
+trained on the shipped logs: :mod:`autosched.cost_model.shipped`).
 """
 
 from __future__ import annotations
