@@ -62,7 +62,7 @@ def optimize(mod: IRModule | Function, params: dict[str, Any] | None = None) -> 
     return seq(IRModule({**mod.functions, "main": main}))  # external functions stay as partitioned
 
 
-def _tasks_of(main: Function, target: Any) -> list[tuple[Call, str, Any]]:
+def _tasks_of(main: Function, target: Target) -> list[tuple[Call, str, Any]]:
     """``(call, description, Task)`` of every kernel call of a fused main function, in execution order."""
     out = []
     seen: dict[str, Any] = {}
@@ -94,7 +94,8 @@ def extract_tasks(mod: IRModule | Function, params: dict[str, Any] | None = None
     ``task.weight`` = how many times the model runs that kernel. Tune them with
     ``autosched.tune_tasks(tasks, [t.weight for t in tasks])``. Calls of external functions (PartitionGraph)
     are not tasks; ``tasks.external`` and the log say how many went to each external compiler."""
-    with T.PassContext.current(), Target(target):
+    target = Target(target)  # parsed once: every task and pass below shares it
+    with T.PassContext.current(), target:
         fused = optimize(mod, params)
     external: dict[str, int] = {}
     for node in post_order(fused["main"].body):
@@ -143,9 +144,9 @@ def _schedule(task: Any, use_records: bool) -> tuple[Any, list, Any]:
 class _GraphBuilder:
     """Turns a fused main function into the executor's graph JSON, the kernels and the parameters."""
 
-    def __init__(self, main: Function, target: Any, use_records: bool):
+    def __init__(self, main: Function, target: Target | str, use_records: bool):
         self.main = main
-        self.target = target
+        self.target = Target(target)  # (a copy when given a Target: nothing parsed)
         self.use_records = use_records
         self.nodes: list[dict] = []
         self.shapes: list[list[int]] = []
@@ -298,13 +299,13 @@ class BuildResult(tuple):
     summary: str
 
 
-def _build_fused(fused: IRModule, target: Any, use_records: bool) -> tuple[str, Any, dict, _GraphBuilder]:
+def _build_fused(fused: IRModule, target: Target, use_records: bool) -> tuple[str, Any, dict, _GraphBuilder]:
     from autosched.codegen.build import build_many  # llvmlite, needed only to compile
 
     gb = _GraphBuilder(fused["main"], target, use_records)
     graph_json = gb.run()
     ext = [m for _, m in gb.external.values()]
-    if ext and Target(target).kind == "cuda":
+    if ext and target.kind == "cuda":
         raise RelayError(f"relay.build: functions partitioned for external compilers "
                          f"({', '.join(sorted({c for c, _ in gb.external.values()}))}) run on the CPU, and a cuda "
                          f"graph runs on the GPU: build for llvm, or do not partition the graph")
@@ -321,7 +322,8 @@ def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any]
     ``autosched.apply_history_best(db)`` each kernel uses its best record when one matches, else its default
     schedule; the build ends with one line (logger ``autosched.relay.summary``, WARNING when a kernel is untuned)
     saying how many kernels were tuned, and which CPUs the records are for when not this one."""
-    with Target(target):  # AlterOpLayout sizes the layouts for it
+    target = Target(target)  # parsed once, here; the passes, the tasks, codegen and the summary share it
+    with target:  # AlterOpLayout sizes the layouts for it
         fused = optimize(mod, params)
     graph_json, lib, out_params, gb = _build_fused(fused, target, use_records=True)
     kernels = [{"name": n, "workload_key": t.workload_key, "task": t, "tuned": r is not None,
@@ -339,7 +341,7 @@ def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any]
     return res
 
 
-def build_summary(kernels: list[dict], built: dict, target: Any) -> tuple[str, bool]:
+def build_summary(kernels: list[dict], built: dict, target: Target | str) -> tuple[str, bool]:
     """The one line that ends a build, and whether it deserves a WARNING: how many kernels were tuned; which
     use records of another CPU (``allow_other_cpus``) or have records for other CPUs only, with the command
     that tunes for this one. A kernel on its default schedule is the untuned speed, so it is worth a warning."""
@@ -348,7 +350,9 @@ def build_summary(kernels: list[dict], built: dict, target: Any) -> tuple[str, b
         from autosched.database.apply import current_contexts
 
         contexts = current_contexts()
-    here = next((k["task"].target.key for k in kernels if k.get("task") is not None), Target(target).key)
+    here = next((k["task"].target.key for k in kernels if k.get("task") is not None), None)
+    if here is None:
+        here = (target if isinstance(target, Target) else Target(target)).key
     n_ext = sum(1 for k in kernels if k.get("external"))
     n = len(kernels) - n_ext
     tuned = sum(k["tuned"] for k in kernels)
