@@ -32,14 +32,12 @@ candidate's vector is fixed-length (``FEATURE_NAMES``):
   ``a{k}_write``            1 for the store itself
   ========================= ==========================================================
 
-Extraction walks the IR once per candidate: about 0.25 ms for a 512^3 matmul
-candidate and 0.45 ms for a default conv2d one (``benchmarks/bench_features.py``
-on a 2-core development machine; 1.6 and 2.9 ms before the walk was tightened).
+Extraction walks the IR once per candidate (``benchmarks/bench_features.py`` times it).
 Lowering the candidate first costs more, so callers cache by trace (``FeatureCache``): the
 XGBoost model lowers each candidate it scores once, and without loop partitioning
 (``lower(..., partition=False)``): partitioning copies loop bodies for boundary iterations, which
-made lowering 4-16x slower on the candidates it multiplies, while the model ranked as well without
-it (Kendall tau 0.472 vs 0.465 on 500 held-out conv2d records, 20 random splits, 2026-11-25).
+made lowering several times slower on the candidates it multiplies, while the model ranked as well without
+it. The figures: docs/measured_choices.md.
 """
 
 from __future__ import annotations

@@ -251,9 +251,8 @@ class XGBCostModel(CostModel):
     def _check_base(self, x: np.ndarray, y: np.ndarray, groups: list[str]) -> None:
         """Drop the base model when it ranks the records it has not seen, the tasks' own, no better than
         ``BASE_MIN_TAU`` (Kendall's tau, averaged over tasks with ``BASE_CHECK_RECORDS`` records or more): trees
-        on top of a base that orders a task's kernels backwards learn slower than a cold model (on conv2d the
-        shipped model's Spearman was -0.11, and 64-trial runs that kept it reached 180 GFLOPS median against
-        205 from a cold model)."""
+        on top of a base that orders a task's kernels backwards learn slower than a cold model (the figures:
+        docs/search.md, "Which cost model")."""
         if self.base is None:
             return
         import xgboost as xgb

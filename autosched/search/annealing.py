@@ -10,7 +10,7 @@ of the rest restart at the fastest measured kernels, so some walks always search
 The batch is picked for diversity among the ``diversity * n`` best-scored (:meth:`TuneContext.diverse`). A
 fraction ``eps`` of each batch is random samples (exploration), and so is the whole batch until the model
 has learned from a first one. A batch scores ``scout + parallel_size * (n_iter + 1)`` candidates (each
-lowered once for its features, ~5 ms for conv2d).
+lowered once for its features: what the search costs, docs/measured_choices.md).
 """
 
 from __future__ import annotations

@@ -13,14 +13,13 @@ task's first batch, picked by a model trained elsewhere (the shipped one), is ha
 
 ``build_factor`` > 0 (off by default): once the model has timed some builds, the candidates it expects to
 take ``build_factor`` times longer to build than the task's fastest kernels did go to the back of the
-ranking (``TuneContext.affordable``). In a first trial on conv2d (2 cores, 64 trials, 2 seeds) a factor of 3
-halved a run's build time but its search found slower kernels: not the default until measured further.
+ranking (``TuneContext.affordable``). It saves build time, but in a first trial its search found slower
+kernels: not the default until measured further.
 
 Cost: a batch scores about ``scout + population * (generations + 1)`` candidates, each lowered once for
-its features (~4 ms in Python for conv2d), so the defaults keep the search to a fraction of the time the
-batch takes to measure; raise them when measuring is slow (big kernels, GPUs). A scout of 128 rather than
-256 took a 64-trial conv2d run 4 s less (Zen 4, 2 cores) and its best was no slower (median of 5 seeds 185
-vs 174 GFLOPS: within the seeds' spread).
+its features, so the defaults keep the search to a fraction of the time the batch takes to measure; raise
+them when measuring is slow (big kernels, GPUs). ``scout`` is 128, not 256: the search costs less and its
+best was no slower. The figures behind these choices: docs/measured_choices.md.
 """
 
 from __future__ import annotations

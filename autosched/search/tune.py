@@ -117,7 +117,7 @@ def _make_model(cost_model: Any, policy_cls: type[SearchPolicy], seed: int, task
 
 def _warm_subset(inputs: list, results: list, limit: int) -> tuple[list, list]:
     """At most ``limit`` records to train on: the fastest half and the most recent of the others (the model
-    lowers every candidate it learns from, ~10 ms each, so thousands of stored records would be slow)."""
+    lowers every candidate it learns from, so thousands of stored records would be slow)."""
     if len(inputs) <= limit:
         return inputs, results
     by_cost = sorted(range(len(inputs)), key=lambda i: results[i].cost)

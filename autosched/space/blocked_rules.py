@@ -97,7 +97,8 @@ class ScheduleBlockedConv(SketchRule):
         b, r, p = ctx.decide(f"register_tile/{key}", tiles, kind="tile",
                              weights=[8.0 if t == default else (t[0] * t[1] * t[2]) ** 0.5 for t in tiles])
         ib = int(acc.op.reduce_axis[3].dom.extent.value)
-        # the channel block unrolled by 4 at most: fully unrolled (16) it compiled 6x slower and ran no faster
+        # the channel block unrolled by 4 at most: fully unrolled it compiled much slower and ran no faster
+        # (docs/measured_choices.md)
         unroll_ib = ctx.decide(f"unroll_ib/{key}", sorted({min(ib, 4), 1}, reverse=True), kind="unroll")
         rows_outer = ctx.decide(f"rows_outer/{key}", (True, False), kind="parallel")
         unroll_kw = ctx.decide(f"unroll_kw/{key}", (False, True), kind="unroll", weights=(3.0, 1.0))

@@ -30,8 +30,8 @@ from autosched.workloads.tile_sizes import MIN_ACCUMULATORS
 
 MAX_INNERMOST = 64  # Ansor's max_innermost_split_factor
 UNROLL_STEPS = (0, 16, 64, 512)  # Ansor's auto_unroll_max_step candidates on CPU
-# drawn unevenly: on conv2d (2 x 96 random samples) 16 and 64 gave the fastest kernels; 512 took 3-5x as long
-# to build, for kernels slower in the median; 0 left the register block in memory
+# drawn unevenly: 16 and 64 gave the fastest kernels; 512 built much slower, for kernels slower in the median;
+# 0 left the register block in memory (docs/measured_choices.md)
 UNROLL_WEIGHTS = (1.0, 2.0, 2.0, 0.5)
 SSRSRS = ("S0", "S1", "R0", "S2", "R1", "S3")
 MAX_LOCATIONS = 16
@@ -47,14 +47,14 @@ def tile_candidates(n: int, levels: int, vector: bool, lanes: int, registers: in
     that have it: otherwise a tile with many outer factorizations (1 has the most) would be drawn for its count,
     not its merit. The innermost level of the vectorized axis prefers lanes well filled: a full vector
     (``lanes``), half of one, or several vectors at least three-quarters full; a tile under a quarter of a vector
-    is nearly scalar code (on conv2d such samples ran under 55 GFLOPS where the best ran at 220) and is drawn
+    is nearly scalar code (a fraction of the best kernels' speed: docs/measured_choices.md) and is drawn
     rarely. Elsewhere small innermost tiles (register blocks) are preferred: up to a quarter of the target's
     vector ``registers``, but not 1; on the vectorized axis, a block of fewer than ``MIN_ACCUMULATORS`` vectors
     is sampled less.
     ``block``, for a spatial axis, is the product of the innermost tiles of the axes before it, already decided:
     together they are the register block of accumulators, which must fit the registers beside two operands
-    (a block that spills keeps every accumulator in memory: on conv2d such kernels ran at a fifth of the
-    others' speed and took ten times as long to compile). None: no such limit (a reduction axis).
+    (a block that spills keeps every accumulator in memory: such kernels run far slower and take far longer
+    to compile). None: no such limit (a reduction axis).
     """
     cands = tuple(c for c in factorizations(n, levels) if c[-1] <= MAX_INNERMOST)
     if block is not None:
@@ -179,8 +179,7 @@ class InlineElementwise(SketchRule):
 
     Inlining is drawn three times in four, except for a guarded stage (a ``select``, as padding is) read by a
     reduction with data reuse (one that is tiled): inlined, its guard lands in the reduction's innermost loops,
-    so it is kept three times in four (on conv2d, inlined padding gave kernels at two-thirds of the speed that
-    took twice as long to build)."""
+    so it is kept three times in four (inlined there, it gave slower kernels that took longer to build)."""
 
     name = "inline"
     phase = "prepare"

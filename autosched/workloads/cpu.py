@@ -313,7 +313,7 @@ def _prod(xs) -> int:
 def place_padding(sch, pad, stride: int, dtype: str) -> None:
     """The padded input of a blocked convolution: read in place (its guards partitioned away: the interior of
     the image runs guard-free, the edge tiles with their guards folded), or for a strided convolution copied
-    once at the root (measured here: in place 3-30% faster at stride 1, 12% slower at stride 2)."""
+    once at the root, where reading in place measured slower (docs/measured_choices.md)."""
     if pad is None:
         return
     if stride > 1:
@@ -349,7 +349,7 @@ def depthwise_conv2d_nchwc_cpu(sch, tensors, N, C, H, W, KH, KW, stride, padding
     """Blocked depthwise convolution: channels in lanes, a run of output pixels accumulated in registers with
     the window outside it (each weight vector loaded once per run), channel blocks and rows in parallel. The
     padding is read in place (its guards partitioned away): a padded copy would double the memory traffic
-    of this memory-bound kernel (measured 3x slower)."""
+    of this memory-bound kernel (docs/measured_choices.md)."""
     data, weight, out = tensors
     pad = _producer(out, "pad")
     if pad is not None:

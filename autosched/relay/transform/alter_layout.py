@@ -53,18 +53,18 @@ def _block_for(channels: int) -> int:
 def _worth_blocking(channels: int) -> bool:
     """Whether ``channels`` divide into blocks of at least 8 floats (a whole AVX2 vector, half an AVX-512
     one): 116 channels would give blocks of 4, quarter vectors, and the split, shuffled and concatenated
-    tensors of such models (ShuffleNet) would pay a layout transform at every step (measured: 3x slower than
-    staying in NCHW), as onnxruntime's NCHWc transformer also leaves such layers alone."""
+    tensors of such models (ShuffleNet) would pay a layout transform at every step (slower than staying in
+    NCHW: docs/measured_choices.md), as onnxruntime's NCHWc transformer also leaves such layers alone."""
     return _block_for(channels) >= min(8, lanes())
 
 
 def _winograd_tile(node: Call, w: np.ndarray) -> int | None:
     """F(m, 3)'s m for a 3x3 stride-1 convolution that Winograd's algorithm makes faster (the PassContext
-    option ``relay.winograd`` = False turns it off), else None. Measured on blocked layouts here: 2x faster
-    than the direct kernel at 56x56x64, 1.7x at 14x14x256; with few channels the transforms cost more than
-    they save. Images under 8x8 outputs (F(2, 3)) stay direct: alone, with its filters in cache, F(2, 3) at
-    7x7x512 is 15% faster, but in a model its transformed filters (1.8x the bytes) stream from memory and
-    ResNet-18 ran 0.8 ms slower (8.5 against 7.7 ms on a Sapphire Rapids-class Xeon, 2 threads)."""
+    option ``relay.winograd`` = False turns it off), else None: with enough channels it does a quarter of the
+    multiplications, and with few channels the transforms cost more than they save. Images under 8x8 outputs
+    (F(2, 3)) stay direct: alone, with its filters in cache, F(2, 3) is faster, but in a model its
+    transformed filters (more bytes than the direct ones) stream from memory and the model runs slower. The
+    figures: docs/relay.md, "Layouts"."""
     if not PassContext.current().config.get("relay.winograd", True):
         return None
     if w.shape[2:] != (3, 3) or int(node.attrs["groups"]) != 1 or _pair(node.attrs["strides"], "", "") != (1, 1):
