@@ -34,12 +34,13 @@ from collections.abc import Sequence
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from autosched.codegen.llvm import I32, I64, VOID, CodeGenLLVM, ltype
+from autosched.codegen.llvm import I32, I64, VOID, CodeGenLLVM, flat_index, ltype
+from autosched.codegen.vectorize import vector_blocker
 from autosched.errors import CodegenError, ScheduleError
 from autosched.te import expr as E
-from autosched.te.expr import IntImm
+from autosched.te.expr import DTYPE_BYTES, IntImm
 from autosched.tir import stmt as S
-from autosched.tir.arith import skey
+from autosched.tir.arith import linear, simplify, skey
 from autosched.tir.gpu import Launch
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -110,11 +111,27 @@ class CodeGenNVPTX(CodeGenLLVM):
             raise ScheduleError(f"loop '{s.var.name}' is parallel inside a GPU kernel; bind it to a block or "
                                 f"thread index instead")
         if s.kind == "vectorized":
+            if _wide_access_loop(s):
+                self._vector_for(s)  # chunks of 128 bits: ld/st.v4 where aligned, the arithmetic per lane
+                return
             if isinstance(s.extent, IntImm) and s.extent.value <= VECTOR_UNROLL_LIMIT:
                 s = S.For(s.var, s.extent, "unrolled", s.body)
             else:
                 s = S.For(s.var, s.extent, "serial", s.body)
         super()._s_For(s)
+
+    def vector_align(self, buf: S.Buffer, base: E.Expr, lanes: int) -> int:
+        """A GPU loads 64 or 128 bits in one instruction only from an address aligned to that size: claim it
+        where the first element's index is a multiple of ``lanes`` (every term of its linear form is), as
+        device buffers (cuMemAlloc: 256 bytes), shared arrays and register arrays (16 bytes) start aligned."""
+        size = DTYPE_BYTES[buf.dtype]
+        width = size * lanes
+        if width not in (8, 16) or buf.base is not None:
+            return size
+        lin = linear(simplify(base))
+        if lin.const % lanes or any(c % lanes for c, _ in lin.terms.values()):
+            return size
+        return width
 
     # ------------------------------------------------------------ memory
     def _s_Allocate(self, s: S.Allocate):
@@ -170,6 +187,44 @@ class CodeGenNVPTX(CodeGenLLVM):
             one = ir.Constant(F32, 1.0)
             return b.fdiv(b.fsub(t, one), b.fadd(t, one))
         raise CodegenError(f"intrinsic {e.name} is not available on the cuda target")
+
+
+def _wide_access_loop(s: S.For) -> bool:
+    """Whether a vectorized loop is emitted as vectors: a constant extent of whole 64- or 128-bit chunks, no
+    call in its body (the GPU's math is scalar inline assembly), no guard, and a body the vector emitter can
+    express. Anything else is unrolled, a thread being scalar."""
+    if not isinstance(s.extent, IntImm) or s.extent.value not in (2, 4, 8, 16):
+        return False
+    dtypes = {x.buffer.dtype for x in S.walk_stmts(s.body) if isinstance(x, S.BufferStore)}
+    if not dtypes or any(DTYPE_BYTES[d] != 4 for d in dtypes):
+        return False
+    if any(isinstance(x, S.IfThenElse) for x in S.walk_stmts(s.body)) or any(
+            isinstance(n, (E.Call, E.Select)) for e in _body_exprs(s.body) for n in E.walk(e)):
+        return False  # a guarded (masked) access has no vector form in shared memory: per lane, unrolled
+    return vector_blocker(s.body, s.var) is None and all(_unit_or_no_stride(a, s.var) for a in _accesses(s.body))
+
+
+def _accesses(body: S.Stmt) -> list[S.BufferLoad | S.BufferStore]:
+    stores = [x for x in S.walk_stmts(body) if isinstance(x, S.BufferStore)]
+    loads = [n for e in _body_exprs(body) for n in E.walk(e) if isinstance(n, S.BufferLoad)]
+    return [*stores, *loads]
+
+
+def _unit_or_no_stride(access: S.BufferLoad | S.BufferStore, var: E.Var) -> bool:
+    """Whether the lanes of ``var`` read or write consecutive elements, or one element: a vector load, a
+    store or a broadcast. A gather would build generic pointers out of shared-memory addresses."""
+    lin = linear(simplify(flat_index(access.buffer, access.indices)))
+    for c, atom in lin.terms.values():
+        if atom is var:
+            if c not in (0, 1):
+                return False
+        elif var in E.free_vars(atom):
+            return False
+    return True
+
+
+def _body_exprs(s: S.Stmt) -> list[E.Expr]:
+    return [e for x in S.walk_stmts(s) for e in S.stmt_exprs(x)]
 
 
 def generate_ptx_ir(funcs: list[S.PrimFunc], name: str | None = None) -> str:

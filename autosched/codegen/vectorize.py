@@ -280,7 +280,7 @@ class VectorEmitter:
             base_v = self.scalar(base, index=True)
             ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [base_v], inbounds=True, source_etype=mt)
             if self.mask is None:
-                v = self.b.load(ptr, typ=vt, align=DTYPE_BYTES[buf.dtype])
+                v = self.b.load(ptr, typ=vt, align=self.cg.vector_align(buf, base, self.lanes))
             else:
                 fn = self.cg._decl(f"llvm.masked.load.{ops.type_suffix(vt)}.p0", vt,
                                    [PTR, I32, self.vtype(I1), vt])
@@ -321,7 +321,7 @@ class VectorEmitter:
             base_v = self.scalar(base, index=True)
             ptr = self.cg.b.gep(self.cg.cur.bufs[buf], [base_v], inbounds=True, source_etype=mt)
             if self.mask is None:
-                self.b.store(val, ptr, align=DTYPE_BYTES[buf.dtype])
+                self.b.store(val, ptr, align=self.cg.vector_align(buf, base, self.lanes))
                 return
             fn = self.cg._decl(f"llvm.masked.store.{ops.type_suffix(vt)}.p0", ir.VoidType(),
                                [vt, PTR, I32, self.vtype(I1)])

@@ -43,6 +43,7 @@ THREADS = (32, 64, 128, 256, 512)  # threads per block of the default rule
 PER_THREAD = (1, 2, 4)
 MAX_THREADS = 1024
 COALESCED_RUN = 8  # threads storing consecutive floats: one 32-byte memory sector
+VECTOR_WIDTHS = (1, 2, 4)  # float32 elements of one 32-, 64- or 128-bit access (ld/st.v2, .v4)
 
 
 @lru_cache(maxsize=2048)
@@ -55,11 +56,12 @@ def gpu_tile_candidates(n: int) -> tuple[tuple, tuple]:
 
 
 def coalescing(cands: tuple, weights: tuple, n: int) -> tuple[tuple, tuple]:
-    """The tilings of an output's innermost axis (extent ``n``) under which a warp's stores are coalesced:
-    no per-thread tile (consecutive threads, consecutive addresses), and at least 8 threads along it (a
-    32-byte sector of floats) where ``n`` has such a factor."""
-    keep = [(c, w) for c, w in zip(cands, weights) if c[2] == 1]
-    wide = [(c, w) for c, w in keep if c[1] >= min(COALESCED_RUN, n)]
+    """The tilings of an output's innermost axis (extent ``n``) under which a warp's stores are coalesced: a
+    per-thread tile of 1, 2 or 4 consecutive elements stored as one vector (consecutive threads, consecutive
+    vectors), and at least 8 threads along it (a 32-byte sector of floats) where ``n`` has such a factor.
+    A tile of 4 (a 128-bit store, and a register tile a column wider) is preferred."""
+    keep = [(c, w * (2.0 if c[2] == 4 else 1.0)) for c, w in zip(cands, weights) if c[2] in VECTOR_WIDTHS]
+    wide = [(c, w) for c, w in keep if c[1] >= min(COALESCED_RUN, n // c[2])]
     cs, ws = zip(*(wide or keep))
     return cs, ws
 
@@ -124,10 +126,10 @@ class GPUTile(SketchRule):
         org = ctx.origin(local)
         tiles = []
         extents = static_extents(st.op.axis)
-        inner = max((i for i, n in enumerate(extents) if n > 1), default=len(extents) - 1)  # where rows run
+        row = max((i for i, n in enumerate(extents) if n > 1), default=len(extents) - 1)  # where rows run
         for i, n in enumerate(extents):
             cands, w = gpu_tile_candidates(n)
-            if i == inner:
+            if i == row:
                 cands, w = coalescing(cands, w, n)
             tiles.append(ctx.decide(f"tile/{org}/s{i}", cands, kind="tile", weights=w, hint=split_hint(0)))
         threads = math.prod(t[1] for t in tiles)
@@ -145,8 +147,11 @@ class GPUTile(SketchRule):
         tx = st.fuse(*levels[1]) if len(levels[1]) > 1 else levels[1][0]
         st.bind(bx, "blockIdx.x")
         st.bind(tx, "threadIdx.x")
-        for loop in levels[2]:
-            st.unroll(loop)
+        for k, loop in enumerate(levels[2]):
+            if k == row and tiles[k][2] > 1:
+                st.vectorize(loop)  # a thread's consecutive outputs: one 64/128-bit store
+            else:
+                st.unroll(loop)
         local.compute_at(st, tx)
         # the local stage: outer reduction loops, inner reduction loops, then its register tile
         ext: dict = {}
@@ -179,9 +184,26 @@ class GPUTile(SketchRule):
             ctx.sch.cache_read(t, "shared", [local.op.output(0)])
             cache = next(s for s in ctx.sch.stages if id(s) not in before)
             cache.compute_at(local, at)
-            fused = cache.fuse(*cache.op.axis) if len(cache.op.axis) > 1 else cache.op.axis[0]
-            _, tx = cache.split(fused, factor=threads)
-            cache.bind(tx, "threadIdx.x")
+            cooperative_fetch(ctx, cache, threads, f"vector/{org}/{k}")
+
+
+
+def cooperative_fetch(ctx: SketchContext, cache: Stage, threads: int, name: str) -> None:
+    """A shared copy filled by all the block's threads: its innermost axis in vectors of the decided width
+    (64/128-bit global loads where the tile's rows allow), the rest fused and spread over threadIdx.x, so
+    consecutive threads fetch consecutive vectors."""
+    n = const_int(cache.op.axis[-1].dom.extent)
+    widths = tuple(w for w in VECTOR_WIDTHS if n is not None and n % w == 0) or (1,)
+    width = ctx.decide(name, widths, kind="vectorize", weights=(1.0, 1.0, 2.0)[:len(widths)])
+    axes = list(cache.op.axis)
+    vec = None
+    if width > 1:
+        axes[-1], vec = cache.split(axes[-1], factor=width)
+    fused = cache.fuse(*axes) if len(axes) > 1 else axes[0]
+    _, tx = cache.split(fused, factor=threads)
+    cache.bind(tx, "threadIdx.x")
+    if vec is not None:
+        cache.vectorize(vec)
 
 
 class GPUDefault(SketchRule):

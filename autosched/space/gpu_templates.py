@@ -1,4 +1,4 @@
-"""GPU templates (target kind ``cuda``): blocks and threads with ``bind``, a register tile per thread.
+"""GPU templates (target kind ``cuda``): blocks and threads with ``bind``, a 2-D register tile per thread.
 
 They follow TVM's classic CUDA schedules: the output split into (block,
 thread, inner) tiles bound to ``blockIdx``/``threadIdx``, a ``local``
@@ -16,7 +16,7 @@ consecutive addresses; a thread's register tile spans the other axes.
 from __future__ import annotations
 
 from autosched.space.config import factorizations
-from autosched.space.gpu_rules import COALESCED_RUN
+from autosched.space.gpu_rules import COALESCED_RUN, VECTOR_WIDTHS
 from autosched.space.template import register_template
 
 
@@ -29,20 +29,47 @@ def _coalesced_threads(n: int, max_factor: int):
     return lambda e: e.size[1] >= need
 
 
-def _cooperative_fetch(sch, cache, nthreads_x: int) -> None:
-    """All axes of a shared copy fused, then split over threadIdx.x."""
-    fused = sch[cache].fuse(*sch[cache].op.axis)
-    _, tx = sch[cache].split(fused, factor=nthreads_x)
+def _vector_columns(n: int, max_factor: int):
+    """A define_split filter for the innermost output axis split (blocks, threads, columns per thread): a
+    thread's 1, 2 or 4 consecutive columns stored as one vector, and at least 8 threads along the axis where
+    it is that long, so that a warp's stores stay coalesced."""
+    def coalesced(size) -> bool:
+        return size[2] in VECTOR_WIDTHS and size[1] >= min(COALESCED_RUN, n // size[2])
+
+    if any(coalesced(c) for c in factorizations(n, 3, max_factor)):
+        return lambda e: coalesced(e.size)
+    return lambda e: e.size[2] in VECTOR_WIDTHS
+
+
+def _cooperative_fetch(sch, cache, nthreads_x: int, nthreads_y: int = 1, vector: int = 1) -> None:
+    """A shared copy filled by all the block's threads: its innermost axis in vectors of ``vector`` elements
+    (one 64/128-bit global load each where aligned), the rest fused and spread over threadIdx.x, then
+    threadIdx.y, so consecutive threads fetch consecutive vectors."""
+    axes = list(sch[cache].op.axis)
+    vec = None
+    if vector > 1:
+        axes[-1], vec = sch[cache].split(axes[-1], factor=vector)
+    fused = sch[cache].fuse(*axes) if len(axes) > 1 else axes[0]
+    rest, tx = sch[cache].split(fused, factor=nthreads_x)
     sch[cache].bind(tx, "threadIdx.x")
+    if nthreads_y > 1:
+        _, ty = sch[cache].split(rest, factor=nthreads_y)
+        sch[cache].bind(ty, "threadIdx.y")
+    if vec is not None:
+        sch[cache].vectorize(vec)
 
 
 @register_template("matmul", "cuda")
 def matmul_cuda(cfg, sch, tensors, M, N, K, dtype, **_):
+    """Block tiles of C over (blockIdx.y, blockIdx.x); in a block, a register tile of rows x columns per
+    thread (its columns consecutive, stored as one vector); the k loop tiled, A's and B's tiles for one step
+    of it copied to shared memory by all the block's threads with vector loads, the inner k loop unrolled."""
     A, B, C = tensors
     cfg.define_split("tile_i", M, num_outputs=3, max_factor=32)
-    cfg.define_split("tile_j", N, num_outputs=2, max_factor=64, filter=_coalesced_threads(N, 64))  # coalesced
+    cfg.define_split("tile_j", N, num_outputs=3, max_factor=64, filter=_vector_columns(N, 64))
     cfg.define_split("tile_k", K, num_outputs=2, max_factor=32)
     cfg.define_knob("shared", [True, False])
+    cfg.define_knob("vector_fetch", [4, 2, 1])
     cfg.define_knob("unroll_k", [True, False])
     CL = sch.cache_write(C, "local")
     shared = cfg["shared"].val
@@ -50,23 +77,28 @@ def matmul_cuda(cfg, sch, tensors, M, N, K, dtype, **_):
     BS = sch.cache_read(B, "shared", [CL]) if shared else None
     i, j = sch[C].op.axis
     by, ty, ii = cfg["tile_i"].apply(sch, C, i)
-    bx, tx = cfg["tile_j"].apply(sch, C, j)
-    sch[C].reorder(by, bx, ty, tx, ii)
+    bx, tx, ji = cfg["tile_j"].apply(sch, C, j)
+    sch[C].reorder(by, bx, ty, tx, ii, ji)
     sch[C].bind(by, "blockIdx.y")
     sch[C].bind(bx, "blockIdx.x")
     sch[C].bind(ty, "threadIdx.y")
     sch[C].bind(tx, "threadIdx.x")
+    sch[C].unroll(ii)
+    if cfg["tile_j"].size[2] > 1:
+        sch[C].vectorize(ji)
     sch[CL].compute_at(sch[C], tx)
     ci, cj = sch[CL].op.axis
     (k,) = sch[CL].op.reduce_axis
     ko, ki = cfg["tile_k"].apply(sch, CL, k)
     sch[CL].reorder(ko, ki, ci, cj)
+    sch[CL].unroll(ci)
+    sch[CL].unroll(cj)
     if cfg["unroll_k"].val:
         sch[CL].unroll(ki)
     if shared:
         for cache in (AS, BS):
             sch[cache].compute_at(sch[CL], ko)
-            _cooperative_fetch(sch, cache, cfg["tile_j"].size[1])
+            _cooperative_fetch(sch, cache, cfg["tile_j"].size[1], cfg["tile_i"].size[1], cfg["vector_fetch"].val)
 
 
 @register_template("conv2d", "cuda")
