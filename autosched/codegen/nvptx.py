@@ -74,11 +74,13 @@ class CodeGenNVPTX(CodeGenLLVM):
         self.module.triple = TRIPLE
         self.module.data_layout = DATA_LAYOUT
         self.launch: Launch | None = None
+        self._shared: dict[S.Buffer, ir.GlobalVariable] = {}
 
     def add_function(self, func: S.PrimFunc) -> None:
         self.launch = func.attrs.get("launch")
         if self.launch is None:
             raise CodegenError(f"kernel {func.name} has no launch dimensions; prepare it with tir.gpu.prepare_kernel")
+        self._shared = {}
         self._emit_function(func, VOID, lambda b: b.ret_void(), calling_convention="ptx_kernel")
 
     # -------------------------------------------------------------- loops
@@ -142,12 +144,15 @@ class CodeGenNVPTX(CodeGenLLVM):
                 raise CodegenError(f"{buf.scope} buffer '{buf.name}' needs a constant size on the GPU")
             super()._s_Allocate(s)  # a stack array: registers once LLVM promotes it
             return
-        ty = ir.ArrayType(ltype(buf.dtype, True), buf.const_size())
-        g = ir.GlobalVariable(self.module, ty, self._name(buf.name + ".shared"), addrspace=3)
-        g.linkage = "internal"
-        g.initializer = ir.Constant(ty, ir.Undefined)
-        g.align = 16
-        g.type = ir.PointerType(addrspace=3)  # opaque, as LLVM 22 IR is (llvmlite types globals' pointers)
+        g = self._shared.get(buf)
+        if g is None:  # one array per buffer, however many copies of its scope loop partitioning made
+            ty = ir.ArrayType(ltype(buf.dtype, True), buf.const_size())
+            g = ir.GlobalVariable(self.module, ty, self._name(buf.name + ".shared"), addrspace=3)
+            g.linkage = "internal"
+            g.initializer = ir.Constant(ty, ir.Undefined)
+            g.align = 16
+            g.type = ir.PointerType(addrspace=3)  # opaque, as LLVM 22 IR is (llvmlite types globals' pointers)
+            self._shared[buf] = g
         self.cur.bufs[buf] = g
         self.stmt(s.body)
 

@@ -171,11 +171,12 @@ class GPUTile(SketchRule):
             self.stage_inputs(ctx, local, outer_r[-1], threads, org)
 
     def stage_inputs(self, ctx: SketchContext, local: Stage, at, threads: int, org: str) -> None:
-        """Maybe copy each tensor the local stage reads directly into shared memory, at loop ``at``."""
+        """Maybe copy each tensor the local stage reads into shared memory, at loop ``at``; an inlined input
+        (padding) is computed by the copy (the copy reads the padded tile, guards and all, once per block)."""
         direct = []
         for t in local.op.input_tensors:
             src = ctx.sch.stage_map.get(t.op)
-            if src is not None and src.attach_type != "inline" and all(t is not d for d in direct):
+            if src is not None and all(t is not d for d in direct):
                 direct.append(t)
         for k, t in enumerate(direct):
             if not ctx.decide(f"shared/{org}/{k}", (True, False), kind="structure", weights=(3.0, 1.0)):
