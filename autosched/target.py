@@ -1,5 +1,6 @@
 """Compilation targets: ``llvm`` (the host CPU) with ``-mcpu=``, ``-mattr=`` and ``-num-cores=`` options, and
-``cuda`` (NVIDIA GPUs through NVPTX) with ``-arch=sm_80``.
+``cuda`` (NVIDIA GPUs through NVPTX) with ``-arch=sm_XY``: without one, the architecture of the GPU here
+(``sm_90`` on an H100, asked of the CUDA driver once per process), or ``sm_80`` where there is none.
 
 What a target is, and what the host is (LLVM's name of its CPU, LLVM's version), sits here below every
 package that needs it: the code generator builds for a target, and the database keys records by one without
@@ -65,6 +66,48 @@ def llvm_version() -> str:
     import llvmlite.binding as llvm
 
     return ".".join(str(x) for x in llvm.llvm_version_info)
+
+
+#: the architecture a ``cuda`` target without ``-arch`` builds for where no GPU is found (its PTX runs on any
+#: newer GPU: the driver compiles it for the one it finds)
+DEFAULT_CUDA_ARCH = "sm_80"
+_CU_ATTR_CC_MAJOR, _CU_ATTR_CC_MINOR = 75, 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+
+
+def cuda_driver_path() -> str:
+    """The CUDA driver library autosched loads: ``$AUTOSCHED_LIBCUDA`` (a stand-in, in tests), else
+    ``libcuda.so.1`` (installed with the NVIDIA driver)."""
+    return os.environ.get("AUTOSCHED_LIBCUDA") or "libcuda.so.1"
+
+
+def host_gpu_arch() -> str | None:
+    """``sm_XY`` of the first CUDA device here (what ``cuda`` targets without ``-arch`` build for), or None
+    without a driver or a device. Asked once per driver library and ``CUDA_VISIBLE_DEVICES``."""
+    return _gpu_arch(cuda_driver_path(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+@functools.cache
+def _gpu_arch(path: str, visible: str | None) -> str | None:
+    """The driver's compute capability of device 0: ``cuInit``, ``cuDeviceGet`` and two attributes, by ctypes
+    (no context is made, so no GPU memory is taken)."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(path)
+        i32, p32 = ctypes.c_int, ctypes.POINTER(ctypes.c_int)
+        for name, args in (("cuInit", [ctypes.c_uint]), ("cuDeviceGetCount", [p32]), ("cuDeviceGet", [p32, i32]),
+                           ("cuDeviceGetAttribute", [p32, i32, i32])):
+            getattr(lib, name).argtypes = args
+            getattr(lib, name).restype = i32
+    except (OSError, AttributeError):  # no driver here (or not a CUDA driver)
+        return None
+    count, dev, major, minor = i32(), i32(), i32(), i32()
+    if (lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1
+            or lib.cuDeviceGet(ctypes.byref(dev), 0) != 0
+            or lib.cuDeviceGetAttribute(ctypes.byref(major), _CU_ATTR_CC_MAJOR, dev) != 0
+            or lib.cuDeviceGetAttribute(ctypes.byref(minor), _CU_ATTR_CC_MINOR, dev) != 0 or major.value <= 0):
+        return None
+    return f"sm_{major.value}{minor.value}"
 
 
 @dataclass(frozen=True)
@@ -219,7 +262,9 @@ class TargetKind(str):
 class Target:
     """A parsed target string, e.g. ``llvm -mcpu=sapphirerapids -num-cores=2``. TVM's spelling
     ``Target(target="cuda", host="llvm")`` is accepted: ``host`` is kept as ``.host`` (a cuda build's host
-    code is compiled for this machine's CPU)."""
+    code is compiled for this machine's CPU). A ``cuda`` target without ``-arch`` gets the architecture of
+    the GPU here, as TVM's does (``cuda -arch=sm_90`` on an H100; ``-arch=sm_80`` without a GPU): the string
+    says what the PTX is built for, and it travels so to builders elsewhere and into tuning records."""
 
     def __init__(self, spec: str | Target = "llvm", host: str | Target | None = None, *,
                  target: str | Target | None = None):
@@ -249,6 +294,8 @@ class Target:
                     raise ValueError
             except ValueError:
                 raise ValueError(f"-num-cores must be a positive integer in {spec!r}") from None
+        if self.kind == "cuda" and "arch" not in self.options:
+            self.options["arch"] = host_gpu_arch() or DEFAULT_CUDA_ARCH
 
     @property
     def mcpu(self) -> str:
@@ -258,8 +305,8 @@ class Target:
 
     @property
     def arch(self) -> str:
-        """The GPU architecture of a ``cuda`` target (``-arch=sm_80`` by default)."""
-        return self.options.get("arch", "sm_80")
+        """The GPU architecture of a ``cuda`` target (``-arch=``; by default the GPU's here, else ``sm_80``)."""
+        return self.options.get("arch", DEFAULT_CUDA_ARCH)
 
     @property
     def mattr(self) -> str:
