@@ -15,13 +15,18 @@ holds the PTX. Each can be saved and loaded apart (``export_library("f.so")``,
 
 Calling a host function with numpy arrays copies them to the GPU, launches,
 waits, and copies the outputs back; :meth:`CUDAFunction.device_caller` keeps
-the arrays on the GPU and returns a call that only launches and waits, which
-is what a measurement times; :meth:`CUDAFunction.launcher` launches on device
-memory the caller owns (the graph executor's).
+the arrays on the GPU and returns a :class:`DeviceCall`, which launches and
+waits, and times launches on the GPU with CUDA events (a batch back to back,
+or each launch alone after the L2 cache is flushed: cold-cache timing), which
+is what a measurement does; :meth:`CUDAFunction.launcher` launches on device
+memory the caller owns (the graph executor's). :func:`clock_state` reads the
+GPU's clocks and performance state through NVML (``libnvidia-ml.so.1``, also
+by ctypes, and optional: without it they are "unknown").
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import json
 import os
@@ -34,9 +39,13 @@ import numpy as np
 
 from autosched.runtime.module import METADATA_SYMBOL, Module, PackedFunc, _dim_str, _eval_dim
 from autosched.runtime.ndarray import as_array
+from autosched.target import cuda_driver_path
 
 _CUDA_SUCCESS = 0
-_ATTR_CC_MAJOR, _ATTR_CC_MINOR = 75, 76
+# CUdevice_attribute values (cuda.h)
+_ATTR_CC_MAJOR, _ATTR_CC_MINOR, _ATTR_L2_CACHE_SIZE = 75, 76, 38
+_EVENT_DEFAULT = 0  # CU_EVENT_DEFAULT: timing enabled, the waiting thread spins (no sleep in the measurement)
+_NO_L2_SIZE_FLUSH = 256 << 20  # bytes written to flush the L2 when the driver does not say its size
 
 
 class CUDAError(RuntimeError):
@@ -50,7 +59,7 @@ class _Driver:
     _lock = threading.Lock()
 
     def __init__(self, device: int = 0):
-        path = os.environ.get("AUTOSCHED_LIBCUDA") or "libcuda.so.1"
+        path = cuda_driver_path()
         try:
             self.lib = ctypes.CDLL(path)
         except OSError as e:
@@ -68,11 +77,23 @@ class _Driver:
             "cuLaunchKernel": [vp, u32, u32, u32, u32, u32, u32, u32, vp, ctypes.POINTER(vp), ctypes.POINTER(vp)],
             "cuCtxSynchronize": [], "cuGetErrorName": [i32, ctypes.POINTER(ctypes.c_char_p)],
             "cuDeviceGetName": [ctypes.c_char_p, i32, i32],
+            # events (the exported names behind cuda.h's macros: cuEventDestroy is cuEventDestroy_v2)
+            "cuEventCreate": [ctypes.POINTER(vp), u32], "cuEventRecord": [vp, vp], "cuEventSynchronize": [vp],
+            "cuEventDestroy_v2": [vp],
+            # cuMemsetD8 is cuMemsetD8_v2 (64-bit device pointers; the unversioned symbol takes 32-bit ones)
+            "cuMemsetD8_v2": [u64, ctypes.c_ubyte, ctypes.c_size_t],
         }
-        for name, args in sigs.items():
-            f = getattr(L, name)
-            f.argtypes = args
-            f.restype = i32
+        try:
+            for name, args in sigs.items():
+                f = getattr(L, name)
+                f.argtypes = args
+                f.restype = i32
+        except AttributeError as e:
+            raise CUDAError(f"{path} is not a CUDA driver this autosched can use: {e}") from None
+        # cuda.h (12.8 on) names cuEventElapsedTime_v2; older drivers have only the first version (same signature)
+        self.elapsed = getattr(L, "cuEventElapsedTime_v2", None) or L.cuEventElapsedTime
+        self.elapsed.argtypes = [ctypes.POINTER(ctypes.c_float), vp, vp]
+        self.elapsed.restype = i32
         self.check(L.cuInit(0), "cuInit")
         n = i32()
         self.check(L.cuDeviceGetCount(ctypes.byref(n)), "cuDeviceGetCount")
@@ -87,6 +108,8 @@ class _Driver:
         name = ctypes.create_string_buffer(256)
         self.check(L.cuDeviceGetName(name, 256, dev), "cuDeviceGetName")
         self.name = name.value.decode(errors="replace")
+        self.device, self.ordinal = dev.value, device
+        self._l2_buffer: tuple[int, int] | None = None  # (pointer, bytes) of the buffer that flushes the L2
         self.ctx = vp()
         self.check(L.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), dev), "cuDevicePrimaryCtxRetain")
         self.activate()
@@ -121,6 +144,102 @@ class _Driver:
 
     def free(self, ptr: int) -> None:
         self.lib.cuMemFree_v2(ptr)
+
+    def attribute(self, attr: int) -> int:
+        """``cuDeviceGetAttribute(attr)`` of the device (a ``CU_DEVICE_ATTRIBUTE_*`` number)."""
+        v = ctypes.c_int()
+        self.check(self.lib.cuDeviceGetAttribute(ctypes.byref(v), attr, self.device), f"cuDeviceGetAttribute({attr})")
+        return v.value
+
+    @property
+    def l2_bytes(self) -> int:
+        """The L2 cache size the driver reports (``CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE``; 50 MiB on an H100)."""
+        return self.attribute(_ATTR_L2_CACHE_SIZE)
+
+    def flush_l2(self) -> None:
+        """Evict everything from the GPU's L2 cache: ``cuMemsetD8`` over a buffer of twice its size (allocated
+        once), on the default stream, so it ends before whatever is launched next begins."""
+        if self._l2_buffer is None:
+            l2 = self.l2_bytes
+            n = 2 * l2 if l2 > 0 else _NO_L2_SIZE_FLUSH
+            self._l2_buffer = (self.alloc(n), n)
+        ptr, n = self._l2_buffer
+        self.check(self.lib.cuMemsetD8_v2(ptr, 0, n), f"cuMemsetD8 ({n} bytes, flushing the L2 cache)")
+
+    def pci_bus_id(self) -> str | None:
+        """``cuDeviceGetPCIBusId``: ``"0000:65:00.0"``, what NVML finds the same GPU by; None if refused."""
+        if not hasattr(self, "_bus_id"):
+            self._bus_id: str | None = None
+            f = getattr(self.lib, "cuDeviceGetPCIBusId", None)
+            if f is not None:
+                f.argtypes, f.restype = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int], ctypes.c_int
+                buf = ctypes.create_string_buffer(64)
+                if f(buf, 64, self.device) == _CUDA_SUCCESS:
+                    self._bus_id = buf.value.decode(errors="replace") or None
+        return self._bus_id
+
+
+class EventTimer:
+    """Pairs of CUDA events recorded on the default stream (where autosched launches) around launches: the
+    GPU's own time between them, with a resolution of about half a microsecond, and no host overhead."""
+
+    CHUNK = 32  # cold launches queued before the host waits for them
+
+    def __init__(self, drv: _Driver):
+        self.drv = drv
+        self.events: list[ctypes.c_void_p] = []
+
+    def _pairs(self, n: int) -> list[tuple[ctypes.c_void_p, ctypes.c_void_p]]:
+        while len(self.events) < 2 * n:
+            e = ctypes.c_void_p()
+            self.drv.check(self.drv.lib.cuEventCreate(ctypes.byref(e), _EVENT_DEFAULT), "cuEventCreate")
+            self.events.append(e)
+        return [(self.events[2 * k], self.events[2 * k + 1]) for k in range(n)]
+
+    def _record(self, event: ctypes.c_void_p) -> None:
+        self.drv.check(self.drv.lib.cuEventRecord(event, None), "cuEventRecord")
+
+    def _elapsed(self, start: ctypes.c_void_p, end: ctypes.c_void_p) -> float:
+        ms = ctypes.c_float()
+        self.drv.check(self.drv.elapsed(ctypes.byref(ms), start, end), "cuEventElapsedTime")
+        return ms.value * 1e-3
+
+    def batch(self, launch: Callable[..., None], number: int, what: str) -> float:
+        """Seconds per launch of ``number`` launches back to back, between two events."""
+        ((start, end),) = self._pairs(1)
+        self._record(start)
+        launch(number, sync=False)
+        self._record(end)
+        self.drv.check(self.drv.lib.cuEventSynchronize(end), what)
+        return self._elapsed(start, end) / number
+
+    def cold(self, launch: Callable[..., None], number: int, what: str) -> float:
+        """Seconds per launch of ``number`` launches, each timed alone between two events after the L2 cache
+        was flushed (its arguments come from device memory, as in a network whose other layers ran between)."""
+        total, left = 0.0, number
+        while left > 0:
+            pairs = self._pairs(min(left, self.CHUNK))
+            for start, end in pairs:
+                self.drv.flush_l2()
+                self._record(start)
+                launch(1, sync=False)
+                self._record(end)
+            self.drv.check(self.drv.lib.cuEventSynchronize(pairs[-1][1]), what)
+            total += sum(self._elapsed(s, e) for s, e in pairs)
+            left -= len(pairs)
+        return total / number
+
+    def close(self) -> None:
+        if _Driver._instance is self.drv:
+            for e in self.events:
+                self.drv.lib.cuEventDestroy_v2(e)
+        self.events = []
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except (AttributeError, TypeError):  # interpreter shutdown: the driver's globals are already gone
+            pass
 
 
 def device_info() -> tuple[str, str]:
@@ -249,20 +368,133 @@ class CUDAFunction(PackedFunc):
         finally:
             dev.close()
 
-    def device_caller(self, arrays: list[np.ndarray]) -> Callable[[], None]:
-        """The arrays copied to the GPU once; the returned call ``call(number=1)`` launches the kernel
-        ``number`` times back to back and waits for them (what a measurement times: one wait per batch keeps
-        the host's synchronisation out of short kernels' times). The device memory lives as long as the call."""
+    def device_caller(self, arrays: list[np.ndarray]) -> DeviceCall:
+        """The arrays copied to the GPU once; the returned :class:`DeviceCall` launches the kernel on them
+        (``call(number=1)``: back to back, then one wait) and times it on the GPU (``call.time(number)``,
+        ``call.time_cold(number)``). The device memory lives as long as the call."""
         arrays = [as_array(a) for a in arrays]
         env = self.check_args(tuple(arrays))
         dev = DeviceBuffers.of(list(arrays))
-        launch = self.launcher(dev.ptrs, env)
+        return DeviceCall(self.launcher(dev.ptrs, env), dev, self.kernel)
 
-        def call(number: int = 1) -> None:
-            launch(number)
 
-        call._keep = dev  # type: ignore[attr-defined]
-        return call
+class DeviceCall:
+    """A kernel bound to device-resident arguments (:meth:`CUDAFunction.device_caller`).
+
+    - ``call(number=1)``: ``number`` launches back to back, then one wait for them;
+    - ``call.time(number)``: seconds per launch on the GPU, CUDA events recorded before and after a batch of
+      ``number`` launches (the host's launch and wait overheads stay out of the figure);
+    - ``call.time_cold(number)``: the same with a cold cache: before each launch the GPU's L2 cache is flushed
+      (``cuMemsetD8`` over twice its size), and events time that launch alone; the mean of ``number``.
+    """
+
+    def __init__(self, launch: Callable[..., None], buffers: DeviceBuffers, kernel: str):
+        self._launch = launch
+        self._buffers = buffers  # the device memory lives as long as the call
+        self.kernel = kernel
+        self._timer: EventTimer | None = None
+
+    def __call__(self, number: int = 1) -> None:
+        self._launch(number)
+
+    def _events(self) -> EventTimer:
+        if self._timer is None:
+            self._timer = EventTimer(self._buffers.drv)
+        return self._timer
+
+    def time(self, number: int = 1) -> float:
+        """Seconds per launch of ``number`` launches back to back, measured on the GPU with CUDA events."""
+        return self._events().batch(self._launch, max(1, int(number)), f"running {self.kernel}")
+
+    def time_cold(self, number: int = 1) -> float:
+        """Seconds per launch, each of ``number`` launches timed alone on the GPU after an L2 cache flush."""
+        return self._events().cold(self._launch, max(1, int(number)), f"running {self.kernel}")
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.close()
+        self._buffers.close()
+
+
+# ----------------------------------------------------------------------------- the GPU's clocks, by NVML
+UNKNOWN = "unknown"
+_NVML_CLOCK_SM, _NVML_CLOCK_MEM = 1, 2  # nvmlClockType_t
+_NVML_PSTATE_UNKNOWN = 32  # nvmlPstates_t
+
+
+class _NVML:
+    """NVML (``libnvidia-ml.so.1``, or ``$AUTOSCHED_LIBNVML``) on the GPU kernels run on, found by its PCI bus
+    id; ``handle`` is None where the library or the GPU is not there (then every reading is unknown)."""
+
+    _instance: _NVML | None = None
+    _key: tuple | None = None
+    _lock = threading.Lock()
+
+    def __init__(self, bus_id: str | None):
+        self.lib: Any = None
+        self.handle: ctypes.c_void_p | None = None
+        path = os.environ.get("AUTOSCHED_LIBNVML") or "libnvidia-ml.so.1"
+        try:
+            lib = ctypes.CDLL(path)
+            u32, vp = ctypes.c_uint, ctypes.c_void_p
+            sigs = {"nvmlInit_v2": [], "nvmlShutdown": [], "nvmlDeviceGetCount_v2": [ctypes.POINTER(u32)],
+                    "nvmlDeviceGetHandleByIndex_v2": [u32, ctypes.POINTER(vp)],
+                    "nvmlDeviceGetHandleByPciBusId_v2": [ctypes.c_char_p, ctypes.POINTER(vp)],
+                    "nvmlDeviceGetClockInfo": [vp, ctypes.c_int, ctypes.POINTER(u32)],
+                    "nvmlDeviceGetPerformanceState": [vp, ctypes.POINTER(ctypes.c_int)]}
+            for name, args in sigs.items():
+                f = getattr(lib, name)
+                f.argtypes, f.restype = args, ctypes.c_int
+        except (OSError, AttributeError):
+            return
+        if lib.nvmlInit_v2() != 0:
+            return
+        self.lib = lib
+        atexit.register(lib.nvmlShutdown)
+        h = ctypes.c_void_p()
+        if bus_id and lib.nvmlDeviceGetHandleByPciBusId_v2(bus_id.encode(), ctypes.byref(h)) == 0:
+            self.handle = h
+            return
+        count = ctypes.c_uint()
+        # without the bus id, only a machine with one GPU says for sure which one it is
+        if (lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0 and count.value == 1
+                and lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0):
+            self.handle = h
+
+    @classmethod
+    def get(cls, bus_id: str | None) -> _NVML:
+        key = (os.environ.get("AUTOSCHED_LIBNVML"), bus_id)
+        with cls._lock:
+            if cls._instance is None or cls._key != key:
+                cls._instance, cls._key = _NVML(bus_id), key
+            return cls._instance
+
+    def clock(self, which: int) -> str:
+        v = ctypes.c_uint()
+        if self.handle is None or self.lib.nvmlDeviceGetClockInfo(self.handle, which, ctypes.byref(v)) != 0:
+            return UNKNOWN
+        return str(v.value)
+
+    def pstate(self) -> str:
+        v = ctypes.c_int()
+        if self.handle is None or self.lib.nvmlDeviceGetPerformanceState(self.handle, ctypes.byref(v)) != 0:
+            return UNKNOWN
+        return UNKNOWN if v.value == _NVML_PSTATE_UNKNOWN else f"P{v.value}"
+
+
+def clock_state() -> dict[str, str]:
+    """The GPU kernels run on, and its state now, as a measurement records it: ``gpu`` (its name), ``gpu_arch``,
+    the current SM and memory clocks in MHz (``sm_clock_mhz``, ``mem_clock_mhz``) and the performance state
+    (``pstate``, ``"P0"`` is the fastest). What NVML cannot say (no ``libnvidia-ml.so.1``, a GPU it does not
+    know, a call it refuses) is ``"unknown"``; this never raises."""
+    try:
+        drv = _Driver.get()
+    except CUDAError:
+        return {"gpu": UNKNOWN, "gpu_arch": UNKNOWN, "sm_clock_mhz": UNKNOWN, "mem_clock_mhz": UNKNOWN,
+                "pstate": UNKNOWN}
+    nvml = _NVML.get(drv.pci_bus_id())
+    return {"gpu": drv.name, "gpu_arch": drv.arch, "sm_clock_mhz": nvml.clock(_NVML_CLOCK_SM),
+            "mem_clock_mhz": nvml.clock(_NVML_CLOCK_MEM), "pstate": nvml.pstate()}
 
 
 def _ptx_kernels(ptx: str) -> list[str]:
@@ -447,5 +679,5 @@ class CUDAModule(Module):
         """Threads are the launch's business on a GPU: nothing to set."""
 
 
-__all__ = ["CUDAError", "CUDAFunction", "CUDAModule", "DeviceBuffers", "PTXModule", "cuda_available",
-           "device_info"]
+__all__ = ["CUDAError", "CUDAFunction", "CUDAModule", "DeviceBuffers", "DeviceCall", "EventTimer", "PTXModule",
+           "clock_state", "cuda_available", "device_info"]

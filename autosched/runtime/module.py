@@ -360,23 +360,33 @@ class Module:
         kernel once to warm up, then ``repeat`` times ``number`` runs, and returns a :class:`ProfileResult`
         (``.mean``, ``.median``, ``.results``: seconds per run). ``min_repeat_ms`` raises ``number`` (by
         doubling) until one repeat takes at least that long. A cuda function's arrays stay on the GPU while
-        it is timed."""
+        it is timed, and the GPU times it: CUDA events recorded before and after each repeat's launches.
+        ``f_preproc="l2_cache_flush_cuda"`` (TVM's name) times a cuda function with a cold cache: the GPU's L2
+        is flushed before each launch, and events time each launch alone."""
         import time
 
         if number < 1 or repeat < 1:
             raise ValueError(f"time_evaluator: number and repeat must be >= 1, got {number} and {repeat}")
         f = self.get_function(func_name) if func_name else self.entry_func
+        cold = f_preproc == "l2_cache_flush_cuda"
 
         def run(*args: Any) -> ProfileResult:
             call = _timed_call(f, args)
             call(1)
+            gpu_time = getattr(call, "time_cold" if cold else "time", None)  # a cuda function's DeviceCall
+            if cold and gpu_time is None:
+                raise ValueError(f"time_evaluator: f_preproc='l2_cache_flush_cuda' flushes a GPU's L2 cache, and "
+                                 f"{f.name!r} is not a cuda function")
             n = number
             out = []
             for _ in range(repeat):
                 while True:
-                    t0 = time.perf_counter()
-                    call(n)
-                    dt = time.perf_counter() - t0
+                    if gpu_time is not None:
+                        dt = gpu_time(n) * n
+                    else:
+                        t0 = time.perf_counter()
+                        call(n)
+                        dt = time.perf_counter() - t0
                     if dt * 1e3 >= min_repeat_ms or min_repeat_ms <= 0:
                         break
                     n = max(n * 2, int(n * min_repeat_ms / max(dt * 1e3, 1e-3) * 1.1) + 1)
