@@ -46,6 +46,7 @@ import autosched.isa as isa
 from autosched.measure.data import TaskData, _naive_outputs
 from autosched.measure.machine import LoadMeter, MeasureTurn, build_turn, holder
 from autosched.measure.result import BuildResult, ErrorKind, ResultFlag
+from autosched.runtime.cuda import clock_state
 from autosched.tir.lower import lower
 from autosched.version import __version__
 
@@ -543,6 +544,7 @@ class RunWorker:
         self._busy_until = -math.inf  # when this worker last finished timing a kernel
         self.last_seconds = 0.0  # load to end of timing, of the last candidate timed
         self.last_flags: list[str] = []  # ResultFlag values of the last candidate timed
+        self.last_clocks: dict[str, str] = {}  # a GPU's clocks when the last candidate was timed (clock_state)
         self.machine = this_machine()  # where it times: results carry it into their records
         self.turn = MeasureTurn()  # this machine's one-measurement-at-a-time turn (see measure.machine)
         self._spreads: list[float] = []  # spreads of recent undisturbed timings: what "usual" is here
@@ -706,8 +708,11 @@ class RunWorker:
              flush_cache: bool = False) -> list[float] | None:
         """Seconds per run for each of ``repeat`` repeats of ``number`` runs (more if ``min_repeat_ms`` asks).
 
-        Unloads the library afterwards. None when the warm-up failed.
+        A GPU kernel is timed by the GPU: CUDA events around each repeat's ``number`` launches, or with
+        ``flush_cache`` around each launch alone, the L2 cache flushed before it (cold-cache timing); its
+        clocks are then read into ``last_clocks``. Unloads the library afterwards. None when the warm-up failed.
         """
+        self.last_clocks = {}
         try:
             if self._failed or self._mod is None:
                 return None
@@ -727,14 +732,14 @@ class RunWorker:
             def timed() -> list[float]:
                 costs = []
                 for _ in range(repeat):
+                    if gpu:  # events on the GPU around the batch (or, cold, around each launch after a flush)
+                        costs.append(call.time_cold(number) if flush_cache else call.time(number))
+                        continue
                     if flush is not None:
                         flush(self._arrays)
                     t0 = perf()
-                    if gpu:
-                        call(number)  # launched back to back, one wait for the batch
-                    else:
-                        for _ in range(number):
-                            call()
+                    for _ in range(number):
+                        call()
                     costs.append((perf() - t0) / number)
                 return costs
 
@@ -745,6 +750,8 @@ class RunWorker:
                 meter.start()
                 costs = timed()
                 meter.stop()
+                if gpu:  # the clocks it ran at, read while the GPU is still warm from the timing
+                    self.last_clocks = clock_state()
                 if best is None or _median(costs) < _median(best):
                     best = costs
                 if not self._disturbed(costs, meter):
@@ -845,9 +852,11 @@ class RunService:
         return out
 
     def time(self, number: int, repeat: int, min_repeat_ms: float, flush_cache: bool) -> Any:
-        """``(seconds per run of each repeat, seconds from load to the end, flags, where it was timed)``."""
+        """``(seconds per run of each repeat, seconds from load to the end, flags, where it was timed)``; where
+        includes, for a GPU kernel, the GPU and its clocks (:func:`autosched.runtime.cuda.clock_state`)."""
         costs = self.worker.time(number, repeat, min_repeat_ms, flush_cache)
-        return costs, self.worker.last_seconds, self.worker.last_flags, self.worker.machine
+        return costs, self.worker.last_seconds, self.worker.last_flags, {**self.worker.machine,
+                                                                         **self.worker.last_clocks}
 
     def cleanup(self) -> None:
         self.worker.cleanup()
