@@ -344,7 +344,8 @@ def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any]
 def build_summary(kernels: list[dict], built: dict, target: Target | str) -> tuple[str, bool]:
     """The one line that ends a build, and whether it deserves a WARNING: how many kernels were tuned; which
     use records of another CPU (``allow_other_cpus``) or have records for other CPUs only, with the command
-    that tunes for this one. A kernel on its default schedule is the untuned speed, so it is worth a warning."""
+    that tunes for this one (on a ``cuda`` target: GPUs, named by architecture). A kernel on its default
+    schedule is the untuned speed, so it is worth a warning."""
     contexts = []
     if "autosched.database.apply" in sys.modules:
         from autosched.database.apply import current_contexts
@@ -353,6 +354,7 @@ def build_summary(kernels: list[dict], built: dict, target: Target | str) -> tup
     here = next((k["task"].target.key for k in kernels if k.get("task") is not None), None)
     if here is None:
         here = (target if isinstance(target, Target) else Target(target)).key
+    device = "GPU" if here.split(" ", 1)[0] == "cuda" else "CPU"  # what the kernels run on, for the messages
     n_ext = sum(1 for k in kernels if k.get("external"))
     n = len(kernels) - n_ext
     tuned = sum(k["tuned"] for k in kernels)
@@ -373,14 +375,14 @@ def build_summary(kernels: list[dict], built: dict, target: Target | str) -> tup
         if rec is not None and rec.target != task.target.key:
             applied[rec.target] = applied.get(rec.target, 0) + 1
     if applied:
-        parts.append(f"{_kernels(sum(applied.values()))} use records tuned on another CPU "
+        parts.append(f"{_kernels(sum(applied.values()))} use records tuned on another {device} "
                      f"({', '.join(sorted(applied))}), not on this one ({here})")
     if missing:
-        parts.append(f"{_kernels(max(missing.values()))} have records only for other CPUs "
+        parts.append(f"{_kernels(max(missing.values()))} have records only for other {device}s "
                      f"({', '.join(f'{t}: {m} kernels' for t, m in sorted(missing.items()))}) and use default "
                      "schedules (apply_history_best(db, allow_other_cpus=True) would use them)")
     if tuned < n or applied:
-        parts.append(f"tune for this CPU with `autosched tune --model MODEL.onnx --db {contexts[-1].database} "
+        parts.append(f"tune for this {device} with `autosched tune --model MODEL.onnx --db {contexts[-1].database} "
                      f"--target '{here}'`")
     return "; ".join(parts), tuned < n or bool(applied)
 
