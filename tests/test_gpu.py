@@ -4,6 +4,8 @@ grid's result (every bound loop run serially) equal to numpy. Kernels run on a G
 Sizes are small: what is under test is the schedules' lowering and code, not the GPU's speed.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -353,6 +355,84 @@ def test_peak_for_a_cuda_target_without_a_gpu_says_so(capsys):
         pytest.skip("this checks the error on a machine without a GPU, and a GPU is here")
     assert main(["peak", "--target", "cuda"]) == 2
     assert "no CUDA" in capsys.readouterr().err
+
+
+@needs_gpu
+def test_a_cuda_target_builds_for_the_gpu_here():
+    """``cuda`` without -arch is the GPU's own architecture (sm_90 on an H100), in the target string that keys
+    the records and in the PTX the build prints."""
+    from autosched.runtime.cuda import device_info
+
+    arch = device_info()[1]
+    task = autosched.Task("matmul", dict(M=64, N=64, K=32), target="cuda")
+    assert task.target.arch == arch and task.target.key == f"cuda -arch={arch}"
+    mod = autosched.build(*task.apply(valid_samples(task, 1)[0]), target=task.target)
+    assert mod.arch == arch and f".target {arch}" in mod.get_source("ptx")
+
+
+def _streaming_add(n):
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute((n,), lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    bx, tx = s[C].split(C.op.axis[0], factor=256)
+    s[C].bind(bx, te.thread_axis("blockIdx.x"))
+    s[C].bind(tx, te.thread_axis("threadIdx.x"))
+    return autosched.build(s, [A, B, C], target="cuda", name="stream_add")
+
+
+@needs_gpu
+def test_events_time_the_gpu_and_a_flushed_l2_makes_launches_cold():
+    """CUDA events around a batch give the GPU's time per launch (no more than the host's wall clock of the
+    same batch); with the L2 flushed before each launch (cuMemsetD8 over twice the L2 size the driver reports)
+    a kernel whose 24 MB of arrays fit in the L2 reads them from DRAM, and takes longer."""
+    import time
+
+    from autosched.runtime.cuda import _Driver, clock_state
+
+    n = 2 << 20  # three float32 arrays of 8 MiB: 24 MiB, inside an H100's 50 MiB L2 (and an A100's 40)
+    mod = _streaming_add(n)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(n).astype("float32"), rng.standard_normal(n).astype("float32")
+    call = mod.entry_func.device_caller([a, b, np.zeros(n, "float32")])
+    call(10)
+    warm = min(call.time(50) for _ in range(5))
+    t0 = time.perf_counter()
+    call(50)
+    wall = (time.perf_counter() - t0) / 50
+    cold = min(call.time_cold(20) for _ in range(5))
+    drv = _Driver.get()
+    l2 = drv.l2_bytes
+    assert l2 > 0 and drv._l2_buffer is not None and drv._l2_buffer[1] == 2 * l2
+    assert 0 < warm <= wall * 1.05, (warm, wall)
+    assert cold > warm, f"cold {cold * 1e6:.2f} us, warm {warm * 1e6:.2f} us (L2 {l2 >> 20} MiB)"
+    ev = mod.time_evaluator(mod.entry_name, autosched.cuda(0), number=20, repeat=3)(a, b, np.zeros(n, "float32"))
+    ev_cold = mod.time_evaluator(mod.entry_name, autosched.cuda(0), number=10, repeat=3,
+                                 f_preproc="l2_cache_flush_cuda")(a, b, np.zeros(n, "float32"))
+    assert 0 < ev.min < ev_cold.max
+    state = clock_state()
+    print(f"warm {warm * 1e6:.2f} us, cold {cold * 1e6:.2f} us, host wall {wall * 1e6:.2f} us per launch; "
+          f"time_evaluator {ev.median * 1e6:.2f} / cold {ev_cold.median * 1e6:.2f} us; L2 {l2 >> 20} MiB; {state}")
+    assert state["gpu_arch"].startswith("sm_") and re.fullmatch(r"P\d+|unknown", state["pstate"])
+    assert all(state[k] == "unknown" or int(state[k]) > 0 for k in ("sm_clock_mhz", "mem_clock_mhz"))
+
+
+@needs_gpu
+def test_the_runner_times_cold_and_records_the_gpu_clocks():
+    """The measurement runner's cold-cache option on a GPU (RunConfig(flush_cache=True), `tune --cold-cache`):
+    results carry the GPU, its architecture and its clocks in ``machine``."""
+    from autosched.measure import LocalBuilder, LocalRunner, MeasureInput
+    from autosched.measure.runner import RunConfig
+
+    task = autosched.Task("matmul", dict(M=64, N=64, K=32), target="cuda")
+    inps = [MeasureInput(task, t) for t in valid_samples(task, 2)]
+    with LocalBuilder(n_parallel=1) as b, LocalRunner(config=RunConfig(flush_cache=True, repeat=3)) as r:
+        results = r.run(inps, b.build(inps))
+    assert all(res.error_kind is None and len(res.costs) == 3 for res in results), results
+    for res in results:
+        assert res.machine["gpu_arch"] == task.target.arch, res.machine
+        assert {"gpu", "sm_clock_mhz", "mem_clock_mhz", "pstate"} <= set(res.machine), res.machine
+    print([res.machine for res in results])
 
 
 @needs_gpu

@@ -9,6 +9,7 @@ serially) and, where a GPU is present, by tests/test_gpu.py.
 import ctypes
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,7 @@ class DriverStub:
         self.lib.stub_launch.restype = ctypes.POINTER(_Launch)
         self.lib.stub_counter.restype = ctypes.c_long
         self.lib.stub_last_image.restype = ctypes.c_char_p
+        self.lib.stub_ops.restype = ctypes.c_char_p
 
     def launches(self) -> list[dict]:
         out = []
@@ -58,6 +60,11 @@ class DriverStub:
     @property
     def last_ptx(self) -> str:
         return self.lib.stub_last_image().decode()
+
+    @property
+    def ops(self) -> str:
+        """Launches ("L"), event records ("R<id>") and waits ("S<id>"), memsets ("M<bytes>"), in order."""
+        return self.lib.stub_ops().decode()
 
     def reset(self) -> None:
         self.lib.stub_reset()
@@ -327,3 +334,193 @@ def test_the_generated_cuda_space_tunes_fused_kernels(resnet):
         got = np.zeros_like(want)
         autosched.build(serialize_bindings(kernel), target="llvm")(*ins, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=trace.dumps())
+
+
+# ----------------------------------------------------------------------------- the GPU's own architecture
+@pytest.fixture
+def fresh_arch():
+    """The driver is asked for the GPU's architecture once per process: ask again in this test, and after it."""
+    from autosched import target
+
+    target._gpu_arch.cache_clear()
+    yield
+    target._gpu_arch.cache_clear()
+
+
+@needs_cc
+def test_a_cuda_target_without_arch_takes_the_gpus(stub_library, monkeypatch, fresh_arch):
+    """``cuda`` builds for the GPU here (the stand-in says compute capability 9.0, then 8.6), and the string
+    says so: the tasks' keys (what records are stored under) and the PTX agree; -arch= is kept as given."""
+    from autosched.target import Target
+
+    monkeypatch.setenv("AUTOSCHED_LIBCUDA", str(stub_library))
+    monkeypatch.delenv("AUTOSCHED_STUB_CC", raising=False)
+    t = Target("cuda")
+    assert (str(t), t.arch, t.key) == ("cuda -arch=sm_90", "sm_90", "cuda -arch=sm_90")
+    assert Target("cuda -arch=sm_80").arch == "sm_80" and Target(t) == t
+    task = autosched.Task("elementwise", dict(C=2, H=4, W=8, op="sigmoid_mul"), target="cuda")
+    assert task.target.key == "cuda -arch=sm_90"
+    s, args = vector_add()
+    mod = autosched.build(s, args, target="cuda", name="myadd")
+    assert mod.arch == "sm_90" and ".target sm_90" in mod.get_source("ptx")
+    monkeypatch.setenv("AUTOSCHED_STUB_CC", "86")
+    from autosched import target as target_module
+
+    target_module._gpu_arch.cache_clear()
+    assert Target("cuda").arch == "sm_86"
+
+
+def test_without_a_gpu_a_cuda_target_builds_for_sm_80(monkeypatch, fresh_arch):
+    monkeypatch.setenv("AUTOSCHED_LIBCUDA", "/nonexistent/libcuda.so.1")
+    from autosched.target import DEFAULT_CUDA_ARCH, Target, host_gpu_arch
+
+    assert host_gpu_arch() is None and DEFAULT_CUDA_ARCH == "sm_80"
+    assert str(Target("cuda")) == "cuda -arch=sm_80" and Target("cuda").key == "cuda -arch=sm_80"
+
+
+@needs_cc
+def test_the_build_summary_speaks_of_the_gpu(stub_library, monkeypatch, fresh_arch):
+    """relay.build's closing line on a cuda target: other GPUs' records, and the command that tunes for this
+    GPU with its real architecture (it used to say "tune for this CPU ... -arch=sm_80" on an sm_90 GPU)."""
+    import types
+
+    import autosched.database.apply as apply
+    from autosched.relay.backend.build_module import build_summary
+
+    monkeypatch.setenv("AUTOSCHED_LIBCUDA", str(stub_library))
+    monkeypatch.delenv("AUTOSCHED_STUB_CC", raising=False)
+    task = autosched.Task("elementwise", dict(C=2, H=4, W=8, op="sigmoid_mul"), target="cuda")
+    class Records:  # a database that holds this kernel's records for an sm_80 GPU only
+        def targets(self, task):
+            return {"cuda -arch=sm_80"}
+
+        def __str__(self):
+            return "tuning.db"
+
+    monkeypatch.setattr(apply, "current_contexts",
+                        lambda: [types.SimpleNamespace(database=Records(), allow_other_cpus=False)])
+    line, warn = build_summary([{"task": task, "tuned": False}], {}, task.target)
+    assert warn and "CPU" not in line, line
+    assert "have records only for other GPUs (cuda -arch=sm_80: 1 kernels)" in line
+    assert "tune for this GPU with `autosched tune --model MODEL.onnx --db tuning.db --target 'cuda -arch=sm_90'`" \
+        in line
+    cpu_line, _ = build_summary([{"task": autosched.Task("elementwise", task.args), "tuned": False}], {}, "llvm")
+    assert "tune for this CPU" in cpu_line
+
+
+# ----------------------------------------------------------------------------- timing on the GPU: CUDA events
+@needs_cc
+def test_device_calls_time_batches_between_two_events(myadd, driver):
+    call = myadd.entry_func.device_caller(arrays(4096))
+    driver.reset()
+    t = call.time(5)
+    # one event recorded before the five launches and one after, then a wait for the second
+    assert re.fullmatch(r"R(\d+) L L L L L R(\d+) S\2 ", driver.ops), driver.ops
+    assert 2e-6 <= t < 0.1  # the stand-in's events: the host clock, plus 2 us of "GPU time" per launch
+    driver.reset()
+    call(3)  # a plain call launches and waits for the context: no events
+    assert driver.ops == "L L L "
+
+
+@needs_cc
+def test_cold_timing_flushes_the_l2_before_each_launch(myadd, driver, monkeypatch):
+    """Cold: the L2 cache is flushed (cuMemsetD8 over twice the size the driver reports) before each launch,
+    and events time each launch alone; the host waits once for a queue of such launches."""
+    monkeypatch.setenv("AUTOSCHED_STUB_L2", str(1 << 20))
+    call = myadd.entry_func.device_caller(arrays(4096))
+    driver.reset()
+    t = call.time_cold(3)
+    flush = f"M{2 << 20}"
+    assert re.fullmatch(rf"({flush} R\d+ L R\d+ ){{3}}S\d+ ", driver.ops), driver.ops
+    assert 2e-6 <= t < 0.1
+    driver.reset()
+    call.time_cold(40)  # more than a queue (32): two waits
+    ops = driver.ops.split()
+    assert ops.count(flush) == 40 and ops.count("L") == 40 and sum(o.startswith("S") for o in ops) == 2
+    assert driver.counter("alloc") == 0  # the flushing buffer was allocated once, by the first cold call
+
+
+@needs_cc
+def test_time_evaluator_times_a_cuda_function_with_events(myadd, driver, monkeypatch):
+    monkeypatch.setenv("AUTOSCHED_STUB_L2", str(1 << 20))
+    a, b, c = arrays(1000)
+    res = myadd.time_evaluator(myadd.entry_name, autosched.cuda(0), number=4, repeat=2)(a, b, c)
+    assert len(res.results) == 2 and all(r >= 2e-6 for r in res.results)
+    assert len(re.findall(r"R\d+ L L L L R\d+ S\d+", driver.ops)) == 2, driver.ops
+    driver.reset()
+    cold = myadd.time_evaluator(myadd.entry_name, autosched.cuda(0), number=2, repeat=2,
+                                f_preproc="l2_cache_flush_cuda")(a, b, c)
+    assert len(cold.results) == 2 and driver.ops.count(f"M{2 << 20} ") == 4
+    cpu = autosched.build(*vector_add_cpu(), target="llvm")
+    with pytest.raises(ValueError, match="not a cuda function"):
+        cpu.time_evaluator(cpu.entry_name, number=1, f_preproc="l2_cache_flush_cuda")(*arrays(16))
+
+
+def vector_add_cpu():
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute(A.shape, lambda i: A[i] + B[i], name="C")
+    return te.create_schedule(C.op), [A, B, C]
+
+
+# ----------------------------------------------------------------------------- the measurement runner on a GPU
+@pytest.fixture
+def gpu_candidate(tmp_path, stub_library, monkeypatch, fresh_arch):
+    """A cuda candidate as the builder leaves it (``.cuda.json``) and its task's data, with the stand-in as the
+    driver and as NVML."""
+    from autosched.measure.data import prepare_task_data
+
+    monkeypatch.setenv("AUTOSCHED_LIBCUDA", str(stub_library))
+    monkeypatch.setenv("AUTOSCHED_LIBNVML", str(stub_library))
+    monkeypatch.setenv("AUTOSCHED_STUB_L2", str(1 << 20))
+    monkeypatch.delenv("AUTOSCHED_STUB_CC", raising=False)
+    monkeypatch.setattr(cuda._Driver, "_instance", None)
+    task = autosched.Task("elementwise", dict(C=2, H=4, W=8, op="sigmoid_mul"), target="cuda")
+    trace = task.space("template").sample(1, np.random.default_rng(0))[0]
+    path = tmp_path / "candidate.cuda.json"
+    autosched.build(*task.apply(trace), target=task.target).save(path)
+    stub = DriverStub(stub_library)
+    stub.reset()
+    yield task, prepare_task_data(task, check=False), str(path), stub
+    cuda._Driver._instance = None
+
+
+@needs_cc
+@pytest.mark.parametrize("cold", [False, True], ids=["warm", "cold"])
+def test_the_runner_times_gpu_candidates_with_events_and_records_the_clocks(gpu_candidate, monkeypatch, cold):
+    """The run worker times a cuda candidate by events around each repeat's batch (or, with the cold-cache
+    option ``flush_cache``, around each launch after an L2 flush) and reports the GPU's clocks (NVML) with
+    where it was timed: what the engine puts in the result's ``machine``."""
+    from autosched.measure import worker as worker_module
+    from autosched.measure.worker import RunService
+
+    task, data, path, stub = gpu_candidate
+    monkeypatch.setattr(worker_module, "HEAT_SECONDS", 0.0)  # the stand-in keeps at most 4096 launches
+    service = RunService()
+    service.put_data(data)
+    assert service.load(data.key, path, None)[0] is None
+    assert isinstance(service.warmup(1, None, False), float)
+    stub.reset()
+    costs, _, _, machine = service.time(3, 2, 0.0, cold)
+    assert len(costs) == 2 and all(c >= 2e-6 for c in costs)
+    if cold:
+        assert re.fullmatch(rf"((M{2 << 20} R\d+ L R\d+ ){{3}}S\d+ ){{2}}", stub.ops), stub.ops
+    else:
+        assert re.fullmatch(r"(R\d+ L L L R\d+ S\d+ ){2}", stub.ops), stub.ops
+    assert {k: machine[k] for k in ("gpu", "gpu_arch", "sm_clock_mhz", "mem_clock_mhz", "pstate")} == {
+        "gpu": "autosched driver stub", "gpu_arch": "sm_90", "sm_clock_mhz": "1755", "mem_clock_mhz": "2619",
+        "pstate": "P0"}
+    assert machine["host"] and machine["host_cpu"]
+    service.cleanup()
+
+
+@needs_cc
+def test_without_nvml_the_clocks_are_unknown(gpu_candidate, monkeypatch):
+    monkeypatch.setenv("AUTOSCHED_LIBNVML", "/nonexistent/libnvidia-ml.so.1")
+    state = cuda.clock_state()
+    assert state == {"gpu": "autosched driver stub", "gpu_arch": "sm_90", "sm_clock_mhz": "unknown",
+                     "mem_clock_mhz": "unknown", "pstate": "unknown"}
+    monkeypatch.setenv("AUTOSCHED_LIBCUDA", "/nonexistent/libcuda.so.1")
+    monkeypatch.setattr(cuda._Driver, "_instance", None)
+    assert set(cuda.clock_state().values()) == {"unknown"}  # no driver either: still no error
