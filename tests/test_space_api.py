@@ -193,6 +193,26 @@ def test_template_size_is_exact():
         assert space.point_of(space.get(i)) == space.point_at(i)
 
 
+@pytest.mark.parametrize("target", ["llvm -mcpu=sapphirerapids -num-cores=4", "llvm -mcpu=haswell -num-cores=8"])
+def test_the_default_schedule_is_the_template_at_its_default_knobs(target):
+    """One definition per CPU schedule: run with every knob at its default it is the workload's default (expert)
+    schedule, and that configuration is a point of the workload's template."""
+    from autosched.workloads.cpu import SCHEDULES
+    from autosched.workloads.knobs import DefaultConfig
+
+    assert {w for w, kind in autosched.space.list_templates() if kind == "llvm"} >= set(SCHEDULES)
+    for name, fn in SCHEDULES.items():
+        for args in ({}, SMALL.get(name, {})):
+            task = autosched.Task(name, args, target=target)
+            cfg, (sch, tensors) = DefaultConfig(), task.schedule()
+            with task.target:
+                fn(cfg, sch, tensors, **task.args)
+            assert sch.trace.dumps() == task.default_trace().dumps(), name
+            space = task.space("template")
+            assert [k.name for k in space.knobs] == list(cfg.values), name
+            assert space.trace_of(cfg.values).dumps() == task.default_trace().dumps(), name
+
+
 def test_generated_size_is_a_sane_estimate():
     big = autosched.Task("conv2d").space("generated").size()
     small = task("conv2d").space("generated").size()

@@ -22,6 +22,10 @@ Knob kinds and their policies:
   per axis ``"none"``, ``"unroll"`` or (the last axis only) ``"vec"``.
 * ``define_knob(name, candidates)``: any JSON-able values (``entity.val``).
 
+Every ``define_*`` also takes ``default=``: the value an expert schedule picks (see
+:mod:`autosched.workloads.knobs`: the built-in CPU templates are the expert schedules, run here with their
+knobs free); it is added to the candidates when they lack it, so the default schedule is a point of the space.
+
 Knobs must be the same for every configuration (declare them all, whatever
 the values read): that is what makes the space a fixed product whose size is
 exact and whose points are indices.
@@ -37,6 +41,13 @@ from typing import Any
 
 from autosched.space.base import DecisionRun, SpaceError, freeze, split_hint
 from autosched.te.tensor import IterVar
+from autosched.workloads.knobs import (  # noqa: F401 - the entities are this module's names too
+    NO_DEFAULT,
+    AnnotateEntity,
+    OtherOptionEntity,
+    ReorderEntity,
+    SplitEntity,
+)
 
 
 @lru_cache(maxsize=4096)
@@ -76,68 +87,6 @@ def _power2_splits(n: int, parts: int, max_inner: int | None) -> list[tuple[int,
     return sorted(set(out))
 
 
-class SplitEntity:
-    """The chosen sizes of a split knob; ``apply`` splits an axis into ``len(size)`` loops."""
-
-    def __init__(self, size: Sequence[int]):
-        self.size = list(size)
-
-    def apply(self, sch: Any, op: Any, axis: IterVar) -> list[IterVar]:
-        stage = _stage(sch, op)
-        out = []
-        for i in range(len(self.size) - 1):
-            factor = math.prod(self.size[i + 1:])
-            outer, axis = stage.split(axis, factor=factor)
-            out.append(outer)
-        out.append(axis)
-        return out
-
-    def __repr__(self) -> str:
-        return f"SplitEntity({self.size})"
-
-
-class ReorderEntity:
-    def __init__(self, perm: Sequence[int]):
-        self.perm = list(perm)
-
-    def apply(self, sch: Any, op: Any, axes: Sequence[IterVar]) -> list[IterVar]:
-        ordered = [axes[i] for i in self.perm]
-        if self.perm != sorted(self.perm):
-            _stage(sch, op).reorder(*ordered)
-        return ordered
-
-    def __repr__(self) -> str:
-        return f"ReorderEntity({self.perm})"
-
-
-class AnnotateEntity:
-    def __init__(self, anns: Sequence[str]):
-        self.anns = list(anns)
-
-    def apply(self, sch: Any, op: Any, axes: Sequence[IterVar], axis_lens: Sequence[int] | None = None,
-              max_unroll: int | None = None) -> None:
-        """Annotate ``axes``; ``unroll`` is skipped where ``axis_lens`` says the loop is longer than ``max_unroll``."""
-        stage = _stage(sch, op)
-        for k, (ax, ann) in enumerate(zip(axes, self.anns)):
-            if ann == "unroll":
-                if max_unroll is not None and axis_lens is not None and axis_lens[k] > max_unroll:
-                    continue
-                stage.unroll(ax)
-            elif ann == "vec":
-                stage.vectorize(ax)
-
-    def __repr__(self) -> str:
-        return f"AnnotateEntity({self.anns})"
-
-
-class OtherOptionEntity:
-    def __init__(self, val: Any):
-        self.val = val
-
-    def __repr__(self) -> str:
-        return f"OtherOptionEntity({self.val!r})"
-
-
 class Knob:
     """A declared knob: its kind and candidate values (what ``ConfigSpace.space_map`` holds)."""
 
@@ -149,12 +98,6 @@ class Knob:
 
     def __repr__(self) -> str:
         return f"Knob({self.name!r}, {self.kind}, {len(self.candidates)} candidates)"
-
-
-def _stage(sch: Any, op: Any) -> Any:
-    from autosched.te.schedule import Stage
-
-    return op if isinstance(op, Stage) else sch[op]
 
 
 class ConfigSpace:
@@ -172,9 +115,12 @@ class ConfigSpace:
         self._pending: dict[str, tuple] = {}
 
     # ----------------------------------------------------------- declaring
-    def _declare(self, name: str, kind: str, candidates: Sequence[Any], make, knob_kind: str, hint=None) -> None:
+    def _declare(self, name: str, kind: str, candidates: Sequence[Any], make, knob_kind: str, hint=None,
+                 default: Any = NO_DEFAULT) -> None:
         if name in self.space_map:
             raise SpaceError(f"template knob {name!r} is defined twice")
+        if default is not NO_DEFAULT and default is not None and freeze(default) not in map(freeze, candidates):
+            candidates = [*candidates, default]  # the expert's choice is a point of the space
         if not candidates:
             raise SpaceError(f"template knob {name!r} has no candidates")
         knob = Knob(name, kind, candidates)
@@ -198,8 +144,10 @@ class ConfigSpace:
 
     def define_split(self, name: str, axis: IterVar | int, num_outputs: int = 2, policy: str = "factors",
                      max_factor: int | None = None, candidate: Sequence[Sequence[int]] | None = None,
-                     filter: Any = None) -> None:  # noqa: A002 - AutoTVM's name
-        """Declare a split of ``axis`` (or of an extent) into ``num_outputs`` parts."""
+                     filter: Any = None, default: Sequence[int] | None = None) -> None:  # noqa: A002 - AutoTVM's
+        """Declare a split of ``axis`` (or of an extent) into ``num_outputs`` parts. ``default``: the expert
+        schedule's sizes (:class:`~autosched.workloads.knobs.DefaultConfig`), added to the candidates if
+        missing; it may have fewer parts (one: no split)."""
         n = self.extent(axis)
         if num_outputs < 1:
             raise SpaceError(f"define_split {name!r}: num_outputs must be >= 1")
@@ -226,10 +174,11 @@ class ConfigSpace:
                              "(factors, power2, verbose, candidate)")
         if filter is not None:
             cands = [c for c in cands if filter(SplitEntity(c))]
-        self._declare(name, "split", cands, SplitEntity, "tile", hint=split_hint(0))
+        default = None if default is None else tuple(int(x) for x in default)
+        self._declare(name, "split", cands, SplitEntity, "tile", hint=split_hint(0), default=default)
 
     def define_reorder(self, name: str, axes: Sequence[IterVar], policy: str = "all",
-                       candidate: Sequence[Sequence[Any]] | None = None) -> None:
+                       candidate: Sequence[Sequence[Any]] | None = None, default: Sequence[int] | None = None) -> None:
         """Declare an order of ``axes``: every permutation (``all``, up to 7 axes), the given ones, or none."""
         n = len(axes)
         if policy == "identity":
@@ -249,7 +198,8 @@ class ConfigSpace:
                 cands.append(perm)
         else:
             raise SpaceError(f"define_reorder {name!r}: unknown policy {policy!r} (all, identity, candidate)")
-        self._declare(name, "reorder", cands, ReorderEntity, "order")
+        self._declare(name, "reorder", cands, ReorderEntity, "order",
+                      default=None if default is None else tuple(default))
 
     @staticmethod
     def _axis_pos(axes: Sequence[IterVar], a: Any, name: str) -> int:
@@ -260,7 +210,8 @@ class ConfigSpace:
                 return i
         raise SpaceError(f"define_reorder {name!r}: {a!r} is not one of the axes")
 
-    def define_annotate(self, name: str, axes: Sequence[IterVar], policy: str = "try_unroll_vec") -> None:
+    def define_annotate(self, name: str, axes: Sequence[IterVar], policy: str = "try_unroll_vec",
+                        default: Sequence[str] | None = None) -> None:
         """Declare annotations of ``axes`` (``try_unroll``, ``try_vec``: the last axis, ``try_unroll_vec``)."""
         n = len(axes)
         if n == 0:
@@ -275,11 +226,13 @@ class ConfigSpace:
             raise SpaceError(f"define_annotate {name!r}: unknown policy {policy!r} "
                              "(try_unroll, try_vec, try_unroll_vec)")
         cands = list(itertools.product(*per))
-        self._declare(name, "annotate", cands, AnnotateEntity, "annotate")
+        self._declare(name, "annotate", cands, AnnotateEntity, "annotate",
+                      default=None if default is None else tuple(default))
 
-    def define_knob(self, name: str, candidates: Sequence[Any]) -> None:
+    def define_knob(self, name: str, candidates: Sequence[Any], default: Any = NO_DEFAULT) -> None:
         """Declare a knob with explicit candidate values (numbers, strings, booleans, lists)."""
-        self._declare(name, "other", list(candidates), lambda v: OtherOptionEntity(_plain(v)), "knob")
+        self._declare(name, "other", list(candidates), lambda v: OtherOptionEntity(_plain(v)), "knob",
+                      default=default)
 
     # ------------------------------------------------------------- reading
     def __getitem__(self, name: str) -> Any:

@@ -1,18 +1,55 @@
-"""Expert CPU schedules for the built-in workloads, written with the public primitives only.
+"""CPU schedules of the built-in workloads, written with the public primitives only: each is at once the
+expert (default) schedule and the template (target kind ``llvm``).
 
-Each is ``fn(sch, tensors, **params)`` and leaves its steps in ``sch.trace``. The
-common pattern (as in TVM's x86 schedules): a register block of the output is
-accumulated in a ``cache_write`` stage computed at the block's loop, its
-innermost axis vectorized and the next one unrolled, the reduction outside that
-block, and the outermost loops fused and run in parallel.
+Each is ``fn(cfg, sch, tensors, **params)`` and leaves its steps in ``sch.trace``. Every choice an expert
+makes (a register block's size, the split of the reduction, where the parallel loop ends, what is unrolled,
+whether B is packed or the padding inlined) is a knob declared on ``cfg`` with the expert's choice for this
+target and shape as its ``default`` (:mod:`autosched.workloads.knobs`). Registered here with
+``@cpu_schedule``, each runs with every knob at its default as the workload's expert schedule;
+:mod:`autosched.space.cpu_templates` registers the same functions as the templates, their knobs free. The
+loop nests (``dense_nest``, ``conv2d_nest``, ...) take ``cfg`` too (default: the defaults), so relay's fused
+kernels share them.
+
+The common pattern (as in TVM's x86 schedules): a register block of the output is accumulated in a
+``cache_write`` stage computed at the block's loop, its innermost axis vectorized and the next one unrolled,
+the reduction outside that block, and the outermost loops fused and run in parallel.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from autosched.workloads import register_schedule
+from autosched.workloads.knobs import DefaultConfig
 from autosched.workloads.tile_sizes import conv_tile, cpu, matmul_tile
 from autosched.workloads.tile_sizes import divisor as _divisor
 from autosched.workloads.tile_sizes import lanes as _lanes
+
+#: workload name -> its schedule ``fn(cfg, sch, tensors, **params)``: the expert schedule with ``cfg`` a
+#: DefaultConfig, the template (autosched.space.cpu_templates) with ``cfg`` the space's ConfigSpace
+SCHEDULES: dict[str, Callable[..., None]] = {}
+
+
+def cpu_schedule(workload: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register ``fn(cfg, sch, tensors, **params)`` as ``workload``'s expert schedule on ``llvm`` (every knob
+    at its default) and list it in :data:`SCHEDULES`, where the template registry finds it."""
+
+    def do(fn: Callable[..., None]) -> Callable[..., None]:
+        def expert(sch: Any, tensors: list, **params: Any) -> None:
+            fn(DefaultConfig(), sch, tensors, **params)
+
+        expert.__name__ = expert.__qualname__ = f"{fn.__name__}_default"
+        expert.__doc__ = fn.__doc__
+        SCHEDULES[workload] = fn
+        register_schedule(workload)(expert)
+        return fn
+
+    return do
+
+
+def _cfg(cfg: Any) -> Any:
+    return DefaultConfig() if cfg is None else cfg
 
 
 def _producer(tensor, name_contains: str):
@@ -47,60 +84,77 @@ def _root_elementwise(sch, t, lanes: int) -> None:
         sch[t].vectorize(inner)
 
 
-@register_schedule("matmul")
-def matmul_cpu(sch, tensors, M, N, K, dtype, **_):
+@cpu_schedule("matmul")
+def matmul_cpu(cfg, sch, tensors, M, N, K, dtype, **_):
     """A register tile of C sized for the target (4 x 4 vectors on AVX-512, 4 x 2 on AVX2) accumulated over k
     (unrolled by 4); B packed per column panel so the k loop streams it. With fewer column panels than
-    cores, panels and row tiles share the parallel loop and B is read in place."""
+    cores, panels and row tiles share the parallel loop (and B, by default, is read in place)."""
     A, B, C = tensors
     mr, nr = matmul_tile(M, N, dtype)
-    panels_per_core = N // nr >= cpu().cores
+    kr = _divisor(K, 4)
+    cfg.define_split("tile_i", M, num_outputs=2, max_factor=16, default=(-(-M // mr), mr))
+    cfg.define_split("tile_j", N, num_outputs=2, max_factor=64, default=(-(-N // nr), nr))
+    cfg.define_split("tile_k", K, num_outputs=2, max_factor=16, default=(K // kr, kr))
+    panels_per_core = N // cfg["tile_j"].size[-1] >= cpu().cores
+    cfg.define_knob("pack_b", [True, False], default=panels_per_core)
+    cfg.define_knob("unroll_k", [True, False], default=True)
     CL = sch.cache_write(C, "local")
-    BP = sch.cache_read(B, "global", [CL]) if panels_per_core else None
+    BP = sch.cache_read(B, "global", [CL]) if cfg["pack_b"].val else None
     i, j = sch[C].op.axis
-    jo, ji = sch[C].split(j, factor=nr)
-    io, ii = sch[C].split(i, factor=mr)
+    jo, ji = cfg["tile_j"].apply(sch, C, j)
+    io, ii = cfg["tile_i"].apply(sch, C, i)
     sch[C].reorder(jo, io, ii, ji)
     tile = io if panels_per_core else sch[C].fuse(jo, io)
     sch[C].parallel(jo if panels_per_core else tile)
     sch[C].vectorize(ji)
     if BP is not None:
-        sch[BP].compute_at(sch[C], jo)
+        sch[BP].compute_at(sch[C], jo if panels_per_core else tile)
         sch[BP].vectorize(sch[BP].op.axis[1])
     sch[CL].compute_at(sch[C], tile)
     ci, cj = sch[CL].op.axis
     (k,) = sch[CL].op.reduce_axis
-    ko, ki = sch[CL].split(k, factor=_divisor(K, 4))
+    ko, ki = cfg["tile_k"].apply(sch, CL, k)
     sch[CL].reorder(ko, ki, ci, cj)
-    sch[CL].unroll(ki)
+    if cfg["unroll_k"].val:
+        sch[CL].unroll(ki)
     sch[CL].unroll(ci)
     sch[CL].vectorize(cj)
 
 
-@register_schedule("batch_matmul")
-def batch_matmul_cpu(sch, tensors, B, M, N, K, dtype, **_):
-    """Per batch, the matmul register block; batches and row blocks run in parallel."""
+@cpu_schedule("batch_matmul")
+def batch_matmul_cpu(cfg, sch, tensors, B, M, N, K, dtype, **_):
+    """Per batch, the matmul register block; batches and row blocks run in parallel; by default the reduction
+    is not split."""
     X, Y, C = tensors
     mr, nr = _divisor(M, 4), _divisor(N, 2 * _lanes(dtype))
+    cfg.define_split("tile_i", M, num_outputs=2, max_factor=16, default=(M // mr, mr))
+    cfg.define_split("tile_j", N, num_outputs=2, max_factor=64, default=(N // nr, nr))
+    cfg.define_split("tile_k", K, num_outputs=2, max_factor=16, default=(K,))
+    cfg.define_knob("parallel", ["b", "b_io"], default="b_io")
+    cfg.define_knob("unroll_k", [True, False], default=False)
     CL = sch.cache_write(C, "local")
     b, i, j = sch[C].op.axis
-    io, ii = sch[C].split(i, factor=mr)
-    jo, ji = sch[C].split(j, factor=nr)
+    io, ii = cfg["tile_i"].apply(sch, C, i)
+    jo, ji = cfg["tile_j"].apply(sch, C, j)
     sch[C].reorder(b, io, jo, ii, ji)
-    bi = sch[C].fuse(b, io)
-    sch[C].parallel(bi)
+    outer = sch[C].fuse(b, io) if cfg["parallel"].val == "b_io" else b
+    sch[C].parallel(outer)
     sch[C].vectorize(ji)
     sch[CL].compute_at(sch[C], jo)
     _, ci, cj = sch[CL].op.axis
     (k,) = sch[CL].op.reduce_axis
-    sch[CL].reorder(k, ci, cj)
+    *ko, ki = cfg["tile_k"].apply(sch, CL, k)
+    sch[CL].reorder(*ko, ki, ci, cj)
+    if cfg["unroll_k"].val:
+        sch[CL].unroll(ki)
     sch[CL].unroll(ci)
     sch[CL].vectorize(cj)
 
 
-@register_schedule("dense")
-def dense_cpu(sch, tensors, N, CI, CO, bias, relu, dtype, **_):
-    """Output features in vector lanes (weights gathered along k), epilogues fused into the output loop."""
+@cpu_schedule("dense")
+def dense_cpu(cfg, sch, tensors, N, CI, CO, bias, relu, dtype, **_):
+    """Output features in vector lanes (weights gathered along k), epilogues fused into the output loop: see
+    :func:`dense_nest`."""
     out = tensors[-1]
     stage = out
     chain = []
@@ -110,152 +164,236 @@ def dense_cpu(sch, tensors, N, CI, CO, bias, relu, dtype, **_):
     dense_t = stage
     for t in chain[1:]:
         sch[t].compute_inline()
-    dense_nest(sch, out, sch.cache_write(out, "local") if out is dense_t else dense_t)
+    dense_nest(sch, out, sch.cache_write(out, "local") if out is dense_t else dense_t, cfg)
 
 
-def dense_nest(sch, out, DL) -> None:
+def dense_nest(sch, out, DL, cfg=None) -> None:
     """The loop nest of a dense layer (2-D) whose accumulator stage is ``DL`` (computed at the output's tile
-    loop): two vectors of output columns per tile, rows x column tiles in parallel, the reduction split by 4
-    and unrolled."""
+    loop): by default two vectors of output columns per tile and one row, rows x column tiles in parallel, the
+    reduction split by 4 and unrolled. A block of rows (``tile_i``) is accumulated inside the reduction."""
+    cfg = _cfg(cfg)
+    N, CO = (int(d) for d in out.shape)
+    (k,) = sch[DL].op.reduce_axis
+    K = int(k.dom.extent.value)
+    jb, kb = min(CO, 2 * _lanes(out.dtype)), _divisor(K, 4)
+    cfg.define_split("tile_i", N, num_outputs=2, max_factor=8, default=(N,))
+    cfg.define_split("tile_j", CO, num_outputs=2, max_factor=64, default=(-(-CO // jb), jb))
+    cfg.define_split("tile_k", K, num_outputs=2, max_factor=16, default=(K // kb, kb))
+    cfg.define_knob("unroll_k", [True, False], default=True)
     i, j = sch[out].op.axis
-    jo, ji = sch[out].split(j, factor=min(int(out.shape[1]), 2 * _lanes(out.dtype)))
-    ij = sch[out].fuse(i, jo)
+    io, *ii = cfg["tile_i"].apply(sch, out, i)
+    jo, ji = cfg["tile_j"].apply(sch, out, j)
+    if ii:
+        sch[out].reorder(io, jo, *ii, ji)
+    ij = sch[out].fuse(io, jo)
     sch[out].parallel(ij)
     sch[out].vectorize(ji)
     sch[DL].compute_at(sch[out], ij)
     ci, cj = sch[DL].op.axis
-    (k,) = sch[DL].op.reduce_axis
-    ko, ki = sch[DL].split(k, factor=_divisor(int(k.dom.extent.value), 4))
-    sch[DL].reorder(ci, ko, ki, cj)
-    sch[DL].unroll(ki)
+    ko, ki = cfg["tile_k"].apply(sch, DL, k)
+    sch[DL].reorder(*((ko, ki, ci) if ii else (ci, ko, ki)), cj)
+    if cfg["unroll_k"].val:
+        sch[DL].unroll(ki)
+    if ii:
+        sch[DL].unroll(ci)
     sch[DL].vectorize(cj)
 
 
-@register_schedule("conv2d")
-def conv2d_cpu(sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layout, dtype, **_):
-    data, weight, out = tensors
+def _pad_knob(cfg, sch, out, lanes: int, default: str = "root") -> None:
+    """The padding of a convolution computed at the root (parallel, vectorized) or inlined into it."""
     pad = _producer(out, "pad")
-    lanes = _lanes(dtype)
-    if pad is not None:
-        _root_elementwise(sch, pad, lanes)
-    OL = sch.cache_write(out, "local")
-    if layout == "NCHW":
-        conv2d_nchw_nest(sch, out, OL)
+    cfg.define_knob("pad", ["root", "inline"], default=default)
+    if pad is None:
+        return
+    if cfg["pad"].val == "inline":
+        sch[pad].compute_inline()
     else:
-        # NHWC: output channels in vector lanes (two vectors), a few output columns unrolled
+        _root_elementwise(sch, pad, lanes)
+
+
+@cpu_schedule("conv2d")
+def conv2d_cpu(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layout, dtype, **_):
+    """The padding copied at the root, then :func:`conv2d_nest`."""
+    data, weight, out = tensors
+    _pad_knob(cfg, sch, out, _lanes(dtype))
+    conv2d_nest(sch, out, sch.cache_write(out, "local"), layout, cfg)
+
+
+def conv2d_nest(sch, out, OL, layout: str = "NCHW", cfg=None) -> None:
+    """The loop nest of a conv2d (NCHW or NHWC) whose accumulator stage is ``OL`` (computed at the output's
+    innermost tile loop). NCHW, by default: 16 output channels x one vector of output columns (a divisor of
+    the width: no tails) per register block, the reduction outside the block with the window's columns
+    unrolled (up to 7), rows outermost in the parallel loop (each thread then reads its own band of the
+    padded input: half the cache traffic). NHWC: output channels in vector lanes (two vectors), a few output
+    columns unrolled, the input channels innermost in the reduction. Knobs: the blocks of output channels,
+    rows and columns, a split of the input channels and where it goes, the window unrolled or not, and how
+    much of the outer loops runs in parallel."""
+    cfg = _cfg(cfg)
+    nchw = layout == "NCHW"
+    lanes = _lanes(out.dtype)
+    if nchw:
+        n, f, y, x = sch[out].op.axis
+        _, CO, OH, OW = (int(d) for d in out.shape)
+        rc, rh, rw = sch[OL].op.reduce_axis
+    else:
         n, y, x, f = sch[out].op.axis
-        OW = (W + 2 * padding - KW) // stride + 1
-        fo, fi = sch[out].split(f, factor=_divisor(CO, 2 * lanes))
-        xo, xi = sch[out].split(x, factor=_divisor(OW, 7))
-        sch[out].reorder(n, y, xo, fo, xi, fi)
-        par = sch[out].fuse(n, y, xo)
-        sch[out].parallel(par)
+        _, OH, OW, CO = (int(d) for d in out.shape)
+        rh, rw, rc = sch[OL].op.reduce_axis
+    CI, KW = int(rc.dom.extent.value), int(rw.dom.extent.value)
+    fb, xb = (_divisor(CO, 16), _divisor(OW, lanes)) if nchw else (_divisor(CO, 2 * lanes), _divisor(OW, 7))
+    cfg.define_split("tile_f", CO, num_outputs=2, max_factor=16 if nchw else 64, default=(CO // fb, fb))
+    cfg.define_split("tile_y", OH, num_outputs=2, max_factor=4, default=(OH,))
+    cfg.define_split("tile_x", OW, num_outputs=2, max_factor=64 if nchw else 8, default=(OW // xb, xb))
+    cfg.define_split("tile_rc", CI, num_outputs=2, max_factor=16, default=(CI,))
+    cfg.define_knob("reduce_order", ["rc_outer", "rc_inner"], default="rc_outer" if nchw else "rc_inner")
+    cfg.define_annotate("ann_reduce", [None, None], policy="try_unroll",
+                        default=("none", "unroll" if nchw and KW <= 7 else "none"))
+    cfg.define_knob("parallel", ["n_fo_yo", "n_fo"] if nchw else ["n_yo_xo", "n_yo"],
+                    default="n_yo_fo" if nchw else "n_yo_xo")
+    fo, fi = cfg["tile_f"].apply(sch, out, f)
+    yo, *yi = cfg["tile_y"].apply(sch, out, y)
+    xo, xi = cfg["tile_x"].apply(sch, out, x)
+    par = cfg["parallel"].val
+    if nchw:
+        if par == "n_yo_fo":
+            sch[out].reorder(n, yo, fo, xo, *yi, fi, xi)
+            outer = sch[out].fuse(n, yo, fo)
+        else:
+            sch[out].reorder(n, fo, yo, xo, *yi, fi, xi)
+            outer = sch[out].fuse(n, fo, yo) if par == "n_fo_yo" else sch[out].fuse(n, fo)
+        sch[out].parallel(outer)
+        sch[out].vectorize(xi)
+        sch[OL].compute_at(sch[out], xo)
+        _, cf, cy, cx = sch[OL].op.axis
+        block = [cy, cf, cx] if yi else [cf, cx]
+    else:
+        sch[out].reorder(n, yo, xo, fo, *yi, xi, fi)
+        outer = sch[out].fuse(n, yo, xo) if par == "n_yo_xo" else sch[out].fuse(n, yo)
+        sch[out].parallel(outer)
         sch[out].vectorize(fi)
         sch[OL].compute_at(sch[out], fo)
-        _, _, cx, cf = sch[OL].op.axis
-        rh, rw, rc = sch[OL].op.reduce_axis
-        sch[OL].reorder(rh, rw, rc, cx, cf)
-        sch[OL].unroll(cx)
-        sch[OL].vectorize(cf)
+        _, cy, cx, cf = sch[OL].op.axis
+        block = [cy, cx, cf] if yi else [cx, cf]
+    rcs = cfg["tile_rc"].apply(sch, OL, rc)
+    red = [rcs[0], rh, rw, *rcs[1:]] if cfg["reduce_order"].val == "rc_outer" else [rh, rw, *rcs]
+    sch[OL].reorder(*red, *block)
+    cfg["ann_reduce"].apply(sch, OL, red[-2:])
+    for ax in block[:-1]:
+        sch[OL].unroll(ax)
+    sch[OL].vectorize(block[-1])
 
 
-@register_schedule("depthwise_conv2d")
-def depthwise_conv2d_cpu(sch, tensors, N, C, H, W, KH, KW, stride, padding, dtype, **_):
-    """Channels in parallel, a few output rows accumulated in registers with output columns in lanes."""
+@cpu_schedule("depthwise_conv2d")
+def depthwise_conv2d_cpu(cfg, sch, tensors, N, C, H, W, KH, KW, stride, padding, dtype, **_):
+    """The padding copied at the root, then :func:`depthwise_nchw_nest`."""
     data, weight, out = tensors
-    pad = _producer(out, "pad")
-    if pad is not None:
-        _root_elementwise(sch, pad, _lanes(dtype))
-    depthwise_nchw_nest(sch, out, sch.cache_write(out, "local"))
+    _pad_knob(cfg, sch, out, _lanes(dtype))
+    depthwise_nchw_nest(sch, out, sch.cache_write(out, "local"), cfg)
 
 
-def conv2d_nchw_nest(sch, out, OL) -> None:
-    """The loop nest of an NCHW conv2d whose accumulator stage is ``OL`` (computed at the output's column-tile
-    loop): 16 output channels x one vector of output columns (a divisor of the width: no tails) per register
-    block, the reduction outside the block with the window's columns unrolled (up to 7), rows outermost in
-    the parallel loop (each thread then reads its own band of the padded input: half the cache traffic)."""
-    n, f, y, x = sch[out].op.axis
-    fo, fi = sch[out].split(f, factor=_divisor(int(out.shape[1]), 16))
-    xo, xi = sch[out].split(x, factor=_divisor(int(out.shape[3]), _lanes(out.dtype)))
-    sch[out].reorder(n, y, fo, xo, fi, xi)
-    sch[out].parallel(sch[out].fuse(n, y, fo))
-    sch[out].vectorize(xi)
-    sch[OL].compute_at(sch[out], xo)
-    _, cf, _, cx = sch[OL].op.axis
-    rc, rh, rw = sch[OL].op.reduce_axis
-    sch[OL].reorder(rc, rh, rw, cf, cx)
-    if int(rw.dom.extent.value) <= 7:
-        sch[OL].unroll(rw)
-    sch[OL].unroll(cf)
-    sch[OL].vectorize(cx)
-
-
-def depthwise_nchw_nest(sch, out, OL) -> None:
-    """The loop nest of an NCHW depthwise conv2d whose accumulator stage is ``OL``: channels in parallel, 4
-    output rows accumulated in registers with output columns in lanes, the window outside them. ``OL``'s
-    reduction is the window (kh, kw), or (c, kh, kw) for a grouped conv2d with one channel a group."""
+def depthwise_nchw_nest(sch, out, OL, cfg=None) -> None:
+    """The loop nest of an NCHW depthwise conv2d whose accumulator stage is ``OL``: channels in parallel, by
+    default 4 output rows accumulated in registers with the output row in lanes, the window outside them and
+    its columns unrolled. ``OL``'s reduction is the window (kh, kw), or (c, kh, kw) for a grouped conv2d with
+    one channel a group. Knobs: the block of rows and of columns, whether row blocks share the parallel
+    loop, what of the window is unrolled."""
+    cfg = _cfg(cfg)
     n, c, y, x = sch[out].op.axis
-    yo, yi = sch[out].split(y, factor=_divisor(int(out.shape[2]), 4))
-    sch[out].reorder(n, c, yo, yi, x)
-    sch[out].parallel(sch[out].fuse(n, c))
-    sch[out].vectorize(x)
-    sch[OL].compute_at(sch[out], yo)
+    OH, OW = int(out.shape[2]), int(out.shape[3])
+    yb = _divisor(OH, 4)
+    cfg.define_split("tile_y", OH, num_outputs=2, max_factor=8, default=(OH // yb, yb))
+    cfg.define_split("tile_x", OW, num_outputs=2, max_factor=64, default=(OW,))
+    cfg.define_knob("parallel", ["n_c", "n_c_yo"])
+    cfg.define_annotate("ann_window", [None, None], policy="try_unroll", default=("none", "unroll"))
+    yo, yi = cfg["tile_y"].apply(sch, out, y)
+    *xo, xi = cfg["tile_x"].apply(sch, out, x)
+    sch[out].reorder(n, c, yo, *xo, yi, xi)
+    outer = sch[out].fuse(n, c, yo) if cfg["parallel"].val == "n_c_yo" else sch[out].fuse(n, c)
+    sch[out].parallel(outer)
+    sch[out].vectorize(xi)
+    sch[OL].compute_at(sch[out], xo[0] if xo else yo)
     _, _, cy, cx = sch[OL].op.axis
     red = sch[OL].op.reduce_axis
     sch[OL].reorder(*red, cy, cx)
-    sch[OL].unroll(red[-1])
+    cfg["ann_window"].apply(sch, OL, red[-2:])
     sch[OL].unroll(cy)
     sch[OL].vectorize(cx)
 
 
-@register_schedule("pool2d")
-def pool2d_cpu(sch, tensors, N, C, H, W, KH, KW, stride, padding, pool_type, dtype, **_):
-    """Channels in parallel, output columns in lanes, the window unrolled; padding read in place (masked)."""
+@cpu_schedule("pool2d")
+def pool2d_cpu(cfg, sch, tensors, N, C, H, W, KH, KW, stride, padding, pool_type, dtype, **_):
+    """Channels in parallel, output columns in lanes (by default the whole row), the window inside; padding
+    read in place (masked). An average's sum is computed per output row (or column tile)."""
     data, out = tensors
+    OW = int(out.shape[3])
     red = out if pool_type == "max" else _producer(out, "pool_sum")
     pad = _producer(red, "pad")
+    cfg.define_split("tile_x", OW, num_outputs=2, max_factor=64, default=(OW,))
+    cfg.define_knob("parallel", ["n_c", "n_c_y"])
+    cfg.define_annotate("ann_window", [None, None], policy="try_unroll")
     if pad is not None:
         sch[pad].compute_inline()
     n, c, y, x = sch[out].op.axis
-    nc = sch[out].fuse(n, c)
-    sch[out].parallel(nc)
-    if red is not out:
-        sch[red].compute_at(sch[out], y)
+    *xo, xi = cfg["tile_x"].apply(sch, out, x)
+    rows_fused = cfg["parallel"].val == "n_c_y"
+    outer = sch[out].fuse(n, c, y) if rows_fused else sch[out].fuse(n, c)
+    sch[out].parallel(outer)
+    if red is out:
+        rh, rw = sch[out].op.reduce_axis
+        if xo:
+            sch[out].reorder(xo[0], rh, rw, xi)
+        cfg["ann_window"].apply(sch, out, [rh, rw])
+    else:
+        sch[red].compute_at(sch[out], xo[0] if xo else outer if rows_fused else y)
         _, _, _, rx = sch[red].op.axis
         rh, rw = sch[red].op.reduce_axis
         sch[red].reorder(rh, rw, rx)
+        cfg["ann_window"].apply(sch, red, [rh, rw])
         sch[red].vectorize(rx)
-        sch[out].vectorize(x)
-    else:
-        sch[out].vectorize(x)
+    sch[out].vectorize(xi)
 
 
-@register_schedule("softmax")
-def softmax_cpu(sch, tensors, M, N, dtype, **_):
+@cpu_schedule("softmax")
+def softmax_cpu(cfg, sch, tensors, M, N, dtype, **_):
     """One row per iteration of a parallel loop: max, exp, sum and the division all on that row, every pass
-    vectorized (the max and the sum keep partial results in vector lanes)."""
+    vectorized (the max and the sum keep partial results in vector lanes). Knobs: exp computed once into a
+    row buffer or inlined into its two readers, the vectorized loops split."""
     X, out = tensors
     ex = _producer(out, "exp")
     sm = _producer(out, "row_sum")
     mx = _producer(ex, "row_max")
+    cfg.define_split("tile_j", N, num_outputs=2, max_factor=64, default=(N,))
+    cfg.define_knob("exp", ["row", "inline"])
     i, j = sch[out].op.axis
     if M > 1:
         sch[out].parallel(i)
-    for t in (mx, ex, sm):
+    row = cfg["exp"].val == "row"
+    if not row:
+        sch[ex].compute_inline()
+    for t in (mx, ex, sm) if row else (mx, sm):
         sch[t].compute_at(sch[out], i)
     sch[mx].vectorize(sch[mx].op.reduce_axis[0])
     sch[sm].vectorize(sch[sm].op.reduce_axis[0])
-    sch[ex].vectorize(sch[ex].op.axis[1])
-    sch[out].vectorize(j)
+    if row:
+        *_, ei = cfg["tile_j"].apply(sch, ex, sch[ex].op.axis[1])
+        sch[ex].vectorize(ei)
+    *_, ji = cfg["tile_j"].apply(sch, out, j)
+    sch[out].vectorize(ji)
 
 
-@register_schedule("elementwise")
-def elementwise_cpu(sch, tensors, N, C, H, W, op, dtype, **_):
-    """All axes fused, chunks of four vectors, chunks in parallel."""
+@cpu_schedule("elementwise")
+def elementwise_cpu(cfg, sch, tensors, N, C, H, W, op, dtype, **_):
+    """All axes fused, chunks of four vectors (or, as a knob: parallel chunks, unrolled vectors, lanes), chunks
+    in parallel."""
     out = tensors[-1]
+    total, chunk = N * C * H * W, 4 * _lanes(dtype)
+    cfg.define_split("tile", total, num_outputs=3, max_factor=64, default=(-(-total // chunk), chunk))
+    cfg.define_knob("unroll", [False, True])
     fused = sch[out].fuse(*sch[out].op.axis)
-    outer, inner = sch[out].split(fused, factor=4 * _lanes(dtype))
+    outer, *mid, inner = cfg["tile"].apply(sch, out, fused)
     sch[out].parallel(outer)
+    if cfg["unroll"].val and mid:
+        sch[out].unroll(mid[0])
     sch[out].vectorize(inner)
 
 
@@ -322,19 +460,39 @@ def place_padding(sch, pad, stride: int, dtype: str) -> None:
         sch[pad].compute_inline()
 
 
-@register_schedule("conv2d_nchwc")
-def conv2d_nchwc_cpu(sch, tensors, N, CI, H, W, CO, KH, KW, stride, padding, groups, ic_block, oc_block, dtype,
-                     **_):
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@cpu_schedule("conv2d_nchwc")
+def conv2d_nchwc_cpu(cfg, sch, tensors, N, CI, H, W, CO, KH, KW, stride, padding, groups, ic_block, oc_block,
+                     dtype, **_):
     """Blocked convolution: a (channel blocks x rows x pixels) register tile sized for the target's registers
-    (2 x 1 x 14 vectors on AVX-512, 1 x 1 x 14 on AVX2), the padding placed by :func:`place_padding`."""
+    (by default 2 x 1 x 14 vectors on AVX-512, 1 x 1 x 14 on AVX2; as knobs: the tiles of one row that fit),
+    rows or channel blocks outermost in the parallel loop, the input-channel block unrolled or not, the kernel
+    width unrolled or not, the padding placed by :func:`place_padding` (or, as a knob, either way)."""
     data, weight, out = tensors
-    place_padding(sch, _producer(out, "pad"), stride, dtype)
     OW = (W + 2 * padding - KW) // stride + 1
     OH = (H + 2 * padding - KH) // stride + 1
-    blocks, rows, pixels = conv_tile(OH, OW, CO // oc_block, oc_block, dtype)
+    regs, per_block = cpu().vector_registers, -(-oc_block // _lanes(dtype))
+    tiles = [[b, 1, p] for b in _divisors(CO // oc_block) if b <= 4 for p in _divisors(OW)
+             if p <= 32 and b * per_block * (p + 1) + 1 <= regs]
+    cfg.define_knob("register_tile", tiles or [[1, 1, 1]], default=list(conv_tile(OH, OW, CO // oc_block, oc_block,
+                                                                                   dtype)))
+    cfg.define_knob("rows_outer", [True, False], default=not weights_outweigh_input(weight, data))
+    cfg.define_knob("unroll_ib", sorted({1, _divisor(ic_block, 4), min(ic_block, 16)}), default=_divisor(ic_block, 4))
+    cfg.define_knob("unroll_kw", [False, True])
+    cfg.define_knob("pad", ["root", "inline"], default="root" if stride > 1 else "inline")
+    pad = _producer(out, "pad")
+    if pad is not None:
+        if cfg["pad"].val == "root":
+            _root_elementwise(sch, pad, _lanes(dtype))
+        else:
+            sch[pad].compute_inline()
+    blocks, rows, pixels = cfg["register_tile"].val
     OL = sch.cache_write(out, "local")
-    blocked_conv_nest(sch, out, OL, blocks=blocks, rows=rows, pixels=pixels,
-                      rows_outer=not weights_outweigh_input(weight, data), unroll_ib=_divisor(ic_block, 4))
+    blocked_conv_nest(sch, out, OL, blocks=blocks, rows=rows, pixels=pixels, rows_outer=cfg["rows_outer"].val,
+                      unroll_kw=cfg["unroll_kw"].val, unroll_ib=cfg["unroll_ib"].val)
 
 
 def depthwise_pixels(out_width: int, block: int, dtype: str) -> int:
@@ -344,24 +502,33 @@ def depthwise_pixels(out_width: int, block: int, dtype: str) -> int:
     return _divisor(out_width, max(1, cpu().vector_registers // (2 * per_pixel) - 1))
 
 
-@register_schedule("depthwise_conv2d_nchwc")
-def depthwise_conv2d_nchwc_cpu(sch, tensors, N, C, H, W, KH, KW, stride, padding, block, dtype, **_):
+@cpu_schedule("depthwise_conv2d_nchwc")
+def depthwise_conv2d_nchwc_cpu(cfg, sch, tensors, N, C, H, W, KH, KW, stride, padding, block, dtype, **_):
     """Blocked depthwise convolution: channels in lanes, a run of output pixels accumulated in registers with
     the window outside it (each weight vector loaded once per run), channel blocks and rows in parallel. The
     padding is read in place (its guards partitioned away): a padded copy would double the memory traffic
-    of this memory-bound kernel (docs/measured_choices.md)."""
+    of this memory-bound kernel (docs/measured_choices.md). Knobs: the run's length (up to the target's
+    registers), the kernel width unrolled or not, the padding read in place or copied at the root."""
     data, weight, out = tensors
+    OW = (W + 2 * padding - KW) // stride + 1
+    per_pixel = -(-block // _lanes(dtype))
+    cfg.define_knob("pixels", [p for p in _divisors(OW) if 2 * p * per_pixel < cpu().vector_registers] or [1],
+                    default=depthwise_pixels(OW, block, dtype))
+    cfg.define_knob("unroll_kw", [True, False])
+    cfg.define_knob("pad", ["inline", "root"])
     pad = _producer(out, "pad")
     if pad is not None:
-        sch[pad].compute_inline()
-    OW = (W + 2 * padding - KW) // stride + 1
-    _window_nest(sch, out, sch.cache_write(out, "local"), depthwise_pixels(OW, block, dtype))
+        if cfg["pad"].val == "root":
+            _root_elementwise(sch, pad, _lanes(dtype))
+        else:
+            sch[pad].compute_inline()
+    _window_nest(sch, out, sch.cache_write(out, "local"), cfg["pixels"].val, unroll_kw=cfg["unroll_kw"].val)
 
 
-def _window_nest(sch, out, OL, pixels: int) -> None:
+def _window_nest(sch, out, OL, pixels: int, unroll_kw: bool = True) -> None:
     """A pooling or depthwise nest over NCHW[x]c: channel blocks and rows in parallel, a run of ``pixels``
-    output pixels accumulated in ``OL`` (computed at the run) with the window outside the run, channels in
-    lanes."""
+    output pixels accumulated in ``OL`` (computed at the run) with the window outside the run (its columns
+    unrolled unless ``unroll_kw`` is False), channels in lanes."""
     n, cb, y, x, c = sch[out].op.axis
     xo, xi = sch[out].split(x, factor=pixels)
     sch[out].reorder(n, cb, y, xo, xi, c)
@@ -371,7 +538,8 @@ def _window_nest(sch, out, OL, pixels: int) -> None:
     _, _, _, cx, cc = sch[OL].op.axis
     kh, kw = sch[OL].op.reduce_axis
     sch[OL].reorder(kh, kw, cx, cc)
-    sch[OL].unroll(kw)
+    if unroll_kw:
+        sch[OL].unroll(kw)
     sch[OL].unroll(cx)
     sch[OL].vectorize(cc)
 

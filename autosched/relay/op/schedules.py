@@ -14,7 +14,7 @@ from autosched.workloads.cpu import (
     _root_elementwise,
     _window_nest,
     blocked_conv_nest,
-    conv2d_nchw_nest,
+    conv2d_nest,
     dense_nest,
     dense_pack_nest,
     depthwise_nchw_nest,
@@ -171,7 +171,7 @@ def conv2d_nchw(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> Non
     if depthwise:
         depthwise_nchw_nest(sch, out, OL)
     else:
-        conv2d_nchw_nest(sch, out, OL)
+        conv2d_nest(sch, out, OL, "NCHW")
 
 
 def dense(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
