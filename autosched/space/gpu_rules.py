@@ -39,6 +39,7 @@ from autosched.te.schedule import Stage
 MAX_THREAD_TILE = 64  # threads along one axis
 MAX_INNER_TILE = 8  # elements one thread computes along one axis (its register tile)
 MAX_REDUCE_INNER = 32  # reduction steps per shared-memory tile
+K_STEPS = 4  # reduction steps unrolled together: 4 consecutive floats of a shared row become one ld.shared.v4
 THREADS = (32, 64, 128, 256, 512)  # threads per block of the default rule
 PER_THREAD = (1, 2, 4)
 MAX_THREADS = 1024
@@ -163,10 +164,18 @@ class GPUTile(SketchRule):
             ext[ro], ext[ri] = t
             outer_r.append(ro)
             inner_r.append(ri)
-        local.reorder(*outer_r, *inner_r, *local.op.axis)
+        steps = []  # the last reduction's steps taken 4 at a time: a row of a shared tile read as one vector
+        if inner_r and ext[inner_r[-1]] % K_STEPS == 0 and ext[inner_r[-1]] > K_STEPS:
+            rio, steps = local.split(inner_r[-1], factor=K_STEPS)
+            ext[rio], ext[steps] = ext[inner_r[-1]] // K_STEPS, K_STEPS
+            inner_r[-1], steps = rio, [steps]
+        local.reorder(*outer_r, *inner_r, *steps, *local.op.axis)
         for ax, t in zip(local.op.axis, tiles):  # at the thread loop, one thread's tile of each axis
             ext[ax] = t[2]
-        unroll_inner(ctx, local, ext, f"unroll/{org}", only=set(inner_r) | set(local.op.axis))
+        unroll_inner(ctx, local, ext, f"unroll/{org}", only=set(inner_r) | set(steps) | set(local.op.axis))
+        for iv in (*steps, *local.op.axis):  # the register tile (and its k steps) always: registers, not memory
+            if ext[iv] > 1 and iv not in local.iter_attrs:
+                local.unroll(iv)
         if outer_r:
             self.stage_inputs(ctx, local, outer_r[-1], threads, org)
 

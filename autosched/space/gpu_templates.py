@@ -16,7 +16,7 @@ consecutive addresses; a thread's register tile spans the other axes.
 from __future__ import annotations
 
 from autosched.space.config import factorizations
-from autosched.space.gpu_rules import COALESCED_RUN, VECTOR_WIDTHS
+from autosched.space.gpu_rules import COALESCED_RUN, K_STEPS, VECTOR_WIDTHS
 from autosched.space.template import register_template
 
 
@@ -90,9 +90,13 @@ def matmul_cuda(cfg, sch, tensors, M, N, K, dtype, **_):
     ci, cj = sch[CL].op.axis
     (k,) = sch[CL].op.reduce_axis
     ko, ki = cfg["tile_k"].apply(sch, CL, k)
-    sch[CL].reorder(ko, ki, ci, cj)
-    sch[CL].unroll(ci)
-    sch[CL].unroll(cj)
+    steps = []  # k taken 4 steps at a time (unrolled): 4 consecutive floats of an A row read as one vector
+    if cfg["tile_k"].size[1] % K_STEPS == 0 and cfg["tile_k"].size[1] > K_STEPS:
+        ki, kv = sch[CL].split(ki, factor=K_STEPS)
+        steps = [kv]
+    sch[CL].reorder(ko, ki, *steps, ci, cj)
+    for iv in (*steps, ci, cj):
+        sch[CL].unroll(iv)
     if cfg["unroll_k"].val:
         sch[CL].unroll(ki)
     if shared:
