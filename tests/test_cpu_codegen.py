@@ -306,3 +306,19 @@ def test_padding_guards_mask_only_the_edge_chunks(target):
     p = np.pad(d, ((0, 0), (1, 1)))
     ref = sum(w[:, :, k] @ p[:, k:k + W] for k in range(3))
     np.testing.assert_allclose(o, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_masked_off_lane_does_not_divide_by_zero():
+    """An integer division in a vectorized loop with a tail: the lanes past the end load nothing (zero), and
+    dividing by them would trap (SIGFPE) although their results are thrown away."""
+    A = te.placeholder((13,), name="A", dtype="int32")
+    B = te.placeholder((13,), name="B", dtype="int32")
+    C = te.compute((13,), lambda i: te.floormod(A[i], B[i]) + te.floordiv(A[i], B[i]), name="C")
+    s = te.create_schedule(C.op)
+    _, vi = s[C].split(C.op.axis[0], factor=8)
+    s[C].vectorize(vi)
+    a = np.arange(-6, 7, dtype="int32") * 7
+    b = np.array([3, -4, 5, 7, -2, 9, 1, 2, -3, 4, 6, -5, 8], dtype="int32")
+    c = np.zeros(13, "int32")
+    autosched.build(s, [A, B, C])(a, b, c)
+    np.testing.assert_array_equal(c, a % b + a // b)

@@ -148,7 +148,12 @@ class VectorEmitter:
         if not self.varying(e) and (self.mask is None or not any(isinstance(x, S.BufferLoad) for x in E.walk(e))):
             return self.scalar(e), False
         if isinstance(e, E.BinaryOp):
-            return ops.binary(self.b, e, self.vec(e.a), self.vec(e.b)), True
+            x, y = self.vec(e.a), self.vec(e.b)
+            if self.mask is not None and type(e) in (E.FloorDiv, E.FloorMod) and isinstance(y.type.element, ir.IntType):
+                # a masked-off lane's divisor is whatever its (skipped) load gave, zero included, and an integer
+                # division by zero traps (SIGFPE) even in a lane whose result is thrown away: divide it by 1
+                y = self.b.select(self.mask, y, ir.Constant(y.type, [1] * self.lanes))
+            return ops.binary(self.b, e, x, y), True
         m = getattr(self, "_e_" + type(e).__name__, None)
         if m is None:
             raise CodegenError(f"cannot vectorize expression {type(e).__name__}: {e}")

@@ -265,7 +265,7 @@ def _mod_compute(inputs, attrs, out_type):
     def f(*i):
         d = _bload(b, i)
         if out_type.dtype.startswith(("int", "uint")) and not isinstance(d, te.expr.IntImm):
-            # a zero divisor (undefined in ONNX) reads as 1: a masked-off vector lane must not trap either
+            # a zero divisor (undefined in ONNX) reads as 1: a division by zero would trap (SIGFPE)
             d = te.if_then_else(d == _c(0, d.dtype), _c(1, d.dtype), d)
         return fn(_bload(a, i), d)
 
