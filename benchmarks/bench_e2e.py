@@ -31,7 +31,6 @@ import argparse
 import json
 import logging
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
+
+from _timing import alternating_medians, median_time  # noqa: E402
 
 import _onnx_models  # noqa: E402
 import _transformer_models  # noqa: E402
@@ -60,34 +61,6 @@ TRANSFORMERS = {
     "gpt2_small": (_transformer_models.make_decoder, _transformer_models.GPT2_SMALL),
 }
 GOALS = {"resnet18": 0.9, "resnet50": 1.0, "mobilenet_v2": 1.0, "bert_base": 1.0, "gpt2_small": 1.0}
-
-
-def alternating_medians(fns: dict, rounds: int = 5, seconds: float = 1.0, pause: float = 0.5) -> dict:
-    """Each side's best median over ``rounds`` rounds; in a round every side is timed in turn (the order
-    alternating from round to round), each block after ``pause`` seconds so that the other library's spinning
-    threads have parked."""
-    names = list(fns)
-    best = {n: float("inf") for n in names}
-    for r in range(rounds):
-        for n in (names if r % 2 == 0 else names[::-1]):
-            time.sleep(pause)
-            best[n] = min(best[n], median_time(fns[n], seconds=seconds))
-    return best
-
-
-def median_time(fn, seconds: float = 2.0) -> float:
-    fn()
-    fn()
-    t = time.perf_counter()
-    fn()
-    one = time.perf_counter() - t
-    n = max(10, min(1000, int(seconds / max(one, 1e-6))))
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
 def build_autosched(mod, params, db: str | None):

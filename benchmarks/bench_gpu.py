@@ -7,7 +7,8 @@ Needs a CUDA GPU (and ``ptxas``); PyTorch is optional (without it only autosched
 For each workload: ``autosched.tune`` on the GPU for ``--trials`` candidates (generated space, local
 workers, a fresh database), then the best kernel built again, checked against the CPU build and timed on
 device-resident arrays, and the same operation through PyTorch timed the same way: batches of launches
-back to back with one wait each, median over two seconds. The GPU's fp32 peak is measured by
+back to back with one wait each, the median over a second, in three alternating rounds with a pause before
+each block (each side's best median). The GPU's fp32 peak is measured by
 ``autosched.measure.peak.measure_gpu_peak``. Prints a table and writes ``gpu.json``.
 """
 
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _timing import alternating_medians
 
 import autosched
 from autosched.runtime.cuda import cuda_available, device_info
@@ -33,7 +35,7 @@ WORKLOADS = {
 }
 
 
-def median_time(fn, seconds: float = 2.0) -> float:
+def median_time(fn, seconds: float = 1.0) -> float:
     """Median seconds per launch: ``fn(n)`` launches ``n`` times back to back and waits once; repeats of
     batches of about 10 ms, as many as fit in ``seconds``."""
     fn(3)
@@ -49,8 +51,9 @@ def median_time(fn, seconds: float = 2.0) -> float:
     return statistics.median(ts)
 
 
-def torch_time(name: str, ins: list[np.ndarray], params: dict) -> float | None:
-    """The same operation through PyTorch on the GPU (fp32, TF32 off), or None without PyTorch."""
+def torch_caller(name: str, ins: list[np.ndarray], params: dict):
+    """The same operation through PyTorch on the GPU (fp32, TF32 off), as ``call(number)`` (that many
+    launches and one wait), or None without PyTorch."""
     try:
         import torch
     except ImportError:
@@ -72,7 +75,7 @@ def torch_time(name: str, ins: list[np.ndarray], params: dict) -> float | None:
             op()
         torch.cuda.synchronize()
 
-    return median_time(call)
+    return call
 
 
 def bench(wl: str, trials: int, policy: str, dbdir: Path, arch: str) -> dict:
@@ -94,8 +97,12 @@ def bench(wl: str, trials: int, policy: str, dbdir: Path, arch: str) -> dict:
     ref = np.zeros_like(out)
     autosched.build(ref_sch, ref_args)(*ins, ref)
     err = float(np.max(np.abs(out - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
-    ours = median_time(mod.entry_func.device_caller(ins + [out]))
-    theirs = torch_time(name, ins, params)
+    fns = {"autosched": mod.entry_func.device_caller(ins + [out])}
+    torch_call = torch_caller(name, ins, params)
+    if torch_call is not None:
+        fns["torch"] = torch_call
+    best = alternating_medians(fns, rounds=3, seconds=1.0, pause=0.3, timer=median_time)
+    ours, theirs = best["autosched"], best.get("torch")
     flop = task.flop
     return {"workload": wl, "task": task.label, "trials": trials, "policy": policy, "tune_seconds": tune_s,
             "autosched_us": ours * 1e6, "autosched_gflops": flop / ours / 1e9, "max_rel_err": err,
