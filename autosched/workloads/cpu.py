@@ -254,26 +254,20 @@ def conv2d_nest(sch, out, OL, layout: str = "NCHW", cfg=None) -> None:
     yo, *yi = cfg["tile_y"].apply(sch, out, y)
     xo, xi = cfg["tile_x"].apply(sch, out, x)
     par = cfg["parallel"].val
-    if nchw:
-        if par == "n_yo_fo":
-            sch[out].reorder(n, yo, fo, xo, *yi, fi, xi)
-            outer = sch[out].fuse(n, yo, fo)
-        else:
-            sch[out].reorder(n, fo, yo, xo, *yi, fi, xi)
-            outer = sch[out].fuse(n, fo, yo) if par == "n_fo_yo" else sch[out].fuse(n, fo)
-        sch[out].parallel(outer)
-        sch[out].vectorize(xi)
-        sch[OL].compute_at(sch[out], xo)
-        _, cf, cy, cx = sch[OL].op.axis
-        block = [cy, cf, cx] if yi else [cf, cx]
-    else:
-        sch[out].reorder(n, yo, xo, fo, *yi, xi, fi)
-        outer = sch[out].fuse(n, yo, xo) if par == "n_yo_xo" else sch[out].fuse(n, yo)
-        sch[out].parallel(outer)
-        sch[out].vectorize(fi)
-        sch[OL].compute_at(sch[out], fo)
-        _, cy, cx, cf = sch[OL].op.axis
-        block = [cy, cx, cf] if yi else [cx, cf]
+    if nchw:  # output columns in lanes, the register block at the column tile
+        outer = [n, yo, fo, xo] if par == "n_yo_fo" else [n, fo, yo, xo]
+        inner, at = [*yi, fi, xi], xo
+        fused = {"n_yo_fo": (n, yo, fo), "n_fo_yo": (n, fo, yo), "n_fo": (n, fo)}[par]
+    else:  # output channels in lanes, the register block at the channel tile
+        outer, inner, at = [n, yo, xo, fo], [*yi, xi, fi], fo
+        fused = {"n_yo_xo": (n, yo, xo), "n_yo": (n, yo)}[par]
+    sch[out].reorder(*outer, *inner)
+    sch[out].parallel(sch[out].fuse(*fused))
+    sch[out].vectorize(inner[-1])
+    sch[OL].compute_at(sch[out], at)
+    _, a1, a2, a3 = sch[OL].op.axis
+    cf, cy, cx = (a1, a2, a3) if nchw else (a3, a1, a2)
+    block = ([cy] if yi else []) + ([cf, cx] if nchw else [cx, cf])
     rcs = cfg["tile_rc"].apply(sch, OL, rc)
     red = [rcs[0], rh, rw, *rcs[1:]] if cfg["reduce_order"].val == "rc_outer" else [rh, rw, *rcs]
     sch[OL].reorder(*red, *block)
