@@ -7,7 +7,7 @@
 The issue's figure: with the pretrained model, the best kernel found in 32 trials is at least 1.3x the cold
 model's, median over 5 seeds, on workloads the model never saw. For each held-out workload a model is
 trained on the shipped logs (``tuning_logs/*.jsonl``) without that workload's records, exactly as
-``python -m autosched.cost_model.train_pretrained --exclude W --no-eval`` does (cached in
+``python -m autosched.cli.train_pretrained --exclude W --no-eval`` does (cached in
 MODELS/pretrained-without-W/, retrained when the features changed). Then, per seed, two runs of
 ``autosched.tune`` on the workload at its default parameters: the evolutionary policy with that model (its
 own records train trees on top of it), and with a cold XGBoost model; each from an empty database, local
@@ -32,7 +32,7 @@ import numpy as np
 
 import autosched
 from autosched.cost_model import XGBCostModel, load_pretrained, pretrained_info
-from autosched.cost_model.train_pretrained import default_logs, fit, read_logs, save
+from autosched.cli.train_pretrained import default_logs, fit, read_logs, save
 from autosched.measure import Measurer
 from autosched.target import Target
 

@@ -72,7 +72,7 @@ def test_other_features_than_it_was_trained_on_give_one_warning_and_a_cold_model
     assert first.base is None and second.base is None and first.origin.startswith("cold")
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
-    assert "python -m autosched.cost_model.train_pretrained" in warnings[0] and "features" in warnings[0]
+    assert "python -m autosched.cli.train_pretrained" in warnings[0] and "features" in warnings[0]
 
 
 def test_own_records_train_trees_on_top_of_the_base(fresh_cache):
@@ -144,7 +144,7 @@ def _small_logs(tmp_path: Path) -> list[Path]:
 
 
 def test_the_training_script_writes_a_model_the_tuner_loads(fresh_cache, tmp_path, capsys):
-    from autosched.cost_model.train_pretrained import main
+    from autosched.cli.train_pretrained import main
 
     out = tmp_path / "model"
     assert main([*map(str, _small_logs(tmp_path)), "--out", str(out), "--no-eval", "--rounds", "10"]) == 0
@@ -158,7 +158,7 @@ def test_the_training_script_writes_a_model_the_tuner_loads(fresh_cache, tmp_pat
 
 def test_the_held_out_evaluation_leaves_each_workload_out(tmp_path):
     pytest.importorskip("sklearn")
-    from autosched.cost_model.train_pretrained import evaluate, read_logs
+    from autosched.cli.train_pretrained import evaluate, read_logs
 
     data = read_logs(_small_logs(tmp_path))
     got = evaluate(data, num_rounds=10, k=8)
@@ -169,7 +169,7 @@ def test_the_held_out_evaluation_leaves_each_workload_out(tmp_path):
 
 
 def test_the_training_script_names_a_missing_log(capsys):
-    from autosched.cost_model.train_pretrained import main
+    from autosched.cli.train_pretrained import main
 
     with pytest.raises(SystemExit) as e:
         main(["/nonexistent/log.jsonl", "--no-eval"])

@@ -1,4 +1,4 @@
-"""``autosched build`` (autosched.relay.cli): an ONNX model to a deployable folder, with and without a database."""
+"""``autosched build`` (autosched.cli.build): an ONNX model to a deployable folder, with and without a database."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from autosched.relay import cli  # noqa: E402
+from autosched.cli import build as build_cmd  # noqa: E402
+from autosched.cli import main  # noqa: E402
 from autosched.runtime import graph_executor  # noqa: E402
 
 RNG = np.random.default_rng(1)
@@ -48,7 +49,7 @@ def test_build_writes_a_folder_that_runs(tmp_path, capsys):
     path = tmp_path / "m.onnx"
     w, fc, fb = _model(path)
     out = tmp_path / "out"
-    rc = cli.main(["build", "--model", str(path), "--shape", "data=2,3,8,8", "-o", str(out)])
+    rc = main(["build", "--model", str(path), "--shape", "data=2,3,8,8", "-o", str(out)])
     assert rc == 0, capsys.readouterr().err
     text = capsys.readouterr().out
     assert "kernels, 0 tuned" in text
@@ -59,14 +60,14 @@ def test_build_writes_a_folder_that_runs(tmp_path, capsys):
     m.set_input("data", x)
     m.run()
     np.testing.assert_allclose(m.get_output(0), _reference(x, w, fc, fb), rtol=1e-4, atol=1e-4)
-    tasks, weights = cli.load_model_tasks(str(path), {"data": (2, 3, 8, 8)})
+    tasks, weights = build_cmd.load_model_tasks(str(path), {"data": (2, 3, 8, 8)})
     assert len(tasks) == len(weights) >= 2 and all(wt == 1.0 for wt in weights)
 
 
 def test_build_usage_errors(tmp_path, capsys):
-    assert cli.main(["build", "--model", str(tmp_path / "none.onnx"), "-o", str(tmp_path / "o")]) == 2
+    assert main(["build", "--model", str(tmp_path / "none.onnx"), "-o", str(tmp_path / "o")]) == 2
     assert "no such model file" in capsys.readouterr().err
     path = tmp_path / "m.onnx"
     _model(path)
-    assert cli.main(["build", "--model", str(path), "--shape", "data=1,x", "-o", str(tmp_path / "o")]) == 2
+    assert main(["build", "--model", str(path), "--shape", "data=1,x", "-o", str(tmp_path / "o")]) == 2
     assert "--shape takes INPUT=D0,D1" in capsys.readouterr().err

@@ -25,7 +25,7 @@ from autosched.database import Database
 from autosched.database.query import trusted
 from autosched.measure import MeasureResult
 from autosched.search import tune
-from autosched.search.cli import SharedWork
+from autosched.search.callbacks import SharedWork
 from autosched.search.progress import TuneProgress
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 # How the shipped logs were made: each built-in workload at its default parameters, 1000 new trials with the
 # default policy (evolutionary + XGBoost) and local Ray, into a scratch database, then exported compact: the
 # BEST (default 600) fastest successful records, so that each log stays under 1 MB and still applies, seeds a
-# search and trains the shipped cost model (autosched/cost_model/train_pretrained.py). Run on a quiet machine.
+# search and trains the shipped cost model (autosched/cli/train_pretrained.py). Run on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DB=${DB:-/tmp/autosched-tuning-logs.db}

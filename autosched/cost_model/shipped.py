@@ -24,7 +24,7 @@ log = logging.getLogger("autosched.cost_model")
 
 MODEL_FILE = "pretrained.ubj"
 META_FILE = "pretrained.json"
-RETRAIN = "python -m autosched.cost_model.train_pretrained"
+RETRAIN = "python -m autosched.cli.train_pretrained"
 
 
 _loaded: dict[str | None, tuple[bytes, dict]] = {}  # folder (None: the package data) -> model bytes, metadata

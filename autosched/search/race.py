@@ -1,34 +1,29 @@
-"""``autosched race``: search policies side by side on one workload, against references that do not move.
-
-Each (policy, seed) run tunes the same task from an empty database of its own, one after another on the
-same workers; after each batch it notes the best GFLOPS so far, against trials and against seconds. The
-reference is the fastest installed vendor library on the same computation (:mod:`autosched.search.vendor`),
-else the machine's fp32 peak, both timed in this process: a policy's figure is its share of it, so runs
-that stall are not flattered by comparing them with their own best. Prints a table (median over seeds,
-with the worst and best seed) and draws the curves::
-
-    autosched race --policies random,evolutionary --workload matmul --param M=256 --trials 64 --seeds 0,1,2
-
-Exit codes: 0 done, 1 every run failed (or the race crashed), 2 bad usage (found before anything starts).
+"""Search policies side by side on one task, against a reference that does not move: :func:`race` runs each
+(policy, seed) from an empty database of its own, one after another on the same workers, noting after each
+batch the best GFLOPS so far against trials and against seconds. The reference (:func:`reference`) is the
+fastest installed vendor library on the same computation (:mod:`autosched.search.vendor`), else the
+machine's fp32 peak: a policy's figure is its share of it, so runs that stall are not flattered by
+comparing them with their own best. :func:`table` and :func:`plot` show the runs; ``autosched race``
+(:mod:`autosched.cli.race`) is the command.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from autosched.measure.measurer import Measurer
+from autosched.measure.peak import get_peak
+from autosched.search.tune import tune
+from autosched.search.vendor import vendor_reference
 
 
 @dataclass
@@ -66,9 +61,6 @@ def race(task: Any, policies: Sequence[str], trials: int, seeds: Sequence[int], 
     """Run every policy with every seed on ``task`` for ``trials`` trials, each from an empty database in
     ``workdir`` (default: a temporary directory); seeds outermost, so a drift of the machine touches
     every policy alike. A run that fails keeps its curve so far and its error."""
-    from autosched.measure.measurer import Measurer
-    from autosched.search.tune import tune
-
     runs = []
     with tempfile.TemporaryDirectory(prefix="autosched-race-") as tmp:
         where = Path(workdir or tmp)
@@ -101,14 +93,10 @@ def race(task: Any, policies: Sequence[str], trials: int, seeds: Sequence[int], 
 
 def reference(task: Any, threads: int) -> Reference | None:
     """The fastest vendor library on ``task`` timed now, else this machine's cached (or measured) peak."""
-    from autosched.search.vendor import vendor_reference
-
     ref = vendor_reference(task, threads)
     if ref is not None:
         return Reference(ref.library, ref.gflops)
     try:
-        from autosched.measure.peak import get_peak
-
         peak = get_peak(threads)
         return Reference(f"fp32 peak of {threads} thread(s)", peak.gflops)
     except Exception as e:  # noqa: BLE001 - without a reference the table shows GFLOPS only
@@ -177,93 +165,6 @@ def plot(path: str, runs: Sequence[RaceRun], trials: int, ref: Reference | None,
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
-
-
-# ------------------------------------------------------------------------------------------- command line
-
-
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    from autosched.search.cli import at_least
-
-    p = sub.add_parser("race", help="compare search policies on one workload: a table and a PNG of their curves",
-                       description=__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n", 1)[1],
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--policies", required=True, metavar="A,B,...",
-                   help="registered policies, comma-separated (see the list in `autosched tune --help`)")
-    p.add_argument("--workload", required=True, help="a registered workload (see `autosched workloads`)")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a workload parameter")
-    p.add_argument("--trials", type=at_least(1), default=64, help="trials per run (default 64)")
-    p.add_argument("--seeds", default="0,1,2", metavar="S,S,...", help="seeds, comma-separated (default 0,1,2)")
-    p.add_argument("--batch-size", type=at_least(1), default=16, help="candidates per measured batch (default 16)")
-    p.add_argument("--backend", choices=["ray", "local"], default=None, help="workers: ray (default) or local")
-    p.add_argument("--target", default="llvm", help="target (default: this host)")
-    p.add_argument("--plot", default="race.png", metavar="FILE.png", help="the curves (default race.png)")
-    p.add_argument("--json", action="store_true",
-                   help="every run's curve as JSON on standard output instead of the table (for scripts)")
-    p.add_argument("--workdir", default=None, metavar="DIR",
-                   help="keep each run's database here (default: a temporary directory)")
-    from autosched.search.cli import add_verbosity
-
-    add_verbosity(p)
-    return p
-
-
-def run(args: argparse.Namespace) -> int:
-    from autosched.search.cli import UsageError, make_task, parse_params, setup_logging
-    from autosched.search.policy import get_policy
-
-    setup_logging(args)
-    try:
-        task = make_task(args.workload, parse_params(args.param), args.target)
-        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-        for p in policies:
-            try:
-                get_policy(p)
-            except (KeyError, ValueError) as e:
-                raise UsageError(str(e).strip("'\"")) from None
-        try:
-            seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-        except ValueError:
-            raise UsageError(f"--seeds must be integers separated by commas, got {args.seeds!r}") from None
-        if not policies or not seeds or args.trials < 1:
-            raise UsageError("give at least one policy, one seed and --trials >= 1")
-    except UsageError as e:
-        print(f"autosched race: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    from autosched.search.cli import supervised
-
-    # a local Ray: the race goes on in a watched child, so that a crash leaves no process behind
-    return supervised(lambda: _race(args, task, policies, seeds), "race", enabled=args.backend in (None, "ray"))
-
-
-def _race(args: argparse.Namespace, task: Any, policies: list[str], seeds: list[int]) -> int:
-    threads = task.target.num_cores
-    out = sys.stderr
-    print(f"racing {', '.join(policies)} on {task.label}: {args.trials} trials x seeds {seeds}", file=out)
-    ref = reference(task, threads)
-
-    def progress(r: RaceRun, trials: int) -> None:
-        n, t, g = r.curve[-1]
-        share = f" = {g / ref.gflops:.2f} of the reference" if ref else ""
-        print(f"  {r.policy} seed {r.seed}: [{n}/{trials}] {t:.0f} s  best {g:.1f} GFLOPS{share}", file=out,
-              flush=True)
-
-    runs = race(task, policies, args.trials, seeds, backend=args.backend, batch_size=args.batch_size,
-                workdir=args.workdir, progress=None if args.quiet else progress)
-    for r in runs:
-        if r.error:
-            print(f"  {r.policy} seed {r.seed} failed: {r.error}", file=out)
-    if args.json:
-        print(json.dumps({"task": task.label, "trials": args.trials, "reference": asdict(ref) if ref else None,
-                          "runs": [asdict(r) for r in runs]}, indent=1))
-    else:
-        print(table(runs, args.trials, ref))
-    try:
-        plot(args.plot, runs, args.trials, ref, f"autosched race: {task.label}")
-        print(f"plot: {args.plot}", file=out)
-    except ImportError:
-        print("(no plot: matplotlib is not installed; pip install matplotlib)", file=out)
-    return EXIT_FAILED if all(r.error for r in runs) else EXIT_OK
 
 
 __all__ = ["RaceRun", "Reference", "race", "reference", "table"]

@@ -20,9 +20,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from typing import Any
+
+from autosched.cli.common import UsageError, add_verbosity, at_least, first_line, parse_params, setup_logging
+from autosched.database import LogFormatError
+from autosched.measure.measurer import TIMEOUT_FACTOR
+from autosched.result import ResultFlag, count_summary
+from autosched.target import Target
+from autosched.task import Task
+from autosched.workloads import get_workload
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 2, 3
 
@@ -33,8 +42,6 @@ class NotFound(Exception):
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``db`` command to an ``add_subparsers()`` object; returns its parser."""
-    from autosched.search.cli import add_verbosity, at_least
-
     p = sub.add_parser("db", help="look into a tuning database; import and export JSON-lines tuning logs",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     db_help = ("tuning database: an SQLite path, a postgresql:// URL or a .jsonl log "
@@ -100,10 +107,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def task_flags(name: str, args: dict[str, Any], target: str | None = None) -> str:
     """The flags that name a task on the command line: ``--workload matmul --param M=64 ...`` (parameters
     at their default left out), with ``--target`` when it is not this machine's CPU."""
-    import shlex
-
-    from autosched.workloads import get_workload
-
     try:
         defaults = get_workload(name).canonical_args()
     except (KeyError, TypeError):
@@ -117,8 +120,6 @@ def task_flags(name: str, args: dict[str, Any], target: str | None = None) -> st
 
 
 def _host_key() -> str:
-    from autosched.target import Target
-
     return Target("llvm").key
 
 
@@ -131,8 +132,6 @@ def task_rows(db: Any) -> list[dict[str, Any]]:
         row = dict(r, best=best[0] if best else None, gflops=None)
         if best:
             try:
-                from autosched.task import Task
-
                 row["gflops"] = Task(r["name"], r["args"], r["target"]).flop / best[0].cost / 1e9
             except Exception:  # noqa: BLE001 - a workload not registered here has no FLOP count
                 pass
@@ -142,7 +141,7 @@ def task_rows(db: Any) -> list[dict[str, Any]]:
 
 def task_table(rows: list[dict[str, Any]]) -> list[str]:
     """The table of tasks ``db list`` prints and a miss of ``db best`` / ``report`` shows."""
-    from autosched.database.query import trusted
+    from autosched.database.query import trusted  # SQLAlchemy: loaded once a database is read
 
     lines = [f"{'records':>7} {'ok':>5} {'best GFLOPS':>12}  task (as flags)"]
     for r in rows:
@@ -165,12 +164,7 @@ def find_task(db: Any, workload: str | None, params: dict[str, Any], target: str
     out: one task in the database needs none). ``default_target`` applies when ``target`` is None and
     several targets hold the task (this machine's CPU first). Raises :class:`NotFound`, whose message lists
     the tasks held; ValueError/KeyError/TypeError for an unknown workload or parameter."""
-    from autosched.target import Target
-    from autosched.task import Task
-
     if workload is not None:
-        from autosched.workloads import get_workload
-
         wl = get_workload(workload)
         given = {k: v for k, v in wl.canonical_args(params).items() if k in params}
         exact = Task(workload, params, target or default_target or "llvm")
@@ -206,7 +200,7 @@ def find_task(db: Any, workload: str | None, params: dict[str, Any], target: str
 
 # ------------------------------------------------------------------------------- the actions
 def _fmt_record(rec: Any, flop: int | None, target: str | None = None) -> str:
-    from autosched.database.query import trusted
+    from autosched.database.query import trusted  # SQLAlchemy: loaded once a database is read
 
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(rec.timestamp)) if rec.timestamp else "-"
     if rec.ok:
@@ -227,10 +221,9 @@ def _fmt_record(rec: Any, flop: int | None, target: str | None = None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``autosched db ...``; returns the exit code."""
-    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.exc import SQLAlchemyError  # SQLAlchemy loads when a database is opened, not for --help
 
-    from autosched.database import Database, DatabaseError, LogFormatError
-    from autosched.search.cli import first_line, setup_logging
+    from autosched.database import Database, DatabaseError
 
     setup_logging(args)
     action = getattr(args, "db_command", None)
@@ -260,8 +253,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _params(args: argparse.Namespace) -> dict[str, Any]:
-    from autosched.search.cli import UsageError, parse_params
-
     try:
         return parse_params(args.param)
     except UsageError as e:
@@ -282,7 +273,7 @@ def _info(db: Any, args: argparse.Namespace) -> int:
 
 
 def _best(db: Any, args: argparse.Namespace) -> int:
-    from autosched.database.query import trusted
+    from autosched.database.query import trusted  # SQLAlchemy: loaded once a database is read
 
     task = find_task(db, args.workload, _params(args), args.target)
     recs = db.best(task, k=args.top, allow_other_cpus=args.allow_other_cpus)
@@ -313,13 +304,9 @@ def _list(db: Any, args: argparse.Namespace) -> int:
     params = _params(args)
     rows = task_rows(db)
     if args.workload or params or args.target:
-        from autosched.target import Target
-
         tkey = Target(args.target).key if args.target else None
         given = {}
         if args.workload:
-            from autosched.workloads import get_workload
-
             wl = get_workload(args.workload)
             given = {k: v for k, v in wl.canonical_args(params).items() if k in params}
         rows = [r for r in rows if (not args.workload or r["name"] == args.workload)
@@ -352,8 +339,6 @@ def _list_records(db: Any, args: argparse.Namespace) -> int:
 
 
 def _export(db: Any, args: argparse.Namespace) -> int:
-    from autosched.task import Task
-
     params = _params(args)
     key = Task(args.workload, params, args.target or "llvm").workload_key if args.workload and params else None
     kwargs = dict(workload_name=args.workload if key is None else None, ok=True if args.ok else None,
@@ -387,9 +372,6 @@ def _stats(db: Any, args: argparse.Namespace) -> int:
     if not rows:
         print(f"{db}: no records")
         return EXIT_OK
-    from autosched.measure.measurer import TIMEOUT_FACTOR
-    from autosched.result import ResultFlag, count_summary
-
     print(f"{'workload':<44} {'target':<30} {'records':>8} {'ok':>7} {'best GFLOPS':>12}  what the records are")
     for r, t in zip(rows, task_rows(db)):
         wargs = ",".join(f"{k}={v}" for k, v in r["args"].items() if k != "dtype")

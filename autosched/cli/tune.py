@@ -20,133 +20,44 @@ committed first; a second Ctrl-C stops at once).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import logging
 import math
-import os
 import signal
 import socket
 import sys
 import time
 from typing import Any
 
+from autosched.cli.build import load_model_tasks, parse_shapes
+from autosched.cli.common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    above_zero,
+    add_verbosity,
+    at_least,
+    duration,
+    first_line,
+    make_task,
+    parse_params,
+    setup_logging,
+    supervised,
+)
+from autosched.cli.db import task_flags
 from autosched.errors import ClusterError, ClusterLost
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-log = logging.getLogger("autosched.cli")
-
-
-class UsageError(Exception):
-    """The command as given cannot run; the message is the one line the user sees (exit 2)."""
-
-
-def add_verbosity(p: argparse.ArgumentParser, suppress: bool = False) -> None:
-    """``-q`` / ``-v`` (repeatable), the same on every command. ``suppress``: on an action of a command that
-    has them too (``db -v stats`` and ``db stats -v`` both work)."""
-    p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS if suppress else 0,
-                   help="more detail: -v logs each step and shows tracebacks, -vv debug logging")
-    p.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS if suppress else False,
-                   help="less: no progress display, errors and results only")
-
-
-def setup_logging(args: argparse.Namespace) -> None:
-    level = logging.WARNING
-    if getattr(args, "verbose", 0) >= 2:
-        level = logging.DEBUG
-    elif getattr(args, "verbose", 0) == 1:
-        level = logging.INFO
-    elif getattr(args, "quiet", False):
-        level = logging.ERROR
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s: %(message)s", datefmt="%H:%M:%S",
-                        stream=sys.stderr)
-    logging.getLogger("autosched").setLevel(level)
-
-
-def at_least(lo: float, kind: type = int) -> Any:
-    """An argparse ``type=``: a number of ``kind`` not below ``lo``. argparse's one error line then names the
-    flag as the user wrote it and the value ("argument --trials: must be at least 1, got -3"), exit 2."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
-                                             f"got {text!r}") from None
-        if not value >= lo or (kind is float and not math.isfinite(value)):
-            raise argparse.ArgumentTypeError(f"must be at least {lo}, got {text}")
-        return value
-
-    parse.__name__ = "integer" if kind is int else "number"  # what argparse calls it in its messages
-    return parse
-
-
-def above_zero(text: str) -> float:
-    """An argparse ``type=``: seconds, more than 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
-    return value
-
-
-def duration(text: str) -> float:
-    """An argparse ``type=``: seconds of ``90``, ``90s``, ``20m``, ``1.5h``."""
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def parse_params(items: list[str], flag: str = "--param") -> dict[str, Any]:
-    """``["M=512", "layout=NHWC"]`` -> ``{"M": 512, "layout": "NHWC"}`` (values are JSON when they parse)."""
-    params: dict[str, Any] = {}
-    for item in items:
-        name, eq, value = item.partition("=")
-        if not eq or not name.strip():
-            raise UsageError(f"{flag} takes NAME=VALUE, got {item!r}")
-        try:
-            params[name.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            params[name.strip()] = value
-    return params
-
-
-def make_task(workload: str, params: dict[str, Any], target: str) -> Any:
-    """The task, or a UsageError naming the valid workloads or parameters."""
-    from autosched.target import check_target
-    from autosched.task import Task
-    from autosched.workloads import get_workload
-
-    try:
-        check_target(target)  # an unknown -mcpu would make LLVM abort the process mid-run
-    except Exception as e:  # noqa: BLE001 - any parse failure of a target string is a usage error
-        raise UsageError(f"--target {target!r}: {e}") from None
-    try:
-        wl = get_workload(workload)
-        canonical = wl.canonical_args(params)
-    except KeyError as e:
-        raise UsageError(str(e.args[0]) if e.args else str(e)) from None
-    except TypeError as e:
-        raise UsageError(str(e)) from None
-    bad = wl.check(canonical)
-    if bad:  # found here, named by parameter, not later in the schedule space's words
-        named = [(f"--param {p}={params[p]}" if p in params else f"{p}={canonical[p]} (its default)", why)
-                 for p, why in bad]
-        raise UsageError(f"workload {workload}: " + "; ".join(f"{p}: {why}" for p, why in named))
-    try:
-        task = Task(workload, params, target)
-        _ = task.workload_key  # builds the computation: bad parameter values fail here, not mid-run
-    except KeyError as e:
-        raise UsageError(str(e.args[0]) if e.args else str(e)) from None
-    except TypeError as e:
-        raise UsageError(str(e)) from None
-    except ValueError as e:
-        raise UsageError(f"workload {workload}: {e}") from None
-    return task
+from autosched.measure.measurer import Measurer
+from autosched.measure.peak import PeakWatch, cached_peak, share_of_peak
+from autosched.measure.runner import RunConfig
+from autosched.result import ResultFlag, count_summary
+from autosched.search.callbacks import AppendLog, SharedWork, TimeBudget
+from autosched.search.policy import check_policy_options, get_policy
+from autosched.search.progress import TuneProgress, fewer_flops
+from autosched.search.scheduler import tune_tasks
+from autosched.search.tune import TuningFailed, tune
+from autosched.search.vendor import missing_vendor, vendor_reference
+from autosched.target import check_target
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -225,7 +136,7 @@ def _open_log(path: str) -> Any:
 
 
 def _open_db(url: str | None) -> Any:
-    from autosched.database import Database, DatabaseError
+    from autosched.database import Database, DatabaseError  # SQLAlchemy: when a database is opened
 
     try:
         return Database(url)
@@ -233,16 +144,8 @@ def _open_db(url: str | None) -> Any:
         raise UsageError(f"cannot open the tuning database: {first_line(e)}") from None
 
 
-def first_line(e: BaseException) -> str:
-    """The first line of an error's message (drivers append hints and links on later lines)."""
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
 def _policy(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The policy class of ``--policy`` and its ``--policy-option`` values, or a UsageError naming the valid ones."""
-    from autosched.search.policy import check_policy_options, get_policy
-
     options = parse_params(args.policy_option, "--policy-option")
     try:
         policy = get_policy(args.policy)
@@ -283,79 +186,6 @@ class StopOnSignal:
         if self.signal is not None:
             state.stop_reason = f"interrupted by {self.signal}"
             state.interrupted = True
-
-
-def parse_duration(text: str) -> float:
-    """Seconds of ``90``, ``90s``, ``20m``, ``1.5h``; a ValueError that says what is expected otherwise.
-    (Hand-written on purpose: three suffixes do not need a dependency, and the libraries that parse
-    durations accept forms, ``1:30`` or ``P1D``, that would read oddly in a tuning command.)"""
-    t = text.strip().lower()
-    scale = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
-    try:
-        seconds = float(t[:-1] if scale else t) * (scale or 1)
-    except ValueError:
-        raise ValueError(f"expected a duration such as 90s, 20m or 1.5h, got {text!r}") from None
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise ValueError(f"must be a positive duration, got {text!r}")
-    return seconds
-
-
-class TimeBudget:
-    """A tune callback (and ``should_stop`` of the task scheduler) that ends the run once ``seconds`` passed."""
-
-    def __init__(self, seconds: float | None) -> None:
-        self.deadline = None if seconds is None else time.time() + seconds
-
-    def spent(self) -> bool:
-        return self.deadline is not None and time.time() >= self.deadline
-
-    def __call__(self, state: Any, inputs: Any, results: Any) -> None:
-        if self.spent():
-            state.stop_reason = "the time budget is spent"
-
-
-class SharedWork:
-    """A tune callback that adds up, over the runs of one command, what other tuners on the same database
-    did for it: proposals they had measured (not measured here) and candidates both measured at once."""
-
-    def __init__(self) -> None:
-        self.shared = 0
-        self.raced = 0
-        self.states: dict[Any, Any] = {}
-
-    def __call__(self, state: Any, inputs: Any, results: Any) -> None:
-        pass
-
-    def on_end(self, state: Any) -> None:
-        self.shared += state.shared
-        self.raced += state.raced
-        self.states[state.task] = state  # updated by tune after this: the re-measured best, and why it moved
-
-    def summary(self) -> str:
-        """The summary's line ("" when no other tuner was met)."""
-        parts = []
-        if self.shared:
-            parts.append(f"{self.shared} proposals were already measured by another run (taken from the database, "
-                         f"not measured again)")
-        if self.raced:
-            parts.append(f"{self.raced} candidates were measured here and by another run at the same moment (the "
-                         f"record stored first is kept)")
-        return "shared database: " + "; ".join(parts) if parts else ""
-
-
-class AppendLog:
-    """A tune callback that appends each batch's records to a JSON-lines log (one write per batch)."""
-
-    def __init__(self, fh: Any) -> None:
-        self.fh = fh
-
-    def __call__(self, state: Any, inputs: Any, results: Any) -> None:
-        from autosched.database.record import TuningRecord
-
-        lines = [TuningRecord.from_measurement(inp.task, inp.trace, res).dumps() + "\n"
-                 for inp, res in zip(inputs, results)]
-        self.fh.write("".join(lines))
-        self.fh.flush()
 
 
 # ------------------------------------------------------------------------------- the command
@@ -420,8 +250,6 @@ def _prepare(args: argparse.Namespace) -> tuple[list, list[float], Any, dict[str
     if args.trials is None:
         args.trials = 200 if args.budget is None else 1_000_000  # a budget alone decides when to stop
     if args.model:
-        from autosched.target import check_target
-
         try:
             check_target(args.target)
         except ValueError as e:
@@ -431,7 +259,7 @@ def _prepare(args: argparse.Namespace) -> tuple[list, list[float], Any, dict[str
         tasks, weights = [make_task(args.workload, parse_params(args.param), args.target)], [1.0]
     policy_cls, options = _policy(args)
     if args.ray_address is None and args.backend in (None, "ray"):
-        from autosched.measure.ray_backend import ray_address
+        from autosched.measure.ray_backend import ray_address  # Ray: only when the run will use it
 
         args.ray_address = ray_address()  # $AUTOSCHED_RAY_ADDRESS: checked like the option
     if args.ray_address:
@@ -454,94 +282,7 @@ def _run(args: argparse.Namespace, tasks: list, weights: list[float], policy_cls
             log_fh.close()
 
 
-def supervised(work: Any, command: str, enabled: bool = True) -> int:
-    """Run ``work()`` (returns an exit code) in a forked child, wait for it, then end every process the run
-    left behind: the local Ray's daemons and workers that a crash (LLVM aborting, a segmentation fault) or an
-    abrupt exit does not stop. This process becomes the "subreaper" of what the child starts (Linux), so
-    those orphans stay its descendants and are found (psutil) however they regrouped. Ctrl-C reaches the
-    child as before (same process group; ignored here); SIGTERM and SIGHUP are passed on to it. A child that
-    died of a signal is said in one line (exit 1). Without ``fork``, or not ``enabled``, ``work()`` runs here."""
-    ray = sys.modules.get("ray")
-    if not enabled or not hasattr(os, "fork") or (ray is not None and ray.is_initialized()):
-        return work()  # (a Ray this process already runs, a caller's, is used here: it does not survive a fork)
-    import psutil
-
-    subreaper = _set_subreaper(True)
-    before = {q.pid for q in psutil.Process().children(recursive=True)}  # a caller's own: not the run's
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the child: the run; it never returns into the caller's code
-        code = EXIT_FAILED
-        try:
-            code = work()
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else EXIT_FAILED
-        except BaseException:  # noqa: BLE001 - printed, then the child ends with the run's failure code
-            import traceback
-
-            traceback.print_exc()
-        finally:
-            try:
-                import atexit
-
-                atexit._run_exitfuncs()  # Ray's own shutdown, as a normal exit runs it
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-
-    def forward(signum: int, _frame: Any) -> None:
-        if signum != signal.SIGINT:  # Ctrl-C reached the child with this process: nothing to pass on
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)
-
-    saved = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        _, status = os.waitpid(pid, 0)
-    finally:
-        try:
-            for _ in range(3):  # again, for what a dying daemon started meanwhile
-                left = [q for q in psutil.Process().children(recursive=True)  # none, when the run ended well
-                        if q.pid not in before]
-                if not left:
-                    break
-                for proc in left:
-                    with contextlib.suppress(psutil.Error):
-                        proc.kill()
-                psutil.wait_procs(left, timeout=10)  # reaped: they were adopted here
-        finally:
-            for sig, handler in saved.items():
-                signal.signal(sig, handler)
-            if subreaper:
-                _set_subreaper(False)
-    if os.WIFSIGNALED(status):
-        name = signal.Signals(os.WTERMSIG(status)).name
-        print(f"autosched {command}: error: the run died of {name} (a crash in native code: the compiler or a "
-              f"driver); its workers are stopped. What was measured before is in the database: run the same "
-              f"command again to resume, with -v to see more", file=sys.stderr, flush=True)
-        return EXIT_FAILED
-    return os.WEXITSTATUS(status)
-
-
-def _set_subreaper(on: bool) -> bool:
-    """Make this process adopt its descendants' orphans (Linux ``PR_SET_CHILD_SUBREAPER``); False elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(36, int(on), 0, 0, 0) == 0  # 36: PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
-
-
 def _model_tasks(args: argparse.Namespace) -> tuple[list, list[float]]:
-    try:
-        from autosched.relay.cli import load_model_tasks, parse_shapes
-    except ImportError as e:
-        raise UsageError(f"--model needs the graph level (autosched.relay): {e}") from None
     try:
         shapes = parse_shapes(args.shape)
     except ValueError as e:
@@ -551,13 +292,6 @@ def _model_tasks(args: argparse.Namespace) -> tuple[list, list[float]]:
 
 def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cls: Any, options: dict, db: Any,
           log_fh: Any, out: Any) -> int:
-    from autosched.measure.measurer import Measurer
-    from autosched.measure.peak import PeakWatch
-    from autosched.measure.runner import RunConfig
-    from autosched.search.progress import TuneProgress
-    from autosched.search.scheduler import tune_tasks
-    from autosched.search.tune import TuningFailed, tune
-
     target = tasks[0].target
     gpu = target.kind == "cuda"
     threads = args.threads or target.num_cores
@@ -617,8 +351,6 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
 
 
 def _peak_missing(threads: int, target: Any) -> bool:
-    from autosched.measure.peak import cached_peak
-
     try:
         return cached_peak(threads, target if target.kind == "cuda" else None) is None
     except Exception:  # noqa: BLE001 - no GPU here: nothing will be measured either
@@ -634,11 +366,8 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
     (the database's best after the final re-measure: the figure ``db best`` and ``report`` show too, with
     the run's own figure where it differed), the vendor library timed now on its shape (``compare_threads``),
     and what happened to the candidates measured; with ``as_json``, one JSON object per task instead."""
-    from autosched.database.cli import task_flags
-    from autosched.database.query import trusted
-    from autosched.measure.peak import share_of_peak
-    from autosched.result import ResultFlag, count_summary
-    from autosched.search.progress import fewer_flops
+    from autosched.database.query import trusted  # SQLAlchemy: loaded once a database is read
+
 
     res = sys.stdout
     states = states or {}
@@ -666,7 +395,7 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
         g = best[0].gflops(task.flop) if best else None
         during = (task.flop / state.best_in_run / 1e9 if state is not None and state.remeasure_note
                   and math.isfinite(state.best_in_run) else None)
-        ref = _vendor(task, compare_threads) if compare_threads and best else None
+        ref = vendor_comparison(task, compare_threads) if compare_threads and best else None
         if as_json:
             print(json.dumps({
                 "task": task.label, "workload": task.name, "params": task.args, "target": task.target.key,
@@ -729,11 +458,9 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
               "the model with them", file=out, flush=True)
 
 
-def _vendor(task: Any, threads: int) -> tuple[Any, str] | str | None:
+def vendor_comparison(task: Any, threads: int) -> tuple[Any, str] | str | None:
     """The vendor library to compare with, timed now on ``threads`` threads: (figure, how it was chosen), or
     a line saying why there is none (what to install), or None when no library expresses the task."""
-    from autosched.search.vendor import missing_vendor, vendor_reference
-
     try:
         ref = vendor_reference(task, threads)
     except Exception as e:  # noqa: BLE001 - a library's own failure must not cost the user the summary
@@ -762,14 +489,3 @@ def _time_spent(elapsed: float, startup: float, stats: Any) -> str:
 def _remeasure_repeats(measurer: Any) -> str:
     cfg = getattr(measurer, "remeasure_config", None)
     return str(cfg.repeat) if cfg is not None else "more"
-
-
-def _non_default(task: Any, name: str, value: Any) -> bool:
-    """Whether a workload parameter differs from the workload's default (only those need naming)."""
-    import inspect
-
-    try:
-        default = inspect.signature(task.workload.func).parameters[name].default
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return True
-    return default is inspect.Parameter.empty or default != value

@@ -21,6 +21,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from autosched.relay.backend.build_module import build, extract_tasks
+from autosched.relay.frontend import from_onnx
+from autosched.relay.ir.expr import RelayError
+from autosched.relay.transform import PassContext
+from autosched.runtime.graph_executor import export
+from autosched.target import check_target
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -60,9 +67,7 @@ def parse_shapes(items: Sequence[str]) -> dict[str, tuple[int, ...]]:
 
 def load_model(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> tuple[Any, dict]:
     """``(mod, params)`` of an ONNX file, through ``relay.frontend.from_onnx``."""
-    import onnx
-
-    from autosched.relay.frontend import from_onnx
+    import onnx  # an optional dependency: only a model file needs it
 
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such model file: {path}")
@@ -72,8 +77,6 @@ def load_model(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> t
 def load_model_tasks(path: str, shapes: dict[str, tuple[int, ...]] | None = None,
                      target: Any = "llvm") -> tuple[list, list[float]]:
     """The tuning tasks of an ONNX model and their weights (how often each kernel runs), for ``tune_tasks``."""
-    from autosched.relay.backend.build_module import extract_tasks
-
     mod, params = load_model(path, shapes)
     tasks = extract_tasks(mod, params, target)
     return tasks, [float(t.weight) for t in tasks]
@@ -97,8 +100,6 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.exists(args.model):
         print(f"autosched build: error: no such model file: {args.model}", file=sys.stderr)
         return EXIT_USAGE
-    from autosched.target import check_target
-
     try:
         check_target(args.target)  # an -mcpu LLVM does not know aborts the process at the first kernel
     except ValueError as e:
@@ -109,8 +110,6 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print("autosched build: error: --model needs the onnx package (pip install onnx)", file=sys.stderr)
         return EXIT_USAGE
-    from autosched.relay.ir.expr import RelayError
-
     try:
         mod, params = load_model(args.model, shapes)
     except (RelayError, ValueError, KeyError, NotImplementedError) as e:
@@ -123,17 +122,13 @@ def run(args: argparse.Namespace) -> int:
         raise
     ctx = None
     if args.db is not None:
-        from autosched.database.apply import apply_history_best
+        from autosched.database.apply import apply_history_best  # SQLAlchemy: only with --db
 
         try:
             ctx = apply_history_best(args.db)
         except (FileNotFoundError, ValueError) as e:
             print(f"autosched build: error: cannot open the database {args.db}: {e}", file=sys.stderr)
             return EXIT_USAGE
-    from autosched.relay.backend.build_module import build
-    from autosched.relay.transform import PassContext
-    from autosched.runtime.graph_executor import export
-
     t0 = time.perf_counter()
     summary_log = logging.getLogger("autosched.relay.summary")  # its line is printed below instead
     old_level = summary_log.level
@@ -161,14 +156,3 @@ def run(args: argparse.Namespace) -> int:
         print(result.summary.replace("relay.build: ", "", 1))
     return EXIT_OK
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m autosched.relay.cli build ...`` (the same as ``autosched build``)."""
-    parser = argparse.ArgumentParser(prog="autosched")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_parser(sub)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

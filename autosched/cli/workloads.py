@@ -16,6 +16,12 @@ import json
 import sys
 from typing import Any
 
+from autosched.cli.common import add_verbosity, setup_logging
+from autosched.space import make_space
+from autosched.space.template import list_templates
+from autosched.task import Task
+from autosched.workloads import get_workload, list_workloads
+
 EXIT_OK, EXIT_ERROR = 0, 2
 
 
@@ -29,8 +35,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--space", action="store_true",
                    help="also build each space of the default task and print its size")
     p.add_argument("--json", action="store_true", help="print JSON (one object per workload)")
-    from autosched.search.cli import add_verbosity
-
     add_verbosity(p)
     return p
 
@@ -41,8 +45,6 @@ def _default(v: Any) -> Any:
 
 def describe(wl: Any, with_space: bool = False) -> dict:
     """A JSON-able description of a workload."""
-    from autosched.space.template import list_templates
-
     out = {
         "name": wl.name,
         "params": [{"name": p, "default": _default(d), "required": d is inspect.Parameter.empty}
@@ -52,9 +54,6 @@ def describe(wl: Any, with_space: bool = False) -> dict:
         "expert_schedules": sorted(wl.schedules),
     }
     if with_space:
-        from autosched.space import make_space
-        from autosched.task import Task
-
         sizes = {}
         try:
             task = Task(wl.name)
@@ -71,9 +70,6 @@ def describe(wl: Any, with_space: bool = False) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autosched.search.cli import setup_logging
-    from autosched.workloads import get_workload, list_workloads
-
     setup_logging(args)
 
     if args.name is not None:

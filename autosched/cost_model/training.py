@@ -1,30 +1,15 @@
-"""Train the cost model shipped with autosched from tuning logs, and say how well it ranks unseen workloads.
-
-    python -m autosched.cost_model.train_pretrained [LOG.jsonl ...] [--out DIR] [--no-eval]
-
-Run from the repository root, it reads the shipped logs (``tuning_logs/*.jsonl``), lowers every record's
-trace for its record's task and target and reads its features with the tuner's own code
-(:class:`~autosched.cost_model.FeatureCache`), labels each record with its normalised throughput within its
-task (best cost / cost, as :class:`~autosched.cost_model.XGBCostModel` does), trains an XGBoost ranker with
-the tuner's objective and parameters, and writes ``autosched/cost_model/data/pretrained.ubj`` with
-``pretrained.json`` (the feature fingerprint, versions, the logs and record counts, the date and the
-held-out metrics). Rerun it whenever ``features.py`` changes: the tuner refuses a model whose fingerprint
-differs from the features it computes.
-
-The held-out evaluation (scikit-learn's ``LeaveOneGroupOut``, one group per workload name) trains a model
-without each workload in turn and ranks that workload's records: NDCG@32, recall of the 32 fastest among
-the model's top 32, the best normalised throughput among its top 32 (1.0: it ranks the fastest there),
-and Kendall's tau. The shipped logs hold only the fastest records of each task, so these figures say how
-well the model orders good candidates, a harder task than telling good from bad.
-"""
+"""Training the cost model shipped with autosched, and how well it ranks unseen workloads: :class:`LogData`
+(features and labels of tuning records, :func:`log_data`), :func:`fit` (an XGBoost ranker with the tuner's
+objective and parameters), :func:`save` (the model and its metadata, ``shipped.META_FILE``) and :func:`evaluate`
+(leave one workload out with scikit-learn's ``LeaveOneGroupOut``: NDCG@k, recall of the k fastest among the
+model's top k, the best normalised throughput among its top k, Kendall's tau). Reading the records out of
+JSON-lines logs, and the command, are ``python -m autosched.cli.train_pretrained``."""
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import glob
 import json
-import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -37,6 +22,7 @@ import numpy as np
 from autosched.cost_model.features import FEATURE_NAMES, FEATURES_VERSION, feature_fingerprint
 from autosched.cost_model.model import FeatureCache, _throughput, train_ranker, xgb_params
 from autosched.cost_model.shipped import META_FILE, MODEL_FILE, RETRAIN, _loaded
+from autosched.result import MeasureInput
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 NUM_ROUNDS = 80  # trees of the shipped model (about 3 KB each at depth 6)
@@ -62,49 +48,19 @@ class LogData:
                        self.logs, self.target_kinds)
 
 
-def read_logs(paths: Sequence[str | Path], progress: Any = None) -> LogData:
-    """Features and labels of the records of ``paths`` (JSON-lines tuning logs). A line that does not load here
-    (bad JSON, a workload not registered or whose computation changed) is skipped and counted in the message
-    ``progress`` (a callable taking a line of text) receives."""
-    from autosched.database.record import LogFormatError, TuningRecord, WorkloadChecker
-    from autosched.result import MeasureInput
-    from autosched.task import Task
 
-    checker, tasks = WorkloadChecker(), {}
-    inputs, costs, groups, names, logs = [], [], [], [], {}
-    for path in map(Path, paths):
-        t0, n, bad = time.perf_counter(), 0, Counter()
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if not line.strip():
-                    continue
-                try:
-                    rec = TuningRecord.loads(line)
-                    checker.check(rec)
-                except LogFormatError as e:
-                    bad[e.reason.split(":")[0]] += 1
-                    continue
-                ident = (rec.workload_key, rec.target)
-                task = tasks.get(ident)
-                if task is None:
-                    task = tasks[ident] = Task(rec.workload_name, rec.workload_args, rec.target)
-                inputs.append(MeasureInput(task, rec.trace))
-                costs.append(rec.cost if rec.ok else float("inf"))
-                groups.append(f"{rec.workload_key} {rec.target}")
-                names.append(rec.workload_name)
-                n += 1
-        if not n:
-            raise ValueError(f"{path}: no record loads here ({dict(bad) or 'empty file'})")
-        logs[path.name] = n
-        if progress is not None:
-            progress(f"{path.name}: {n} records" + (f", {sum(bad.values())} skipped ({dict(bad)})" if bad else "")
-                     + f" ({time.perf_counter() - t0:.1f} s)")
+
+def log_data(inputs: Sequence[MeasureInput], costs: Sequence[float], groups: list[str], names: list[str],
+             logs: dict[str, int], progress: Any = None) -> LogData:
+    """Features of measured candidates (lowered, then read, as the tuner does: :class:`FeatureCache`) and
+    labels (normalised throughput within each group; ``inf`` cost: a failure); ``groups`` the task of each
+    row, ``names`` its workload, ``logs`` records per source. ``progress`` receives a line of text."""
     t0 = time.perf_counter()
-    x = FeatureCache(capacity=len(inputs) + 1).features(inputs)  # the tuner's path: lower, then extract
+    x = FeatureCache(capacity=len(inputs) + 1).features(list(inputs))  # the tuner's path: lower, then extract
     if progress is not None:
         progress(f"features of {len(inputs)} records in {time.perf_counter() - t0:.1f} s")
-    kinds = sorted({t.target.kind for t in tasks.values()})
-    return LogData(x, _throughput(groups, costs), groups, names, logs, kinds)
+    kinds = sorted({inp.task.target.kind for inp in inputs})
+    return LogData(x, _throughput(groups, list(costs)), groups, names, logs, kinds)
 
 
 def fit(data: LogData, seed: int = 0, num_rounds: int = NUM_ROUNDS) -> Any:
@@ -115,7 +71,7 @@ def fit(data: LogData, seed: int = 0, num_rounds: int = NUM_ROUNDS) -> Any:
 def save(booster: Any, data: LogData, out: str | Path, heldout: dict | None = None,
          excluded: Sequence[str] = ()) -> Path:
     """Write ``booster`` and its metadata (``META_FILE``) into the folder ``out``; returns the model's path."""
-    import xgboost as xgb
+    import xgboost as xgb  # heavy: loaded when a model is written or evaluated
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -191,7 +147,7 @@ def evaluate(data: LogData, seed: int = 0, num_rounds: int = NUM_ROUNDS, k: int 
                      **{m: float(np.mean([r[m] for r in rows])) for m in rows[0]},
                      "random": {m: float(np.mean([r[m] for r in rand])) for m in rand[0]}}
         if progress is not None:
-            progress(_row(name, per[name]))
+            progress(heldout_line(name, per[name]))
     metrics = ["ndcg", "recall", "best", "tau"]
     mean = {m: float(np.mean([v[m] for v in per.values()])) for m in metrics}
     mean["random"] = {m: float(np.mean([v["random"][m] for v in per.values()])) for m in metrics}
@@ -199,7 +155,7 @@ def evaluate(data: LogData, seed: int = 0, num_rounds: int = NUM_ROUNDS, k: int 
             "k": k, "workloads": per, "mean": mean}
 
 
-def _row(name: str, v: dict) -> str:
+def heldout_line(name: str, v: dict) -> str:
     r = v["random"]
     return (f"  {name:<18} tasks {v['tasks']:>2}  NDCG@k {v['ndcg']:.3f} ({r['ndcg']:.3f})  recall@k "
             f"{v['recall']:.3f} ({r['recall']:.3f})  best@k {v['best']:.3f} ({r['best']:.3f})  tau "
@@ -215,45 +171,4 @@ def default_logs() -> list[str]:
     return []
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=RETRAIN, description=__doc__.split("\n\n")[0],
-                                epilog="Default logs: tuning_logs/*.jsonl (run from the repository root).")
-    p.add_argument("logs", nargs="*", help="JSON-lines tuning logs to train on (default: the shipped ones)")
-    p.add_argument("--out", default=str(DATA_DIR), help=f"folder for {MODEL_FILE} and {META_FILE} "
-                                                        f"(default: the package's data folder)")
-    p.add_argument("--exclude", action="append", default=[], metavar="WORKLOAD",
-                   help="leave this workload's records out of the training (repeatable)")
-    p.add_argument("--rounds", type=int, default=NUM_ROUNDS, help=f"boosting rounds (default {NUM_ROUNDS})")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-eval", action="store_true", help="skip the held-out evaluation (needs scikit-learn)")
-    args = p.parse_args(argv)
-    logs = args.logs or default_logs()
-    if not logs:
-        p.error("no logs given and no tuning_logs/*.jsonl here: run from the repository root or name the logs")
-    missing = [str(x) for x in logs if not Path(x).is_file()]
-    if missing:
-        p.error(f"no such log file: {', '.join(missing)}")
-    if not args.no_eval:
-        try:
-            import sklearn  # noqa: F401 - checked before minutes of feature extraction, not after
-        except ImportError:
-            p.error("the held-out evaluation needs scikit-learn (pip install scikit-learn), or pass --no-eval")
 
-    def say(text: str) -> None:
-        print(text, flush=True)
-
-    data = read_logs(logs, progress=say).without(args.exclude)
-    heldout = None
-    if not args.no_eval:
-        say(f"held-out evaluation (leave one workload out; k={TOP_K}; a random order in brackets):")
-        heldout = evaluate(data, args.seed, args.rounds, progress=say)
-        say(_row("mean", {"tasks": sum(v["tasks"] for v in heldout["workloads"].values()), **heldout["mean"]}))
-    booster = fit(data, args.seed, args.rounds)
-    path = save(booster, data, args.out, heldout, args.exclude)
-    say(f"wrote {path} ({path.stat().st_size / 1024:.0f} KB; {len(data.y)} records of {len(set(data.groups))} "
-        f"tasks) and {path.parent / META_FILE}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
