@@ -9,21 +9,23 @@ from __future__ import annotations
 
 from autosched import container, contrib, errors, runtime, target, te, testing, tir
 from autosched import errors as error  # TVM's name for the module of error classes
+from autosched import task as _task
 from autosched import workloads as _workloads
 from autosched.errors import AutoschedError, CodegenError, LoweringError, ScheduleError, TVMError
 from autosched.runtime import ndarray as nd
 from autosched.runtime.ndarray import Device, NDArray, cpu, cuda, device, gpu
 from autosched.runtime.registry import get_global_func, register_func
+from autosched.target import Target as _Target
+from autosched.task import Task
+from autosched.tir.gpu import prepare_kernel as _prepare_kernel
+from autosched.tir.lower import lower as _lower
 from autosched.version import __version__
 from autosched.workloads import register_workload
 
 
 def __getattr__(name: str):
-    # Task needs the target module, which is cheap; keep it lazy anyway so `import autosched` stays light
-    if name == "Task":
-        from autosched.task import Task
-
-        return Task
+    # PEP 562: the database (SQLAlchemy), the search and the graph level load on first use, so that
+    # `import autosched` stays light and a deployed model needs none of them
     if name == "apply_history_best":  # the database (SQLAlchemy) is imported only when used
         from autosched.database.apply import apply_history_best
 
@@ -67,8 +69,6 @@ def _apply_best(task, db_or_log=None, *, allow_other_cpus: bool = False):
     return apply_best(task, db_or_log, allow_other_cpus=allow_other_cpus)
 
 
-from autosched import task as _task  # noqa: E402 - wired to _apply_best, defined above
-
 _task.set_apply_best_source(_apply_best)
 
 
@@ -87,16 +87,9 @@ def lower(sch, args, name: str = "main", target=None, simple_mode: bool = False,
     calling order, and scalar ``te.var`` arguments where the call passes them. ``simple_mode`` is TVM's
     (print the loops only), which is what the printout always is here; ``binds`` maps argument tensors to
     buffers from ``tir.decl_buffer`` (TVM's; arguments are dense arrays, so their strides must be dense)."""
-    from autosched.tir.lower import lower as _lower
-
     func = _lower(sch, args, name=name, binds=binds)
-    if target is not None:
-        from autosched.target import Target
-
-        if Target(target).kind == "cuda":
-            from autosched.tir.gpu import prepare_kernel
-
-            func = prepare_kernel(func)[0]
+    if target is not None and _Target(target).kind == "cuda":
+        func = _prepare_kernel(func)[0]
     return func
 
 
@@ -105,7 +98,7 @@ def build(sch, args=None, target="llvm", name: str = "main", target_host=None, b
     functions take numpy arrays or :class:`NDArray` s, and Python numbers for scalar ``te.var`` arguments.
     ``target_host`` is TVM's (the host code of a cuda build is compiled for this machine's CPU); ``binds`` as
     in :func:`lower`."""
-    from autosched.codegen.build import build as _build
+    from autosched.codegen.build import build as _build  # llvmlite: importing autosched does not load it
 
     if binds:
         sch = lower(sch, args, name=name, binds=binds)

@@ -27,8 +27,10 @@ from typing import Any
 
 from autosched.result import ErrorKind, MeasureResult
 from autosched.target import host_cpu_name, llvm_version
+from autosched.task import Task
 from autosched.te.trace import Trace
 from autosched.version import __version__
+from autosched.workloads import get_workload
 
 #: Version of the JSON-lines record format (the ``"v"`` of each line). Bump it when a field changes meaning
 #: or a required field is added; readers accept every version up to theirs and name the newer ones.
@@ -139,8 +141,6 @@ class TuningRecord:
 
     def task(self):
         """The ``autosched.Task`` this record measured (its workload must be registered)."""
-        from autosched.task import Task
-
         return Task(self.workload_name, self.workload_args, self.target)
 
     def gflops(self, flop: int) -> float:
@@ -307,9 +307,6 @@ class WorkloadChecker:
         got = self._keys.get(ident)
         if got is None:
             try:
-                from autosched.task import Task
-                from autosched.workloads import get_workload
-
                 try:
                     get_workload(name)
                 except KeyError:

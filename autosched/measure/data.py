@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from autosched.isa import target_features
+from autosched.workloads.reference import get_reference
 
 log = logging.getLogger("autosched.measure")
 
@@ -83,8 +84,6 @@ def make_inputs(task: Any, seed: int = 0) -> list[np.ndarray]:
 
 def numpy_reference(task: Any, inputs: list[np.ndarray]) -> np.ndarray | None:
     """The workload's registered numpy reference applied to ``inputs`` (without the output), or None."""
-    from autosched.workloads.reference import get_reference
-
     fn = get_reference(task.name)
     if fn is None:
         return None
