@@ -103,7 +103,7 @@ def test_commit_many_in_one_call(db):
     assert [r.trace for r in db.best(u, k=2)] == [trace(1), trace(2)]
     # records as they are (e.g. from another database)
     other = Database(":memory:")
-    assert other.commit_records(db.records(u), _count=True) == 10
+    assert other.commit_records(db.records(u)) == 10
     assert [r.trace_json for r in other.records()] == [r.trace_json for r in db.records(u)]
     assert db.commit_many([]) == 0
 

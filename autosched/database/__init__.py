@@ -1,14 +1,20 @@
 """The tuning database: every measured candidate, the best ones at build time, JSON-lines logs.
 
-- :class:`Database` (``database.py``): SQLAlchemy over an SQLite file (default, WAL) or PostgreSQL;
-  ``commit`` / ``commit_many`` / ``best`` / ``records`` / ``measured_traces`` / ``export`` / ``import_``.
-- :class:`TuningRecord` and the JSON-lines record format (``record.py``; ``LOG_VERSION``), usable
-  without SQLAlchemy.
-- :func:`apply_history_best` and :func:`apply_best` (``apply.py``): the best records applied to tasks.
-- the SQL schema and its version (``schema.py``), where a database lives (``location.py``).
+A few small concepts, each in its module:
 
-``docs/database.md`` describes the schema, the default location (``$AUTOSCHED_DB``) and the log format.
-SQLAlchemy is imported only when a database is opened.
+- the interface (``interface.py``): :class:`Database`, what any tuning database stores and answers
+  (``commit_records``, ``select_records`` with a :class:`Where`, tuning runs), and what users call over it
+  (``commit``, ``best``, ``records``, ``measured_records``, ``export``, ...); ``common.py`` holds the
+  words the parts share (``Where``, ``TuningRun``, the errors, what a candidate committed twice becomes);
+- storage in SQL (``database.py``): ``Database(url)`` opens an SQLite file (default), PostgreSQL by URL,
+  or a JSON-lines log, through SQLAlchemy; its tables (``schema.py``) and where it lives (``location.py``);
+- queries (``query.py``): best records, the records of a task or of a batch of traces, report figures;
+- logs (``logs.py``): JSON-lines import and export; a record and its line (``record.py``; ``LOG_VERSION``),
+  usable without SQLAlchemy;
+- schema versioning (``versioning.py``): create, check and upgrade the SQL tables;
+- :func:`apply_history_best` and :func:`apply_best` (``apply.py``): the best records applied to tasks.
+
+``docs/database.md`` describes them. SQLAlchemy is imported only when an SQL database is opened.
 """
 
 from __future__ import annotations
@@ -17,14 +23,16 @@ from autosched.database.location import ENV_VAR, default_location
 from autosched.database.record import LOG_VERSION, LogFormatError, TuningRecord, producer_info
 
 _LAZY = {
-    "Database": "autosched.database.database",
-    "DatabaseError": "autosched.database.database",
-    "SchemaVersionError": "autosched.database.database",
-    "ImportReport": "autosched.database.database",
-    "TuningRun": "autosched.database.database",
-    "WorkloadInfo": "autosched.database.database",
-    "open_database": "autosched.database.database",
-    "target_key": "autosched.database.database",
+    "Database": "autosched.database.interface",
+    "open_database": "autosched.database.interface",
+    "SQLDatabase": "autosched.database.database",
+    "DatabaseError": "autosched.database.common",
+    "SchemaVersionError": "autosched.database.common",
+    "TuningRun": "autosched.database.common",
+    "Where": "autosched.database.common",
+    "WorkloadInfo": "autosched.database.common",
+    "target_key": "autosched.database.common",
+    "ImportReport": "autosched.database.logs",
     "ApplyHistoryBest": "autosched.database.apply",
     "apply_history_best": "autosched.database.apply",
     "apply_best": "autosched.database.apply",

@@ -21,7 +21,7 @@ import os
 import threading
 from typing import Any
 
-from autosched.database.database import Database, open_database
+from autosched.database.interface import Database, open_database
 from autosched.database.record import TuningRecord
 
 logger = logging.getLogger("autosched.database")

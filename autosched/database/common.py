@@ -1,45 +1,27 @@
-"""What the parts of ``Database`` share: its errors and row types, the tables' handles, statements built once,
-and the target-key helpers."""
+"""The words the parts of the database share: its errors, the ``Where`` of a query, what a stored candidate
+becomes when it is committed again, tuning runs and workloads. No SQL here."""
 
 from __future__ import annotations
 
-import json
-import logging
-import math
-from dataclasses import dataclass, field
+import socket
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, select
-
-from autosched.database.schema import (
-    RecordRow,
-    RunRow,
-    SchemaInfo,
-    WorkloadRow,
-)
+from autosched.database.record import TuningRecord, producer_info
 from autosched.errors import AutoschedError
 from autosched.target import Target
 
-logger = logging.getLogger("autosched.database")
-
-_R = RecordRow.__table__
-_W = WorkloadRow.__table__
-_RUN = RunRow.__table__
-_S = SchemaInfo.__table__
-
+#: what ``commit_records`` may do with a candidate already stored: take the new figures, keep the stored
+#: ones, or keep the lower cost (a success over a failure)
 ON_CONFLICT = ("replace", "skip", "keep_better")
 
-# statements run in tuning loops, built once (building one costs more than SQLite takes to run it)
-_BEST = (select(_R).where(_R.c.workload_id == bindparam("wid"), _R.c.target == bindparam("target"),
-                          _R.c.cost.isnot(None))
-         .order_by(_R.c.cost, _R.c.id).limit(bindparam("k", type_=Integer)))
-_WORKLOAD_ID = select(_W.c.id).where(_W.c.key == bindparam("key"))
-_MEASURED = select(_R.c.id).where(_R.c.workload_id == bindparam("wid"), _R.c.target == bindparam("target"),
-                                  _R.c.trace_hash == bindparam("h"))
-# the records of some traces of a task (a tuner sharing the database asks before measuring a batch)
-_RECORDS_OF = (select(_R).where(_R.c.workload_id == bindparam("wid"), _R.c.target == bindparam("target"),
-                                _R.c.trace_hash.in_(bindparam("hashes", expanding=True))).order_by(_R.c.id))
-_BATCH = 2000  # rows per INSERT batch; keeps statements and memory small
+#: the orders ``select_records`` gives records in, as sort keys (for implementations that sort in Python)
+ORDERS = {
+    "id": lambda r: r.id,  # insertion
+    "cost": lambda r: (r.cost is None, r.cost or 0.0, r.id),  # fastest first, failures last
+    "time": lambda r: (-r.timestamp, r.id),  # newest first
+}
 
 
 class DatabaseError(AutoschedError, RuntimeError):
@@ -48,6 +30,49 @@ class DatabaseError(AutoschedError, RuntimeError):
 
 class SchemaVersionError(DatabaseError):
     """The database's schema is newer than this autosched, or not an autosched schema at all."""
+
+
+@dataclass(frozen=True)
+class Where:
+    """Which records: each field given must hold (``None``: any). ``traces`` are canonical trace texts;
+    ``after_id`` pages through records in insertion order."""
+
+    workload_key: str | None = None
+    target: str | None = None  # a target key, CPU included
+    workload_name: str | None = None
+    ok: bool | None = None  # successful (True) or failed (False) records
+    run_id: int | None = None
+    since: float | None = None  # timestamp >= since
+    until: float | None = None  # timestamp < until
+    traces: tuple[str, ...] | None = None
+    after_id: int | None = None
+
+    def matches(self, rec: TuningRecord) -> bool:
+        """Whether ``rec`` is one of these records (for implementations that filter in Python)."""
+        return ((self.workload_key is None or rec.workload_key == self.workload_key)
+                and (self.target is None or rec.target == self.target)
+                and (self.workload_name is None or rec.workload_name == self.workload_name)
+                and (self.ok is None or rec.ok == self.ok)
+                and (self.run_id is None or rec.run_id == self.run_id)
+                and (self.since is None or rec.timestamp >= self.since)
+                and (self.until is None or rec.timestamp < self.until)
+                and (self.traces is None or rec.trace_json in self.traces)
+                and (self.after_id is None or rec.id > self.after_id))
+
+
+def check_on_conflict(on_conflict: str) -> None:
+    if on_conflict not in ON_CONFLICT:
+        raise ValueError(f"on_conflict must be one of {', '.join(ON_CONFLICT)}, got {on_conflict!r}")
+
+
+def resolve_conflict(stored: TuningRecord, new: TuningRecord, on_conflict: str) -> TuningRecord | None:
+    """What a candidate stored already becomes when ``new`` is committed: the record to store in its place
+    (same id; it stays with the run that first stored it), or None to leave it as it is."""
+    if on_conflict == "skip":
+        return None
+    if on_conflict == "keep_better" and not (new.ok and (not stored.ok or new.cost < stored.cost)):
+        return None
+    return replace(new, id=stored.id, run_id=stored.run_id if stored.run_id is not None else new.run_id)
 
 
 @dataclass
@@ -67,6 +92,15 @@ class TuningRun:
     host: str | None = None
     autosched_version: str = ""
 
+    @staticmethod
+    def new(policy: str, *, seed: int | None = None, trials: int | None = None, target: Any = None,
+            config: dict | None = None) -> TuningRun:
+        """A run starting now on this machine (id 0 until a database stores it)."""
+        return TuningRun(id=0, policy=policy, seed=seed, trials_asked=trials,
+                         target=None if target is None else str(target), started_at=time.time(),
+                         config=dict(config or {}), host=socket.gethostname(),
+                         autosched_version=producer_info()["autosched"])
+
 
 @dataclass
 class WorkloadInfo:
@@ -77,29 +111,6 @@ class WorkloadInfo:
     records: int
 
 
-def _costs_json(costs: list[float]) -> str:
-    """JSON of a list of floats; several times faster than json.dumps (bulk imports spend time here)."""
-    vals = [float(c) for c in costs]
-    if all(math.isfinite(v) for v in vals):
-        return "[" + ",".join(map(repr, vals)) + "]"
-    return json.dumps(vals)
-
-
-def _is_key(x: Any) -> bool:
-    return isinstance(x, str) and len(x) == 64 and all(c in "0123456789abcdef" for c in x)
-
-
 def target_key(target: Any) -> str:
     """The key records are stored under for ``target`` (a Target, a target string or a key)."""
     return Target(target).key
-
-
-def _cpu_agnostic(key: str) -> tuple:
-    """A target key without its CPU (mcpu, mattr): what must still match when reusing other CPUs' records."""
-    try:
-        t = Target(key)
-    except ValueError:
-        return (key,)
-    return (t.kind, tuple(sorted((k, v) for k, v in t.options.items() if k not in ("mcpu", "mattr"))))
-
-

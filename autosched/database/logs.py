@@ -1,20 +1,30 @@
-"""JSON-lines logs in and out of a ``Database``: ``export`` and ``import_`` (with its ``ImportReport``)."""
+"""JSON-lines logs in and out of any ``Database`` (the portable form of one): ``export`` and ``import_``
+(with its ``ImportReport``), written over the interface."""
 
 from __future__ import annotations
 
 import heapq
+import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from autosched.database.common import _BATCH, logger
+from autosched.database.common import Where, check_on_conflict
 from autosched.database.record import (
     LogFormatError,
     TuningRecord,
     WorkloadChecker,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from autosched.database.interface import Database
+
+logger = logging.getLogger("autosched.database")
+
+#: log lines read before they are committed (one transaction each)
+_FLUSH = 10_000
 
 
 @dataclass
@@ -55,101 +65,95 @@ def _best_per_task(records: Iterable[TuningRecord], k: int) -> list[TuningRecord
     return [rec for _, rec in chosen]
 
 
-class LogMixin:
-    """Export to and import from JSON-lines logs (the portable form of a database)."""
-
-    def export(self, dest: str | os.PathLike | IO[str], task_or_key: Any = None, target: Any = None, *,
-               workload_name: str | None = None, ok: bool | None = None, run: Any = None,
-               since: float | None = None, until: float | None = None, append: bool = False,
-               best: int | None = None) -> int:
-        """Write matching records (filters as in :meth:`records`) as a JSON-lines log, in insertion order;
-        returns how many. ``best=K`` keeps only the K fastest successful records of each workload and target
-        (a compact log that still applies and warms a search). A path is written atomically (a temporary
-        file renamed) unless ``append``."""
-        if best is not None and best < 1:
-            raise ValueError(f"best must be at least 1, got {best}")
-        it: Iterable[TuningRecord] = self.iter_records(task_or_key, target, workload_name=workload_name,
-                                                       ok=True if best else ok, run=run, since=since,
-                                                       until=until)
-        if best:
-            it = _best_per_task(it, best)
-        if hasattr(dest, "write"):
-            n = 0
-            for rec in it:
-                dest.write(rec.dumps() + "\n")
-                n += 1
-            return n
+def export(db: Database, dest: str | os.PathLike | IO[str], task_or_key: Any = None, target: Any = None, *,
+           append: bool = False, best: int | None = None, **filters: Any) -> int:
+    """Write matching records (filters as in :func:`~autosched.database.query.records`) as a JSON-lines
+    log, in insertion order; returns how many. ``best=K`` keeps only the K fastest successful records of
+    each workload and target (a compact log that still applies and warms a search). A path is written
+    atomically (a temporary file renamed) unless ``append``."""
+    if best is not None and best < 1:
+        raise ValueError(f"best must be at least 1, got {best}")
+    if best:
+        filters["ok"] = True
+    if not hasattr(dest, "write"):
         path = Path(dest)
         path.parent.mkdir(parents=True, exist_ok=True)
         if append:
             with open(path, "a", encoding="utf-8") as f:
-                return self.export(f, task_or_key, target, workload_name=workload_name, ok=ok, run=run,
-                                   since=since, until=until, best=best)
+                return export(db, f, task_or_key, target, best=best, **filters)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             with open(tmp, "w", encoding="utf-8") as f:
-                n = self.export(f, task_or_key, target, workload_name=workload_name, ok=ok, run=run,
-                                since=since, until=until, best=best)
+                n = export(db, f, task_or_key, target, best=best, **filters)
             os.replace(tmp, path)
         finally:
             if tmp.exists():
                 tmp.unlink()
         return n
+    it: Iterable[TuningRecord] = db.iter_records(task_or_key, target, **filters)
+    if best:
+        it = _best_per_task(it, best)
+    n = 0
+    for rec in it:
+        dest.write(rec.dumps() + "\n")
+        n += 1
+    return n
 
-    def import_(self, source: str | os.PathLike | IO[str], *, strict: bool = False, on_conflict: str = "skip",
-                _quiet: bool = False) -> ImportReport:
-        """Read a JSON-lines log into the database; returns an :class:`ImportReport`.
 
-        Every bad line (not JSON, truncated, a newer or unknown record version, a workload that is not
-        registered here or whose computation changed) is reported with its line number and reason, and the
-        valid lines are imported. With ``strict=True`` the first bad line raises :class:`LogFormatError`
-        and nothing is imported. ``on_conflict`` as in :meth:`commit` (default: keep what is stored).
-        """
-        if hasattr(source, "read"):
-            name = getattr(source, "name", "<stream>")
-            return self._import_lines(source, str(name), strict, on_conflict, _quiet)
-        path = Path(source)
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return self._import_lines(f, str(path), strict, on_conflict, _quiet)
+def import_(db: Database, source: str | os.PathLike | IO[str], *, strict: bool = False,
+            on_conflict: str = "skip", _quiet: bool = False) -> ImportReport:
+    """Read a JSON-lines log into ``db``; returns an :class:`ImportReport`.
 
-    def _import_lines(self, lines: Iterable[str], name: str, strict: bool, on_conflict: str,
-                      quiet: bool) -> ImportReport:
-        report = ImportReport(source=name)
-        checker = WorkloadChecker()
-        pending: list[TuningRecord] = []
+    Every bad line (not JSON, truncated, a newer or unknown record version, a workload that is not
+    registered here or whose computation changed) is reported with its line number and reason, and the
+    valid lines are imported. With ``strict=True`` the first bad line raises :class:`LogFormatError`
+    and nothing is imported. ``on_conflict`` as in :meth:`commit` (default: keep what is stored).
+    """
+    check_on_conflict(on_conflict)
+    if hasattr(source, "read"):
+        return _import_lines(db, source, str(getattr(source, "name", "<stream>")), strict, on_conflict, _quiet)
+    with open(source, encoding="utf-8", errors="replace") as f:
+        return _import_lines(db, f, str(Path(source)), strict, on_conflict, _quiet)
 
-        def flush() -> None:
-            if not pending:
-                return
-            # counted exactly; records read from a log are not appended back to the log
-            new = self.commit_records(pending, on_conflict=on_conflict, _count=True, _to_log=False)
-            report.imported += new
-            report.duplicates += len(pending) - new
-            pending.clear()
 
-        for lineno, line in enumerate(lines, 1):
-            report.lines = lineno
-            if not line.strip():
-                continue
-            try:
-                rec = TuningRecord.loads(line)
-                checker.check(rec)
-            except LogFormatError as e:
-                err = LogFormatError(e.reason, lineno, name)
-                if strict:
-                    raise err from None
-                report.errors.append(err)
-                continue
-            pending.append(rec)
-            if not strict and len(pending) >= 5 * _BATCH:
-                flush()
-        flush()
-        if report.errors and not quiet:
-            for e in report.errors[:20]:
-                logger.warning("%s (line skipped)", e)
-            if len(report.errors) > 20:
-                logger.warning("%s: %d more bad lines skipped", name, len(report.errors) - 20)
-        if not quiet:
-            logger.info("%s", report.__str__().split("\n", 1)[0])
-        return report
+def _import_lines(db: Database, lines: Iterable[str], name: str, strict: bool, on_conflict: str,
+                  quiet: bool) -> ImportReport:
+    report = ImportReport(source=name)
+    checker = WorkloadChecker()
+    pending: list[TuningRecord] = []
 
+    def flush() -> None:
+        if not pending:
+            return
+        before = db.count_records(Where())  # new records: what the database gained
+        db.commit_records(pending, on_conflict=on_conflict)
+        new = db.count_records(Where()) - before
+        report.imported += new
+        report.duplicates += len(pending) - new
+        pending.clear()
+
+    for lineno, line in enumerate(lines, 1):
+        report.lines = lineno
+        if not line.strip():
+            continue
+        try:
+            rec = TuningRecord.loads(line)
+            checker.check(rec)
+        except LogFormatError as e:
+            err = LogFormatError(e.reason, lineno, name)
+            if strict:
+                raise err from None
+            report.errors.append(err)
+            continue
+        pending.append(rec)
+        if not strict and len(pending) >= _FLUSH:
+            flush()
+    flush()
+    if report.errors and not quiet:
+        for e in report.errors[:20]:
+            logger.warning("%s (line skipped)", e)
+        if len(report.errors) > 20:
+            logger.warning("%s: %d more bad lines skipped", name, len(report.errors) - 20)
+    if not quiet:
+        logger.info("%s", report.__str__().split("\n", 1)[0])
+    return report
