@@ -16,7 +16,7 @@ from __future__ import annotations
 from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType
 from autosched.relay.op import schedules
-from autosched.relay.op.common import _nargs, _pair, _same_dtype, _tensor, pad4
+from autosched.relay.op.common import _operands, _pair, _same_dtype, pad4
 from autosched.relay.op.nn._nn import _canon_spatial, channel_block_of
 from autosched.relay.op.op import INJECTIVE, OUT_ELEMWISE_FUSABLE, OpDef, register_op
 from autosched.workloads.blocked_layout import (
@@ -51,8 +51,7 @@ def _in_layout(nchw: tuple[int, int, int, int], layout: str, op: str) -> tuple[i
 
 def _layout_transform_rel(types, attrs):
     op = "layout_transform"
-    _nargs(types, 1, op)
-    x = _tensor(types, 0, op, "data")
+    (x,) = _operands(types, op, "data")
     nchw = _nchw_shape(x.shape, attrs["src_layout"], op)
     return TensorType(_in_layout(nchw, attrs["dst_layout"], op), x.dtype)
 
@@ -97,8 +96,7 @@ def _blocked_conv_geometry(data: TensorType, weight: TensorType, attrs: dict, op
 
 def _conv2d_nchwc_rel(types, attrs):
     op = "nn.conv2d_nchwc"
-    _nargs(types, 2, op)
-    d, w = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    d, w = _operands(types, op, "data", "weight")
     N, CI, H, W, ib, OCB, ICBg, KH, KW, ibw, ob, OH, OW = _blocked_conv_geometry(d, w, attrs, op)
     g = int(attrs["groups"])
     if ibw != ib or ICBg * ib * g != CI or OCB % g:
@@ -126,8 +124,7 @@ register_op(OpDef(
 
 def _depthwise_rel(types, attrs):
     op = "nn.depthwise_conv2d_nchwc"
-    _nargs(types, 2, op)
-    d, w = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    d, w = _operands(types, op, "data", "weight")
     N, C, H, W = _nchw_shape(d.shape, attrs["data_layout"], op)
     b = channel_block_of(attrs["data_layout"], op)
     if b is None or len(w.shape) != 6 or w.shape[0] * b != C or w.shape[1] != 1 or w.shape[4] != 1 or w.shape[5] != b:
@@ -158,8 +155,7 @@ register_op(OpDef(
 # -------------------------------------------------------------------- dense
 def _dense_pack_rel(types, attrs):
     op = "nn.dense_pack"
-    _nargs(types, 2, op)
-    d, w = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    d, w = _operands(types, op, "data", "weight")
     if len(d.shape) < 2 or len(w.shape) != 3 or d.shape[-1] != w.shape[1]:
         raise RelayError(f"{op}: data [..., in] and weight [units/x, in, x] do not match: {d.shape}, {w.shape}")
     units = int(attrs["units"]) if attrs.get("units") is not None else w.shape[0] * w.shape[2]
@@ -196,8 +192,7 @@ register_op(OpDef("nn.dense_pack", _dense_pack_rel, _dense_pack_compute, OUT_ELE
 # ----------------------------------------------------------------- Winograd
 def _winograd_rel(types, attrs):
     op = "nn.conv2d_winograd_nchwc"
-    _nargs(types, 2, op)
-    d, u = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    d, u = _operands(types, op, "data", "weight")
     N, C, H, W = _nchw_shape(d.shape, attrs["data_layout"], op)
     tile = int(attrs["tile"])
     if len(u.shape) != 5 or u.shape[0] != tile + 2 or u.shape[1] != tile + 2 or u.shape[3] != C:

@@ -21,6 +21,13 @@ def _nargs(types: Sequence[Type], n: int, op: str) -> None:
         raise RelayError(f"{op} takes {n} arguments, got {len(types)}")
 
 
+def _operands(types: Sequence[Type], op: str, *names: str) -> tuple[TensorType, ...]:
+    """The argument types of ``op``, one per name, each checked to be a tensor (a name is what errors call it;
+    "" for none), after checking there are as many arguments as names."""
+    _nargs(types, len(names), op)
+    return tuple(_tensor(types, k, op, what) for k, what in enumerate(names))
+
+
 def _same_dtype(op: str, *ts: TensorType) -> str:
     dts = {t.dtype for t in ts}
     if len(dts) != 1:

@@ -6,7 +6,7 @@ from typing import Any
 
 from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType
-from autosched.relay.op.common import _bload, _c, _nargs, _same_dtype, _tensor, broadcast_shape
+from autosched.relay.op.common import _bload, _c, _nargs, _operands, _same_dtype, _tensor, broadcast_shape
 from autosched.relay.op.op import (
     BROADCAST,
     ELEMWISE,
@@ -18,8 +18,7 @@ from autosched.relay.op.op import (
 
 def _binary_rel(name: str):
     def rel(types, attrs):
-        _nargs(types, 2, name)
-        a, b = _tensor(types, 0, name, "lhs"), _tensor(types, 1, name, "rhs")
+        a, b = _operands(types, name, "lhs", "rhs")
         return TensorType(broadcast_shape(a.shape, b.shape, name), _same_dtype(name, a, b))
 
     return rel
@@ -94,8 +93,7 @@ for _name in _UNARY:
 
 
 def _bias_add_rel(types, attrs):
-    _nargs(types, 2, "nn.bias_add")
-    x, b = _tensor(types, 0, "nn.bias_add", "data"), _tensor(types, 1, "nn.bias_add", "bias")
+    x, b = _operands(types, "nn.bias_add", "data", "bias")
     axis = attrs["axis"] % len(x.shape) if x.shape else 0
     if len(b.shape) != 1 or not x.shape or b.shape[0] != x.shape[axis]:
         raise RelayError(f"nn.bias_add: bias shape {b.shape} must be ({x.shape[axis] if x.shape else '?'},) "
@@ -116,8 +114,7 @@ register_op(OpDef("nn.bias_add", _bias_add_rel, _bias_add_compute, BROADCAST, at
 # (prelu, log_softmax, lrn, strided_slice, upsampling; the builders at the end of the file make their calls)
 def _prelu_rel(types, attrs):
     op = "nn.prelu"
-    _nargs(types, 2, op)
-    x, a = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "alpha")
+    x, a = _operands(types, op, "data", "alpha")
     if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
         raise RelayError(f"{op}: axis {attrs['axis']} is out of range for data shape {x.shape}")
     axis = attrs["axis"] % len(x.shape)
@@ -193,8 +190,7 @@ def clip(data: Any, a_min: float, a_max: float) -> Any:
 # ------------------------------------------------------------------ transformer ops: math, comparisons, logic, where
 def _float_unary(name: str, fn):
     def rel(types, attrs):
-        _nargs(types, 1, name)
-        x = _tensor(types, 0, name)
+        (x,) = _operands(types, name, "")
         if x.dtype not in ("float16", "float32", "float64"):
             raise RelayError(f"{name}: needs a floating-point tensor, got {x.shape} {x.dtype}")
         return x
@@ -314,8 +310,7 @@ for _name in _COMPARE:
 
 
 def _logical_not_rel(types, attrs):
-    _nargs(types, 1, "logical_not")
-    x = _tensor(types, 0, "logical_not")
+    (x,) = _operands(types, "logical_not", "")
     if x.dtype != "bool":
         raise RelayError(f"logical_not: needs a bool tensor, got {x.shape} {x.dtype}")
     return x
@@ -332,8 +327,7 @@ register_op(OpDef("logical_not", _logical_not_rel, _logical_not_compute, ELEMWIS
 
 def _where_rel(types, attrs):
     op = "where"
-    _nargs(types, 3, op)
-    c, x, y = _tensor(types, 0, op, "condition"), _tensor(types, 1, op, "x"), _tensor(types, 2, op, "y")
+    c, x, y = _operands(types, op, "condition", "x", "y")
     if c.dtype != "bool":
         raise RelayError(f"{op}: the condition must be bool, got {c.shape} {c.dtype}")
     shape = broadcast_shape(broadcast_shape(c.shape, x.shape, op), y.shape, op)
@@ -351,8 +345,7 @@ register_op(OpDef("where", _where_rel, _where_compute, BROADCAST, num_inputs=3,
 
 
 def _cast_rel(types, attrs):
-    _nargs(types, 1, "cast")
-    x = _tensor(types, 0, "cast")
+    (x,) = _operands(types, "cast", "")
     return TensorType(x.shape, str(attrs["dtype"]))
 
 

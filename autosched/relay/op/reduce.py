@@ -10,7 +10,7 @@ from typing import Any
 from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType
 from autosched.relay.op import schedules
-from autosched.relay.op.common import _c, _ishape, _nargs, _same_dtype, _tensor
+from autosched.relay.op.common import _c, _ishape, _operands, _same_dtype, _tensor
 from autosched.relay.op.op import COMM_REDUCE, OPAQUE, OpDef, make_call, register_op
 
 
@@ -26,8 +26,7 @@ def _reduce_axes(ndim: int, axis: Any, op: str) -> tuple[int, ...]:
 
 def _reduce_rel(name: str):
     def rel(types, attrs):
-        _nargs(types, 1, name)
-        x = _tensor(types, 0, name, "data")
+        (x,) = _operands(types, name, "data")
         axes = _reduce_axes(len(x.shape), attrs["axis"], name)
         if attrs["keepdims"]:
             shape = tuple(1 if k in axes else d for k, d in enumerate(x.shape))

@@ -8,7 +8,7 @@ from typing import Any
 
 from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType, Tuple, TupleType
-from autosched.relay.op.common import _bload, _ishape, _nargs, _same_dtype, _tensor, broadcast_shape
+from autosched.relay.op.common import _bload, _ishape, _operands, _same_dtype, _tensor, broadcast_shape
 from autosched.relay.op.op import (
     INJECTIVE,
     OpDef,
@@ -69,8 +69,7 @@ def reshape_shape(ishape: Sequence[int], newshape: Sequence[int], op: str = "res
 
 
 def _reshape_rel(types, attrs):
-    _nargs(types, 1, "reshape")
-    x = _tensor(types, 0, "reshape", "data")
+    (x,) = _operands(types, "reshape", "data")
     return TensorType(reshape_shape(x.shape, attrs["newshape"]), x.dtype)
 
 
@@ -86,8 +85,7 @@ register_op(OpDef("reshape", _reshape_rel, _reshape_compute, INJECTIVE, attrs={"
 
 
 def _batch_flatten_rel(types, attrs):
-    _nargs(types, 1, "nn.batch_flatten")
-    x = _tensor(types, 0, "nn.batch_flatten", "data")
+    (x,) = _operands(types, "nn.batch_flatten", "data")
     if not x.shape:
         raise RelayError("nn.batch_flatten: data must have at least one dimension")
     return TensorType((x.shape[0], math.prod(x.shape[1:])), x.dtype)
@@ -107,8 +105,7 @@ def _transpose_axes(ndim: int, axes: Any, op: str = "transpose") -> tuple[int, .
 
 
 def _transpose_rel(types, attrs):
-    _nargs(types, 1, "transpose")
-    x = _tensor(types, 0, "transpose", "data")
+    (x,) = _operands(types, "transpose", "data")
     ax = _transpose_axes(len(x.shape), attrs["axes"])
     return TensorType(tuple(x.shape[a] for a in ax), x.dtype)
 
@@ -173,8 +170,7 @@ register_op(OpDef("concatenate", _concat_rel, _concat_compute, INJECTIVE, attrs=
 
 
 def _pad_rel(types, attrs):
-    _nargs(types, 1, "nn.pad")
-    x = _tensor(types, 0, "nn.pad", "data")
+    (x,) = _operands(types, "nn.pad", "data")
     pw = attrs["pad_width"]
     if pw is None or len(pw) != len(x.shape) or any(len(p) != 2 or min(p) < 0 for p in pw):
         raise RelayError(f"nn.pad: pad_width {pw} must give (before, after) >= 0 for each of the "
@@ -235,8 +231,7 @@ def _slice_axes(ndim: int, attrs: dict, op: str) -> list[tuple[int, int, int, in
 
 def _strided_slice_rel(types, attrs):
     op = "strided_slice"
-    _nargs(types, 1, op)
-    x = _tensor(types, 0, op, "data")
+    (x,) = _operands(types, op, "data")
     shape = list(x.shape)
     for a, b, e, s in _slice_axes(len(shape), attrs, op):
         _, n = slice_range(shape[a], b, e, s)
@@ -265,8 +260,7 @@ register_op(OpDef("strided_slice", _strided_slice_rel, _strided_slice_compute, I
 
 def _upsampling_rel(types, attrs):
     op = "nn.upsampling"
-    _nargs(types, 1, op)
-    x = _tensor(types, 0, op, "data")
+    (x,) = _operands(types, op, "data")
     if attrs["layout"] != "NCHW" or len(x.shape) != 4:
         raise RelayError(f"{op}: only 4-D NCHW data is supported, got layout {attrs['layout']} and shape {x.shape}")
     if attrs["method"] != "nearest_neighbor":
@@ -329,8 +323,7 @@ def concatenate(data: Sequence[Any] | Tuple, axis: int) -> Any:
 
 # ------------------------------------------------------------------ broadcast_to, take, trilu (transformer exports)
 def _broadcast_to_rel(types, attrs):
-    _nargs(types, 1, "broadcast_to")
-    x = _tensor(types, 0, "broadcast_to", "data")
+    (x,) = _operands(types, "broadcast_to", "data")
     return TensorType(broadcast_shape(x.shape, tuple(int(d) for d in attrs["shape"]), "broadcast_to"), x.dtype)
 
 
@@ -345,8 +338,7 @@ register_op(OpDef("broadcast_to", _broadcast_to_rel, _broadcast_to_compute, INJE
 
 def _take_rel(types, attrs):
     op = "take"
-    _nargs(types, 2, op)
-    x, idx = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "indices")
+    x, idx = _operands(types, op, "data", "indices")
     if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
         raise RelayError(f"{op}: axis {attrs['axis']} is out of range for data shape {x.shape}")
     if idx.dtype not in ("int32", "int64"):
@@ -376,8 +368,7 @@ register_op(OpDef("take", _take_rel, _take_compute, INJECTIVE, attrs={"axis": 0}
 
 
 def _trilu_rel(types, attrs):
-    _nargs(types, 1, "trilu")
-    x = _tensor(types, 0, "trilu", "data")
+    (x,) = _operands(types, "trilu", "data")
     if len(x.shape) < 2:
         raise RelayError(f"trilu: data must have at least 2 dimensions, got shape {x.shape}")
     return x

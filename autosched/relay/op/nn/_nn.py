@@ -7,7 +7,7 @@ from typing import Any
 from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType, TupleType
 from autosched.relay.op import schedules
-from autosched.relay.op.common import _c, _ishape, _nargs, _pair, _same_dtype, _tensor, pad4
+from autosched.relay.op.common import _c, _ishape, _nargs, _operands, _pair, _same_dtype, _tensor, pad4
 from autosched.relay.op.op import (
     OPAQUE,
     OUT_ELEMWISE_FUSABLE,
@@ -30,8 +30,7 @@ def _conv2d_geometry(dshape, wshape, attrs):
 
 def _conv2d_rel(types, attrs):
     op = "nn.conv2d"
-    _nargs(types, 2, op)
-    d, w = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    d, w = _operands(types, op, "data", "weight")
     if attrs["data_layout"] != "NCHW" or attrs["kernel_layout"] != "OIHW":
         raise RelayError(f"{op}: only data_layout NCHW with kernel_layout OIHW is supported, got "
                          f"{attrs['data_layout']}/{attrs['kernel_layout']}")
@@ -106,8 +105,7 @@ register_op(OpDef(
 
 def _dense_rel(types, attrs):
     op = "nn.dense"
-    _nargs(types, 2, op)
-    d, w = _tensor(types, 0, op, "data"), _tensor(types, 1, op, "weight")
+    d, w = _operands(types, op, "data", "weight")
     if len(d.shape) < 1 or len(w.shape) != 2 or d.shape[-1] != w.shape[1]:
         raise RelayError(f"{op}: data shape {d.shape} and weight shape {w.shape} (units, in) do not match: "
                          f"{d.shape[-1] if d.shape else '?'} != {w.shape[1] if len(w.shape) == 2 else '?'}")
@@ -130,8 +128,7 @@ register_op(OpDef("nn.dense", _dense_rel, _dense_compute, OUT_ELEMWISE_FUSABLE, 
 
 def _matmul_rel(types, attrs):
     op = "nn.matmul"
-    _nargs(types, 2, op)
-    a, b = _tensor(types, 0, op, "a"), _tensor(types, 1, op, "b")
+    a, b = _operands(types, op, "a", "b")
     if len(a.shape) != 2 or len(b.shape) != 2:
         raise RelayError(f"{op}: operands must be 2-D, got {a.shape} and {b.shape}")
     M, K = a.shape[::-1] if attrs["transpose_a"] else a.shape
@@ -163,8 +160,7 @@ register_op(OpDef("nn.matmul", _matmul_rel, _matmul_compute, OUT_ELEMWISE_FUSABL
 
 def _batch_matmul_rel(types, attrs):
     op = "nn.batch_matmul"
-    _nargs(types, 2, op)
-    x, y = _tensor(types, 0, op, "x"), _tensor(types, 1, op, "y")
+    x, y = _operands(types, op, "x", "y")
     if len(x.shape) < 3 or len(y.shape) != len(x.shape):
         raise RelayError(f"{op}: operands must have the same rank, 3 or more, got {x.shape} and {y.shape}")
     M, K = (x.shape[-1], x.shape[-2]) if attrs["transpose_a"] else x.shape[-2:]
@@ -249,8 +245,7 @@ def _spatial_input(x: TensorType, layout: str, op: str) -> tuple[tuple[int, int,
 
 def _pool_rel(op):
     def rel(types, attrs):
-        _nargs(types, 1, op)
-        x = _tensor(types, 0, op, "data")
+        (x,) = _operands(types, op, "data")
         nchw, block = _spatial_input(x, attrs["layout"], op)
         N, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW = _pool_geometry(nchw, attrs, op)
         if OH <= 0 or OW <= 0:
@@ -329,8 +324,7 @@ register_op(OpDef("nn.avg_pool2d", _pool_rel("nn.avg_pool2d"), _avg_pool_compute
 
 
 def _gap_rel(types, attrs):
-    _nargs(types, 1, "nn.global_avg_pool2d")
-    x = _tensor(types, 0, "nn.global_avg_pool2d", "data")
+    (x,) = _operands(types, "nn.global_avg_pool2d", "data")
     _, block = _spatial_input(x, attrs["layout"], "nn.global_avg_pool2d")
     return TensorType(x.shape[:2] + (1, 1) + block, x.dtype)
 
@@ -386,8 +380,7 @@ register_op(OpDef("nn.batch_norm", _batch_norm_rel, _batch_norm_compute, OPAQUE,
 
 def _one_axis_rel(op: str):
     def rel(types, attrs):
-        _nargs(types, 1, op)
-        x = _tensor(types, 0, op, "data")
+        (x,) = _operands(types, op, "data")
         if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
             raise RelayError(f"{op}: axis {attrs['axis']} is out of range for shape {x.shape}")
         return x
