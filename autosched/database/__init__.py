@@ -19,20 +19,17 @@ A few small concepts, each in its module:
 
 from __future__ import annotations
 
+import importlib
+
+from autosched.database.common import DatabaseError, SchemaVersionError, TuningRun, Where, WorkloadInfo, target_key
+from autosched.database.interface import Database, open_database
 from autosched.database.location import ENV_VAR, default_location
+from autosched.database.logs import ImportReport
 from autosched.database.record import LOG_VERSION, LogFormatError, TuningRecord, producer_info
 
+# SQLAlchemy (the SQL storage, its schema) and what relay.build looks for in sys.modules (apply): on first use
 _LAZY = {
-    "Database": "autosched.database.interface",
-    "open_database": "autosched.database.interface",
     "SQLDatabase": "autosched.database.database",
-    "DatabaseError": "autosched.database.common",
-    "SchemaVersionError": "autosched.database.common",
-    "TuningRun": "autosched.database.common",
-    "Where": "autosched.database.common",
-    "WorkloadInfo": "autosched.database.common",
-    "target_key": "autosched.database.common",
-    "ImportReport": "autosched.database.logs",
     "ApplyHistoryBest": "autosched.database.apply",
     "apply_history_best": "autosched.database.apply",
     "apply_best": "autosched.database.apply",
@@ -46,12 +43,11 @@ def __getattr__(name: str):
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module 'autosched.database' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(mod), name)
     globals()[name] = value
     return value
 
 
-__all__ = ["ENV_VAR", "LOG_VERSION", "LogFormatError", "TuningRecord", "default_location", "producer_info",
-           *_LAZY]
+__all__ = ["ENV_VAR", "LOG_VERSION", "Database", "DatabaseError", "ImportReport", "LogFormatError",
+           "SchemaVersionError", "TuningRecord", "TuningRun", "Where", "WorkloadInfo", "default_location",
+           "open_database", "producer_info", "target_key", *_LAZY]

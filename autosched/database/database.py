@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import os
+import sqlite3
 import statistics
 import threading
 import time
@@ -28,7 +29,7 @@ from typing import IO, Any
 
 from sqlalchemy import Integer, bindparam, create_engine, event, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
 
 from autosched.database import location as _location
@@ -80,8 +81,6 @@ def _set_wal(cur: Any, timeout: float) -> None:
     """Switch an SQLite file to WAL. Changing the journal mode needs an exclusive lock and SQLite reports
     "database is locked" at once (its busy handler does not wait for it) when another process is opening
     the same new file: retry for up to ``timeout`` seconds."""
-    import sqlite3
-
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -442,7 +441,7 @@ class SQLDatabase(Database):
                               host=r.host, autosched_version=r.autosched_version)
                     for r in conn.execute(stmt)]
 
-
+    # ------------------------------------------------------------------ upkeep
     def gc(self, *, failed: bool = False, keep: int | None = None, dry_run: bool = False) -> dict[str, int]:
         """Remove what a database no longer needs; returns how many rows of each kind went (or would go).
 
@@ -494,7 +493,6 @@ class SQLDatabase(Database):
                 raw.close()
         return removed
 
-
     # ------------------------------------------------------------------ lifecycle
     @property
     def schema_version(self) -> int:
@@ -526,8 +524,6 @@ class SQLDatabase(Database):
             return str(loc.sqlite_path)
         if loc.url == "sqlite://":
             return "sqlite:// (in memory)"
-        from sqlalchemy.engine import make_url
-
         return make_url(loc.url).render_as_string(hide_password=True)
 
     def __repr__(self) -> str:
