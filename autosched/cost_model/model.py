@@ -19,6 +19,7 @@ import numpy as np
 
 from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract
 from autosched.result import MeasureInput, MeasureResult
+from autosched.tir.lower import lower
 
 log = logging.getLogger("autosched.cost_model")
 
@@ -57,8 +58,6 @@ class FeatureCache:
         self._data: dict[tuple[str, bytes], np.ndarray] = {}
 
     def features(self, inputs: Sequence[MeasureInput]) -> np.ndarray:
-        from autosched.tir.lower import lower
-
         out = np.zeros((len(inputs), N_FEATURES), dtype=np.float32)
         for i, inp in enumerate(inputs):
             key = (inp.task.workload_key, hashlib.blake2b(inp.trace.dumps().encode(), digest_size=16).digest())

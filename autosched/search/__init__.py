@@ -7,6 +7,7 @@ on cost-model scores) and ``evolutionary`` (Ansor). Add one with :func:`register
 installed package, the entry-point group ``autosched.search_policies``. See ``docs/search.md``.
 """
 
+from autosched.search import annealing, evolutionary, grid, random_search  # noqa: F401 - the built-ins register
 from autosched.search.policy import (
     ENTRY_POINT_GROUP,
     SearchPolicy,

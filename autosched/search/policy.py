@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from autosched.measure.result import MeasureInput
 from autosched.te.trace import Trace
 
 log = logging.getLogger("autosched.search")
@@ -162,8 +163,6 @@ class TuneContext:
         if factor <= 0 or not traces or not hasattr(m, "predict_build_seconds"):
             return list(traces)
         budget = m.build_budget(self.task.workload_key, factor)
-        from autosched.measure.result import MeasureInput
-
         seconds = m.predict_build_seconds([MeasureInput(self.task, t) for t in traces])
         return list(traces) if seconds is None else [t for t, s in zip(traces, seconds) if s <= budget]
 
@@ -171,8 +170,6 @@ class TuneContext:
         """Cost-model scores for ``traces`` (higher is faster); zeros without a model."""
         if self.cost_model is None or not traces:
             return np.zeros(len(traces))
-        from autosched.measure.result import MeasureInput
-
         return np.asarray(self.cost_model.predict([MeasureInput(self.task, t) for t in traces]), dtype=float)
 
 
@@ -227,10 +224,6 @@ def unregister_policy(name: str) -> None:
     _POLICIES.pop(name, None)
 
 
-def _load_builtins() -> None:
-    from autosched.search import annealing, evolutionary, grid, random_search  # noqa: F401 (they register)
-
-
 def _load_entry_points() -> None:
     """Register the policies that installed packages declare in the ``autosched.search_policies`` group."""
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
@@ -249,14 +242,12 @@ def _load_entry_points() -> None:
 
 def list_policies() -> list[str]:
     """Names of every policy: built-in, registered in this process, and from installed packages."""
-    _load_builtins()
     _load_entry_points()
     return sorted(_POLICIES)
 
 
 def get_policy(name: str) -> type[SearchPolicy]:
     """The policy class registered as ``name`` (looked up in installed packages' entry points too)."""
-    _load_builtins()
     if name not in _POLICIES:
         _load_entry_points()
     if name not in _POLICIES:

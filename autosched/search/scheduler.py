@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from autosched.measure.measurer import Measurer
 from autosched.search.policy import log
 from autosched.search.tune import TuningFailed, tune
 
@@ -69,8 +70,6 @@ def tune_tasks(tasks: Sequence[Any], weights: Sequence[float] | None = None, tri
     own_measurer = measurer is None
     try:
         if own_measurer:
-            from autosched.measure.measurer import Measurer
-
             measurer = Measurer(backend=tune_kwargs.pop("backend", None), config=tune_kwargs.pop("run_config", None))
         spent = 0
         queue = list(range(len(progress)))  # warm-up: one round each, in order

@@ -28,10 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from autosched.cost_model import RandomCostModel, XGBCostModel, load_pretrained
+from autosched.cost_model.shipped import suits
+from autosched.cost_model.transfer import pretrain
 from autosched.errors import AutoschedError
 from autosched.measure.measurer import Measurer, TooManyFailures
 from autosched.measure.result import MeasureInput
 from autosched.search.policy import SearchPolicy, TuneContext, check_policy_options, get_policy, log
+from autosched.target import check_target
 
 Callback = Callable[["TuneState", Sequence[Any], Sequence[Any]], None]
 COST_MODELS = ("xgb", "pretrained", "transfer", "random")  # the names tune(cost_model=...) takes
@@ -87,9 +91,6 @@ def _make_space(task: Any, space: Any, policy_cls: type[SearchPolicy]) -> Any:
 
 
 def _make_model(cost_model: Any, policy_cls: type[SearchPolicy], seed: int, task: Any, db: Any) -> Any:
-    from autosched.cost_model import RandomCostModel, XGBCostModel, load_pretrained
-    from autosched.cost_model.shipped import suits
-
     if cost_model is None:  # a new task starts from the shipped model; a resumed one from its own records
         if not policy_cls.uses_model:
             return None
@@ -104,8 +105,6 @@ def _make_model(cost_model: Any, policy_cls: type[SearchPolicy], seed: int, task
     if cost_model == "pretrained":  # the model shipped with autosched, trained on the shipped tuning logs
         return load_pretrained(seed)
     if cost_model == "transfer":  # XGBoost, first trained on the other tasks' records in the database
-        from autosched.cost_model.transfer import pretrain
-
         return pretrain(db, exclude=task, seed=seed)
     if cost_model == "random":
         return RandomCostModel(seed=seed)
@@ -187,8 +186,6 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
 
     if trials < 0 or batch_size < 1:
         raise ValueError(f"need trials >= 0 and batch_size >= 1, got trials={trials}, batch_size={batch_size}")
-    from autosched.target import check_target
-
     check_target(task.target)  # an -mcpu LLVM does not know aborts the process at the first build: say it here
     policy_cls = get_policy(policy) if isinstance(policy, str) else policy
     policy_name = policy if isinstance(policy, str) else policy_cls.name

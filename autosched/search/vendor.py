@@ -21,6 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from autosched.measure.data import make_inputs
+from autosched.measure.machine import MeasureTurn
+from autosched.measure.peak import cache_dir
+
 #: seconds of timing per library (after a warm-up run)
 BUDGET = 0.5
 
@@ -40,9 +44,6 @@ def vendor_figures(task: Any, threads: int, budget: float = BUDGET, only: str | 
     machine's measurement turn while it times, as a candidate would."""
     if task.target.kind != "llvm" or task.args.get("dtype", "float32") != "float32":
         return []
-    from autosched.measure.data import make_inputs
-    from autosched.measure.machine import MeasureTurn
-
     inputs = make_inputs(task, seed=0)[:-1]
     figures = []
     for library, make in _LIBRARIES:
@@ -96,8 +97,6 @@ def missing_vendor(task: Any) -> str | None:
 
 
 def _vendor_file() -> Any:
-    from autosched.measure.peak import cache_dir
-
     return cache_dir() / "vendor.json"
 
 
