@@ -17,10 +17,13 @@ and inside ``apply_history_best(--db)`` (each kernel with its best record there;
 ``autosched tune --model M.onnx --time-budget 20m --db tuning.db``: ``--save-models DIR`` writes the ONNX
 files). The tuning time spent on a model is read from the database's tuning runs. onnxruntime runs in this
 environment (all graph optimisations, its weights as initializers); PyTorch in the peers' virtualenv
-(``bash ../shared/peers/setup.sh``) through ``benchmarks/peer_torch_onnx.py``. Every latency is the median of
-as many runs as fit in two seconds, one after the other on the same machine; every autosched output is
-checked against onnxruntime's. ``--layers`` adds a per-layer table: each convolution kernel's time and GFLOPS
-in the model (``GraphModule.profile``) next to onnxruntime's on the same convolution as a one-node model.
+(``bash ../shared/peers/setup.sh``) through ``benchmarks/peer_torch_onnx.py``. Every autosched output is
+checked against onnxruntime's first; then onnxruntime, each autosched build and PyTorch are timed in
+alternating rounds, each block after a pause, and each keeps its best round median (``benchmarks/_timing.py``),
+as for the transformers. PyTorch's process is kept alive for the rounds and times one block whenever its turn
+comes (``benchmarks/_peers.py``). ``--layers`` adds a per-layer table: each convolution kernel's time and
+GFLOPS in the model (``GraphModule.profile``) next to onnxruntime's on the same convolution as a one-node
+model (those two are timed one after the other, not in rounds).
 Prints the CPU and the number of layout_transform kernels; writes ``e2e.json`` and ``e2e.png``.
 On a 2-core machine run it with nothing else running.
 """
@@ -31,7 +34,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +44,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from _peers import PeerError, PeerProcess  # noqa: E402
+from _peers import timer as peer_aware_timer  # noqa: E402
 from _timing import alternating_medians, median_time  # noqa: E402
 
 import _onnx_models  # noqa: E402
@@ -84,19 +88,18 @@ def ort_session(model_bytes: bytes, threads: int):
     return ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
 
 
-def run_torch(peers_python: str, path: str, x: np.ndarray, threads: int) -> dict | None:
+def torch_process(peers_python: str, path: str, inp: str, threads: int) -> PeerProcess | None:
+    """PyTorch on the model at ``path`` (input ``inp``, a .npy) in the peers' virtualenv, ready to time
+    blocks; None (and why, on stderr) without it."""
     if not os.path.exists(peers_python):
         print(f"PyTorch skipped: no peers' python at {peers_python} (bash ../shared/peers/setup.sh)", file=sys.stderr)
         return None
-    with tempfile.TemporaryDirectory() as d:
-        inp = os.path.join(d, "x.npy")
-        np.save(inp, x)
-        r = subprocess.run([peers_python, str(HERE / "peer_torch_onnx.py"), path, "--threads", str(threads),
-                            "--input", inp], capture_output=True, text=True, timeout=900)
-    if r.returncode != 0:
-        print(f"PyTorch failed: {r.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+    try:
+        return PeerProcess(peers_python, str(HERE / "peer_torch_onnx.py"),
+                           [path, "--threads", str(threads), "--input", inp], timeout=900)
+    except PeerError as e:
+        print(f"PyTorch failed: {e}", file=sys.stderr)
         return None
-    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def tuning_seconds(db: str) -> float | None:
@@ -179,18 +182,18 @@ def bench_model(name: str, args, db: str | None) -> dict:
             onnx.save(model, os.path.join(args.save_models, f"{name}.onnx"))
         mod, params = relay.frontend.from_onnx(model, shape={"data": x.shape})
         sess = ort_session(model.SerializeToString(), args.threads)
-        t_ort = median_time(lambda: sess.run(None, {"data": x}))
         ref = sess.run(None, {"data": x})[0]
-        out["rows"].append({"name": "onnxruntime", "seconds": t_ort})
+        fns = {"onnxruntime": lambda: sess.run(None, {"data": x})}
+        rows = {}
         builds = [("autosched untuned", None)]
         if db:
             builds.append(("autosched tuned", db))
         for label, db in builds:
             m, res, compile_s = build_autosched(mod, params, db)
             m.set_input("data", x)
-            t = median_time(m.run)
+            m.run()
             y = m.get_output(0)
-            row = {"name": label, "seconds": t, "compile_s": compile_s, "kernels": len(res.kernels),
+            row = {"name": label, "compile_s": compile_s, "kernels": len(res.kernels),
                    "tuned": sum(k["tuned"] for k in res.kernels),
                    "layout_transforms": sum("layout_transform" in k["name"] for k in res.kernels),
                    "max_rel_err": float(np.abs(y - ref).max() / np.abs(ref).max())}
@@ -203,10 +206,27 @@ def bench_model(name: str, args, db: str | None) -> dict:
                     s = prof.get(layer["name"])
                     t_layer = ort_conv_seconds(layer, args.threads)
                     row["layers"].append({**layer, "seconds": s, "ort_seconds": t_layer})
-            out["rows"].append(row)
-        tr = run_torch(args.peers_python, path, x, args.threads)
-        if tr is not None:
-            out["rows"].append({"name": f"PyTorch {tr['version']}", "seconds": tr["seconds"]})
+            rows[label] = row
+            fns[label] = m.run
+        inp = os.path.join(d, "x.npy")
+        np.save(inp, x)
+        peer = torch_process(args.peers_python, path, inp, args.threads)
+        torch_name = f"PyTorch {peer.hello['version']}" if peer else None
+        try:
+            best = alternating_medians({**fns, **({torch_name: peer.sides()["torch"]} if peer else {})},
+                                       timer=peer_aware_timer)
+        except PeerError as e:
+            print(f"PyTorch failed: {e}", file=sys.stderr)
+            torch_name = None
+            best = alternating_medians(fns)
+        finally:
+            if peer:
+                peer.close()
+        out["rows"].append({"name": "onnxruntime", "seconds": best["onnxruntime"]})
+        for label, row in rows.items():
+            out["rows"].append({**row, "seconds": best[label]})
+        if torch_name:
+            out["rows"].append({"name": torch_name, "seconds": best[torch_name]})
     return out
 
 

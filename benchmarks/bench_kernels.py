@@ -1,13 +1,20 @@
 """autosched's default (untuned) CPU kernels against numpy, PyTorch and onnxruntime, side by side in one run.
 
     python benchmarks/bench_kernels.py [--threads 1 2] [--rows conv_a dw ...] [--database tuning.db]
+                                       [--rounds 3] [--seconds 1] [--pause 0.5]
                                        [--peers-python /tmp/autosched-peers/bin/python] [--out benchmarks/results]
 
 For each kernel (matmul 1024; the convolutions of a ResNet: 3x3 at 64x56x56 and 256x14x14, direct and by
 Winograd's F(4, 3), 1x1 stride 2, the 7x7 stride-2 stem; depthwise 256x28x28; dense 512->1000 at batch 1;
 max pool 3x3/2; softmax over 1000)
-and thread count: autosched's default schedule for this CPU, then the vendor libraries on the same kernel
-(``benchmarks/peer_kernels.py`` in the peers' virtualenv, ``bash ../shared/peers/setup.sh``). Convolutions,
+and thread count: autosched's default schedule for this CPU and the vendor libraries on the same kernel
+(``benchmarks/peer_kernels.py`` in the peers' virtualenv, ``bash ../shared/peers/setup.sh``), timed in
+``--rounds`` alternating rounds, each block (the median of as many calls as fit in ``--seconds``) after a
+``--pause`` so that the worker threads of the side timed before have parked; each side keeps its best
+median (``benchmarks/_timing.py``). The vendors run in one peer process per kernel and thread count, kept
+alive for the rounds and asked to time one block at a time (``benchmarks/_peers.py``), so their blocks
+alternate with autosched's as if they ran in this process. Each build's output is checked against numpy
+once before it is timed. Convolutions,
 pooling and dense run in autosched's blocked layouts (NCHW[x]c data, weights packed ahead of time, as in a
 built model); the vendors get NCHW tensors and weights as initializers, so onnxruntime converts its input and
 output to its own blocked layout on every call: the ``+layout`` column adds what autosched's own
@@ -16,8 +23,8 @@ NCHW <-> NCHW[x]c transforms of input and output cost, for a like-for-like singl
 Compute-bound rows report the share of ``autosched peak``; memory-bound ones the share of the bandwidth of a
 copy with the same bytes moved (``autosched.measure.peak.measure_bandwidth``). On an AVX-512 host the AVX2
 build (``llvm -mcpu=haswell``) is timed too, against the same vendor figures (which use the host's ISA).
-``--database`` also builds each kernel from its best tuning record there (``autosched tune --workload ...``;
-``--tune 200`` runs that first for every row).
+``--database`` also builds each kernel from its best tuning record there, timed in the same rounds
+(``autosched tune --workload ...``; ``--tune 200`` runs that first for every row).
 Prints the CPU; writes ``kernels.json`` and ``kernels.png`` (the ratio to the best vendor library per row).
 On a 2-core machine run it with nothing else running.
 """
@@ -27,13 +34,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _peers import PeerError, PeerProcess
+from _peers import timer as peer_aware_timer
+from _timing import alternating_medians, median_time
 
 import autosched
 from autosched import te
@@ -74,21 +82,6 @@ DIRECT_FLOP = {"conv2d_winograd_nchwc": lambda a: 2 * a["CO"] * a["CI"] * 9 * (a
                * (a["W"] + 2 * a["padding"] - 2)}
 
 
-def median_time(fn, seconds: float = 1.0) -> float:
-    """The same rule as peer_kernels.py: warm up, then the median of as many runs as fit in ``seconds``."""
-    fn()
-    t = time.perf_counter()
-    fn()
-    one = time.perf_counter() - t
-    n = max(5, min(2000, int(seconds / max(one, 1e-6))))
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
-
-
 def _arrays(tensors, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     out = [rng.standard_normal([int(d) for d in t.shape]).astype(t.dtype) for t in tensors[:-1]]
@@ -104,8 +97,8 @@ def build_task(task: autosched.Task, database: str | None):
     return autosched.build(sch, args, target=task.target), args
 
 
-def autosched_time(task: autosched.Task, threads: int, database: str | None = None) -> tuple[float, int]:
-    """Median seconds of the kernel (checked against its numpy reference once) and the bytes it moves."""
+def autosched_kernel(task: autosched.Task, threads: int, database: str | None = None):
+    """A call of the kernel, checked against its numpy reference once, and the bytes it moves."""
     from autosched.workloads.reference import get_reference
 
     mod, args = build_task(task, database)
@@ -118,12 +111,12 @@ def autosched_time(task: autosched.Task, threads: int, database: str | None = No
         err = float(np.abs(arrays[-1] - want).max() / max(np.abs(want).max(), 1e-30))
         if err > 1e-4:
             raise SystemExit(f"{task}: result differs from numpy by {err:.1e} (relative): not benchmarking it")
-    time.sleep(0.05)  # let the previous thread pool park
     nbytes = sum(a.nbytes for a in arrays)
-    return median_time(lambda: mod(*arrays)), nbytes
+    return (lambda: mod(*arrays)), nbytes
 
 
-def layout_transform_time(shape_nchw: tuple[int, ...], block: int, threads: int, to_blocked: bool) -> float:
+def layout_transform_time(shape_nchw: tuple[int, ...], block: int, threads: int, to_blocked: bool,
+                          pause: float) -> float:
     """Seconds of an NCHW -> NCHW[block]c (or back) transform of one tensor by autosched: rows in parallel,
     the block's channels unrolled (scalar: no gathers)."""
     n, c, h, w = shape_nchw
@@ -146,22 +139,20 @@ def layout_transform_time(shape_nchw: tuple[int, ...], block: int, threads: int,
     mod = autosched.build(sch, [src, dst])
     mod.set_num_threads(threads)
     arrays = _arrays([src, dst])
+    time.sleep(pause)
     return median_time(lambda: mod(*arrays), seconds=0.3)
 
 
-def peer_times(peers_python: str | None, kernel: dict, threads: int) -> dict[str, float]:
+def vendor_process(peers_python: str | None, kernel: dict, threads: int) -> PeerProcess | None:
+    """The vendor libraries on ``kernel`` in a peer process ready to time blocks, or None without one."""
     if not peers_python or not os.path.exists(peers_python):
-        return {}
-    res = subprocess.run([peers_python, str(HERE / "peer_kernels.py"), json.dumps(kernel), "--threads",
-                          str(threads)], capture_output=True, text=True, timeout=600)
-    if res.returncode != 0:
-        print(f"  peer_kernels.py failed on {kernel['op']}: {res.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
-    out = {}
-    for line in res.stdout.splitlines():
-        if line.startswith("{"):
-            d = json.loads(line)
-            out[d["peer"]] = d["seconds"]
-    return out
+        return None
+    try:
+        return PeerProcess(peers_python, str(HERE / "peer_kernels.py"), [json.dumps(kernel), "--threads",
+                                                                          str(threads)])
+    except PeerError as e:
+        print(f"  peer_kernels.py failed on {kernel['op']}: {e}", file=sys.stderr)
+        return None
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -198,6 +189,9 @@ def main() -> None:
                          "`autosched tune --workload W --trials TRIALS` would (default policy, expert schedule first)")
     ap.add_argument("--peers-python", default=os.environ.get("AUTOSCHED_PEERS_PYTHON",
                                                              "/tmp/autosched-peers/bin/python"))
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of autosched and the vendors")
+    ap.add_argument("--seconds", type=float, default=1.0, help="the length of each timed block")
+    ap.add_argument("--pause", type=float, default=0.5, help="seconds of rest before each block")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -230,13 +224,28 @@ def main() -> None:
     for name in a.rows:
         wl, params, kernel, bound, goal = ROWS[name]
         for threads in a.threads:
-            vendor = peer_times(a.peers_python, kernel, threads)
+            tasks, fns, nbytes = {}, {}, 0
+            for label, tgt in targets.items():
+                tasks[label] = autosched.Task(wl, params, target=tgt)
+                fns[label], nbytes = autosched_kernel(tasks[label], threads,
+                                                      a.database if label == "tuned" else None)
+            peer = vendor_process(a.peers_python, kernel, threads)
+            try:
+                sides = peer.sides("vendor:") if peer else {}
+                best = alternating_medians({**fns, **sides}, a.rounds, a.seconds, a.pause, timer=peer_aware_timer)
+            except PeerError as e:
+                print(f"  peer_kernels.py failed on {kernel['op']}: {e}; timing autosched alone", file=sys.stderr)
+                best = alternating_medians(fns, a.rounds, a.seconds, a.pause)
+            finally:
+                if peer:
+                    peer.close()
+            vendor = {k.removeprefix("vendor:"): v for k, v in best.items() if k.startswith("vendor:")}
             best_vendor = min(vendor.values()) if vendor else None
             row = {"row": name, "threads": threads, "bound": bound, "goal": goal, "cpu": host.cpu.name,
                    "vendor_s": vendor, "autosched_s": {}, "ratios": {}, "share": {}}
-            for label, tgt in targets.items():
-                task = autosched.Task(wl, params, target=tgt)
-                t, nbytes = autosched_time(task, threads, a.database if label == "tuned" else None)
+            for label in targets:
+                task = tasks[label]
+                t = best[label]
                 row["autosched_s"][label] = t
                 if best_vendor:
                     row["ratios"][label] = best_vendor / t
@@ -251,8 +260,8 @@ def main() -> None:
                     d = task.tensors()[0]
                     o = task.tensors()[-1]
                     nchw = lambda s: (int(s[0]), int(s[1]) * int(s[4]), int(s[2]), int(s[3]))  # noqa: E731
-                    extra = (layout_transform_time(nchw(d.shape), int(d.shape[4]), threads, True)
-                             + layout_transform_time(nchw(o.shape), int(o.shape[4]), threads, False))
+                    extra = (layout_transform_time(nchw(d.shape), int(d.shape[4]), threads, True, a.pause)
+                             + layout_transform_time(nchw(o.shape), int(o.shape[4]), threads, False, a.pause))
                     row["autosched_s"]["native+layout"] = t + extra
                     if best_vendor:
                         row["ratios"]["native+layout"] = best_vendor / (t + extra)

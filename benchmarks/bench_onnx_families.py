@@ -1,12 +1,15 @@
 """The CNN classifier families of tests/test_onnx_families.py on autosched (untuned) and onnxruntime, side by side.
 
-    python benchmarks/bench_onnx_families.py [--threads 2] [--families resnet50,vgg11] [--seconds 2]
+    python benchmarks/bench_onnx_families.py [--threads 2] [--families resnet50,vgg11] [--rounds 5] [--seconds 1]
+                                             [--pause 0.5]
 
 Each family (tests/_onnx_models.FAMILIES: batch 1, 3x224x224, seeded random weights) is imported with
 ``relay.frontend.from_onnx`` and built with ``relay.build`` (every kernel with its default schedule; the build
 time is measured), then the graph executor and an onnxruntime session (``--threads`` intra-op threads, all graph
-optimisations) run it one after the other; each latency is the median of as many runs as fit in ``--seconds``
-(at least 10). The logits are compared (max|diff| / max|ref|). Prints a markdown table; on a 2-core machine run
+optimisations) run it; the logits are compared (max|diff| / max|ref|). The two are timed in ``--rounds``
+alternating rounds, each block (the median of as many runs as fit in ``--seconds``, at least 10) after a
+``--pause`` so that the other library's worker threads have parked, and each keeps its best block
+(``benchmarks/_timing.py``). Prints a markdown table; on a 2-core machine run
 it with nothing else running. ``--per-kernel`` also times each kernel alone (``GraphModule.profile``) and prints,
 per family, where the time goes by kernel kind (the fused op names, e.g. ``concatenate_batch_norm_relu``).
 """
@@ -26,7 +29,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from bench_e2e import median_time  # noqa: E402  (one timing loop for the model benchmarks)
+from _timing import alternating_medians  # noqa: E402
 
 import _onnx_models  # noqa: E402
 from autosched import relay  # noqa: E402
@@ -46,7 +49,7 @@ def by_kind(profile: list[dict], top: int = 5) -> list[tuple[str, int, float]]:
     return [(k, count[k], ms) for k, ms in total.most_common(top)]
 
 
-def bench(name: str, threads: int, seconds: float, per_kernel: bool = False) -> dict:
+def bench(name: str, threads: int, rounds: int, seconds: float, pause: float, per_kernel: bool = False) -> dict:
     """Build and time one family on both; returns a row of the table."""
     import onnxruntime as ort
 
@@ -60,11 +63,10 @@ def bench(name: str, threads: int, seconds: float, per_kernel: bool = False) -> 
     n_kernels = len(res.kernels)
     m = GraphModule(*res)
     m.set_input("data", x)
-    t_as = median_time(m.run, seconds)
-    kinds = by_kind(m.profile(20)) if per_kernel else []
+    m.run()
     y = m.get_output(0)
     y = np.asarray(y.numpy() if hasattr(y, "numpy") else y)
-    del m, res, mod, params
+    del res, mod, params
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -72,9 +74,13 @@ def bench(name: str, threads: int, seconds: float, per_kernel: bool = False) -> 
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     feed = {"data": x}
-    t_ort = median_time(lambda: sess.run(None, feed), seconds)
     ref = sess.run(None, feed)[0]
     err = float(np.abs(y.astype(np.float64) - ref).max() / np.abs(ref).max())
+    best = alternating_medians({"autosched": m.run, "onnxruntime": lambda: sess.run(None, feed)}, rounds, seconds,
+                               pause)
+    t_as, t_ort = best["autosched"], best["onnxruntime"]
+    time.sleep(pause)
+    kinds = by_kind(m.profile(20)) if per_kernel else []
     return {"family": name, "ops": ops, "nodes": len(model.graph.node), "kernels": n_kernels,
             "build_s": build_s, "autosched_ms": t_as * 1e3, "ort_ms": t_ort * 1e3, "rel_err": err,
             "ort_version": ort.__version__, "kinds": kinds}
@@ -85,7 +91,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--families", default=",".join(_onnx_models.FAMILIES),
                     help=f"comma-separated subset of {', '.join(_onnx_models.FAMILIES)}")
-    ap.add_argument("--seconds", type=float, default=2.0, help="time budget of each latency measurement")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of autosched and onnxruntime")
+    ap.add_argument("--seconds", type=float, default=1.0, help="the length of each timed block")
+    ap.add_argument("--pause", type=float, default=0.5, help="seconds of rest before each block")
     ap.add_argument("--per-kernel", action="store_true",
                     help="also time each kernel alone and print where each family's time goes, by kernel kind")
     args = ap.parse_args()
@@ -97,7 +105,7 @@ def main() -> int:
         ap.error(f"unknown families {unknown}; known: {', '.join(_onnx_models.FAMILIES)}")
     rows = []
     for name in names:
-        r = bench(name, args.threads, args.seconds, args.per_kernel)
+        r = bench(name, args.threads, args.rounds, args.seconds, args.pause, args.per_kernel)
         rows.append(r)
         print(f"{name}: built in {r['build_s']:.1f} s, autosched {r['autosched_ms']:.1f} ms, onnxruntime "
               f"{r['ort_ms']:.1f} ms, rel err {r['rel_err']:.1e}", file=sys.stderr, flush=True)

@@ -8,8 +8,12 @@ For each workload, first the references at ``--threads`` threads: every vendor l
 (onnxruntime and numpy's BLAS in this process, :mod:`autosched.search.vendor`; numpy, PyTorch and
 onnxruntime again in the peers' virtualenv through ``benchmarks/peer_kernels.py``, made by
 ``bash ../shared/peers/setup.sh``), each listed with its GFLOPS, and ``autosched peak``. The libraries are
-timed before the workload's runs and again after them, and each counts with its faster figure, so a moment
-of disturbance does not move the reference: the fastest library. Then every (policy, seed) run of
+timed against each other in alternating rounds, each block after a pause so that the worker threads of the
+library timed before have parked, each keeping its best block median (``benchmarks/_timing.py``; the peers'
+process is kept alive and times one block per turn, ``benchmarks/_peers.py``). That is done before the
+workload's runs and again after them, and each library counts with its faster figure, so a moment of
+disturbance does not move the reference: the fastest library. The tuned kernels are not timed in those rounds:
+their figures are the tuner's own measurements during each run. Then every (policy, seed) run of
 :func:`autosched.search.race.race`, seeds outermost, each from an empty database (local process workers,
 batch 16, no final re-measurement), each saved to ``OUT/tuning.json`` as soon as it ends, so ``--resume``
 continues a run that was cut off (a run that failed is a result and is not run again).
@@ -31,6 +35,7 @@ nothing else running; the full default takes hours.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.metadata
 import inspect
@@ -40,11 +45,15 @@ import platform
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _peers import PeerError, PeerProcess, PeerSide
+from _peers import timer as peer_aware_timer
+from _timing import alternating_medians
 
 import autosched
 from autosched.database import Database
@@ -63,7 +72,8 @@ WORKLOADS = {  # name -> (autosched workload, parameters); the first four are is
 }
 ISSUE_WORKLOADS = ["matmul1024", "conv2d", "conv2d_256", "depthwise"]
 BUILTIN_POLICIES = ["random", "annealing", "evolutionary"]
-REF_BUDGET = 2.0  # seconds of timing per library in this process (once per workload: it can afford more)
+# the references' alternating rounds (twice per workload: it can afford more than a tuning summary)
+REF_ROUNDS, REF_SECONDS, REF_PAUSE = 3, 1.0, 0.5
 EARLY = 64  # the trial count the issue's early goals are set at
 GOALS = {64: 0.9, 200: 1.0}  # median share of the reference the default policy should reach by these trials
 GOAL_VS_RANDOM = 1.2  # and its median over random search's at EARLY trials
@@ -102,40 +112,72 @@ def peers_versions(peers_python: str) -> dict[str, str]:
     return json.loads(res.stdout) if res.returncode == 0 else {}
 
 
-def peer_figures(peers_python: str, task: Any, threads: int) -> tuple[list[dict], str | None]:
-    """The peers' virtualenv's libraries on ``task`` (GFLOPS each), and why there are none when so."""
+def local_libraries(task: Any, threads: int, scope: contextlib.ExitStack) -> dict[str, Callable[[], Any]]:
+    """The libraries ``autosched tune`` compares with (:mod:`autosched.search.vendor`: onnxruntime, numpy's BLAS),
+    set up in this process on ``task`` at ``threads`` threads until ``scope`` ends, by name and version."""
+    from autosched.measure.data import make_inputs
+    from autosched.search import vendor
+
+    if task.target.kind != "llvm" or task.args.get("dtype", "float32") != "float32":
+        return {}
+    inputs = make_inputs(task, seed=0)[:-1]
+    out = {}
+    for library, make in vendor._LIBRARIES:  # the same set-up as vendor_figures, timed here in rounds
+        try:
+            fn = make(task, inputs, threads, scope)
+        except ImportError:
+            continue
+        if fn is not None:
+            out[library] = fn
+    return out
+
+
+def peer_process(peers_python: str, task: Any, threads: int) -> tuple[dict[str, PeerSide], str | None, Any]:
+    """The peers' virtualenv's libraries on ``task`` as sides to time (named with their versions), why there
+    are none when so, and the process to close."""
     kernel = peer_kernel(task)
     if kernel is None:
-        return [], f"peer_kernels.py does not time {task.name}"
+        return {}, f"peer_kernels.py does not time {task.name}", None
     if not os.path.exists(peers_python):
-        return [], f"no peers virtualenv at {peers_python} (bash ../shared/peers/setup.sh), so no PyTorch"
+        return {}, f"no peers virtualenv at {peers_python} (bash ../shared/peers/setup.sh), so no PyTorch", None
     versions = peers_versions(peers_python)
-    res = subprocess.run([peers_python, str(HERE / "peer_kernels.py"), json.dumps(kernel), "--threads",
-                          str(threads)], capture_output=True, text=True, timeout=600)
-    figures = []
-    for line in res.stdout.splitlines():
-        if line.startswith("{"):
-            d = json.loads(line)
-            dist = "torch" if d["peer"].startswith("torch") else d["peer"]
-            name = d["peer"].replace("torch", "PyTorch", 1)
-            figures.append({"library": f"{name} {versions.get(dist, '')} (peers)".replace("  ", " "),
-                            "seconds": d["seconds"], "gflops": task.flop / d["seconds"] / 1e9})
-    note = None
-    if res.returncode != 0:
-        note = f"peer_kernels.py failed: {(res.stderr.strip().splitlines() or ['?'])[-1]}"
-    return figures, note
+    try:
+        peer = PeerProcess(peers_python, str(HERE / "peer_kernels.py"), [json.dumps(kernel), "--threads",
+                                                                          str(threads)])
+    except PeerError as e:
+        return {}, f"peer_kernels.py failed: {e}", None
+    sides = {}
+    for name, side in peer.sides().items():
+        dist = "torch" if name.startswith("torch") else name
+        label = f"{name.replace('torch', 'PyTorch', 1)} {versions.get(dist, '')} (peers)".replace("  ", " ")
+        sides[label] = side
+    return sides, None, peer
 
 
 def measure_references(task: Any, threads: int, peers_python: str) -> dict:
-    """Every library's GFLOPS on ``task`` timed now (``REF_BUDGET`` seconds each in this process), what is
-    missing from them, and the fp32 peak."""
+    """Every library's GFLOPS on ``task`` timed now (``REF_ROUNDS`` alternating rounds of ``REF_SECONDS``
+    blocks, ``REF_PAUSE`` before each, during the machine's measurement turn), what is missing from them, and
+    the fp32 peak."""
+    from autosched.measure.machine import MeasureTurn
     from autosched.measure.peak import get_peak
-    from autosched.search.vendor import vendor_figures
 
-    libraries = [dict(asdict(f), where="this process") for f in vendor_figures(task, threads, REF_BUDGET)]
-    peers, note = peer_figures(peers_python, task, threads)
-    libraries += [dict(f, where="peers virtualenv") for f in peers]
-    missing = [note] if note else []
+    missing = []
+    with contextlib.ExitStack() as scope:
+        local = local_libraries(task, threads, scope)
+        peers, note, peer = peer_process(peers_python, task, threads)
+        if peer is not None:
+            scope.callback(peer.close)
+        with MeasureTurn():
+            try:
+                best = alternating_medians({**local, **peers}, REF_ROUNDS, REF_SECONDS, REF_PAUSE,
+                                           timer=peer_aware_timer)
+            except PeerError as e:
+                note, peers = f"peer_kernels.py failed: {e}", {}
+                best = alternating_medians(local, REF_ROUNDS, REF_SECONDS, REF_PAUSE)
+    libraries = [{"library": lib, "seconds": t, "gflops": task.flop / t / 1e9,
+                  "where": "peers virtualenv" if lib in peers else "this process"} for lib, t in best.items()]
+    if note:
+        missing.append(note)
     if task.name in ("matmul", "batch_matmul") and threads != os.cpu_count():
         try:
             import threadpoolctl  # noqa: F401 - only whether numpy's BLAS threads can be limited

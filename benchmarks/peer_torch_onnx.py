@@ -1,21 +1,28 @@
 """PyTorch's latency on an ONNX CNN, for bench_e2e.py. Runs in the peers' virtualenv (it has torch and onnx):
 
-    /tmp/autosched-peers/bin/python benchmarks/peer_torch_onnx.py model.onnx --threads 2
+    /tmp/autosched-peers/bin/python benchmarks/peer_torch_onnx.py model.onnx [--threads 2] [--input x.npy]
+                                    [--seconds 2 | --serve]
 
 The graph is rebuilt with torch.nn.functional ops (Conv, BatchNormalization, Relu, Clip, MaxPool,
 AveragePool, GlobalAveragePool, Add, Flatten, Gemm), traced with TorchScript and frozen with
 ``torch.jit.optimize_for_inference`` (which folds batch norm into the convolutions), so PyTorch runs at its
-best on this CPU with no Python in the loop. Prints one JSON line: median latency in seconds.
+best on this CPU with no Python in the loop. Timing is benchmarks/_timing.py's. With ``--serve`` (how
+bench_e2e.py uses it) the model is set up once and timed one block at a time when the parent asks
+(``benchmarks/_peers.py``), so the parent alternates it with its own models, each block after a pause; the
+first line then also gives the version and the head of the output. Alone, it prints one JSON line: the
+median latency in seconds over ``--seconds``.
 """
 
 import argparse
 import json
-import time
+import sys
 
 import numpy as np
 import onnx
 import torch
 import torch.nn.functional as F
+from _peers import serve
+from _timing import median_time
 from onnx import numpy_helper
 
 
@@ -78,40 +85,28 @@ class OnnxModule(torch.nn.Module):
         return env[self.graph.output[0].name]
 
 
-def median_time(fn, seconds=2.0):
-    fn()
-    fn()
-    t = time.perf_counter()
-    fn()
-    one = time.perf_counter() - t
-    n = max(10, min(1000, int(seconds / max(one, 1e-6))))
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    ts.sort()
-    return ts[len(ts) // 2]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--input", default=None, help="a .npy input (default: random, seeded)")
+    ap.add_argument("--seconds", type=float, default=2.0, help="the length of the timed block (alone)")
+    ap.add_argument("--serve", action="store_true", help="time one block per request on stdin (benchmarks/_peers.py)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model = onnx.load(args.model)
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     x = torch.from_numpy(np.load(args.input) if args.input else
                          np.random.default_rng(0).standard_normal(shape).astype("float32"))
-    with torch.no_grad():
-        m = OnnxModule(model).eval()
-        traced = torch.jit.optimize_for_inference(torch.jit.trace(m, x))
-        y = traced(x)
-        t = median_time(lambda: traced(x))
-    print(json.dumps({"peer": "torch", "version": torch.__version__, "threads": args.threads, "seconds": t,
-                      "output_head": y.flatten()[:4].tolist()}))
+    torch.set_grad_enabled(False)
+    m = OnnxModule(model).eval()
+    traced = torch.jit.optimize_for_inference(torch.jit.trace(m, x))
+    y = traced(x)
+    about = {"version": torch.__version__, "threads": args.threads, "output_head": y.flatten()[:4].tolist()}
+    if args.serve:
+        serve({"torch": lambda: traced(x)}, sys.stdin, sys.stdout, **about)
+        return
+    print(json.dumps({"peer": "torch", "seconds": median_time(lambda: traced(x), args.seconds), **about}))
 
 
 if __name__ == "__main__":
