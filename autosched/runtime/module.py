@@ -11,6 +11,10 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
+import subprocess
+import tempfile
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -315,8 +319,6 @@ class Module:
         """Write one shared library with this module's functions and those of its imported modules, loadable
         by :func:`load_module` (ctypes and numpy only). Each module contributes object files; the C compiler
         links them."""
-        import tempfile
-
         from autosched.runtime.cc import c_string, compile_c, link_shared
 
         mods = self._all_modules()
@@ -363,8 +365,6 @@ class Module:
         it is timed, and the GPU times it: CUDA events recorded before and after each repeat's launches.
         ``f_preproc="l2_cache_flush_cuda"`` (TVM's name) times a cuda function with a cold cache: the GPU's L2
         is flushed before each launch, and events time each launch alone."""
-        import time
-
         if number < 1 or repeat < 1:
             raise ValueError(f"time_evaluator: number and repeat must be >= 1, got {number} and {repeat}")
         f = self.get_function(func_name) if func_name else self.entry_func
@@ -400,10 +400,6 @@ class Module:
         metadata (``autosched.contrib.cc.create_shared`` links it into a library :func:`load_module` loads);
         ``.ll`` or ``.s``, LLVM IR or assembly text; anything else, the shared library of
         :meth:`export_library`."""
-        import shutil
-        import subprocess
-        import tempfile
-
         path = os.fspath(path)
         fmt = fmt or os.path.splitext(path)[1].lstrip(".")
         if fmt in ("ll", "s", "asm"):
@@ -518,8 +514,6 @@ class DSOModule(Module):
         super().__init__(funcs, meta.get("entry"))
 
     def export_library(self, path: str | os.PathLike) -> None:
-        import shutil
-
         if self.imported_modules:
             raise ValueError(f"export_library: a library loaded from {self.path} cannot take imported modules; "
                              "import them into the module before exporting it")

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from autosched.runtime.ndarray import NDArray
 from autosched.runtime.registry import get_global_func
 
 SYMBOL = "__autosched_call_packed"
@@ -63,8 +64,6 @@ def _decode(slots: Any, n: int) -> list[Any]:
 def _ndarray(arr: np.ndarray) -> Any:
     """An NDArray over ``arr`` (a view of the kernel's memory); a strided region stays a numpy view, which
     NDArray (dense only) cannot hold."""
-    from autosched.runtime.ndarray import NDArray
-
     return NDArray(arr) if arr.flags.c_contiguous else arr
 
 

@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 _CACHE_SLOTS = frozenset(("_fv", "_sk", "_lin", "_simp", "_fix"))
 _FLOAT = ("float16", "float32", "float64")
 _INT = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -494,8 +496,6 @@ def convert(value: Any, dtype_hint: str | None = None) -> Expr:
     if isinstance(value, float):
         return FloatImm(value, dtype_hint if dtype_hint and is_float(dtype_hint) else "float32")
     try:
-        import numpy as np
-
         if isinstance(value, np.generic):
             return const(value.item(), str(value.dtype))
     except ImportError:  # pragma: no cover
@@ -705,16 +705,12 @@ def minimum(a: Any, b: Any) -> Expr:
 def min_value(dtype: str) -> Expr:
     if is_float(dtype):
         return FloatImm(-math.inf, dtype)
-    import numpy as np
-
     return IntImm(int(np.iinfo(dtype).min), dtype)
 
 
 def max_value(dtype: str) -> Expr:
     if is_float(dtype):
         return FloatImm(math.inf, dtype)
-    import numpy as np
-
     return IntImm(int(np.iinfo(dtype).max), dtype)
 
 

@@ -14,6 +14,8 @@ results are the same as computing everything afresh; only the work differs.
 
 from __future__ import annotations
 
+import numpy as np
+
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, is_int
 
@@ -522,8 +524,6 @@ class Simplifier:
                 return e
             # floating point
             if ca is not None and cb is not None:
-                import numpy as np
-
                 ops = {E.Add: np.add, E.Sub: np.subtract, E.Mul: np.multiply, E.Div: np.divide,
                        E.Min: np.minimum, E.Max: np.maximum}
                 f = ops.get(t)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 from autosched.te import expr as E
+from autosched.tir import stmt as S
+from autosched.tir.stmt import BufferLoad, BufferRef
 
 _PREC = {
     E.Or: 1,
@@ -31,8 +33,6 @@ def _prec(e: E.Expr) -> int:
 
 
 def expr_str(e: E.Expr) -> str:
-    from autosched.tir.stmt import BufferLoad, BufferRef
-
     if isinstance(e, E.Var):
         return e.name
     if isinstance(e, E.IntImm):
@@ -91,8 +91,6 @@ def stmt_str(s, indent: int = 0) -> str:
 
 
 def _stmt(s, ind: int, out: list[str]) -> None:
-    from autosched.tir import stmt as S
-
     pad = "  " * ind
     if isinstance(s, S.SeqStmt):
         for x in s.seq:
