@@ -8,6 +8,9 @@ same value unless ``set_store_predicate`` picks one). Each phase is a loop bound
 GPU runs the phases one after another for the whole block (``prepare_kernel`` puts a ``__syncthreads()``
 between them, since each reads the shared writes of the one before), and the CPU's serial view of the grid
 (``serialize_bindings``) runs every thread through one phase before the next: the same result.
+
+The stage is computed at the root, or (in ``shared`` scope) at a loop of the stage that reads it: a softmax's
+row max and sum at the row's block loop, read by all the block's threads after a barrier.
 """
 
 from __future__ import annotations
@@ -50,9 +53,10 @@ def emit_cross_thread(lw: Any, st: Any, xt: int) -> S.Stmt:
             raise ScheduleError(f"{where}: spatial loop '{iv.name}' runs inside it; reorder it outside")
         if k != xt and iv.kind == "reduce" and st.iter_attrs.get(iv, "").startswith("thread:"):
             raise ScheduleError(f"{where}: reduction loop '{iv.name}' is bound too; bind one reduction loop")
-    if st.attach_type != "root":
-        raise ScheduleError(f"{where}: the stage is computed at another stage's loop; a cross-thread reduction "
-                            f"is computed at the root (its spatial loops bound to blocks and threads)")
+    if st.attach_type == "scope" and st.scope != "shared":
+        raise ScheduleError(f"{where}: the stage is computed at a loop of '{st.attach_stage.name}' in "
+                            f"'{st.scope}' scope, so the threads that read its result would not see it: "
+                            f"set_scope('shared') (one result per block, visible to all its threads)")
     if len(info.buffers) > 1:
         raise ScheduleError(f"{where}: a stage with several outputs cannot be reduced across threads")
     nthreads = info.extent[iv_x]
@@ -60,7 +64,7 @@ def emit_cross_thread(lw: Any, st: Any, xt: int) -> S.Stmt:
         raise ScheduleError(f"{where}: its extent {nthreads} is not a constant")
     N = nthreads.value
     rmap = lw.root_index(st, info)
-    out_idx = [rmap[ax.var] for ax in st.op.axis]
+    out_idx = [info.value[ax] if info.local else rmap[ax.var] for ax in st.op.axis]  # local: its region's index
     dtype = st.op.dtype
 
     # every bound (split tails) of the stage: spatial ones guard the final store, all guard each step
