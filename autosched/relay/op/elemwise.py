@@ -237,9 +237,24 @@ def _power_compute(inputs, attrs, out_type):
             return x if y.value == 1.0 else (x * x if y.value == 2.0 else x * x * x)
         if isinstance(y, te.expr.FloatImm) and float(y.value) == 0.5:
             return te.sqrt(x)
-        return te.power(x, y)
+        return _signed_power(x, y) if te.expr.is_float(x.dtype) else te.power(x, y)
 
     return te.compute(out_type.shape, f, name="power")
+
+
+def _signed_power(x: Any, y: Any) -> Any:
+    """``x ** y`` as C's ``pow`` gives it for every sign of ``x`` (an exponent from a tensor: GELU's ``x ** 3``
+    when the 3 is a parameter): ``|x| ** y``, negated for a negative ``x`` and an odd integer ``y``, NaN for a
+    negative ``x`` and a fractional ``y``, 1 for ``y == 0``. A GPU computes ``pow`` as ``2 ** (y * log2 x)``,
+    defined only for a positive base (a negative one gave NaN); the CPU's ``pow`` gives the same results."""
+    dt = x.dtype
+    p = te.power(te.abs(x), y)
+    whole = te.floor(y) == y
+    odd = te.all(whole, te.floor(y * _c(0.5, dt)) * _c(2.0, dt) != y)
+    neg = x < _c(0.0, dt)
+    r = te.if_then_else(te.all(neg, odd), -p, p)
+    r = te.if_then_else(te.all(neg, te.floor(y) != y), _c(float("nan"), dt), r)
+    return te.if_then_else(y == _c(0.0, dt), _c(1.0, dt), r)
 
 
 register_op(OpDef("power", _binary_rel("power"), _power_compute, BROADCAST, num_inputs=2,
