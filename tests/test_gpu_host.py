@@ -524,3 +524,25 @@ def test_without_nvml_the_clocks_are_unknown(gpu_candidate, monkeypatch):
     monkeypatch.setenv("AUTOSCHED_LIBCUDA", "/nonexistent/libcuda.so.1")
     monkeypatch.setattr(cuda._Driver, "_instance", None)
     assert set(cuda.clock_state().values()) == {"unknown"}  # no driver either: still no error
+
+
+@pytest.mark.parametrize("target", ["cuda", "llvm"])
+def test_tune_cold_cache_sets_the_runners_cold_cache_option(target, tmp_path, monkeypatch, fresh_arch):
+    """`autosched tune --cold-cache` is the runner's flush_cache: on a GPU every timed launch follows an L2
+    flush (number and min_repeat_ms as usual); on a CPU a repeat is one run after the caches are flushed."""
+    import autosched.cli.tune as tune_cli
+    from autosched.cli import main
+
+    monkeypatch.setenv("AUTOSCHED_LIBCUDA", "/nonexistent/libcuda.so.1")
+    seen = {}
+
+    def measurer(*args, config=None, **kwargs):
+        seen["config"] = config
+        raise ImportError("stopped by the test before anything is measured")
+
+    monkeypatch.setattr(tune_cli, "Measurer", measurer)
+    main(["tune", "--workload", "matmul", "--param", "M=16", "--param", "N=16", "--param", "K=16", "--trials", "1",
+          "--target", target, "--backend", "local", "--db", str(tmp_path / "t.db"), "--cold-cache", "-q"])
+    cfg = seen["config"]
+    assert cfg.flush_cache
+    assert (cfg.number, cfg.min_repeat_ms) == ((1, 10.0) if target == "cuda" else (1, 0.0))

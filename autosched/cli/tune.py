@@ -100,6 +100,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=above_zero, default=10.0,
                    help="seconds one run of a candidate may take (default 10)")
     p.add_argument("--build-timeout", type=above_zero, default=30.0, help="seconds one build may take (default 30)")
+    p.add_argument("--cold-cache", action="store_true",
+                   help="time candidates with cold caches: the arguments evicted from the CPU caches before each "
+                        "(single) run; on a GPU the L2 flushed before each launch, each launch timed alone")
     p.add_argument("--batch-size", type=at_least(1), default=16, help="candidates per measured batch (default 16)")
     p.add_argument("--early-stopping", type=at_least(1), default=None, metavar="N",
                    help="stop after N trials without a better candidate")
@@ -311,7 +314,10 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
     budget = TimeBudget(args.budget)
     with StopOnSignal(out) as stopper:
         try:
-            measurer = Measurer(backend=args.backend, config=RunConfig(timeout=args.timeout, num_threads=args.threads),
+            config = RunConfig(timeout=args.timeout, num_threads=args.threads)
+            if args.cold_cache:  # a CPU repeat is one run after the flush; on a GPU every timed launch follows one
+                config = config.replace(flush_cache=True, **({} if gpu else dict(number=1, min_repeat_ms=0.0)))
+            measurer = Measurer(backend=args.backend, config=config,
                                 n_builders=args.workers, build_timeout=args.build_timeout, seed=args.seed,
                                 address=args.ray_address)
         except ImportError as e:
