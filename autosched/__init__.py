@@ -89,7 +89,7 @@ def lower(sch, args, name: str = "main", target=None, simple_mode: bool = False,
     buffers from ``tir.decl_buffer`` (TVM's; arguments are dense arrays, so their strides must be dense)."""
     func = _lower(sch, args, name=name, binds=binds)
     if target is not None and _Target(target).kind == "cuda":
-        func = _prepare_kernel(func)[0]
+        func = _prepare_kernel(func, _Target(target).gpu)[0]
     return func
 
 

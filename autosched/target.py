@@ -15,12 +15,16 @@ Schedules find the target they are written for with :meth:`Target.current` (``wi
 from __future__ import annotations
 
 import contextvars
+import ctypes
+import difflib
 import functools
 import os
 import re
 import shlex
+import subprocess
+import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 KINDS = ("llvm", "cuda")
 _CURRENT: contextvars.ContextVar[tuple[Target, ...]] = contextvars.ContextVar("autosched_target", default=())
@@ -90,8 +94,6 @@ def host_gpu_arch() -> str | None:
 def _gpu_arch(path: str, visible: str | None) -> str | None:
     """The driver's compute capability of device 0: ``cuInit``, ``cuDeviceGet`` and two attributes, by ctypes
     (no context is made, so no GPU memory is taken)."""
-    import ctypes
-
     try:
         lib = ctypes.CDLL(path)
         i32, p32 = ctypes.c_int, ctypes.POINTER(ctypes.c_int)
@@ -251,6 +253,46 @@ def describe_cpu(cpu: str, features: str, host: bool) -> CPUDescription:
     )
 
 
+@dataclass(frozen=True)
+class GPUDescription:
+    """What one block of a ``cuda`` kernel may use on a GPU architecture, and the facts its tiles are sized
+    from: the space's prior (threads per block, shared tiles, coalesced runs) and the GPU rules read these,
+    not constants of one card."""
+
+    arch: str
+    warp_size: int = 32
+    max_threads_per_block: int = 1024
+    shared_bytes_per_block: int = 48 * 1024  # static __shared__ arrays (what the code generator emits)
+    shared_bytes_opt_in: int = 48 * 1024  # dynamic shared memory a kernel may opt into (not used yet)
+    registers_per_block: int = 65536
+    max_registers_per_thread: int = 255
+    sector_bytes: int = 32  # the unit of a global memory transaction: a warp's stores coalesce into sectors
+
+    def coalesced_run(self, dtype_bytes: int = 4) -> int:
+        """Consecutive elements that fill one memory sector (8 floats)."""
+        return max(1, self.sector_bytes // dtype_bytes)
+
+
+#: per compute capability, what differs from GPUDescription's defaults (CUDA C Programming Guide, "Features
+#: and Technical Specifications"); an arch missing here is described by its nearest older neighbour
+_GPU_ARCHS: dict[int, dict] = {
+    50: {}, 60: {}, 70: {"shared_bytes_opt_in": 96 * 1024}, 75: {"shared_bytes_opt_in": 64 * 1024},
+    80: {"shared_bytes_opt_in": 163 * 1024}, 86: {"shared_bytes_opt_in": 99 * 1024},
+    89: {"shared_bytes_opt_in": 99 * 1024}, 90: {"shared_bytes_opt_in": 227 * 1024},
+}
+
+
+@functools.cache
+def describe_gpu(arch: str) -> GPUDescription:
+    """The description of ``arch`` (``sm_90``, ``sm_90a``)."""
+    m = re.fullmatch(r"sm_(\d+)[a-z]?", arch)
+    if m is None:
+        raise ValueError(f"unknown GPU architecture {arch!r}; expected sm_XY, e.g. sm_80 or sm_90")
+    cc = int(m.group(1))
+    known = max((k for k in _GPU_ARCHS if k <= cc), default=min(_GPU_ARCHS))
+    return GPUDescription(arch, **_GPU_ARCHS[known])
+
+
 class TargetKind(str):
     """A target's kind, a string (``"llvm"``, ``"cuda"``) that also answers TVM's ``target.kind.name``."""
 
@@ -328,6 +370,14 @@ class Target:
         return _host_cores()
 
     @property
+    def gpu(self) -> GPUDescription:
+        """The description of the GPU architecture this (``cuda``) target builds for: warp size, threads,
+        shared memory and registers per block."""
+        if self.kind != "cuda":
+            raise ValueError(f"target {self} is not a GPU target; .gpu describes cuda targets only")
+        return describe_gpu(self.arch)
+
+    @property
     def cpu(self) -> CPUDescription:
         """The description of the CPU this (``llvm``) target builds for: vector width, registers, FMA, caches,
         cores (``-num-cores=`` or ``AUTOSCHED_NUM_THREADS`` override the OS's count)."""
@@ -337,8 +387,6 @@ class Target:
         desc = describe_cpu(self.mcpu, self.mattr, host)
         cores = self.num_cores  # where the kernels run: this machine, unless -num-cores says otherwise
         if cores != desc.cores:
-            from dataclasses import replace
-
             desc = replace(desc, cores=cores)
         return desc
 
@@ -390,9 +438,6 @@ def llvm_cpu_names(triple: str | None = None) -> tuple[str, ...]:
     llvmlite has no call for the list; LLVM prints it when a target machine is made for the CPU ``help``, so a
     short child process does that and its standard error is read (LLVM writes there from C++, out of Python's
     reach). An empty tuple when the list cannot be had: the caller then checks nothing."""
-    import subprocess
-    import sys
-
     code = ("import sys, llvmlite.binding as llvm\n"
             "llvm.initialize_native_target(); llvm.initialize_native_asmprinter()\n"
             "t = sys.argv[1] or llvm.get_default_triple()\n"
@@ -418,8 +463,6 @@ def check_target(spec: str | Target) -> Target:
     ``-mcpu`` must be a CPU LLVM knows for the triple (an unknown one makes LLVM print a warning per target
     machine and then abort or crash the process). Raises ValueError with one line that names the CPU and the
     nearest known names."""
-    import difflib
-
     target = Target(spec)
     cpu = target.options.get("mcpu")
     if target.kind != "llvm" or cpu is None or cpu in ("native", "generic"):

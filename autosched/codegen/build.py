@@ -19,8 +19,12 @@ from autosched.codegen.llvm import CodeGenLLVM
 from autosched.errors import CodegenError
 from autosched.isa import check_runs_here, code_features
 from autosched.runtime.module import ISA_SYMBOL, METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
+from autosched.runtime.packed import SYMBOL
 from autosched.target import Target, init_llvm
+from autosched.te.schedule import Schedule
 from autosched.tir import stmt as S
+from autosched.tir.gpu import prepare_kernel
+from autosched.tir.lower import lower
 from autosched.tir.stmt import dim_to_json
 
 _lock = threading.RLock()
@@ -127,8 +131,6 @@ class LLVMModule(Module):
 
     def _object_files(self, prefix: str) -> tuple[list[str], bool, list[str]]:
         """Object code from llvmlite for :meth:`Module.export_library` (it embeds the kernels' metadata)."""
-        from autosched.runtime.packed import SYMBOL
-
         if SYMBOL in self.ir_text:
             raise CodegenError("this module calls functions registered with register_func (tir.call_packed), "
                                "which live in this Python process: run it here (build's module) rather than "
@@ -218,9 +220,6 @@ def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | N
 
 def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", name: str = "main") -> Module:
     """Compile a schedule (with its argument tensors) or a PrimFunc into a callable module."""
-    from autosched.te.schedule import Schedule
-    from autosched.tir.lower import lower
-
     tgt = Target(target)
     if isinstance(sch, S.PrimFunc):
         func = sch
@@ -251,12 +250,11 @@ def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", nam
 def generate_ptx(funcs: Sequence[S.PrimFunc], target: Target) -> tuple[str, str, list[dict], dict[str, dict]]:
     """GPU rules, barriers and PTX for lowered kernels: ``(ptx, llvm ir, signatures, launch per kernel)``."""
     from autosched.codegen.nvptx import compile_ptx, generate_ptx_ir
-    from autosched.tir.gpu import prepare_kernel
 
     prepared = []
     launches = {}
     for f in funcs:
-        k, launch = prepare_kernel(f)
+        k, launch = prepare_kernel(f, target.gpu)
         prepared.append(k)
         launches[f.name] = launch.to_json(f.scalar_params)
     ir_text = generate_ptx_ir(prepared)
@@ -275,7 +273,7 @@ def build_cuda(funcs: Sequence[S.PrimFunc], target: Any = "cuda", entry: str | N
     if ptxas_path() is not None:
         for name, regs in ptxas_registers(ptxas_check(ptx, tgt.arch)).items():
             if name in launches:
-                check_registers(name, regs, launches[name]["block"])
+                check_registers(name, regs, launches[name]["block"], tgt.gpu)
     return CUDAModule(ptx, sigs, launches, entry or funcs[0].name, tgt.arch, ir_text)
 
 

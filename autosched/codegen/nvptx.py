@@ -37,6 +37,7 @@ import llvmlite.ir as ir
 from autosched.codegen.llvm import I32, I64, VOID, CodeGenLLVM, flat_index, ltype
 from autosched.codegen.vectorize import vector_blocker
 from autosched.errors import CodegenError, ScheduleError
+from autosched.target import GPUDescription
 from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, IntImm
 from autosched.tir import stmt as S
@@ -290,7 +291,6 @@ def ptxas_check(ptx: str, arch: str = DEFAULT_ARCH, timeout: float = 60.0) -> st
     return res.stderr.strip()
 
 
-REGISTERS_PER_BLOCK = 65536  # sm_50 to sm_90
 _REGISTER_UNIT = 256  # registers are given to a warp in units of 256
 
 
@@ -308,16 +308,18 @@ def ptxas_registers(report: str) -> dict[str, int]:
     return out
 
 
-def check_registers(name: str, registers: int, block: Sequence[int]) -> None:
-    """Refuse a kernel whose block needs more registers than a multiprocessor gives one block: the driver
-    would refuse its launch (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); better said at build time, with the fix."""
+def check_registers(name: str, registers: int, block: Sequence[int], gpu: GPUDescription | None = None) -> None:
+    """Refuse a kernel whose block needs more registers than a multiprocessor gives one block (``gpu``'s
+    register file; 65,536 on every GPU since sm_50): the driver would refuse its launch
+    (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); better said at build time, with the fix."""
+    per_block = (gpu or GPUDescription("sm_50")).registers_per_block
     threads = math.prod(block)
     warps = -(-threads // 32)
     per_warp = -(-registers * 32 // _REGISTER_UNIT) * _REGISTER_UNIT
-    if warps * per_warp > REGISTERS_PER_BLOCK:
+    if warps * per_warp > per_block:
         raise ScheduleError(
             f"kernel {name}: {threads} threads per block x {registers} registers per thread need "
-            f"{warps * per_warp} registers, over the {REGISTERS_PER_BLOCK} a block can have; use fewer threads "
+            f"{warps * per_warp} registers, over the {per_block} a block can have; use fewer threads "
             "per block or a smaller per-thread tile")
 
 

@@ -36,6 +36,8 @@ import numpy as np
 
 from autosched.errors import AutoschedError, LoweringError, ScheduleError
 from autosched.te.trace import Split, Step, Trace
+from autosched.tir.gpu import prepare_kernel
+from autosched.tir.lower import lower
 
 Point = dict[str, Any]
 
@@ -246,13 +248,10 @@ class Space(abc.ABC):
             self._run(run)
         gpu = self.task.target.kind == "cuda"
         if (self.validate == "lower" or gpu) and run._prefix is None:
-            from autosched.tir.lower import lower
-
             func = lower(sch, args)
             if gpu:  # a schedule over the GPU's limits (threads, shared memory) is not a point: draw another
-                from autosched.tir.gpu import prepare_kernel
 
-                prepare_kernel(func)
+                prepare_kernel(func, self.task.target.gpu)
         return sch.trace
 
     def generate(self, point: Point | None = None, rng: np.random.Generator | None = None) -> tuple[Trace, Point]:

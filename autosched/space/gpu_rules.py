@@ -20,7 +20,9 @@ schedule (consumers first; first match wins):
                               stage computed at its consumer's thread loop instead (a private copy per
                               thread)
 
-Every point passes the GPU rules (threads per block, shared memory) or is redrawn: generated spaces for
+Threads per block and the coalesced run come from the target's GPU description (``Target.gpu``: warp,
+threads, shared memory and registers per block of its arch). Every point passes the GPU rules (threads per
+block, shared memory) or is redrawn: generated spaces for
 ``cuda`` lower and check each candidate (:func:`autosched.tir.gpu.prepare_kernel`).
 """
 
@@ -42,7 +44,6 @@ MAX_REDUCE_INNER = 32  # reduction steps per shared-memory tile
 K_STEPS = 4  # reduction steps unrolled together: 4 consecutive floats of a shared row become one ld.shared.v4
 THREADS = (32, 64, 128, 256, 512)  # threads per block of the default rule
 PER_THREAD = (1, 2, 4)
-MAX_THREADS = 1024
 COALESCED_RUN = 8  # threads storing consecutive floats: one 32-byte memory sector
 VECTOR_WIDTHS = (1, 2, 4)  # float32 elements of one 32-, 64- or 128-bit access (ld/st.v2, .v4)
 
@@ -56,13 +57,13 @@ def gpu_tile_candidates(n: int) -> tuple[tuple, tuple]:
     return cands, weights
 
 
-def coalescing(cands: tuple, weights: tuple, n: int) -> tuple[tuple, tuple]:
+def coalescing(cands: tuple, weights: tuple, n: int, run: int = COALESCED_RUN) -> tuple[tuple, tuple]:
     """The tilings of an output's innermost axis (extent ``n``) under which a warp's stores are coalesced: a
     per-thread tile of 1, 2 or 4 consecutive elements stored as one vector (consecutive threads, consecutive
     vectors), and at least 8 threads along it (a 32-byte sector of floats) where ``n`` has such a factor.
     A tile of 4 (a 128-bit store, and a register tile a column wider) is preferred."""
     keep = [(c, w * (2.0 if c[2] == 4 else 1.0)) for c, w in zip(cands, weights) if c[2] in VECTOR_WIDTHS]
-    wide = [(c, w) for c, w in keep if c[1] >= min(COALESCED_RUN, n // c[2])]
+    wide = [(c, w) for c, w in keep if c[1] >= min(run, n // c[2])]
     cs, ws = zip(*(wide or keep))
     return cs, ws
 
@@ -125,16 +126,17 @@ class GPUTile(SketchRule):
     def apply(self, ctx, st):
         local = ctx.info(st)["follow"]
         org = ctx.origin(local)
+        gpu = ctx.target.gpu
         tiles = []
         extents = static_extents(st.op.axis)
         row = max((i for i, n in enumerate(extents) if n > 1), default=len(extents) - 1)  # where rows run
         for i, n in enumerate(extents):
             cands, w = gpu_tile_candidates(n)
             if i == row:
-                cands, w = coalescing(cands, w, n)
+                cands, w = coalescing(cands, w, n, gpu.coalesced_run())
             tiles.append(ctx.decide(f"tile/{org}/s{i}", cands, kind="tile", weights=w, hint=split_hint(0)))
         threads = math.prod(t[1] for t in tiles)
-        if threads > MAX_THREADS:
+        if threads > gpu.max_threads_per_block:
             raise CandidateError(f"{threads} threads per block")
         levels: list[list] = [[], [], []]
         for ax, t in zip(st.op.axis, tiles):
@@ -240,7 +242,8 @@ class GPUDefault(SketchRule):
         fused = st.fuse(*sp) if len(sp) > 1 else sp[0]
         total = const_int(fused.dom.extent) if fused.dom is not None else None
         per = ctx.decide(f"per_thread/{key}", PER_THREAD, kind="tile")
-        nthreads = ctx.decide(f"threads/{key}", THREADS, kind="tile")
+        nthreads = ctx.decide(f"threads/{key}", tuple(t for t in THREADS if t <= ctx.target.gpu.max_threads_per_block),
+                              kind="tile")
         if total is not None:  # no block of idle threads for a small stage
             nthreads = min(nthreads, max(1, -(-total // per)))
         rest, tx = st.split(fused, factor=nthreads)  # a thread's elements a block's width apart: coalesced

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autosched.errors import ScheduleError
+from autosched.target import GPUDescription
 from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, IntImm
 from autosched.tir import stmt as S
@@ -23,8 +24,9 @@ from autosched.tir.stmt import dim_to_json
 #: the largest extent of each launch dimension (CUDA's limits since sm_30)
 LAUNCH_LIMITS = {"blockIdx.x": 2**31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535,
                  "threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64}
-MAX_THREADS_PER_BLOCK = 1024
-MAX_SHARED_BYTES = 48 * 1024  # static shared memory per block
+_ANY_GPU = GPUDescription("sm_50")  # the limits every architecture since sm_50 shares
+MAX_THREADS_PER_BLOCK = _ANY_GPU.max_threads_per_block
+MAX_SHARED_BYTES = _ANY_GPU.shared_bytes_per_block  # static shared memory per block
 
 
 @dataclass
@@ -50,18 +52,20 @@ class Launch:
         return {"grid": grid, "block": list(self.block), "shared_bytes": self.shared_bytes}
 
 
-def prepare_kernel(func: S.PrimFunc) -> tuple[S.PrimFunc, Launch]:
-    """Check ``func`` against the GPU rules, insert barriers; returns the kernel and its launch dimensions."""
+def prepare_kernel(func: S.PrimFunc, gpu: GPUDescription | None = None) -> tuple[S.PrimFunc, Launch]:
+    """Check ``func`` against the GPU rules (the limits of ``gpu``, a target's ``.gpu``; by default those
+    every GPU since sm_50 has), insert barriers; returns the kernel and its launch dimensions."""
+    gpu = gpu or _ANY_GPU
     _check_structure(func)
     extents = _bound_extents(func)
     block = tuple(int(extents.get(f"threadIdx.{a}", 1)) for a in "xyz")
     grid = tuple(extents.get(f"blockIdx.{a}", 1) for a in "xyz")
     nthreads = block[0] * block[1] * block[2]
-    if nthreads > MAX_THREADS_PER_BLOCK:
+    if nthreads > gpu.max_threads_per_block:
         raise ScheduleError(
             f"kernel {func.name}: {nthreads} threads per block (threadIdx x, y, z = {block[0]}, {block[1]}, "
-            f"{block[2]}); a block has at most {MAX_THREADS_PER_BLOCK}: split the thread-bound loops smaller")
-    shared = _shared_bytes(func)
+            f"{block[2]}); a block has at most {gpu.max_threads_per_block}: split the thread-bound loops smaller")
+    shared = _shared_bytes(func, gpu.shared_bytes_per_block)
     body = _insert_barriers(func.body)
     _check_barriers(body, func.name, extents)
     out = S.PrimFunc(func.name, func.params, func.scalar_params, body, dict(func.attrs))
@@ -177,14 +181,14 @@ def _as_expr(v: int | E.Expr) -> E.Expr:
     return E.const(v, "int64") if isinstance(v, int) else v
 
 
-def _shared_bytes(func: S.PrimFunc) -> int:
+def _shared_bytes(func: S.PrimFunc, limit: int) -> int:
     bufs = {id(s.buffer): s.buffer for s in S.walk_stmts(func.body)
             if isinstance(s, S.Allocate) and s.buffer.scope == "shared"}
     total = sum(b.const_size() * DTYPE_BYTES[b.dtype] for b in bufs.values())
-    if total > MAX_SHARED_BYTES:
+    if total > limit:
         sizes = ", ".join(f"{b.name} {b.const_size() * DTYPE_BYTES[b.dtype]} B" for b in bufs.values())
         raise ScheduleError(f"kernel {func.name}: {total} bytes of shared memory ({sizes}); a block has "
-                            f"{MAX_SHARED_BYTES}: use smaller tiles for the shared copies")
+                            f"{limit}: use smaller tiles for the shared copies")
     return total
 
 
