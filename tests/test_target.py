@@ -194,3 +194,30 @@ def test_blocked_spaces_give_correct_kernels(kind, name, args):
         out = np.zeros([int(d) for d in targs[-1].shape], targs[-1].dtype)
         f(*ins, out)
         assert_kernel_close(name, out, get_reference(name)(ins, **task.args))
+
+
+def test_a_cuda_target_describes_its_gpu():
+    """Target.gpu: the limits of the arch that the GPU rules and the space's prior read."""
+    from dataclasses import replace
+
+    from autosched import te
+    from autosched.errors import ScheduleError
+    from autosched.tir.gpu import prepare_kernel
+    from autosched.tir.lower import lower
+
+    h100 = Target("cuda -arch=sm_90").gpu
+    assert (h100.warp_size, h100.max_threads_per_block, h100.registers_per_block) == (32, 1024, 65536)
+    assert h100.shared_bytes_per_block == 48 * 1024 and h100.shared_bytes_opt_in == 227 * 1024
+    assert Target("cuda -arch=sm_87").gpu.shared_bytes_opt_in == 99 * 1024  # described as its older neighbour
+    assert h100.coalesced_run(4) == 8
+    with pytest.raises(ValueError, match="not a GPU target"):
+        _ = Target("llvm").gpu
+    with pytest.raises(ValueError, match="unknown GPU architecture"):
+        _ = Target("cuda -arch=compute_90").gpu
+    A = te.placeholder((512,), name="A")
+    B = te.compute((512,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    s[B].bind(s[B].op.axis[0], te.thread_axis("threadIdx.x"))
+    prepare_kernel(lower(s, [A, B]), h100)
+    with pytest.raises(ScheduleError, match="at most 256"):
+        prepare_kernel(lower(s, [A, B]), replace(h100, max_threads_per_block=256))
