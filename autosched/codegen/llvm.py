@@ -14,6 +14,7 @@ measurement can flag its result (``serial``, ``scalar``, ``not_unrolled``).
 
 from __future__ import annotations
 
+import ctypes.util
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,12 +26,13 @@ import llvmlite.ir as ir
 from autosched.codegen import ops
 from autosched.codegen.vectorize import VectorEmitter, vector_blocker, vector_reduction
 from autosched.errors import CodegenError, ScheduleError
+from autosched.runtime import packed
 from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
 from autosched.tir import stmt as S
 from autosched.tir.arith import Lin, ceildiv, linear, simplify
 from autosched.tir.extern import EXTERN, PACKED
-from autosched.tir.transform import substitute_stmt
+from autosched.tir.transform import free_vars_stmt, substitute_stmt
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -330,8 +332,6 @@ class CodeGenLLVM:
     def _packed_call(self, e: E.Call) -> ir.Value:
         """``tir.call_packed``: the arguments in slots of six words (runtime.packed), then the bridge; a failure
         ends the kernel with its status."""
-        from autosched.runtime import packed
-
         llvm.add_symbol(packed.SYMBOL, packed.address())
         b = self.b
         n = len(e.args)
@@ -592,7 +592,6 @@ class CodeGenLLVM:
     # -------------------------------------------------------------- parallel
     def _parallel_for(self, s: S.For):
         self.uses_parallel = True
-        from autosched.tir.transform import free_vars_stmt
 
         free = sorted(free_vars_stmt(S.For(s.var, s.extent, "serial", s.body)) - {s.var}, key=lambda v: v.name)
         free = [v for v in free if v in self.cur.vars]
@@ -711,8 +710,6 @@ _gomp_state: dict[str, Any] = {}
 def _gomp_available() -> bool:
     """Whether libgomp is found and loads into this process (checked once); ``_gomp_state['why']`` says why not."""
     if "ok" not in _gomp_state:
-        import ctypes.util
-
         path = ctypes.util.find_library("gomp")
         ok, why = False, "libgomp (GNU OpenMP) was not found (ctypes.util.find_library('gomp'))"
         if path:

@@ -16,7 +16,7 @@ import llvmlite.ir as ir
 from autosched.codegen import ops
 from autosched.errors import CodegenError
 from autosched.te import expr as E
-from autosched.te.expr import Expr, IntImm, Var
+from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
 from autosched.tir import stmt as S
 from autosched.tir.arith import linear, simplify
 
@@ -242,8 +242,6 @@ class VectorEmitter:
         return stride, base
 
     def _pointers(self, buf: S.Buffer, flat: Expr) -> ir.Value:
-        from autosched.te.expr import DTYPE_BYTES
-
         idx = self.vec(flat)
         base = self.b.ptrtoint(self.cg.cur.bufs[buf], I64)
         off = self.b.mul(idx, self.const_vec(I64, DTYPE_BYTES[buf.dtype]))
@@ -273,7 +271,6 @@ class VectorEmitter:
 
     def load(self, e: S.BufferLoad) -> ir.Value:
         from autosched.codegen.llvm import ltype
-        from autosched.te.expr import DTYPE_BYTES
 
         buf = e.buffer
         mt = ltype(buf.dtype, True)
@@ -311,7 +308,6 @@ class VectorEmitter:
 
     def store(self, s: S.BufferStore) -> None:
         from autosched.codegen.llvm import ltype
-        from autosched.te.expr import DTYPE_BYTES
 
         buf = s.buffer
         mt = ltype(buf.dtype, True)

@@ -21,6 +21,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import platformdirs
+
+from autosched import te
+from autosched.measure.machine import LoadMeter, MeasureTurn
+from autosched.target import Target, init_llvm
+
 log = logging.getLogger("autosched.measure")
 
 #: independent FMA chains: latency (4 cycles) x FMA ports (2) plus slack
@@ -71,7 +78,6 @@ def cache_dir() -> Path:
     env = os.environ.get("AUTOSCHED_CACHE_DIR")
     if env:
         return Path(env)
-    import platformdirs
 
     return Path(platformdirs.user_cache_dir("autosched", appauthor=False))
 
@@ -109,7 +115,6 @@ def _compile_kernel(lanes: int, target: Any = "llvm"):
     from llvmlite import ir
 
     from autosched.codegen.build import target_machine
-    from autosched.target import Target, init_llvm
 
     init_llvm()
     f32 = ir.FloatType()
@@ -142,8 +147,6 @@ def measure_peak(threads: int | None = None, *, seconds: float = 0.3, repeat: in
     """Measure the fp32 peak of ``threads`` threads (default: all cores), best of ``repeat`` runs of about
     ``seconds`` each, with the vectors of ``target`` (``llvm -mcpu=haswell``: what AVX2 code can reach on
     this host)."""
-    from autosched.target import Target
-
     target = Target(target)
     threads = int(threads or target.num_cores)
     if threads < 1:
@@ -161,7 +164,6 @@ def measure_peak(threads: int | None = None, *, seconds: float = 0.3, repeat: in
             break
         iters *= 4
     iters = max(1, int(iters * seconds / max(dt, 1e-9)))
-    from autosched.measure.machine import LoadMeter, MeasureTurn
 
     quiet: list[float] = []  # GFLOPS of the runs nothing else disturbed
     loud: list[float] = []
@@ -203,11 +205,7 @@ def measure_bandwidth(nbytes: int, threads: int | None = None, *, seconds: float
     """GB/s of a parallel, vectorized copy that reads and writes ``nbytes`` in all (half each way), compiled
     by autosched for this CPU: what the memory hierarchy gives a streaming kernel of that working set (an L2-,
     L3- or DRAM-sized one), the yardstick of memory-bound kernels. Median of the calls that fit ``seconds``."""
-    import numpy as np
-
-    from autosched import te
     from autosched.codegen.build import build
-    from autosched.target import Target
 
     target = Target("llvm")
     lanes = target.cpu.lanes("float32")
@@ -264,8 +262,6 @@ def _gpu_kernel_ir() -> str:
 def measure_gpu_peak(arch: str | None = None, *, repeat: int = 5) -> Peak:
     """Measure the fp32 peak of the CUDA device (FMA chains compiled by autosched's NVPTX code generator and
     launched over enough blocks to fill every multiprocessor), best of ``repeat`` launches."""
-    import numpy as np
-
     from autosched.codegen.nvptx import compile_ptx
     from autosched.runtime.cuda import CUDAModule, device_info
 
@@ -291,15 +287,12 @@ def _cache_file() -> Path:
 def _is_cuda(target: Any) -> bool:
     if target is None:
         return False
-    from autosched.target import Target
 
     return Target(target).kind == "cuda"
 
 
 def _cache_key(threads: int | None, target: Any) -> str:
     """``<cpu>/<threads>`` for the CPU, ``cuda/<device name>`` for the GPU kernels run on."""
-    from autosched.target import Target
-
     if _is_cuda(target):
         from autosched.runtime.cuda import device_info
 
@@ -356,8 +349,6 @@ def share_of_peak(gflops: float, peak: float) -> str:
 
 def _machine_is_quiet(seconds: float = 0.2) -> bool:
     """Whether other processes left the cores alone for ``seconds`` (we sleep meanwhile)."""
-    from autosched.measure.machine import LoadMeter
-
     meter = LoadMeter()
     meter.start()
     time.sleep(seconds)

@@ -24,14 +24,19 @@ driver's ``sys.path`` or ``__main__``.
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
+import ctypes.util
 import hashlib
 import importlib
 import json
 import logging
 import math
 import os
+import pickle
+import platform
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -43,12 +48,17 @@ from typing import Any
 import numpy as np
 
 import autosched.isa as isa
+from autosched.errors import AutoschedError, CodegenError, LoweringError, ScheduleError
 from autosched.measure.data import TaskData, _naive_outputs
 from autosched.measure.machine import LoadMeter, MeasureTurn, build_turn, holder
 from autosched.measure.result import BuildResult, ErrorKind, ResultFlag
+from autosched.runtime import load_module
 from autosched.runtime.cuda import clock_state
+from autosched.target import host_cpu_name, init_llvm
+from autosched.task import Task
 from autosched.tir.lower import lower
 from autosched.version import __version__
+from autosched.workloads import register_workload
 
 # ---------------------------------------------------------------------------
 # tasks and workloads across processes
@@ -121,11 +131,8 @@ def ensure_workload(shipment: Shipment) -> None:
     ident = (name, module, hashlib.sha256(blob).hexdigest() if blob else None)
     if ident in _known_workloads:
         return
-    from autosched.workloads import register_workload
 
     if blob is not None:
-        import pickle
-
         func = pickle.loads(blob)
         register_workload(name, override=True)(func)
     elif module and module != "__main__":
@@ -139,8 +146,6 @@ def make_task(shipment: Shipment, state: tuple) -> Any:
     key = json.dumps([state, shipment[1], shipment[2] is not None], sort_keys=True, default=str)
     task = _tasks.get(key)
     if task is None:
-        from autosched.task import Task
-
         task = Task(state[0], state[1], state[2])
         _tasks[key] = task
     return task
@@ -148,8 +153,6 @@ def make_task(shipment: Shipment, state: tuple) -> Any:
 
 def _short_tb(e: BaseException, limit: int = 3) -> str:
     """The exception; for an unexpected (non-autosched) one also the innermost frames: a bug to report."""
-    from autosched.errors import AutoschedError
-
     text = f"{type(e).__name__}: {e}"
     if not isinstance(e, AutoschedError):
         frames = traceback.extract_tb(e.__traceback__)[-limit:]
@@ -247,8 +250,6 @@ def _link(obj: str, out: str, parallel: bool) -> None:
     ``$CC`` set, or anything unusual, means the compiler driver, as
     ``export_library`` does.
     """
-    from autosched.errors import CodegenError
-
     direct = _direct_ld()
     if direct is not None:
         ld, gomp, libm = direct
@@ -305,8 +306,6 @@ class BuildWorker:
                 _return_free_memory()
 
     def _build(self, shipment: Shipment, state: tuple, trace: Any) -> BuildResult:
-        from autosched.errors import CodegenError, LoweringError, ScheduleError
-
         t0 = time.perf_counter()
 
         def fail(kind: str, e: BaseException) -> BuildResult:
@@ -387,13 +386,9 @@ class CacheFlusher:
             self._buf = np.zeros(min(2 * _llc_bytes(), 1 << 30) // 8, dtype=np.float64)
 
     def _jit_clflush(self) -> Any:
-        import platform
-
         if platform.machine() not in ("x86_64", "AMD64", "i686"):
             return None
         import llvmlite.binding as llvm
-
-        from autosched.target import init_llvm
 
         init_llvm()
         ir = """
@@ -508,10 +503,6 @@ HEAT_SECONDS = 0.15  # how long a cold worker runs its kernel before timing it
 
 def this_machine() -> dict[str, str]:
     """This machine as a result names it: host name and LLVM's name of its CPU."""
-    import socket
-
-    from autosched.target import host_cpu_name
-
     try:
         cpu = host_cpu_name()
     except ImportError:  # llvmlite is not needed to run kernels
@@ -554,8 +545,6 @@ class RunWorker:
         # runtime under its idle threads
         self._gomp = None
         try:
-            import ctypes.util
-
             name = ctypes.util.find_library("gomp")
             if name:
                 self._gomp = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
@@ -588,8 +577,6 @@ class RunWorker:
 
     def load(self, key: str, path: str | None, artifact: bytes | None = None) -> tuple[str, str] | None:
         """Load the candidate; returns None, or ``(error_kind, message)``."""
-        from autosched.runtime import load_module
-
         self.unload()
         self._t_start = time.perf_counter()
         self._failed = True
@@ -786,8 +773,6 @@ class RunWorker:
             handle = getattr(lib, "_handle", None)
             del lib
             if handle:
-                import _ctypes
-
                 try:
                     _ctypes.dlclose(handle)
                 except OSError:  # leaving it mapped is harmless

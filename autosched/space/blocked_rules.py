@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from autosched.space.sketch import SketchContext, SketchRule
 from autosched.te.schedule import Stage
+from autosched.workloads.cpu import _window_nest, blocked_conv_nest, winograd_nest
+from autosched.workloads.tile_sizes import MIN_ACCUMULATORS, conv_tile, cpu, lanes
 
 
 def _blocked_kind(st: Stage) -> str | None:
@@ -72,9 +74,6 @@ class ScheduleBlockedConv(SketchRule):
         return "blocked" in info or "blocked_done" in info
 
     def apply(self, ctx, st):
-        from autosched.workloads.cpu import _window_nest, blocked_conv_nest
-        from autosched.workloads.tile_sizes import MIN_ACCUMULATORS, conv_tile, cpu, lanes
-
         plan = ctx.info(st).get("blocked")
         if plan is None:
             return None  # the accumulator stage: placed with its output
@@ -152,9 +151,6 @@ class ScheduleWinograd(SketchRule):
         return "winograd" in info or "winograd_done" in info
 
     def apply(self, ctx, st):
-        from autosched.workloads.cpu import winograd_nest
-        from autosched.workloads.tile_sizes import MIN_ACCUMULATORS, conv_tile, cpu, lanes
-
         if "winograd" not in ctx.info(st):
             return None  # a transform or the product: placed by the output's nest
         gemm = next(s for s in ctx.live_stages() if s.op.name == "winograd_gemm").op.output(0)
