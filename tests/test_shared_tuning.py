@@ -175,3 +175,25 @@ def test_three_tuners_at_once_on_one_database(url, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert best.returncode == 0, best.stderr
     assert best.stdout.splitlines()[1].split()[0] == f"#{fastest.id}"  # under the task's line
+
+
+def test_progress_counts_are_each_tasks_own():
+    """`tune --model` reuses one progress display for every task: each task's line counts that task's
+    results (the second task's line once read '16 measured: -9 kept, 25 cut off')."""
+    from types import SimpleNamespace
+
+    from autosched.result import ErrorKind
+
+    out = io.StringIO()
+    progress = TuneProgress(stream=out, live=False)
+    cut = SimpleNamespace(error_kind=ErrorKind.CUT_OFF, flags=())
+    ok = SimpleNamespace(error_kind=None, flags=())
+    for label in ("first", "second"):
+        state = SimpleNamespace(task=SimpleNamespace(label=label), trials=16, trials_done=0, best_cost=float("inf"),
+                                resumed=0, context=SimpleNamespace(cost_model=None), shared=0, raced=0)
+        progress.on_start(state)
+        state.trials_done = 16
+        progress(state, [None] * 16, [cut] * 12 + [ok] * 4)
+        progress.on_end(state)
+    lines = [x for x in out.getvalue().splitlines() if x.startswith("[16/16]")]
+    assert len(lines) == 2 and all("4 kept, 12 cut off" in x for x in lines), lines

@@ -43,8 +43,10 @@ class TuneProgress:
 
     # ---------------------------------------------------------------- tune's hooks
     def on_start(self, state: Any) -> None:
-        """Called by ``tune`` once the database's records are read, before the first batch."""
+        """Called by ``tune`` once the database's records are read, before the first batch (of each task of a
+        model: the counts and the rate are the task's)."""
         self._state, self._t0 = state, time.time()
+        self.errors, self.noisy = Counter(), 0
         label = self.label or getattr(state.task, "label", str(state.task))
         if state.resumed:
             self._say(f"resuming {label}: {state.resumed} records in the database warm the model and are "
