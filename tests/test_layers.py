@@ -316,7 +316,7 @@ CLI_DEFERRED: dict[str, str] = {
 def test_command_modules_import_at_the_top():
     """A function-level import in autosched/cli/ defers a heavy dependency named in CLI_DEFERRED; nothing else
     (no cycle is hidden there: the command modules sit above every layer)."""
-    bad = []
+    bad, used = [], set()
     for path in sorted((ROOT / "cli").rglob("*.py")):
         tree = ast.parse(path.read_text())
         for fn in ast.walk(tree):
@@ -326,4 +326,7 @@ def test_command_modules_import_at_the_top():
                 names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
                          [a.name for a in node.names] if isinstance(node, ast.Import) else [])
                 bad += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names if n not in CLI_DEFERRED]
+                used.update(names)
     assert not bad, "function-level imports in the command line without a reason:\n  " + "\n  ".join(bad)
+    stale = sorted(set(CLI_DEFERRED) - used)
+    assert not stale, f"no longer deferred, drop from CLI_DEFERRED: {stale}"
