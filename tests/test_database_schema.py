@@ -155,12 +155,12 @@ def test_schema_1_database_gains_flags_and_machine(url):
         db.commit(task(), trace(1), ok(1e-3))
     eng = _engine(url)
     with eng.begin() as c:
-        for col in ("flags", "host", "node_id"):
+        for col in ("flags", "host", "node_id", "device"):
             c.execute(text(f"ALTER TABLE autosched_records DROP COLUMN {col}"))
         c.execute(text("UPDATE autosched_schema SET version = 1"))
     eng.dispose()
     with Database(url) as db:
-        assert db.schema_version == SCHEMA_VERSION == 2
+        assert db.schema_version == SCHEMA_VERSION
         old = db.best(task())[0]
         assert old.trace == trace(1) and old.flags == [] and old.host == "unknown"
         res = ok(2e-3)
@@ -170,3 +170,26 @@ def test_schema_1_database_gains_flags_and_machine(url):
         assert new.flags == [ResultFlag.UNCHECKED] and new.host == socket.gethostname()
         assert new.result.flags == [ResultFlag.UNCHECKED]
         assert TuningRecord.loads(new.dumps()).flags == [ResultFlag.UNCHECKED]
+
+
+def test_schema_2_database_gains_the_device_state_of_gpu_measurements(url):
+    """A schema-2 database (no device column) is upgraded; a GPU measurement's clocks and P-state travel with
+    its record into the database and through a log, and a CPU record has none."""
+    with Database(url) as db:
+        db.commit(task(), trace(1), ok(1e-3))
+    eng = _engine(url)
+    with eng.begin() as c:
+        c.execute(text("ALTER TABLE autosched_records DROP COLUMN device"))
+        c.execute(text("UPDATE autosched_schema SET version = 2"))
+    eng.dispose()
+    gpu = {"gpu": "NVIDIA H100 80GB HBM3", "gpu_arch": "sm_90", "sm_clock_mhz": "1980", "mem_clock_mhz": "2619",
+           "pstate": "P0"}
+    with Database(url) as db:
+        assert db.schema_version == SCHEMA_VERSION
+        assert db.best(task())[0].device == {}
+        res = ok(2e-3)
+        res.machine = {"host": "gpu-node", **gpu}
+        db.commit(task(), trace(2), res)
+        new = [r for r in db.records(task()) if r.trace == trace(2)][0]
+        assert new.device == gpu and new.host == "gpu-node"
+        assert TuningRecord.loads(new.dumps()).device == gpu

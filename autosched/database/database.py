@@ -288,11 +288,12 @@ class SQLDatabase(Database):
             "flags": ",".join(rec.flags) or None,
             "host": None if rec.host == "unknown" else rec.host,
             "node_id": rec.node_id,
+            "device": json.dumps(rec.device, sort_keys=True) if rec.device else None,
         }
 
     _UPDATABLE = ("costs", "cost", "mean_cost", "error_kind", "error_msg", "build_seconds", "run_seconds",
                   "timestamp", "record_version", "autosched_version", "llvm_version", "host_cpu", "flags",
-                  "host", "node_id")
+                  "host", "node_id", "device")
 
     def _upsert(self, on_conflict: str):
         return self._cached(("upsert", on_conflict), lambda: self._make_upsert(on_conflict))
@@ -380,7 +381,8 @@ class SQLDatabase(Database):
             build_seconds=r.build_seconds, run_seconds=r.run_seconds, timestamp=r.timestamp,
             autosched_version=r.autosched_version, llvm_version=r.llvm_version, host_cpu=r.host_cpu,
             version=r.record_version, id=r.id, run_id=r.run_id,
-            flags=r.flags.split(",") if r.flags else [], host=r.host or "unknown", node_id=r.node_id)
+            flags=r.flags.split(",") if r.flags else [], host=r.host or "unknown", node_id=r.node_id,
+            device=json.loads(r.device) if r.device else {})
 
     def stats(self, where: Where | None = None) -> list[dict[str, Any]]:
         where = where or Where()

@@ -79,6 +79,11 @@ def canonical_args(args: dict) -> str:
     return json.dumps(args, sort_keys=True, separators=(",", ":"))
 
 
+#: what ``MeasureResult.machine`` says of the machine (kept as the record's producer); its other keys describe
+#: the device (a GPU's clocks) and go to ``TuningRecord.device``
+_PRODUCER_KEYS = ("autosched", "llvm", "host_cpu", "host", "node_id")
+
+
 @dataclass
 class TuningRecord:
     """One measured candidate: which workload, on which target, scheduled how, and what it measured.
@@ -107,6 +112,9 @@ class TuningRecord:
     flags: list[str] = field(default_factory=list)  # ResultFlag values: "unchecked", "noisy"
     host: str = "unknown"  # the machine that measured it
     node_id: str | None = None  # its Ray node id, when measured on a cluster
+    #: the device's state while it timed: on a GPU its name, arch, SM and memory clocks and P-state
+    #: (``gpu``, ``gpu_arch``, ``sm_clock_mhz``, ``mem_clock_mhz``, ``pstate``); empty on a CPU
+    device: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ derived views
     @property
@@ -174,6 +182,7 @@ class TuningRecord:
             flags=list(result.flags),
             host=prod.get("host", "unknown"),
             node_id=prod.get("node_id") or None,
+            device={k: str(v) for k, v in result.machine.items() if k not in _PRODUCER_KEYS},
         )
 
     # ------------------------------------------------------------------ the JSON-lines form
@@ -196,7 +205,8 @@ class TuningRecord:
             "producer": {"autosched": self.autosched_version, "llvm": self.llvm_version,
                          "host_cpu": self.host_cpu,
                          **({"host": self.host} if self.host != "unknown" else {}),
-                         **({"node_id": self.node_id} if self.node_id else {})},
+                         **({"node_id": self.node_id} if self.node_id else {}),
+                         **({"device": dict(self.device)} if self.device else {})},
         }
 
     def dumps(self) -> str:
@@ -254,6 +264,9 @@ class TuningRecord:
         prod = obj.get("producer") or {}
         if not isinstance(prod, dict):
             raise LogFormatError("'producer' must be an object")
+        device = prod.get("device", {})
+        if not isinstance(device, dict):
+            raise LogFormatError(f"'producer.device' must be an object, got {device!r}")
         flags = res.get("flags", [])
         if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
             raise LogFormatError(f"'result.flags' must be a list of strings, got {flags!r}")
@@ -277,6 +290,7 @@ class TuningRecord:
                 flags=list(flags),
                 host=str(prod.get("host", "unknown")),
                 node_id=str(prod["node_id"]) if prod.get("node_id") else None,
+                device={str(k): str(v) for k, v in device.items()},
             )
         except (TypeError, ValueError) as e:
             raise LogFormatError(f"bad value in 'result': {e}") from None

@@ -31,7 +31,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 #: Version of the tables' layout. A database with a newer one is refused; an older one is upgraded
 #: in place by the functions in MIGRATIONS.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Base(DeclarativeBase):
@@ -103,6 +103,9 @@ class RecordRow(Base):
     # since schema 2: which machine measured it (host name; the Ray node id on a cluster)
     host: Mapped[str | None] = mapped_column(String(200), nullable=True)
     node_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # since schema 3: JSON object of the device's state while it timed (a GPU: its name, arch, SM and memory
+    # clocks, P-state); NULL for a CPU measurement
+    device: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     __table_args__ = (
         UniqueConstraint("workload_id", "target", "trace_hash", name="uq_autosched_records_candidate"),
@@ -128,3 +131,11 @@ def _add_flags_and_machine(conn: Connection) -> None:
 
 
 MIGRATIONS[1] = _add_flags_and_machine
+
+
+def _add_device(conn: Connection) -> None:
+    """2 -> 3: the device's state while it timed (a GPU's clocks)."""
+    conn.exec_driver_sql("ALTER TABLE autosched_records ADD COLUMN device TEXT")
+
+
+MIGRATIONS[2] = _add_device
