@@ -77,7 +77,7 @@ class MeasureResult:
     flags: list[str] = field(default_factory=list)  # ResultFlag values: how far to trust the times
     #: the machine that timed it: ``host`` (name), ``host_cpu`` (LLVM's CPU name), ``node_id`` (on Ray), and
     #: for a GPU kernel ``gpu``, ``gpu_arch``, ``sm_clock_mhz``, ``mem_clock_mhz``, ``pstate`` (its clocks
-    #: when timed, "unknown" without NVML; not stored by the database yet); empty when not known (the
+    #: when timed, "unknown" without NVML; kept as the record's ``device``); empty when not known (the
     #: database then names the tuning process's machine)
     machine: dict[str, str] = field(default_factory=dict)
 
