@@ -476,13 +476,7 @@ def conv2d_nchwc_cpu(cfg, sch, tensors, N, CI, H, W, CO, KH, KW, stride, padding
     cfg.define_knob("rows_outer", [True, False], default=not weights_outweigh_input(weight, data))
     cfg.define_knob("unroll_ib", sorted({1, _divisor(ic_block, 4), min(ic_block, 16)}), default=_divisor(ic_block, 4))
     cfg.define_knob("unroll_kw", [False, True])
-    cfg.define_knob("pad", ["root", "inline"], default="root" if stride > 1 else "inline")
-    pad = _producer(out, "pad")
-    if pad is not None:
-        if cfg["pad"].val == "root":
-            _root_elementwise(sch, pad, _lanes(dtype))
-        else:
-            sch[pad].compute_inline()
+    _pad_knob(cfg, sch, out, _lanes(dtype), default="root" if stride > 1 else "inline")
     blocks, rows, pixels = cfg["register_tile"].val
     OL = sch.cache_write(out, "local")
     blocked_conv_nest(sch, out, OL, blocks=blocks, rows=rows, pixels=pixels, rows_outer=cfg["rows_outer"].val,
@@ -509,13 +503,7 @@ def depthwise_conv2d_nchwc_cpu(cfg, sch, tensors, N, C, H, W, KH, KW, stride, pa
     cfg.define_knob("pixels", [p for p in _divisors(OW) if 2 * p * per_pixel < cpu().vector_registers] or [1],
                     default=depthwise_pixels(OW, block, dtype))
     cfg.define_knob("unroll_kw", [True, False])
-    cfg.define_knob("pad", ["inline", "root"])
-    pad = _producer(out, "pad")
-    if pad is not None:
-        if cfg["pad"].val == "root":
-            _root_elementwise(sch, pad, _lanes(dtype))
-        else:
-            sch[pad].compute_inline()
+    _pad_knob(cfg, sch, out, _lanes(dtype), default="inline")
     _window_nest(sch, out, sch.cache_write(out, "local"), cfg["pixels"].val, unroll_kw=cfg["unroll_kw"].val)
 
 
