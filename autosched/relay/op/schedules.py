@@ -23,7 +23,7 @@ from autosched.workloads.cpu import (
     weights_outweigh_input,
     winograd_nest,
 )
-from autosched.workloads.tile_sizes import conv_tile, divisor, lanes
+from autosched.workloads.tile_sizes import conv_tile, cpu, divisor, lanes
 
 
 def shape_of(t: te.Tensor) -> tuple[int, ...]:
@@ -277,8 +277,6 @@ def gemm_tile(rows: int, col_blocks: int, block: int, k: int, dtype: str) -> tup
     """``(rows, blocks)`` of a packed GEMM's register tile: as many accumulators as the target's vector
     registers hold beside the broadcasts and weight loads, and a weight panel (blocks x k x block) small enough
     to stay in L2 while every row tile passes over it."""
-    from autosched.workloads.tile_sizes import cpu
-
     per_block = max(1, block // lanes(dtype))
     budget = max(4, cpu().vector_registers - 4)
     best = (1, 1)
