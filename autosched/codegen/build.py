@@ -15,7 +15,15 @@ from typing import Any
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from autosched.codegen.llvm import CodeGenLLVM
+from autosched.codegen.llvm import CodeGenLLVM, optimize
+from autosched.codegen.nvptx import (
+    check_registers,
+    compile_ptx,
+    generate_ptx_ir,
+    ptxas_check,
+    ptxas_path,
+    ptxas_registers,
+)
 from autosched.errors import CodegenError
 from autosched.isa import check_runs_here, code_features
 from autosched.runtime.module import ISA_SYMBOL, METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
@@ -60,15 +68,6 @@ def target_machine(target: Target, for_object: bool = False) -> llvm.TargetMachi
         reloc="pic" if for_object else "default",
         codemodel="default" if for_object else "jitdefault",
     )
-
-
-def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    pb = llvm.create_pass_builder(tm, pto)
-    pm = pb.getModulePassManager()
-    pm.run(mod, pb)
 
 
 class LLVMModule(Module):
@@ -249,8 +248,6 @@ def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", nam
 
 def generate_ptx(funcs: Sequence[S.PrimFunc], target: Target) -> tuple[str, str, list[dict], dict[str, dict]]:
     """GPU rules, barriers and PTX for lowered kernels: ``(ptx, llvm ir, signatures, launch per kernel)``."""
-    from autosched.codegen.nvptx import compile_ptx, generate_ptx_ir
-
     prepared = []
     launches = {}
     for f in funcs:
@@ -265,7 +262,6 @@ def build_cuda(funcs: Sequence[S.PrimFunc], target: Any = "cuda", entry: str | N
     """Kernels for a ``cuda`` target: PTX from llvmlite's NVPTX backend, checked by ``ptxas`` when it is
     installed (it refuses what LLVM lets through: too many registers or too much shared memory). Returns the
     host module (launch dimensions per function) with the device module (the PTX) imported."""
-    from autosched.codegen.nvptx import check_registers, ptxas_check, ptxas_path, ptxas_registers
     from autosched.runtime.cuda import CUDAModule
 
     tgt = Target(target)

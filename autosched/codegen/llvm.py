@@ -24,6 +24,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from autosched.codegen import ops
+from autosched.codegen.ops import I1, I8, I32, I64, PTR, VOID, flat_index, ltype
 from autosched.codegen.vectorize import VectorEmitter, vector_blocker, vector_reduction
 from autosched.errors import CodegenError, ScheduleError
 from autosched.runtime import packed
@@ -34,9 +35,6 @@ from autosched.tir.arith import Lin, ceildiv, linear, simplify
 from autosched.tir.extern import EXTERN, PACKED
 from autosched.tir.transform import free_vars_stmt, substitute_stmt
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-PTR = ir.PointerType()
-VOID = ir.VoidType()
 STACK_LIMIT_BYTES = 64 * 1024
 UNROLL_LIMIT = 256  # copies of its body one nest of unrolled loops may expand into
 #: stores and loops (tir.stmt.emitted_size) the unrolled nests of one function may expand into, in all: LLVM's
@@ -61,30 +59,6 @@ def _warn_once(flag: str, message: str) -> None:
         _warned.add(flag)
         log.warning("%s (said once per process; results measured from such builds are flagged %r)",
                     message, flag)
-
-_TYPES = {
-    "float32": ir.FloatType(),
-    "float64": ir.DoubleType(),
-    "float16": ir.HalfType(),
-    "int8": I8,
-    "uint8": I8,
-    "int16": ir.IntType(16),
-    "uint16": ir.IntType(16),
-    "int32": I32,
-    "uint32": I32,
-    "int64": I64,
-    "uint64": I64,
-    "bool": I1,
-}
-
-def ltype(dtype: str, in_memory: bool = False) -> ir.Type:
-    if dtype == "bool" and in_memory:
-        return I8
-    try:
-        return _TYPES[dtype]
-    except KeyError:
-        raise CodegenError(f"dtype {dtype} is not supported by the LLVM backend") from None
-
 
 class _Fn:
     """Per-LLVM-function state: builder, entry block for allocas, variable and buffer bindings."""
@@ -657,23 +631,6 @@ def _widest_dtype(s: S.Stmt) -> str:
     return best
 
 
-def flat_index(buf: S.Buffer, indices) -> Expr:
-    """Row-major offset of ``indices`` in ``buf``."""
-    if len(indices) != len(buf.shape):
-        raise CodegenError(f"buffer '{buf.name}' has {len(buf.shape)} dimensions, indexed with {len(indices)}")
-    if buf.strides is not None:  # padded or strided memory
-        flat = buf.elem_offset if buf.elem_offset is not None else IntImm(0)
-        for i, st in zip(indices, buf.strides):
-            flat = flat + i * st
-        return simplify(flat)
-    if not indices:
-        return buf.elem_offset if buf.elem_offset is not None else IntImm(0)
-    flat: Expr = indices[0]
-    for d in range(1, len(indices)):
-        flat = flat * buf.shape[d] + indices[d]
-    return simplify(flat if buf.elem_offset is None else flat + buf.elem_offset)
-
-
 def _has_load(e: Expr) -> bool:
     return any(isinstance(x, S.BufferLoad) for x in E.walk(e))
 
@@ -720,3 +677,13 @@ def _gomp_available() -> bool:
                 why = f"libgomp ({path}) does not load: {e}"
         _gomp_state.update(ok=ok, path=path, why=why)
     return bool(_gomp_state["ok"])
+
+
+def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
+    """LLVM's -O3 pipeline (loop and SLP vectorizers on) over a parsed module, for the CPU and the GPU alike."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pm = pb.getModulePassManager()
+    pm.run(mod, pb)

@@ -34,7 +34,8 @@ from collections.abc import Sequence
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from autosched.codegen.llvm import I32, I64, VOID, CodeGenLLVM, flat_index, ltype
+from autosched.codegen import ops
+from autosched.codegen.llvm import I32, I64, VOID, CodeGenLLVM, flat_index, ltype, optimize
 from autosched.codegen.vectorize import vector_blocker
 from autosched.errors import CodegenError, ScheduleError
 from autosched.target import GPUDescription
@@ -106,8 +107,6 @@ class CodeGenNVPTX(CodeGenLLVM):
             if covers:
                 body()
             else:
-                from autosched.codegen import ops
-
                 ops.branch(self, self.b.icmp_unsigned("<", idx, self.expr(s.extent)), body, None, "bound")
             return
         if s.kind == "parallel":
@@ -243,8 +242,6 @@ def generate_ptx_ir(funcs: list[S.PrimFunc], name: str | None = None) -> str:
 
 def compile_ptx(ir_text: str, arch: str = DEFAULT_ARCH) -> str:
     """Optimise NVPTX IR at -O3 and print PTX for ``arch`` (``sm_80``)."""
-    from autosched.codegen.build import optimize
-
     _init()
     with _lock:
         try:

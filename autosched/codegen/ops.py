@@ -15,9 +15,57 @@ import llvmlite.ir as ir
 
 from autosched.errors import CodegenError
 from autosched.te import expr as E
-from autosched.te.expr import DTYPE_BYTES, IntImm, is_float
+from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, is_float
+from autosched.tir import stmt as S
+from autosched.tir.arith import simplify
 
-I1, I32 = ir.IntType(1), ir.IntType(32)
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+_TYPES = {
+    "float32": ir.FloatType(),
+    "float64": ir.DoubleType(),
+    "float16": ir.HalfType(),
+    "int8": I8,
+    "uint8": I8,
+    "int16": ir.IntType(16),
+    "uint16": ir.IntType(16),
+    "int32": I32,
+    "uint32": I32,
+    "int64": I64,
+    "uint64": I64,
+    "bool": I1,
+}
+
+
+def ltype(dtype: str, in_memory: bool = False) -> ir.Type:
+    """The LLVM type of ``dtype`` (a bool in memory is a byte)."""
+    if dtype == "bool" and in_memory:
+        return I8
+    try:
+        return _TYPES[dtype]
+    except KeyError:
+        raise CodegenError(f"dtype {dtype} is not supported by the LLVM backend") from None
+
+
+def flat_index(buf: S.Buffer, indices) -> Expr:
+    """Row-major offset of ``indices`` in ``buf``."""
+    if len(indices) != len(buf.shape):
+        raise CodegenError(f"buffer '{buf.name}' has {len(buf.shape)} dimensions, indexed with {len(indices)}")
+    if buf.strides is not None:  # padded or strided memory
+        flat = buf.elem_offset if buf.elem_offset is not None else IntImm(0)
+        for i, st in zip(indices, buf.strides):
+            flat = flat + i * st
+        return simplify(flat)
+    if not indices:
+        return buf.elem_offset if buf.elem_offset is not None else IntImm(0)
+    flat: Expr = indices[0]
+    for d in range(1, len(indices)):
+        flat = flat * buf.shape[d] + indices[d]
+    return simplify(flat if buf.elem_offset is None else flat + buf.elem_offset)
+
+
 #: math functions that are LLVM intrinsics (``llvm.exp.f32``, ``llvm.sqrt.v16f32``)
 LLVM_INTRINSICS = {"exp", "log", "sqrt", "fabs", "floor", "ceil", "pow", "sin", "cos"}
 #: math functions called from libm: (float32 name, float64 name)

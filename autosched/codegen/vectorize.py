@@ -14,6 +14,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from autosched.codegen import ops
+from autosched.codegen.ops import I1, I32, I64, PTR, flat_index, ltype
 from autosched.errors import CodegenError
 from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
@@ -21,8 +22,6 @@ from autosched.tir import stmt as S
 from autosched.tir.arith import linear, simplify
 
 MAX_LANES = 64
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-PTR = ir.PointerType()
 
 
 def vector_blocker(body: S.Stmt, var: Var) -> str | None:
@@ -92,7 +91,6 @@ def vector_reduction(loop: S.For, lanes: int) -> S.Stmt | None:
 
 
 def _flat(buf: S.Buffer, indices) -> Expr:
-    from autosched.codegen.llvm import flat_index
 
     return flat_index(buf, indices)
 
@@ -205,7 +203,6 @@ class VectorEmitter:
         return self.b.select(cond, t, f), True
 
     def _e_Cast(self, e: E.Cast):
-        from autosched.codegen.llvm import ltype
 
         return ops.cast(self.b, self.vec(e.value), e.value.dtype, e.dtype, ltype(e.dtype)), True
 
@@ -270,7 +267,6 @@ class VectorEmitter:
         return ops.branch(self.cg, inside, plain, masked, "vstack")
 
     def load(self, e: S.BufferLoad) -> ir.Value:
-        from autosched.codegen.llvm import ltype
 
         buf = e.buffer
         mt = ltype(buf.dtype, True)
@@ -307,7 +303,6 @@ class VectorEmitter:
         return v
 
     def store(self, s: S.BufferStore) -> None:
-        from autosched.codegen.llvm import ltype
 
         buf = s.buffer
         mt = ltype(buf.dtype, True)
