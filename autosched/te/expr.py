@@ -151,9 +151,12 @@ class Expr:
         return _cmp(EQ, self, other)
 
     def __repr__(self) -> str:
-        from autosched.tir.printer import expr_str
-
         return expr_str(self)
+
+    def _text(self) -> str:
+        """The text form of a node kind :func:`expr_str` does not know (the loop IR's buffer loads define
+        their own, beside their class)."""
+        return f"<{type(self).__name__}>"
 
     def same_as(self, other: Any) -> bool:
         return self is other
@@ -405,8 +408,6 @@ class CommReducer:
         """``reducer(expr, axis=k, where=cond)`` reduces over the reduce axes ``k``; ``expr`` may be a tuple
         (argmax), and then the result is a tuple of Reduce nodes that a ``te.compute`` returns as that many
         outputs. Called on values instead (``reducer(a, b, ...)``), it combines them, as TVM's does."""
-        from autosched.te.tensor import IterVar
-
         is_axis = isinstance(axis, IterVar) or (
             isinstance(axis, (list, tuple)) and len(axis) > 0 and builtins_all(isinstance(a, IterVar) for a in axis))
         if not is_axis:
@@ -452,6 +453,90 @@ class Reduce(Expr):
         self.dtype = self.source.dtype
 
 
+class IterVar:
+    """A loop axis: a variable, its domain (a ``te.tensor.Range``, or None for a thread axis given by tag
+    alone), and its kind ('spatial', 'reduce' or 'thread'). It lives with the expressions, as TVM's
+    ``tir.IterVar`` does: reductions hold their axes and ``convert`` turns an axis into its variable."""
+
+    __slots__ = ("var", "dom", "kind", "thread_tag")
+
+    # TVM's IterVar types, as ``Stage.iter_var_attrs[axis].iter_type`` reports them
+    DataPar = 0
+    ThreadIndex = 1
+    CommReduce = 2
+    Ordered = 3
+    Opaque = 4
+    Unrolled = 5
+    Vectorized = 6
+    Parallelized = 7
+    Tensorized = 8
+
+    def __init__(self, dom: Any, var: Var, kind: str, thread_tag: str = ""):
+        self.var = var
+        self.dom = dom
+        self.kind = kind
+        self.thread_tag = thread_tag
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    def __repr__(self) -> str:
+        return f"IterVar({self.var.name}, {self.kind}, {self.dom})"
+
+    # IterVars take part in expressions through their variable
+    def _e(self):
+        return self.var
+
+    def __add__(self, o):
+        return self.var + o
+
+    def __radd__(self, o):
+        return o + self.var
+
+    def __sub__(self, o):
+        return self.var - o
+
+    def __rsub__(self, o):
+        return o - self.var
+
+    def __mul__(self, o):
+        return self.var * o
+
+    def __rmul__(self, o):
+        return o * self.var
+
+    def __floordiv__(self, o):
+        return self.var // o
+
+    def __rfloordiv__(self, o):
+        return o // self.var
+
+    def __mod__(self, o):
+        return self.var % o
+
+    def __rmod__(self, o):
+        return o % self.var
+
+    def __neg__(self):
+        return -self.var
+
+    def __lt__(self, o):
+        return self.var < o
+
+    def __le__(self, o):
+        return self.var <= o
+
+    def __gt__(self, o):
+        return self.var > o
+
+    def __ge__(self, o):
+        return self.var >= o
+
+    def astype(self, dtype: str) -> Expr:
+        return self.var.astype(dtype)
+
+
 # ----------------------------------------------------------------------------------------------
 # construction helpers
 
@@ -483,8 +568,6 @@ def convert(value: Any, dtype_hint: str | None = None) -> Expr:
     """Turn a Python number, IterVar or Expr into an Expr."""
     if isinstance(value, Expr):
         return value
-    from autosched.te.tensor import IterVar
-
     if isinstance(value, IterVar):
         return value.var
     if isinstance(value, bool):
@@ -505,8 +588,6 @@ def convert(value: Any, dtype_hint: str | None = None) -> Expr:
 
 def _promote(a: Any, b: Any) -> tuple[Expr, Expr]:
     """Convert both operands; Python numbers take the other side's dtype, ints meet floats as floats."""
-    from autosched.te.tensor import IterVar
-
     if not isinstance(a, (Expr, IterVar)) and isinstance(b, (Expr, IterVar)):
         b = convert(b)
         a = convert(a, b.dtype)
@@ -725,8 +806,6 @@ _min_reducer = comm_reducer(lambda x, y: minimum(x, y), max_value, name="min")
 
 
 def _is_axis_arg(x: Any) -> bool:
-    from autosched.te.tensor import IterVar
-
     if isinstance(x, IterVar):
         return x.kind == "reduce"
     return isinstance(x, (list, tuple)) and len(x) > 0 and builtins_all(isinstance(a, IterVar) for a in x)
@@ -940,3 +1019,79 @@ def substitute(e: Expr, vmap: dict) -> Expr:
         return out
 
     return go(e)
+
+
+# ----------------------------------------------------------------------------------------------
+# text form
+
+_PREC = {
+    Or: 1,
+    And: 2,
+    EQ: 4,
+    NE: 4,
+    LT: 4,
+    LE: 4,
+    GT: 4,
+    GE: 4,
+    Add: 5,
+    Sub: 5,
+    Mul: 6,
+    Div: 6,
+    FloorDiv: 6,
+    FloorMod: 6,
+}
+
+
+def _prec(e: Expr) -> int:
+    if isinstance(e, IntImm) and e.value < 0 or isinstance(e, FloatImm) and e.value < 0:
+        return 7
+    return _PREC.get(type(e), 9)
+
+
+def expr_str(e: Expr) -> str:
+    """The readable text form of an expression (what ``repr`` and the loop printer show)."""
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, IntImm):
+        if e.dtype == "bool":
+            return "True" if e.value else "False"
+        return str(e.value) if e.dtype in ("int64", "int32") else f"{e.dtype}({e.value})"
+    if isinstance(e, FloatImm):
+        v = e.value
+        s = repr(v) if math.isfinite(v) else ("inf" if v > 0 else "-inf")
+        return s + ("f" if e.dtype == "float32" and math.isfinite(v) else "")
+    if isinstance(e, (Min, Max)):
+        return f"{e.symbol}({expr_str(e.a)}, {expr_str(e.b)})"
+    if isinstance(e, BinaryOp):
+        p = _prec(e)
+        left = expr_str(e.a)
+        if _prec(e.a) < p:
+            left = f"({left})"
+        right = expr_str(e.b)
+        # right operand of a non-commutative op needs parens at equal precedence
+        if _prec(e.b) < p or (_prec(e.b) == p and not isinstance(e, (Add, Mul, And, Or))):
+            right = f"({right})"
+        sep = "" if isinstance(e, Mul) else " "
+        return f"{left}{sep}{e.symbol}{sep}{right}"
+    if isinstance(e, Not):
+        inner = expr_str(e.a)
+        return f"!({inner})" if _prec(e.a) < 9 else f"!{inner}"
+    if isinstance(e, Select):
+        return f"select({expr_str(e.cond)}, {expr_str(e.t)}, {expr_str(e.f)})"
+    if isinstance(e, Cast):
+        return f"{e.dtype}({expr_str(e.value)})"
+    if isinstance(e, Call):
+        for prefix, fn in (("packed:", "call_packed"), ("extern:", "call_extern")):
+            if e.name.startswith(prefix):
+                args = [f'"{e.name[len(prefix):]}"'] + [expr_str(a) for a in e.args]
+                return f"{fn}({', '.join(args)})"
+        return f"{e.name}({', '.join(expr_str(a) for a in e.args)})"
+    if isinstance(e, Let):
+        return f"(let {e.var.name} = {expr_str(e.value)} in {expr_str(e.body)})"
+    if isinstance(e, TensorLoad):
+        return f"{e.tensor.name}[{', '.join(expr_str(i) for i in e.indices)}]"
+    if isinstance(e, Reduce):
+        axes = ", ".join(a.name for a in e.axis)
+        cond = f", where={expr_str(e.condition)}" if e.condition is not None else ""
+        return f"{e.combiner.name}({expr_str(e.source)}, axis=[{axes}]{cond})"
+    return e._text()

@@ -10,6 +10,7 @@ from autosched.te.expr import (
     INDEX_DTYPE,
     Expr,
     IntImm,
+    IterVar,
     Reduce,
     TensorLoad,
     Var,
@@ -18,6 +19,7 @@ from autosched.te.expr import (
     convert,
     walk,
 )
+from autosched.tir.arith import simplify
 
 
 class Range:
@@ -31,95 +33,11 @@ class Range:
 
     @staticmethod
     def from_bounds(begin: Any, end: Any) -> Range:
-        from autosched.tir.arith import simplify
-
         begin = convert(begin)
         return Range(begin, simplify(convert(end) - begin))
 
     def __repr__(self) -> str:
         return f"Range(min={self.min}, extent={self.extent})"
-
-
-class IterVar:
-    """A loop axis: a variable, its domain, and its kind ('spatial', 'reduce' or 'thread')."""
-
-    __slots__ = ("var", "dom", "kind", "thread_tag")
-
-    # TVM's IterVar types, as ``Stage.iter_var_attrs[axis].iter_type`` reports them
-    DataPar = 0
-    ThreadIndex = 1
-    CommReduce = 2
-    Ordered = 3
-    Opaque = 4
-    Unrolled = 5
-    Vectorized = 6
-    Parallelized = 7
-    Tensorized = 8
-
-    def __init__(self, dom: Range | None, var: Var, kind: str, thread_tag: str = ""):
-        self.var = var
-        self.dom = dom
-        self.kind = kind
-        self.thread_tag = thread_tag
-
-    @property
-    def name(self) -> str:
-        return self.var.name
-
-    def __repr__(self) -> str:
-        return f"IterVar({self.var.name}, {self.kind}, {self.dom})"
-
-    # IterVars take part in expressions through their variable
-    def _e(self):
-        return self.var
-
-    def __add__(self, o):
-        return self.var + o
-
-    def __radd__(self, o):
-        return o + self.var
-
-    def __sub__(self, o):
-        return self.var - o
-
-    def __rsub__(self, o):
-        return o - self.var
-
-    def __mul__(self, o):
-        return self.var * o
-
-    def __rmul__(self, o):
-        return o * self.var
-
-    def __floordiv__(self, o):
-        return self.var // o
-
-    def __rfloordiv__(self, o):
-        return o // self.var
-
-    def __mod__(self, o):
-        return self.var % o
-
-    def __rmod__(self, o):
-        return o % self.var
-
-    def __neg__(self):
-        return -self.var
-
-    def __lt__(self, o):
-        return self.var < o
-
-    def __le__(self, o):
-        return self.var <= o
-
-    def __gt__(self, o):
-        return self.var > o
-
-    def __ge__(self, o):
-        return self.var >= o
-
-    def astype(self, dtype: str) -> Expr:
-        return self.var.astype(dtype)
 
 
 THREAD_TAGS = (

@@ -18,6 +18,7 @@ import numpy as np
 
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, is_int
+from autosched.tir.stmt import BufferLoad
 
 Interval = tuple  # (lo: Expr, hi: Expr)
 Ranges = dict  # Var -> (lo: Expr, hi: Expr)
@@ -35,8 +36,6 @@ def skey(e: Expr):
     elif isinstance(e, (E.IntImm, E.FloatImm)):
         k = ("c", e.value, e.dtype)
     else:
-        from autosched.tir.stmt import BufferLoad
-
         extra = ()
         if isinstance(e, E.Call):
             extra = (e.name,)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from autosched.te.expr import Expr, IntImm, Var
+from autosched.te import expr as E
+from autosched.te.expr import Call, Expr, IntImm, Var, convert, expr_str
 
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
 
@@ -50,8 +51,6 @@ class Buffer:
                    offset: Any = 0) -> Expr:
         """The address of element ``elem_offset + offset`` (TVM's ``Buffer.access_ptr``; the mask is only
         informative here)."""
-        from autosched.te.expr import Call, convert
-
         off = convert(offset)
         if self.elem_offset is not None:
             off = self.elem_offset + off
@@ -59,14 +58,10 @@ class Buffer:
 
     def vload(self, begin: Sequence[Any], dtype: str | None = None) -> BufferLoad:
         """The element at ``begin`` (TVM's ``Buffer.vload`` of one lane)."""
-        from autosched.te.expr import convert
-
         return BufferLoad(self, [convert(i) for i in (begin if isinstance(begin, (list, tuple)) else [begin])])
 
     def vstore(self, begin: Sequence[Any], value: Any) -> BufferStore:
         """Store ``value`` at ``begin`` (TVM's ``Buffer.vstore``)."""
-        from autosched.te.expr import convert
-
         idx = [convert(i) for i in (begin if isinstance(begin, (list, tuple)) else [begin])]
         return BufferStore(self, convert(value, self.dtype), idx)
 
@@ -122,6 +117,9 @@ class BufferRef(Expr):
         self.buffer = buffer
         self.dtype = "handle"
 
+    def _text(self) -> str:
+        return self.buffer.name
+
 
 class BufferLoad(Expr):
     __slots__ = ("buffer", "indices")
@@ -134,13 +132,14 @@ class BufferLoad(Expr):
     def with_indices(self, indices: Sequence[Expr]) -> BufferLoad:
         return BufferLoad(self.buffer, indices)
 
+    def _text(self) -> str:
+        return f"{self.buffer.name}[{', '.join(expr_str(i) for i in self.indices)}]"
+
 
 class Stmt:
     __slots__ = ()
 
     def __repr__(self) -> str:
-        from autosched.tir.printer import stmt_str
-
         return stmt_str(self)
 
 
@@ -255,8 +254,6 @@ class PrimFunc:
         self.attrs = dict(attrs or {})
 
     def __str__(self) -> str:
-        from autosched.tir.printer import func_str
-
         return func_str(self)
 
     __repr__ = __str__
@@ -321,8 +318,6 @@ def stmt_exprs(s: Stmt) -> list[Expr]:
 def dim_to_json(d: Expr, scalars: list[Var]) -> int | list:
     """A shape dimension (or launch extent) as the runtime's evaluator reads it: an int, ``["var", k]`` for
     the k-th shape variable, or ``[op, a, b]`` of integer arithmetic on those."""
-    from autosched.te import expr as E
-
     if isinstance(d, IntImm):
         return d.value
     if isinstance(d, Var):
@@ -335,3 +330,61 @@ def dim_to_json(d: Expr, scalars: list[Var]) -> int | list:
     if op is None:
         raise ValueError(f"shape dimension {d} is not integer arithmetic on shape variables")
     return [op, dim_to_json(d.a, scalars), dim_to_json(d.b, scalars)]
+
+
+# ----------------------------------------------------------------------------------------------
+# text form (expressions print through te.expr.expr_str)
+
+
+def stmt_str(s, indent: int = 0) -> str:
+    """The readable text form of a loop nest, one loop per line, like ``tvm.lower``."""
+    lines: list[str] = []
+    _stmt(s, indent, lines)
+    return "\n".join(lines)
+
+
+def _stmt(s, ind: int, out: list[str]) -> None:
+    pad = "  " * ind
+    if isinstance(s, SeqStmt):
+        for x in s.seq:
+            _stmt(x, ind, out)
+    elif isinstance(s, For):
+        kind = {"serial": "for", "parallel": "parallel", "vectorized": "vectorized", "unrolled": "unrolled"}.get(
+            s.kind, f"bind[{s.thread_tag}]"
+        )
+        out.append(f"{pad}{kind} ({s.var.name}, 0, {expr_str(s.extent)}) {{")
+        _stmt(s.body, ind + 1, out)
+        out.append(pad + "}")
+    elif isinstance(s, BufferStore):
+        idx = ", ".join(expr_str(i) for i in s.indices)
+        out.append(f"{pad}{s.buffer.name}[{idx}] = {expr_str(s.value)}")
+    elif isinstance(s, Allocate):
+        shape = ", ".join(expr_str(d) for d in s.buffer.shape)
+        out.append(f"{pad}allocate {s.buffer.name}: {s.buffer.dtype}[{shape}], {s.buffer.scope}")
+        _stmt(s.body, ind, out)
+    elif isinstance(s, IfThenElse):
+        out.append(f"{pad}if ({expr_str(s.cond)}) {{")
+        _stmt(s.then_case, ind + 1, out)
+        if s.else_case is not None:
+            out.append(pad + "} else {")
+            _stmt(s.else_case, ind + 1, out)
+        out.append(pad + "}")
+    elif isinstance(s, LetStmt):
+        out.append(f"{pad}let {s.var.name} = {expr_str(s.value)}")
+        _stmt(s.body, ind, out)
+    elif isinstance(s, Barrier):
+        out.append(f"{pad}__syncthreads()")
+    elif isinstance(s, Evaluate):
+        out.append(f"{pad}{expr_str(s.value)}")
+    else:
+        out.append(f"{pad}<{type(s).__name__}>")
+
+
+def func_str(f) -> str:
+    """The readable text form of a PrimFunc: its parameters, then its body."""
+    params = [f"{b.name}: {b.dtype}[{', '.join(expr_str(d) for d in b.shape)}]" for b in f.params]
+    for pos, k in f.attrs.get("scalar_args", []):  # te.var arguments, where the call passes them
+        v = f.scalar_params[k]
+        params.insert(pos, f"{v.name}: {v.dtype}")
+    head = f"primfn {f.name}({', '.join(params)}) {{"
+    return head + "\n" + stmt_str(f.body, 1) + "\n}"
