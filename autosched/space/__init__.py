@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# the built-in rules and templates: the templates register themselves at import, the rules are registered
+# below (before any user's); the package does it, not sketch.py or template.py, which these modules import
+from autosched.space import blocked_rules, cpu_templates, gpu_rules, gpu_templates, rules  # noqa: F401
 from autosched.space.base import (
     CANDIDATE_ERRORS,
     CandidateError,
@@ -40,6 +43,12 @@ from autosched.space.sketch import (
     unregister_sketch_rule,
 )
 from autosched.space.template import TemplateSpace, get_template, list_templates, register_template
+
+for _rule in blocked_rules.BLOCKED_RULES + rules.BUILTIN_RULES:
+    register_sketch_rule(_rule, "llvm")
+for _rule in gpu_rules.GPU_RULES:
+    register_sketch_rule(_rule, "cuda")
+del _rule
 
 KINDS = ("generated", "template")
 

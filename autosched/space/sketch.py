@@ -60,6 +60,8 @@ class SketchRule:
         return f"<sketch rule {self.name} ({self.phase})>"
 
 
+#: target kind -> its rules, in order; the built-in ones (space/rules.py, blocked_rules.py, gpu_rules.py) are
+#: registered by the package (autosched/space/__init__.py) when it is imported, before any user's
 _RULES: dict[str, list[SketchRule]] = {}
 
 
@@ -70,7 +72,6 @@ def register_sketch_rule(rule: SketchRule, target: str = "llvm", before: str | N
     A rule with the same name is an error unless ``replace=True`` (then it takes the old one's place).
     Spaces created afterwards use it.
     """
-    _load_builtin_rules()
     rules = _RULES.setdefault(target, [])
     names = [r.name for r in rules]
     if rule.name in names:
@@ -90,28 +91,11 @@ def register_sketch_rule(rule: SketchRule, target: str = "llvm", before: str | N
 
 
 def unregister_sketch_rule(name: str, target: str = "llvm") -> None:
-    _load_builtin_rules()
     _RULES[target] = [r for r in _RULES.get(target, []) if r.name != name]
 
 
 def sketch_rules(target: str = "llvm") -> list[SketchRule]:
-    _load_builtin_rules()
     return list(_RULES.get(target, []))
-
-
-_loaded = False
-
-
-def _load_builtin_rules() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from autosched.space import blocked_rules, gpu_rules, rules
-
-        for r in blocked_rules.BLOCKED_RULES + rules.BUILTIN_RULES:
-            _RULES.setdefault("llvm", []).append(r)
-        for r in gpu_rules.GPU_RULES:
-            _RULES.setdefault("cuda", []).append(r)
 
 
 class SketchContext:

@@ -29,6 +29,8 @@ from autosched.space.config import ConfigSpace, Knob
 from autosched.te.trace import Trace
 
 TemplateFn = Callable[..., Any]
+#: (workload, target kind) -> template; the built-in ones (space/cpu_templates.py, gpu_templates.py) register
+#: themselves when the package (autosched/space/__init__.py) imports them
 _TEMPLATES: dict[tuple[str, str], TemplateFn] = {}
 
 
@@ -52,24 +54,12 @@ def register_template(workload: str, target: str = "llvm",
 
 
 def get_template(workload: str, target: str = "llvm") -> TemplateFn | None:
-    _load_builtin_templates()
     return _TEMPLATES.get((workload, target))
 
 
 def list_templates() -> list[tuple[str, str]]:
     """``(workload, target kind)`` pairs that have a template."""
-    _load_builtin_templates()
     return sorted(_TEMPLATES)
-
-
-_loaded = False
-
-
-def _load_builtin_templates() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from autosched.space import cpu_templates, gpu_templates  # noqa: F401
 
 
 class TemplateSpace(Space):

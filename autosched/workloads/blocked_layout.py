@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from autosched import te
-from autosched.workloads import register_workload
+from autosched.workloads.registry import register_workload
 from autosched.workloads.tile_sizes import channel_block
 
 

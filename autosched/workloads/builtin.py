@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from autosched import te
-from autosched.workloads import register_workload
+from autosched.workloads.registry import register_workload
 
 
 def _pad(data, pad_h: int, pad_w: int, h_axis: int, w_axis: int, name: str = "pad", value: float = 0.0):

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from autosched.workloads import register_schedule
 from autosched.workloads.knobs import DefaultConfig
+from autosched.workloads.registry import register_schedule
 from autosched.workloads.tile_sizes import conv_tile, cpu, matmul_tile
 from autosched.workloads.tile_sizes import divisor as _divisor
 from autosched.workloads.tile_sizes import lanes as _lanes
