@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autosched.runtime.cc import C_FLAGS, compile_c, link_shared
-from autosched.runtime.module import Module, PackedFunc
+from autosched.runtime.module_base import Module, PackedFunc
 
 
 def signature(name: str, args: Sequence[tuple[str, Sequence[int], str]], num_outputs: int = 1) -> dict:

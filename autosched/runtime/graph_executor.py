@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from autosched.runtime.cuda import CUDAModule, DeviceBuffers, PTXModule
 from autosched.runtime.module import Module, PackedFunc, data_pointer, load_module
 
 GRAPH_FILE = "deploy_graph.json"
@@ -42,8 +43,6 @@ def _allocate(shapes: list, dtypes: list, storage_ids: list | None) -> list[np.n
 
 
 def _is_cuda(lib: Module) -> bool:
-    from autosched.runtime.cuda import CUDAModule, PTXModule
-
     if isinstance(lib, CUDAModule):
         if any(not isinstance(m, PTXModule) for m in lib.imported_modules):
             raise ValueError("GraphModule: a CUDA library with imported CPU modules cannot run as one graph")
@@ -53,8 +52,6 @@ def _is_cuda(lib: Module) -> bool:
 
 def _device_storage(shapes: list, dtypes: list, storage_ids: list | None) -> tuple[Any, list[int]]:
     """Device memory for a graph's entries, one allocation per storage id: ``(buffers, pointer per entry)``."""
-    from autosched.runtime.cuda import DeviceBuffers
-
     nbytes = [int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for s, d in zip(shapes, dtypes)]
     sids = storage_ids if storage_ids is not None else list(range(len(shapes)))
     size: dict[int, int] = {}

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from autosched.runtime.cuda_driver import cuda_available
+
 #: TVM's (DLPack's) device type codes
 _TYPE_CODES = {"cpu": 1, "cuda": 2}
 #: the names a device (or a target kind) goes by
@@ -50,8 +52,6 @@ class Device:
         """Whether this device is present on this machine."""
         if self.device_type == "cpu":
             return self.device_id == 0
-        from autosched.runtime.cuda import cuda_available
-
         return cuda_available()
 
     def sync(self) -> None:
