@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autosched.te import expr as E
-from autosched.te.schedule import _post_order
+from autosched.te.stage import _post_order
 from autosched.te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
 

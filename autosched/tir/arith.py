@@ -50,6 +50,19 @@ def skey(e: Expr):
     return k
 
 
+def conj(conds: list[Expr]) -> Expr:
+    """The conjunction of ``conds`` (at least one), each structurally distinct condition once, in the order
+    first seen: the guard lowering puts on a loop body."""
+    uniq: dict = {}
+    for c in conds:
+        uniq.setdefault(skey(c), c)
+    conds = list(uniq.values())
+    out = conds[0]
+    for c in conds[1:]:
+        out = E.And(out, c)
+    return out
+
+
 class Lin:
     """``const + sum(coef * atom)`` with integer coefficients; atoms keyed structurally.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from autosched.container import Map
 from autosched.te.expr import IntImm, Var, free_vars
-from autosched.te.schedule import Schedule
+from autosched.te.stage import Schedule
 from autosched.te.tensor import Range, Tensor
 from autosched.tir import stmt as S
 from autosched.tir.lower import _Lowerer

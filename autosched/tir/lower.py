@@ -28,10 +28,10 @@ from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var
 from autosched.te.extern import ExternOp
 from autosched.te.scan import ScanOp
-from autosched.te.schedule import Schedule, SplitRel, Stage
+from autosched.te.stage import Schedule, SplitRel, Stage, leaf_pos
 from autosched.te.tensor import Tensor
 from autosched.tir import stmt as S
-from autosched.tir.arith import ANY_RANGES, Simplifier, ceildiv, interval, simplify, skey
+from autosched.tir.arith import ANY_RANGES, Simplifier, ceildiv, conj, interval, simplify, skey
 from autosched.tir.extern import bind_placeholder, dense_strides, rebind_buffers
 from autosched.tir.partition import partition_loops
 from autosched.tir.tensorize import emit_tensorize
@@ -281,7 +281,7 @@ class _Lowerer:
                     )
                 chain.append(cur)
                 cur = cur.attach_stage
-            pos = _pos(tgt, iv)
+            pos = leaf_pos(tgt, iv)
             for r in self.readers(st):
                 if not self.within(r, tgt, pos):
                     raise LoweringError(
@@ -298,7 +298,7 @@ class _Lowerer:
             if cur.attach_type != "scope":
                 return False
             if cur.attach_stage is tgt:
-                return _pos(tgt, cur.attach_ivar) >= pos
+                return leaf_pos(tgt, cur.attach_ivar) >= pos
             cur = cur.attach_stage
 
     # ---------------------------------------------------------- bound inference
@@ -310,7 +310,7 @@ class _Lowerer:
         cur = st
         while cur.attach_type == "scope":
             tgt = cur.attach_stage
-            pos = _pos(tgt, cur.attach_ivar)
+            pos = leaf_pos(tgt, cur.attach_ivar)
             for iv in tgt.leaf_iter_vars[: pos + 1]:
                 if st.scope == "shared" and tgt.iter_attrs.get(iv, "").startswith("thread:threadIdx"):
                     continue
@@ -784,7 +784,7 @@ class _Lowerer:
         attached: dict[int, list[Stage]] = {}
         for c in self.compute_stages:
             if c.attach_type == "scope" and c.attach_stage is st:
-                attached.setdefault(_pos(st, c.attach_ivar), []).append(c)
+                attached.setdefault(leaf_pos(st, c.attach_ivar), []).append(c)
 
         for level in range(n - 1, -1, -1):
             parts: list[S.Stmt] = [self.emit(c) for c in attached.get(level, [])]
@@ -801,12 +801,12 @@ class _Lowerer:
                         if (id(c), k) not in self.out_buf:
                             content = S.Allocate(b, content)
             if level in guards:
-                content = S.IfThenElse(_conj(guards[level]), content)
+                content = S.IfThenElse(conj(guards[level]), content)
             stmt = self.make_for(st, leaves[level], info.extent[leaves[level]], content)
         if p == 0:
             stmt = S.seq([init, stmt])
         if top_guards:
-            stmt = S.IfThenElse(_conj(top_guards), stmt)
+            stmt = S.IfThenElse(conj(top_guards), stmt)
         return stmt
 
     def make_for(self, st: Stage, iv, extent: Expr, body: S.Stmt, var: Var | None = None) -> S.For:
@@ -874,12 +874,12 @@ class _Lowerer:
             stmt = S.seq([S.BufferStore(b, v, idx) for b, v in zip(info.buffers, identities)])
         for k in range(len(init_leaves) - 1, -1, -1):
             if k in inner_guards:
-                stmt = S.IfThenElse(_conj(inner_guards[k]), stmt)
+                stmt = S.IfThenElse(conj(inner_guards[k]), stmt)
             iv = init_leaves[k]
             self.loop_range[fresh[iv.var]] = self.loop_range[iv.var]
             stmt = self.make_for(st, iv, info.extent[iv], stmt, fresh[iv.var])
         if -1 in inner_guards:
-            stmt = S.IfThenElse(_conj(inner_guards[-1]), stmt)
+            stmt = S.IfThenElse(conj(inner_guards[-1]), stmt)
         return stmt
 
 
@@ -995,24 +995,6 @@ def _minus_one(a: Expr) -> Expr:
     if type(a) is IntImm and E.is_int(a.dtype):
         return IntImm(a.value - 1, a.dtype)
     return simplify(a - 1)
-
-
-def _pos(stage: Stage, iv) -> int:
-    for k, x in enumerate(stage.leaf_iter_vars):
-        if x is iv:
-            return k
-    raise LoweringError(f"axis '{iv.name}' is not a loop of stage '{stage.name}'")
-
-
-def _conj(conds: list[Expr]) -> Expr:
-    uniq: dict = {}
-    for c in conds:
-        uniq.setdefault(skey(c), c)
-    conds = list(uniq.values())
-    out = conds[0]
-    for c in conds[1:]:
-        out = E.And(out, c)
-    return out
 
 
 def _pick(a: Expr, b: Expr, choose) -> Expr | None:

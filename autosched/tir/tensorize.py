@@ -15,8 +15,9 @@ from autosched.errors import ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm
 from autosched.te.intrin import shape_of_expr
+from autosched.te.stage import leaf_pos
 from autosched.tir import stmt as S
-from autosched.tir.arith import interval, simplify
+from autosched.tir.arith import conj, interval, simplify
 from autosched.tir.extern import bind_placeholder, dense_strides, rebind_buffers
 
 
@@ -60,14 +61,12 @@ def _view(where: str, ph: S.Buffer, actual: S.Buffer, lo: list[Expr], ext: list[
 
 def emit_tensorize(lw: Any, st: Any) -> S.Stmt:
     """The loop nest of ``st`` with the loops from its tensorized axis inward replaced by the intrinsic."""
-    from autosched.tir.lower import _conj, _pos
-
     iv, intrin = st.tensorized
     leaves = st.leaf_iter_vars
     where = f"tensorize of stage '{st.name}' at axis '{iv.name}' with '{intrin.name}'"
     if all(iv is not x for x in leaves):
         raise ScheduleError(f"{where}: '{iv.name}' is no longer one of its loops (split or fused after tensorize)")
-    pt = _pos(st, iv)
+    pt = leaf_pos(st, iv)
     info = lw.infos[id(st)]
     rmap = lw.root_index(st, info)
     body = lw.eff_body[id(st)]
@@ -153,7 +152,7 @@ def emit_tensorize(lw: Any, st: Any) -> S.Stmt:
     attached: dict[int, list] = {}
     for c in lw.compute_stages:
         if c.attach_type == "scope" and c.attach_stage is st:
-            lvl = _pos(st, c.attach_ivar)
+            lvl = leaf_pos(st, c.attach_ivar)
             if lvl >= pt:
                 raise ScheduleError(f"{where}: stage '{c.name}' is computed at loop '{c.attach_ivar.name}', which "
                                     f"the intrinsic replaces; compute it at an outer loop")
@@ -171,10 +170,10 @@ def emit_tensorize(lw: Any, st: Any) -> S.Stmt:
                     if (id(c), k) not in lw.out_buf:
                         content = S.Allocate(b, content)
         if level in guards:
-            content = S.IfThenElse(_conj(guards[level]), content)
+            content = S.IfThenElse(conj(guards[level]), content)
         stmt = lw.make_for(st, leaves[level], info.extent[leaves[level]], content)
     if init is not None and p0 == 0:
         stmt = S.seq([init, stmt])
     if -1 in guards:
-        stmt = S.IfThenElse(_conj(guards[-1]), stmt)
+        stmt = S.IfThenElse(conj(guards[-1]), stmt)
     return stmt

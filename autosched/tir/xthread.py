@@ -20,7 +20,9 @@ from typing import Any
 from autosched.errors import ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var
+from autosched.te.stage import leaf_pos
 from autosched.tir import stmt as S
+from autosched.tir.arith import conj
 
 
 def cross_thread_leaf(st: Any) -> int | None:
@@ -34,8 +36,6 @@ def cross_thread_leaf(st: Any) -> int | None:
 def emit_cross_thread(lw: Any, st: Any, xt: int) -> S.Stmt:
     """The loop nest of stage ``st`` whose leaf ``xt`` is a reduction loop bound to a threadIdx (``lw`` is the
     lowerer, for its bound inference and emission helpers)."""
-    from autosched.tir.lower import _conj, _pos  # the lowering's helpers: this module is its extension
-
     info = lw.infos[id(st)]
     leaves = st.leaf_iter_vars
     n = len(leaves)
@@ -86,12 +86,12 @@ def emit_cross_thread(lw: Any, st: Any, xt: int) -> S.Stmt:
     if red.condition is not None:
         step = S.IfThenElse(lw.load_expr(red.condition, rmap), step)
     if conds:
-        step = S.IfThenElse(_conj(conds), step)
+        step = S.IfThenElse(conj(conds), step)
 
     attached: dict[int, list] = {}
     for c in lw.compute_stages:
         if c.attach_type == "scope" and c.attach_stage is st:
-            attached.setdefault(_pos(st, c.attach_ivar), []).append(c)
+            attached.setdefault(leaf_pos(st, c.attach_ivar), []).append(c)
 
     def wrap(level: int, parts: list[S.Stmt]) -> S.Stmt:
         content = S.seq([lw.emit(c) for c in attached.get(level, [])] + parts)
@@ -148,7 +148,7 @@ def emit_cross_thread(lw: Any, st: Any, xt: int) -> S.Stmt:
     if pred is not None:
         final_conds.append(pred)
     if final_conds:
-        store = S.IfThenElse(_conj(final_conds), store)
+        store = S.IfThenElse(conj(final_conds), store)
     phases.append(S.For(v, nthreads, "thread_binding", store, tag))
     stmt = S.Allocate(red_buf, S.SeqStmt(phases))
     for level in range(xt - 1, -1, -1):
