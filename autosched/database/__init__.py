@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 
 from autosched.database.common import DatabaseError, SchemaVersionError, TuningRun, Where, WorkloadInfo, target_key
-from autosched.database.interface import Database, open_database
+from autosched.database.interface import Database, open_database, set_default_database
 from autosched.database.location import ENV_VAR, default_location
 from autosched.database.logs import ImportReport
 from autosched.database.record import LOG_VERSION, LogFormatError, TuningRecord, producer_info
@@ -37,6 +37,16 @@ _LAZY = {
     "current_contexts": "autosched.database.apply",
     "SCHEMA_VERSION": "autosched.database.schema",
 }
+
+
+def _sql_database() -> type[Database]:
+    from autosched.database.database import SQLDatabase  # SQLAlchemy: imported when a database is opened
+
+    return SQLDatabase
+
+
+# ``Database(url)`` opens an SQL database: named here, above both the interface and the SQL implementation
+set_default_database(_sql_database)
 
 
 def __getattr__(name: str):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from autosched.database.record import TuningRecord, producer_info
 from autosched.errors import AutoschedError
@@ -114,3 +115,22 @@ class WorkloadInfo:
 def target_key(target: Any) -> str:
     """The key records are stored under for ``target`` (a Target, a target string or a key)."""
     return Target(target).key
+
+
+class Records(Protocol):
+    """What ``query.py`` and ``logs.py`` call on a database: any :class:`~autosched.database.interface.Database`
+    (named here, below the interface, so that the functions written over it do not import the class whose
+    methods call them)."""
+
+    def commit_records(self, records: Iterable[TuningRecord], *, run: TuningRun | int | None = None,
+                       on_conflict: str = "skip") -> int: ...
+
+    def select_records(self, where: Where, *, order: str = "id", limit: int | None = None) -> list[TuningRecord]: ...
+
+    def count_records(self, where: Where) -> int: ...
+
+    def iter_records(self, task_or_key: Any = None, target: Any = None, **filters: Any) -> Iterator[TuningRecord]: ...
+
+    def stats(self, where: Where | None = None) -> list[dict[str, Any]]: ...
+
+    def targets(self, task_or_key: Any = None) -> list[str]: ...

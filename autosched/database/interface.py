@@ -16,14 +16,15 @@ reached as thin methods of this class: any implementation has them all, and ``au
 ``apply_history_best`` and the ``autosched db`` command work on it.
 
 ``Database(url)`` opens the SQL implementation (``database.py``: SQLite by default, PostgreSQL by URL,
-or a JSON-lines log). This module imports no SQLAlchemy.
+or a JSON-lines log), which the package names with :func:`set_default_database`. This module imports no
+SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -41,9 +42,10 @@ class Database(ABC):
 
     def __new__(cls, *args: Any, **kwargs: Any):
         if cls is Database:
-            from autosched.database.database import SQLDatabase  # SQLAlchemy: imported when one is opened
-
-            cls = SQLDatabase
+            if _default_class is None:
+                raise TypeError("Database(url) has no implementation to open: none was set with "
+                                "set_default_database")
+            cls = _default_class()
         return super().__new__(cls)
 
     # ------------------------------------------------------------------ the interface
@@ -165,6 +167,19 @@ class Database(ABC):
     def import_(self, source: str | os.PathLike | IO[str], **options: Any) -> logs.ImportReport:
         """Read a JSON-lines log into the database (see :func:`logs.import_`)."""
         return logs.import_(self, source, **options)
+
+
+#: returns the class ``Database(url)`` makes; the package (``autosched/database/__init__.py``) sets it to
+#: SQLDatabase's, which imports SQLAlchemy on first call: the SQL implementation imports this module, so this
+#: module does not import it
+_default_class: Callable[[], type[Database]] | None = None
+
+
+def set_default_database(get_class: Callable[[], type[Database]]) -> None:
+    """``Database(...)`` makes an instance of ``get_class()`` (called at each opening, so that it may import
+    its implementation then)."""
+    global _default_class
+    _default_class = get_class
 
 
 def open_database(db: Database | str | os.PathLike | None = None, **kwargs: Any) -> tuple[Database, bool]:

@@ -9,17 +9,14 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-from autosched.database.common import Where, check_on_conflict
+from autosched.database.common import Records, Where, check_on_conflict
 from autosched.database.record import (
     LogFormatError,
     TuningRecord,
     WorkloadChecker,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from autosched.database.interface import Database
 
 logger = logging.getLogger("autosched.database")
 
@@ -65,7 +62,7 @@ def _best_per_task(records: Iterable[TuningRecord], k: int) -> list[TuningRecord
     return [rec for _, rec in chosen]
 
 
-def export(db: Database, dest: str | os.PathLike | IO[str], task_or_key: Any = None, target: Any = None, *,
+def export(db: Records, dest: str | os.PathLike | IO[str], task_or_key: Any = None, target: Any = None, *,
            append: bool = False, best: int | None = None, **filters: Any) -> int:
     """Write matching records (filters as in :func:`~autosched.database.query.records`) as a JSON-lines
     log, in insertion order; returns how many. ``best=K`` keeps only the K fastest successful records of
@@ -100,7 +97,7 @@ def export(db: Database, dest: str | os.PathLike | IO[str], task_or_key: Any = N
     return n
 
 
-def import_(db: Database, source: str | os.PathLike | IO[str], *, strict: bool = False,
+def import_(db: Records, source: str | os.PathLike | IO[str], *, strict: bool = False,
             on_conflict: str = "skip", _quiet: bool = False) -> ImportReport:
     """Read a JSON-lines log into ``db``; returns an :class:`ImportReport`.
 
@@ -116,7 +113,7 @@ def import_(db: Database, source: str | os.PathLike | IO[str], *, strict: bool =
         return _import_lines(db, f, str(Path(source)), strict, on_conflict, _quiet)
 
 
-def _import_lines(db: Database, lines: Iterable[str], name: str, strict: bool, on_conflict: str,
+def _import_lines(db: Records, lines: Iterable[str], name: str, strict: bool, on_conflict: str,
                   quiet: bool) -> ImportReport:
     report = ImportReport(source=name)
     checker = WorkloadChecker()

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from autosched.database.common import ORDERS, TuningRun, Where, WorkloadInfo, check_on_conflict, target_key
+from autosched.database.common import (
+    ORDERS,
+    Records,
+    TuningRun,
+    Where,
+    WorkloadInfo,
+    check_on_conflict,
+    target_key,
+)
 from autosched.database.record import TuningRecord, producer_info, trace_text
 from autosched.result import ResultFlag
 from autosched.target import Target
-
-if TYPE_CHECKING:  # pragma: no cover
-    from autosched.database.interface import Database
 
 #: repeats of one record that differ by more than this share of their median are not a figure to trust
 SPREAD_LIMIT = 0.5
@@ -71,7 +76,7 @@ def where(task_or_key: Any = None, target: Any = None, *, workload_name: str | N
 
 
 # ---------------------------------------------------------------------- committing measurements
-def commit(db: Database, task: Any, trace: Any, result: Any, *, run: TuningRun | int | None = None,
+def commit(db: Records, task: Any, trace: Any, result: Any, *, run: TuningRun | int | None = None,
            on_conflict: str = "replace") -> TuningRecord:
     """Store one measured candidate; returns its record.
 
@@ -84,7 +89,7 @@ def commit(db: Database, task: Any, trace: Any, result: Any, *, run: TuningRun |
     return rec
 
 
-def commit_many(db: Database, items: Iterable[Any], *, run: TuningRun | int | None = None,
+def commit_many(db: Records, items: Iterable[Any], *, run: TuningRun | int | None = None,
                 on_conflict: str = "replace") -> int:
     """Store a batch in one transaction. ``items``: ``(task, trace, result)`` triples, ``(MeasureInput,
     MeasureResult)`` pairs, or :class:`TuningRecord` objects. Returns how many it stored: all of them,
@@ -103,7 +108,7 @@ def commit_many(db: Database, items: Iterable[Any], *, run: TuningRun | int | No
 
 
 # ---------------------------------------------------------------------- records
-def records(db: Database, task_or_key: Any = None, target: Any = None, *, workload_name: str | None = None,
+def records(db: Records, task_or_key: Any = None, target: Any = None, *, workload_name: str | None = None,
             ok: bool | None = None, run: Any = None, since: float | None = None, until: float | None = None,
             order: str = "id", limit: int | None = None) -> list[TuningRecord]:
     """Records matching every filter given: a workload (a Task: its workload on its target, unless
@@ -116,7 +121,7 @@ def records(db: Database, task_or_key: Any = None, target: Any = None, *, worklo
     return db.select_records(w, order=order, limit=limit)
 
 
-def iter_records(db: Database, task_or_key: Any = None, target: Any = None, *, limit: int | None = None,
+def iter_records(db: Records, task_or_key: Any = None, target: Any = None, *, limit: int | None = None,
                  batch: int = 1000, **filters: Any) -> Iterator[TuningRecord]:
     """Records in insertion order (filters as in :func:`records`), read ``batch`` at a time (a database
     holds no transaction open between batches)."""
@@ -133,7 +138,7 @@ def iter_records(db: Database, task_or_key: Any = None, target: Any = None, *, l
             left -= len(recs)
 
 
-def best(db: Database, task_or_key: Any, target: Any = None, k: int = 1, *,
+def best(db: Records, task_or_key: Any, target: Any = None, k: int = 1, *,
          allow_other_cpus: bool = False) -> list[TuningRecord]:
     """The ``k`` fastest successful records of a workload on a target, fastest first, trusted ones (see
     :func:`trusted`) before the others.
@@ -154,7 +159,7 @@ def best(db: Database, task_or_key: Any, target: Any = None, k: int = 1, *,
     return out
 
 
-def _fastest(db: Database, key: str, targets: list[str], k: int) -> list[TuningRecord]:
+def _fastest(db: Records, key: str, targets: list[str], k: int) -> list[TuningRecord]:
     """The ``k`` fastest trusted records, fastest first; the untrusted ones only where too few others exist
     (then after them, fastest first: still shown, and flagged as they are)."""
     want = k
@@ -169,7 +174,7 @@ def _fastest(db: Database, key: str, targets: list[str], k: int) -> list[TuningR
         want = 4 * limit  # many untrusted records among the fastest: look further
 
 
-def measured_records(db: Database, task: Any, traces: Iterable[Any], target: Any = None) -> list[TuningRecord]:
+def measured_records(db: Records, task: Any, traces: Iterable[Any], target: Any = None) -> list[TuningRecord]:
     """The stored records, for the task on its target, of those of ``traces`` already measured: what a
     tuner sharing the database must not measure again (one ``select_records`` per ``_BATCH`` traces)."""
     key, tkey = task.workload_key, target_of(task, target)
@@ -207,7 +212,7 @@ def group_of(r: TuningRecord) -> tuple:
             r.timestamp, r.timestamp)
 
 
-def workloads(db: Database) -> list[WorkloadInfo]:
+def workloads(db: Records) -> list[WorkloadInfo]:
     """Every workload with records, with their count, by name (from ``db.stats()``)."""
     out: dict[str, WorkloadInfo] = {}
     for row in db.stats():
