@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import signal
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from autosched.isa import target_features
+from autosched.measure.process import WorkerProcess, describe_exit
+from autosched.measure.shipment import task_state, workload_shipment
 from autosched.workloads.reference import get_reference
 
 log = logging.getLogger("autosched.measure")
@@ -131,9 +132,6 @@ def _naive_outputs(task: Any, inputs: list[np.ndarray]) -> np.ndarray:
 
 
 def _naive_outputs_isolated(task: Any, inputs: list[np.ndarray], timeout: float) -> np.ndarray:
-    from autosched.measure.process import WorkerProcess
-    from autosched.measure.worker import task_state, workload_shipment
-
     what = f"the untransformed schedule of {task.name}"
     w = WorkerProcess("reference", name="autosched-reference")
     try:
@@ -152,18 +150,6 @@ def _naive_outputs_isolated(task: Any, inputs: list[np.ndarray], timeout: float)
                 raise NoReferenceError(f"{what} failed: {value}")
     finally:
         w.close()
-
-
-def describe_exit(code: int | None) -> str:
-    """``'killed by SIGSEGV'`` or ``'exit code 3'`` for a process's exit code."""
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Measurement without Ray: builder and runner worker processes on this machine.
 
 The engine (:mod:`autosched.measure.engine`) drives them; each worker is a fresh
-Python process (:mod:`autosched.measure.process`) reached over a socket. A
+Python process (:mod:`autosched.measure.process`) reached over a socket
+(:class:`ProcessTransport`). A
 worker that misses a deadline is killed and a fresh one started, and a worker
 that dies (a segfaulting kernel, a crashing compiler) is noticed at once through
 its socket and replaced. So a batch always completes, with the bad candidates
@@ -13,14 +14,99 @@ parent disappears, so no process outlives the run.
 
 from __future__ import annotations
 
+import multiprocessing.connection
 import os
+import sys
+import time
 import weakref
 from typing import Any
 
 from autosched.measure.builder import builds_per_worker
-from autosched.measure.engine import EngineBuilder, EngineRunner, Slot, Transport
-from autosched.measure.process import ProcessTransport
+from autosched.measure.engine import DIED, FAILED, OK, RECYCLED, EngineBuilder, EngineRunner, Reply, Slot, Transport
+from autosched.measure.process import START_TRIES, STARTUP_TIMEOUT, WorkerProcess
 from autosched.measure.runner import RunConfig
+
+
+class ProcessTransport(Transport):
+    """``n`` worker processes of ``role`` on this machine, reached over their sockets; ``name`` names them."""
+
+    def __init__(self, role: str, init: dict, name: str, n: int, what: str, max_jobs: int | None = None):
+        super().__init__(what, max_jobs)
+        self._starting: dict[Slot, list] = {}  # slot -> [deadline to say ready, deaths before that]
+        self._broken: set[Slot] = set()  # a call could not be sent: its worker is gone
+        for i in range(n):
+            slot = Slot(WorkerProcess(role, init, f"{name}-{i}"))
+            self.slots.append(slot)
+            self._started(slot)
+
+    def _started(self, slot: Slot, deaths: int = 0) -> None:
+        slot.pid = slot.handle.pid
+        self._starting[slot] = [time.monotonic() + STARTUP_TIMEOUT, deaths]
+
+    def call(self, slot: Slot, method: str, *args: Any) -> Slot:
+        try:
+            slot.handle.conn.send((method, args))
+        except OSError:
+            self._broken.add(slot)
+        return slot  # one call at a time per worker: the slot names it
+
+    def wait(self, calls: list, timeout: float) -> list[tuple[Slot, Reply]]:
+        out = [(s, Reply(DIED, s.handle.exit_description())) for s in calls if s in self._broken]
+        self._broken.difference_update(calls)
+        if out:
+            return out
+        conns = {s.handle.conn: s for s in [*calls, *self._starting]}
+        for conn in multiprocessing.connection.wait(list(conns), timeout=timeout):
+            slot = conns[conn]
+            try:
+                tag, value = conn.recv()
+            except (EOFError, OSError):
+                if slot in self._starting:
+                    self._died_starting(slot)
+                else:
+                    out.append((slot, Reply(DIED, slot.handle.exit_description())))
+                continue
+            if slot in self._starting:  # ("ready", pid)
+                del self._starting[slot]
+                self.idle.append(slot)
+            else:
+                out.append((slot, Reply(OK if tag == "done" else FAILED, value)))
+        return out
+
+    def _died_starting(self, slot: Slot) -> None:
+        deaths = self._starting.pop(slot)[1] + 1
+        how = slot.handle.exit_description()
+        if deaths >= START_TRIES:
+            raise RuntimeError(f"a measurement worker ({slot.handle.name}) exited before it was ready, "
+                               f"{deaths} times (last: {how}); can `{sys.executable} -m autosched.measure._child` "
+                               "import autosched?")
+        slot.handle.restart()
+        self._started(slot, deaths)
+
+    def replace(self, slot: Slot, why: str) -> None:
+        if why == RECYCLED:  # between jobs: let it exit by itself
+            slot.handle.close()
+            slot.handle.closed = False
+            slot.handle.start()
+        else:
+            slot.handle.restart()
+        self._started(slot)
+
+    def starting(self) -> bool:
+        return bool(self._starting)
+
+    def check(self) -> None:
+        now = time.monotonic()
+        for slot, (deadline, _) in self._starting.items():
+            if now > deadline:
+                raise RuntimeError(f"a measurement worker ({slot.handle.name}) did not start within "
+                                   f"{STARTUP_TIMEOUT:.0f} s; is the machine short of memory?")
+
+    def close(self) -> None:
+        for s in self.slots:
+            s.handle.close()
+        self.idle.clear()
+        self._starting.clear()
 
 
 def default_builders() -> int:
