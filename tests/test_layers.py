@@ -203,8 +203,13 @@ RELAY_KNOWN: dict[tuple[str, str], str] = {}
 
 def _relay_modules() -> dict[str, Path]:
     """Every module of autosched.relay by dotted name (a package by its own name)."""
+    return _modules(RELAY)
+
+
+def _modules(under: Path) -> dict[str, Path]:
+    """Every module below ``under`` by dotted name (a package by its own name)."""
     out = {}
-    for path in RELAY.rglob("*.py"):
+    for path in under.rglob("*.py"):
         parts = ("autosched",) + path.relative_to(ROOT).with_suffix("").parts
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
@@ -212,6 +217,12 @@ def _relay_modules() -> dict[str, Path]:
 
 def _relay_imports(path: Path, modules: dict[str, Path]) -> set[str]:
     """The relay modules ``path`` imports, anywhere in the file (``from pkg import sub`` names the submodule)."""
+    return {n for n in _module_imports(path, modules) if n.startswith("autosched.relay")}
+
+
+def _module_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules of ``modules`` that ``path`` imports, anywhere in the file (``from pkg import sub`` names
+    the submodule)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -224,7 +235,7 @@ def _relay_imports(path: Path, modules: dict[str, Path]) -> set[str]:
         for n in names:
             while n and n not in modules:
                 n = n.rpartition(".")[0]
-            if n and n.startswith("autosched.relay"):
+            if n:
                 out.add(n)
     return out
 
@@ -265,11 +276,12 @@ def test_relay_sub_packages_follow_their_order():
     assert not fixed, f"no longer imported, drop from RELAY_KNOWN: {sorted(fixed)}"
 
 
-def test_relay_has_no_import_cycles():
-    """No relay module reaches itself through imports (function-level ones included): Tarjan's strongly
-    connected components of the module graph are all single modules."""
-    modules = _relay_modules()
-    graph = {m: _relay_imports(p, modules) - {m} for m, p in modules.items()}
+@pytest.mark.parametrize("under", [RELAY, ROOT], ids=["relay", "autosched"])
+def test_no_import_cycles(under):
+    """No module reaches itself through imports (function-level ones included): Tarjan's strongly connected
+    components of the module graph, relay's and the whole package's, are all single modules."""
+    modules = _modules(under)
+    graph = {m: _module_imports(p, modules) - {m} for m, p in modules.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -297,7 +309,7 @@ def test_relay_has_no_import_cycles():
     for v in sorted(graph):
         if v not in index:
             visit(v)
-    assert not cycles, f"import cycles in relay: {cycles}"
+    assert not cycles, f"import cycles: {cycles}"
 
 
 #: what a command module may import inside a function, each with its reason: heavy dependencies that
