@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from autosched.space import make_space
 from autosched.target import Target
 from autosched.te.analysis import flop_count, structural_hash
 from autosched.te.schedule import Schedule, create_schedule
@@ -112,8 +113,6 @@ class Task:
         """The schedule space of this task: ``"generated"`` (Ansor-style sketches, for any computation) or
         ``"template"`` (the workload's AutoTVM-style template for this target kind). See
         :mod:`autosched.space`; the same space object is returned while no options are given."""
-        from autosched.space import make_space
-
         if options:
             return make_space(self, kind, **options)
         spaces = self.__dict__.setdefault("_spaces", {})

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from autosched.space.analysis import axis_extent
 from autosched.space.base import DecisionRun, SpaceError, freeze, split_hint
 from autosched.te.tensor import IterVar
 from autosched.workloads.knobs import (  # noqa: F401 - the entities are this module's names too
@@ -257,8 +258,6 @@ class ConfigSpace:
         """The constant extent of an axis of a root-attached stage (or an int passed through)."""
         if isinstance(axis, int):
             return axis
-        from autosched.space.analysis import axis_extent
-
         n = axis_extent(self._sch, axis)
         if n is None:
             raise SpaceError(f"cannot tell the extent of axis {axis.name}: pass the extent as an int")

@@ -14,8 +14,9 @@ from typing import Any
 from autosched.errors import ScheduleError
 from autosched.te import expr as E
 from autosched.te.expr import Expr
-from autosched.te.tensor import ComputeOp, Operation, Tensor
+from autosched.te.tensor import ComputeOp, IterVar, Operation, Range, Tensor, TensorSlice
 from autosched.tir import stmt as S
+from autosched.tir.arith import simplify
 from autosched.tir.extern import decl_buffer
 
 #: the intrinsics declared in this process, by name: a trace names the intrinsic it tensorizes with
@@ -78,9 +79,6 @@ class TensorIntrinCall:
                       attrs: dict | None) -> Tensor:
         """The compute: outer loops, then the intrinsic's own axes on the regions; its stage is tensorized at
         the intrinsic's first axis (with the outer reductions outside it)."""
-        from autosched.te.tensor import IterVar, Range, TensorSlice
-        from autosched.tir.arith import simplify
-
         intrin, iop = self.intrin, self.intrin.op
         where = f"compute {name} with tensor intrinsic {intrin.name}"
         inner_shape = list(shape[len(outer):])

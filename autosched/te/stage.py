@@ -25,7 +25,7 @@ from autosched.te.expr import Expr, Reduce, TensorLoad, Var, convert, substitute
 from autosched.te.extern import ExternOp
 from autosched.te.intrin import TensorIntrin, get_intrin
 from autosched.te.scan import ScanOp, scan_body
-from autosched.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor
+from autosched.te.tensor import THREAD_TAGS, ComputeOp, IterVar, Operation, PlaceholderOp, Range, Tensor
 from autosched.te.trace import (
     Annotate,
     Bind,
@@ -610,8 +610,6 @@ class Schedule:
         stage.iter_attrs[iv] = step.annotation
 
     def _apply_bind(self, stage: Stage, step: Bind):
-        from autosched.te.tensor import THREAD_TAGS
-
         self._check_mutable(stage, step)
         iv = self._leaf(stage, step.axis, step)
         if step.thread not in THREAD_TAGS:

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from autosched.te import expr as E
 from autosched.te.expr import INDEX_DTYPE, Call, Expr, IntImm, Var, check_dtype, convert
 from autosched.tir import stmt as S
+from autosched.tir.arith import simplify
 from autosched.tir.stmt import Buffer, BufferRef
 
 PACKED = "packed:"  # Call names: PACKED + registered name, EXTERN + C symbol
@@ -90,8 +92,6 @@ def bind_placeholder(ph: Buffer, actual: Buffer, vmap: dict, offset: Expr | None
 
 def dense_strides(shape: Sequence[Expr]) -> list[Expr]:
     """Row-major strides of ``shape``, innermost 1."""
-    from autosched.tir.arith import simplify
-
     out: list[Expr] = []
     stride: Expr = IntImm(1, INDEX_DTYPE)
     for d in reversed(list(shape)):
@@ -104,8 +104,6 @@ def rebind_buffers(stmt: S.Stmt, bmap: dict, vmap: dict | None = None) -> S.Stmt
     """``stmt`` with the buffers of ``bmap`` (placeholder -> actual) replaced everywhere: loads, stores,
     whole-buffer arguments, ``.data`` addresses and flat views of them; and the variables of ``vmap``
     (a placeholder's symbolic strides and offset) by their values."""
-    from autosched.te import expr as E
-
     views: dict[int, Buffer] = {}
     datas = {b._data: (a.base or a).data for b, a in bmap.items() if b._data is not None}
     datas.update(vmap or {})

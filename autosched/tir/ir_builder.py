@@ -17,6 +17,7 @@ from typing import Any
 
 from autosched.te.expr import INDEX_DTYPE, Expr, IntImm, Var, convert
 from autosched.tir import stmt as S
+from autosched.tir.transform import substitute_stmt
 
 
 class BufferPtr:
@@ -81,8 +82,6 @@ class IRBuilder:
         body = self._pop()
         extent = e - b
         if not b_is_zero:  # loops start at 0 in the loop IR: the variable is shifted
-            from autosched.tir.transform import substitute_stmt
-
             w = Var(name, INDEX_DTYPE)
             body = substitute_stmt(body, {v: w + b})
             v = w

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from autosched.errors import LoweringError, ScheduleError
 from autosched.te import expr as E
-from autosched.te.expr import Expr, IntImm, Var
+from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
 from autosched.te.extern import ExternOp
 from autosched.te.scan import ScanOp
 from autosched.te.stage import Schedule, SplitRel, Stage, leaf_pos
@@ -35,7 +35,7 @@ from autosched.tir.arith import ANY_RANGES, Simplifier, ceildiv, conj, interval,
 from autosched.tir.extern import bind_placeholder, dense_strides, rebind_buffers
 from autosched.tir.partition import partition_loops
 from autosched.tir.tensorize import emit_tensorize
-from autosched.tir.transform import simplify_stmt
+from autosched.tir.transform import free_vars_stmt, simplify_stmt
 from autosched.tir.xthread import cross_thread_leaf, emit_cross_thread
 
 _KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
@@ -204,8 +204,6 @@ class _Lowerer:
                             f"shape variable '{v.name}' of argument '{b.name}' appears only inside an expression "
                             f"({d}); some argument must have a dimension that is exactly '{v.name}'"
                         )
-        from autosched.tir.transform import free_vars_stmt
-
         for v in free_vars_stmt(body):
             if v not in bound and v.dtype != "handle":  # a buffer's address is bound with the buffer
                 raise LoweringError(
@@ -453,8 +451,6 @@ class _Lowerer:
     def prefetch_stmts(self, st: Stage, level: int) -> list[S.Stmt]:
         """``prefetch``: at the start of loop ``level``, what iteration ``+ offset`` of it reads of each prefetched
         tensor, one ``llvm.prefetch`` per cache line of the innermost dimension."""
-        from autosched.te.expr import DTYPE_BYTES
-
         out: list[S.Stmt] = []
         leaves = st.leaf_iter_vars
         info = self.infos[id(st)]

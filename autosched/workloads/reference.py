@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from autosched.workloads.blocked_layout import WINOGRAD
+
 ReferenceFn = Callable[..., np.ndarray]
 
 _REFERENCES: dict[str, ReferenceFn] = {}
@@ -181,8 +183,6 @@ def pool2d_nchwc_ref(inputs, KH=3, KW=3, stride=2, padding=1, pool_type="max", b
 def conv2d_winograd_nchwc_ref(inputs, padding=1, tile=4, oc_block=1, **_):
     """Winograd's algorithm in float64 from the transformed filters (they cannot be turned back into the
     direct ones), on the padded input: the arithmetic the kernel must reproduce."""
-    from autosched.workloads.blocked_layout import WINOGRAD
-
     data, U = nchwc_to_nchw(inputs[0]).astype(np.float64), inputs[1].astype(np.float64)
     bt, at = np.asarray(WINOGRAD[tile]["BT"], np.float64), np.asarray(WINOGRAD[tile]["AT"], np.float64)
     n, c, h, w = data.shape
