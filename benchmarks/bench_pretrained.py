@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 import autosched
-from autosched.cost_model import XGBCostModel, load_pretrained, pretrained_info
 from autosched.cli.train_pretrained import default_logs, fit, read_logs, save
+from autosched.cost_model import XGBCostModel, load_pretrained, pretrained_info
 from autosched.measure import Measurer
 from autosched.target import Target
 
