@@ -13,16 +13,15 @@ magnitude, within 1e-4). PyTorch runs its own module of the same architecture an
 resnet50; ``torch.nn.TransformerEncoderLayer`` stacks: post-norm with GELU and a key-padding mask for BERT,
 pre-norm with tanh-GELU, a causal mask and a tied 50257-token head for GPT-2) with seeded random weights, in
 eval mode under ``torch.inference_mode()``, TF32 off. Both sides read inputs already on the GPU and wait for the
-GPU after each call; they are timed in alternating rounds, each block after a pause, and each side's best
-round median is kept. Each model's part takes well under a minute on an H100 (BERT-base's ONNX graph takes
-most of it). Without a CUDA device it exits with status 2.
+GPU after each call; they are timed in alternating rounds, each block after a 0.3 s pause, and each side's
+best round median is kept (``benchmarks/_timing.py``). Each model's part takes well under a minute on an H100
+(BERT-base's ONNX graph takes most of it). Without a CUDA device it exits with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -33,31 +32,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 
+from _timing import alternating_medians  # noqa: E402
+
 MODELS = ("resnet50", "bert_base", "gpt2_small")
-
-
-def median_time(fn, seconds: float) -> float:
-    fn()
-    t = time.perf_counter()
-    fn()
-    one = time.perf_counter() - t
-    n = max(10, min(2000, int(seconds / max(one, 1e-6))))
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
-
-
-def alternating_medians(fns: dict, rounds: int, seconds: float, pause: float = 0.3) -> dict:
-    names = list(fns)
-    best = {n: float("inf") for n in names}
-    for r in range(rounds):
-        for n in (names if r % 2 == 0 else names[::-1]):
-            time.sleep(pause)
-            best[n] = min(best[n], median_time(fns[n], seconds))
-    return best
 
 
 # ----------------------------------------------------------------------------------------- the ONNX models
@@ -169,7 +146,7 @@ def bench(name: str, args, torch) -> dict:
             row["torch_skipped"] = why
         else:
             fns["torch"] = call
-    best = alternating_medians(fns, args.rounds, args.seconds)
+    best = alternating_medians(fns, args.rounds, args.seconds, pause=0.3)
     row["autosched_ms"] = best["autosched"] * 1e3
     if "torch" in best:
         row["torch_ms"] = best["torch"] * 1e3
