@@ -226,7 +226,7 @@ def const(value: Any, dtype: str | None = None) -> Constant:
         arr = np.array(value, dtype=dtype)
     if arr.dtype == np.float64 and dtype is None and not isinstance(value, np.ndarray):
         arr = arr.astype("float32")
-    return Constant(np.ascontiguousarray(arr))
+    return Constant(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))  # (which makes a scalar 1-d)
 
 
 def free_vars(expr: Expr) -> list[Var]:
