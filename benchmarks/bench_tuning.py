@@ -19,10 +19,12 @@ batch 16, no final re-measurement), each saved to ``OUT/tuning.json`` as soon as
 continues a run that was cut off (a run that failed is a result and is not run again).
 
 Prints, per workload and policy, the best so far as a share of the reference: the median over seeds and
-[worst, best] seed, at 64 trials, at ``--trials`` and at each of ``--seconds``; each model-guided policy
+[worst, best] seed, at 64 trials, at ``--trials`` and at each of ``--seconds``; the time to quality, seconds
+of wall clock from the shell until the best is within 0.9x and 1.0x of the reference (each run counts the
+start-up of a fresh ``autosched`` command, measured once, and its own workers' start); each model-guided policy
 against random search at 64 trials (the ratio of the medians, and the per-seed ratios' range); and the
-issue's goals for the default policy (at 64 trials >= 0.9 of the reference, at 200 >= 1.0, >= 1.2x random
-at 64). Draws ``OUT/tuning_WORKLOAD.png`` (share of the reference against trials and against seconds:
+issues' goals for the default policy (0.9x within 20 s and 1.0x within 60 s from the shell, >= 3 trials/s;
+at 64 trials >= 0.9 of the reference, at 200 >= 1.0, >= 1.2x random at 64). Draws ``OUT/tuning_WORKLOAD.png`` (share of the reference against trials and against seconds:
 median line, band from the worst to the best seed) and writes everything, with the CPU, date and versions,
 to ``OUT/tuning.json``.
 
@@ -40,6 +42,7 @@ import datetime
 import importlib.metadata
 import inspect
 import json
+import math
 import os
 import platform
 import statistics
@@ -58,7 +61,7 @@ from _timing import alternating_medians
 import autosched
 from autosched.database import Database
 from autosched.measure import MeasureInput
-from autosched.search.race import RaceRun, Reference, race
+from autosched.search.race import RaceRun, Reference, command_startup, race, seconds_to_quality
 from autosched.search.race import plot as race_plot
 from autosched.target import Target, host_cpu_name
 
@@ -77,6 +80,9 @@ REF_ROUNDS, REF_SECONDS, REF_PAUSE = 3, 1.0, 0.5
 EARLY = 64  # the trial count the issue's early goals are set at
 GOALS = {64: 0.9, 200: 1.0}  # median share of the reference the default policy should reach by these trials
 GOAL_VS_RANDOM = 1.2  # and its median over random search's at EARLY trials
+# issue 44's time to quality: seconds from the shell (start-up included) to these shares of the reference
+TIME_GOALS = {0.9: 20.0, 1.0: 60.0}
+GOAL_TRIALS_PER_S = 3.0  # over the whole run
 DEFAULT_POLICY = inspect.signature(autosched.tune).parameters["policy"].default
 
 
@@ -219,7 +225,8 @@ def combine(timings: dict, threads: int) -> dict:
 
 
 def run_from_json(d: dict) -> RaceRun:
-    return RaceRun(d["policy"], d["seed"], [tuple(x) for x in d["curve"]], d["seconds"], d["error"])
+    return RaceRun(d["policy"], d["seed"], [tuple(x) for x in d["curve"]], d["seconds"], d["error"],
+                   d.get("startup", 0.0))
 
 
 def spread(values: list[float]) -> dict:
@@ -239,7 +246,12 @@ def summarise(runs: list[RaceRun], ref_gflops: float, trials: int, seconds: list
                "trials": {n: spread([r.best_at(trials=n) / ref_gflops for r in rs]) for n in at_trials},
                "seconds": {s: dict(spread([r.best_at(seconds=s) / ref_gflops for r in rs]),
                                    ended_before=sum(1 for r in rs if r.curve and r.curve[-1][1] < s))
-                           for s in seconds}}
+                           for s in seconds},
+               # seconds from the shell to each share (None: that many seeds never got there)
+               "time_to": {q: {k: (None if math.isinf(v) else v) for k, v in
+                               zip(("median", "min", "max"), seconds_to_quality(rs, q * ref_gflops))}
+                           for q in TIME_GOALS},
+               "startup": statistics.median(r.startup for r in rs)}
         out["policies"][policy] = row
     early = min(EARLY, trials)
     rand = {r.seed: r.best_at(trials=early) for r in runs if r.policy == "random"}
@@ -263,6 +275,14 @@ def goals(summary: dict, peak_gflops: float | None = None) -> list[str]:
     if row is None:
         return []
     out = []
+    for q, limit in TIME_GOALS.items():
+        got = row.get("time_to", {}).get(q, {}).get("median")
+        ok = got is not None and got <= limit
+        out.append(f"{q:.1f}x in {'never' if got is None else f'{got:.0f} s'} {'<=' if ok else '>'} {limit:.0f} s "
+                   f"({'met' if ok else 'NOT met'})")
+    tps = row["trials_per_s"]
+    out.append(f"{tps:.2f} trials/s {'>=' if tps >= GOAL_TRIALS_PER_S else '<'} {GOAL_TRIALS_PER_S:g} "
+               f"({'met' if tps >= GOAL_TRIALS_PER_S else 'NOT met'})")
     for n, want in GOALS.items():
         if n in row["trials"]:
             got = row["trials"][n]["median"]
@@ -305,6 +325,17 @@ def print_workload(wl: str, label: str, refs: dict, summary: dict, seeds: int, t
                 for c in cells]
         print(f"{policy:<16}" + "".join(f"{t:<19}" for t in text) + f"{row['trials_per_s']:>9.2f}  "
               f"{row['failed'] or ''}")
+    print("time to quality: seconds from the shell (start-up included) until the best is within the share of the "
+          "reference; median [fastest, slowest seed]")
+    print(f"{'policy':<16}" + "".join(f"{'to ' + format(q, '.1f') + 'x':<22}" for q in TIME_GOALS) + "start-up")
+
+    def secs(v: float | None) -> str:
+        return "never" if v is None else f"{v:.1f}"
+
+    for policy, row in summary["policies"].items():
+        cells = [row["time_to"][q] for q in TIME_GOALS] if "time_to" in row else []
+        print(f"{policy:<16}" + "".join(f"{secs(c['median']) + ' [' + secs(c['min']) + ', ' + secs(c['max']) + ']':<22}"
+                                        for c in cells) + f"{row.get('startup', 0.0):.1f} s")
     for policy, vs in summary["vs_random"].items():
         ps = vs["per_seed"]
         rng = f"; per seed {min(ps):.2f}x to {max(ps):.2f}x" if ps else ""
@@ -312,7 +343,7 @@ def print_workload(wl: str, label: str, refs: dict, summary: dict, seeds: int, t
         print(f"{policy} vs random at {vs['trials']} trials: {ratio} (ratio of the medians){rng}")
     met = goals(summary, peak.get("gflops"))
     if met:
-        print(f"issue 24's goals for {DEFAULT_POLICY} (the default): " + "; ".join(met))
+        print(f"issues 24 and 44's goals for {DEFAULT_POLICY} (the default): " + "; ".join(met))
 
 
 # ------------------------------------------------------------------------------------------- cost model
@@ -430,6 +461,8 @@ def main() -> int:
     if os.path.exists(args.peers_python):
         data["versions"]["peers"] = peers_versions(args.peers_python)
     done = {(r["workload"], r["policy"], r["seed"]) for r in data["runs"]}
+    startup = command_startup()  # what each run would pay from the shell before its workers start
+    data["command_startup"] = startup
     print(f"CPU {host_cpu_name()}, {args.threads} thread(s); {args.trials} trials x seeds {args.seeds} x "
           f"{', '.join(policies)}", file=sys.stderr)
 
@@ -454,7 +487,8 @@ def main() -> int:
                 if (wl, policy, seed) in done:
                     continue
                 (run,) = race(task, [policy], args.trials, [seed], backend=args.backend,
-                              batch_size=args.batch_size, workdir=str(workdir), progress=progress)
+                              batch_size=args.batch_size, workdir=str(workdir), progress=progress,
+                              startup=startup)
                 print(f"  {run.seconds:.0f} s" + (f"  FAILED: {run.error}" if run.error else ""), file=sys.stderr)
                 data["runs"].append(dict(asdict(run), workload=wl, trials=args.trials,
                                          db=str(workdir / f"{task.name}-{policy}-{seed}.db")))

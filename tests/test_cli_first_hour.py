@@ -220,6 +220,10 @@ def test_progress_summary_db_best_and_report_agree_on_the_best_and_the_vendor(en
     summary = next(x for x in r.stdout.splitlines() if x.startswith("matmul(M=64, N=64, K=64): best"))
     assert re.search(GFLOPS, summary).group(1) == shown
     vendor = re.search(r"vs (\S+) \S+ \(the fastest library", r.stdout).group(1)
+    # when the run's best got within 0.9x and 1.0x of the vendor, counted from the command's start
+    ttq = re.search(r"time to quality, from the command's start by the run's own timings: 0\.9x its speed "
+                    r"(after [\d.,]+ s \(trial \d+\)|not reached in this run), 1\.0x its speed", r.stdout)
+    assert ttq, r.stdout
     if re.search(r"(\d+\.\d) GFLOPS during the run", r.stdout):  # the run's figure moved: said, with why
         assert "when re-measured: " in r.stdout
     # db best with no --workload: the database holds one task

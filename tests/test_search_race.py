@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 
-from autosched.search.race import RaceRun, Reference, table
+from autosched.search.race import RaceRun, Reference, seconds_to_quality, table
 
 
 def test_race_two_policies_writes_its_table_and_png(tmp_path):
@@ -25,12 +26,16 @@ def test_race_two_policies_writes_its_table_and_png(tmp_path):
     for row in rows.values():
         assert 0 < float(row[3]) and float(row[1]) <= float(row[2]) <= float(row[3])  # best so far only grows
     assert "reference: " in lines[-1] and "timed in this run" in lines[-1]
+    assert lines[4].startswith("time to quality: seconds from the shell (start-up")
+    ttq = {line.split()[0]: line for line in lines[6:8]}
+    assert set(ttq) == {"random", "annealing"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     r = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=300, env=env)  # for scripts
     assert r.returncode == 0, r.stderr[-3000:]
     data = json.loads(r.stdout)
     assert [(x["policy"], x["seed"]) for x in data["runs"]] == [("random", 0), ("annealing", 0)]
     assert all(x["curve"][-1][0] == 8 and not x["error"] for x in data["runs"])
+    assert all(0.1 < x["startup"] < 60 for x in data["runs"])  # the interpreter and imports, measured
 
 
 def test_an_unknown_policy_is_one_line_and_exit_2(tmp_path):
@@ -47,3 +52,33 @@ def test_the_table_reads_medians_and_the_spread_over_seeds():
     # at 2 trials no batch had ended (0); at 4: 10, 20, 30 -> 20; at 8: 20, 40, 60 -> 40; of a reference of 40
     assert row == ["p", "0.00", "0.50", "1.00", "[0.50,", "1.50]", "2.0", "4.00"]
     assert text.splitlines()[-1].startswith("reference: lib, 40.0 GFLOPS")
+
+
+def test_time_to_quality_counts_from_the_shell_and_says_never():
+    # seeds reach 0.9 x 40 = 36 GFLOPS at 2.0 s, 1.0 s and never; 1.0x (40) at 2.0 s (seed 1) only
+    curves = [[(4, 1.0, 20.0), (8, 2.0, 36.0)], [(4, 1.0, 37.0), (8, 2.0, 40.0)], [(4, 1.0, 10.0), (8, 2.0, 30.0)]]
+    runs = [RaceRun("p", s, c, seconds=2.0, startup=1.5) for s, c in enumerate(curves)]
+    assert [r.seconds_to(36.0) for r in runs] == [3.5, 2.5, None]
+    assert seconds_to_quality(runs, 36.0) == (3.5, 2.5, math.inf)
+    assert seconds_to_quality(runs, 40.0) == (math.inf, 3.5, math.inf)
+    lines = table(runs, 8, Reference("lib", 40.0)).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("time to quality"))
+    assert "start-up 1.5 s included" in lines[at]
+    assert lines[at + 1].split() == ["policy", "to", "0.9x", "to", "1.0x"]
+    assert lines[at + 2].split() == ["p", "4", "[2,", "never]", "never", "[4,", "never]"]
+
+
+def test_best_over_time_finds_the_first_batch_at_a_share_of_a_reference():
+    from types import SimpleNamespace
+
+    from autosched.search.callbacks import BestOverTime
+
+    hist = BestOverTime()
+    task = "t"
+    for trials, best in ((16, 2.0), (32, 1.05), (48, 0.95)):
+        hist(SimpleNamespace(task=task, trials_done=trials, best_cost=best), [], [])
+    # a reference kernel of 1.0 s: 0.9x its speed needs <= 1.11 s (trial 32), 1.0x needs <= 1.0 s (trial 48)
+    assert hist.time_to(task, 1.0, 0.9)[1] == 32
+    assert hist.time_to(task, 1.0, 1.0)[1] == 48
+    assert hist.time_to(task, 0.5, 1.0) is None and hist.time_to("other", 1.0) is None
+    assert hist.points[task][0][0] <= hist.points[task][-1][0]  # wall-clock times, in order

@@ -28,6 +28,8 @@ import sys
 import time
 from typing import Any
 
+import psutil
+
 from autosched.cli.build import load_model_tasks, parse_shapes
 from autosched.cli.common import (
     EXIT_FAILED,
@@ -51,7 +53,7 @@ from autosched.measure.measurer import Measurer
 from autosched.measure.peak import PeakWatch, cached_peak, share_of_peak
 from autosched.measure.runner import RunConfig
 from autosched.result import ResultFlag, count_summary
-from autosched.search.callbacks import AppendLog, SharedWork, TimeBudget
+from autosched.search.callbacks import AppendLog, BestOverTime, SharedWork, TimeBudget
 from autosched.search.policy import check_policy_options, get_policy
 from autosched.search.progress import TuneProgress, fewer_flops
 from autosched.search.scheduler import tune_tasks
@@ -324,8 +326,8 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
             raise UsageError(str(e)) from None
         startup = time.time() - t0
         try:
-            shared = SharedWork()
-            callbacks: list[Any] = [stopper, budget, shared]
+            shared, history = SharedWork(), BestOverTime()
+            callbacks: list[Any] = [stopper, budget, shared, history]
             if not args.quiet:
                 callbacks.insert(0, TuneProgress(peak, stream=out, cutoff_factor=measurer.timeout_factor))
             if log_fh is not None:
@@ -348,7 +350,7 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
             measurer.close()
     compare = None if args.no_compare or stopper.signal or (args.quiet and not args.json) else threads
     _summary(tasks, db, peak, time.time() - t0, stopper.signal, out, measurer, args.db, startup, compare,
-             shared.summary(), shared.states, args.json)
+             shared.summary(), shared.states, args.json, history)
     if stopper.signal is not None:
         print("interrupted: the measured records are committed. Run the same command again to resume.",
               file=out, flush=True)
@@ -366,7 +368,7 @@ def _peak_missing(threads: int, target: Any) -> bool:
 def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str | None, out: Any,
              measurer: Any = None, db_arg: str | None = None, startup: float = 0.0,
              compare_threads: int | None = None, shared: str = "", states: dict | None = None,
-             as_json: bool = False) -> None:
+             as_json: bool = False, history: BestOverTime | None = None) -> None:
     """The closing lines. On ``out`` (standard error): how long it took, where the time went, what other
     tuners on the database did, what to run next. On standard output, the results: per task, the best kernel
     (the database's best after the final re-measure: the figure ``db best`` and ``report`` show too, with
@@ -402,6 +404,8 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
         during = (task.flop / state.best_in_run / 1e9 if state is not None and state.remeasure_note
                   and math.isfinite(state.best_in_run) else None)
         ref = vendor_comparison(task, compare_threads) if compare_threads and best else None
+        reached = ({q: time_to_quality(history, task, ref[0].seconds, q) for q in QUALITY}
+                   if isinstance(ref, tuple) and history is not None else {})
         if as_json:
             print(json.dumps({
                 "task": task.label, "workload": task.name, "params": task.args, "target": task.target.key,
@@ -412,7 +416,9 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
                     "remeasure": state.remeasure_note if state is not None else ""},
                 "vendor": None if not isinstance(ref, tuple) else {
                     "library": ref[0].library, "seconds": ref[0].seconds, "gflops": ref[0].gflops,
-                    "speedup": ref[0].seconds / best[0].cost},
+                    "speedup": ref[0].seconds / best[0].cost,
+                    # seconds from the command's start until the run's best reached that share of its speed
+                    "time_to": {str(q): None if r is None else r[0] for q, r in reached.items()}},
                 "records": n, "counts": counts, "database": str(db)}), file=res)
             continue
         if len(tasks) > 1:
@@ -445,6 +451,11 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
             print(f"  vs {fig.library} ({how_chosen}), timed now on {compare_threads} thread(s): "
                   f"{fig.seconds * 1e6:,.1f} us, {fig.gflops:.1f} GFLOPS; the tuned kernel is "
                   f"{fig.seconds / best[0].cost:.2f}x its speed", file=res)
+            if reached:
+                print("  time to quality, from the command's start by the run's own timings: " + ", ".join(
+                    f"{q:.1f}x its speed " + ("not reached in this run" if r is None else
+                                              f"after {r[0]:,.1f} s (trial {r[1]})") for q, r in reached.items()),
+                      file=res)
         elif isinstance(ref, str):
             print(f"  {ref}", file=res)
         print(f"  {counts}", file=res)
@@ -462,6 +473,17 @@ def _summary(tasks: list, db: Any, peak: Any, elapsed: float, interrupted: str |
     else:
         print("next: `autosched db list` lists every kernel with its best; `autosched build --model ...` builds "
               "the model with them", file=out, flush=True)
+
+
+#: the shares of the vendor library's speed whose time the summary gives
+QUALITY = (0.9, 1.0)
+
+
+def time_to_quality(history: BestOverTime, task: Any, vendor_seconds: float, share: float) -> tuple[float, int] | None:
+    """(seconds since this process started, trials) when the run's best first reached ``share`` of the vendor
+    library's speed; None when it never did."""
+    hit = history.time_to(task, vendor_seconds, share)
+    return None if hit is None else (hit[0] - psutil.Process().create_time(), hit[1])
 
 
 def vendor_comparison(task: Any, threads: int) -> tuple[Any, str] | str | None:

@@ -1,8 +1,10 @@
 """Callbacks of :func:`~autosched.search.tune.tune` that a tuning run may add: a wall-clock budget, the tally of
-what other tuners on a shared database did for the run, and a JSON-lines log appended batch by batch."""
+what other tuners on a shared database did for the run, a JSON-lines log appended batch by batch, and the
+best so far against the clock (for the time to quality)."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -64,3 +66,22 @@ class AppendLog:
         self.fh.write("".join(lines))
         self.fh.flush()
 
+
+
+class BestOverTime:
+    """A tune callback that keeps, per task, (wall-clock time, trials, best seconds so far) after each batch:
+    :meth:`time_to` answers when the run's best first got within a factor of a reference time."""
+
+    def __init__(self) -> None:
+        self.points: dict[Any, list[tuple[float, int, float]]] = {}
+
+    def __call__(self, state: Any, inputs: Any, results: Any) -> None:
+        self.points.setdefault(state.task, []).append((time.time(), state.trials_done, state.best_cost))
+
+    def time_to(self, task: Any, seconds: float, share: float = 1.0) -> tuple[float, int] | None:
+        """(wall-clock time, trials) of the first batch after which the best ran at ``share`` of the speed of a
+        kernel taking ``seconds`` or faster; None when the run never got there."""
+        for when, trials, best in self.points.get(task, ()):
+            if math.isfinite(best) and seconds / best >= share:
+                return when, trials
+        return None
