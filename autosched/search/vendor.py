@@ -1,7 +1,10 @@
 """The vendor library on a tuned kernel's own shape: what the user would run without autosched.
 
 ``autosched tune`` closes with how its best kernel compares with it, timed in the same process, on the
-same inputs and thread count, so the comparison never mixes machines or moments. The library is
+same inputs and thread count, so the comparison never mixes machines or moments. The libraries are timed in
+alternating rounds, each block after a pause, and each keeps its best block median
+(:mod:`autosched.measure.alternating`): every library's worker threads spin for a while after a call, so one
+timed right after another (or right after autosched's own re-measure) would pay for it. The library is
 onnxruntime (a one-node model per workload, weights as initializers, as they are in a real model, so it
 may pre-pack them), and for matrix products numpy's BLAS too; the faster of those installed is the
 reference. A workload they do not express (a user's own) has none.
@@ -14,19 +17,24 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import timeit
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from autosched.measure.alternating import alternating_medians, median_time
 from autosched.measure.data import make_inputs
 from autosched.measure.machine import MeasureTurn
 from autosched.measure.peak import cache_dir
 
-#: seconds of timing per library (after a warm-up run)
-BUDGET = 0.5
+#: alternating rounds of the libraries, and the pause (seconds) before each block: the final comparison of
+#: every ``autosched tune`` waits ROUNDS * PAUSE per library
+ROUNDS = 3
+PAUSE = 0.3
+#: seconds of timing per library, over all the rounds (ROUNDS blocks of BUDGET / ROUNDS, each after two
+#: warm-up calls)
+BUDGET = 0.45
 
 
 @dataclass(frozen=True)
@@ -38,43 +46,49 @@ class VendorFigure:
     gflops: float
 
 
-def vendor_figures(task: Any, threads: int, budget: float = BUDGET, only: str | None = None) -> list[VendorFigure]:
+def vendor_figures(task: Any, threads: int, budget: float = BUDGET, only: str | None = None,
+                   pause: float = PAUSE) -> list[VendorFigure]:
     """Every installed library that expresses ``task``'s computation, timed now at ``threads`` threads (none
-    when the task is not float32 on a CPU); ``only``: that library alone (its name, "numpy"). Takes the
-    machine's measurement turn while it times, as a candidate would."""
+    when the task is not float32 on a CPU); ``only``: that library alone (its name, "numpy"). The libraries
+    are set up together, then timed in ``ROUNDS`` alternating rounds of ``budget / ROUNDS`` seconds each, a
+    ``pause`` before each block (the first too: what ran just before, autosched's re-measure, has its
+    threads parked), and each keeps its best block median. Takes the machine's measurement turn while it
+    times, as a candidate would."""
     if task.target.kind != "llvm" or task.args.get("dtype", "float32") != "float32":
         return []
     inputs = make_inputs(task, seed=0)[:-1]
-    figures = []
-    for library, make in _LIBRARIES:
-        if only is not None and library.split(" ", 1)[0] != only:
-            continue
-        with contextlib.ExitStack() as scope:  # what a library set up for its timing ends with it
+    with contextlib.ExitStack() as scope:  # what the libraries set up for their timing ends with it
+        fns = {}
+        for library, make in _LIBRARIES:
+            if only is not None and library.split(" ", 1)[0] != only:
+                continue
             try:
                 fn = make(task, inputs, threads, scope)
             except ImportError:
                 continue
-            if fn is None:
-                continue
-            with MeasureTurn():
-                seconds = _median_time(fn, budget)
-        figures.append(VendorFigure(library, seconds, task.flop / seconds / 1e9))
-    return figures
+            if fn is not None:
+                fns[library] = fn
+        if not fns:
+            return []
+        with MeasureTurn():
+            best = alternating_medians(fns, ROUNDS, budget / ROUNDS, pause, timer=median_time)
+    return [VendorFigure(library, seconds, task.flop / seconds / 1e9) for library, seconds in best.items()]
 
 
-def vendor_reference(task: Any, threads: int, budget: float = BUDGET) -> VendorFigure | None:
+def vendor_reference(task: Any, threads: int, budget: float = BUDGET, pause: float = PAUSE) -> VendorFigure | None:
     """The vendor library to compare ``task``'s kernels with, timed now: the fastest of
     :func:`vendor_figures` the first time it is asked on this machine, then that same library every time
     (remembered in the cache directory, per computation, target and threads), so that the summary of
     ``autosched tune`` and ``autosched report`` compare with one library and say which. None when no
-    installed library expresses ``task`` (:func:`missing_vendor` says what to install)."""
+    installed library expresses ``task`` (:func:`missing_vendor` says what to install). ``budget`` and ``pause``
+    as for :func:`vendor_figures`."""
     key = f"{task.workload_key}|{task.target.key}|{threads}"
     chosen = _remembered().get(key)
     if chosen is not None:
-        figures = vendor_figures(task, threads, budget, only=chosen.split(" ", 1)[0])
+        figures = vendor_figures(task, threads, budget, only=chosen.split(" ", 1)[0], pause=pause)
         if figures:
             return figures[0]
-    figures = vendor_figures(task, threads, budget)
+    figures = vendor_figures(task, threads, budget, pause=pause)
     best = min(figures, key=lambda f: f.seconds, default=None)
     if best is not None:
         _remember(key, best.library)
@@ -118,16 +132,6 @@ def _remember(key: str, library: str) -> None:
         os.replace(tmp, path)  # whole or not at all, for a reader in another process
     except OSError:
         pass  # a read-only cache: chosen again next time
-
-
-def _median_time(fn: Callable[[], Any], budget: float) -> float:
-    """Seconds per call of ``fn``: the median of the rounds ``timeit`` fits in ``budget`` (each round as many
-    calls as take 0.2 s, ``Timer.autorange``; at least 5 rounds), after a warm-up call."""
-    fn()
-    timer = timeit.Timer(fn)
-    number, took = timer.autorange()
-    rounds = max(5, min(1000, int(budget / max(took, 1e-9))))
-    return float(np.median(timer.repeat(repeat=rounds, number=number))) / number
 
 
 def _version(dist: str) -> str:
