@@ -22,8 +22,9 @@ checked against onnxruntime's first; then onnxruntime, each autosched build and 
 alternating rounds, each block after a pause, and each keeps its best round median (``benchmarks/_timing.py``),
 as for the transformers. PyTorch's process is kept alive for the rounds and times one block whenever its turn
 comes (``benchmarks/_peers.py``). ``--layers`` adds a per-layer table: each convolution kernel's time and
-GFLOPS in the model (``GraphModule.profile``) next to onnxruntime's on the same convolution as a one-node
-model (those two are timed one after the other, not in rounds).
+GFLOPS in the model (the kernel alone on the model's buffers, as ``GraphModule.profile`` times it) next to
+onnxruntime's on the same convolution as a one-node model, the two timed in their own alternating rounds
+(``LAYER_ROUNDS`` of ``LAYER_SECONDS``, ``LAYER_PAUSE`` before each block) with the same rule.
 Prints the CPU and the number of layout_transform kernels; writes ``e2e.json`` and ``e2e.png``.
 On a 2-core machine run it with nothing else running.
 """
@@ -37,6 +38,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +48,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from _peers import PeerError, PeerProcess  # noqa: E402
 from _peers import timer as peer_aware_timer  # noqa: E402
-from _timing import alternating_medians, median_time  # noqa: E402
+from _timing import alternating_medians  # noqa: E402
 
 import _onnx_models  # noqa: E402
 import _transformer_models  # noqa: E402
@@ -64,6 +66,9 @@ TRANSFORMERS = {
     "bert_base": (_transformer_models.make_encoder, _transformer_models.BERT_BASE),
     "gpt2_small": (_transformer_models.make_decoder, _transformer_models.GPT2_SMALL),
 }
+#: --layers: each convolution and onnxruntime's alternate in rounds of their own, shorter than the models'
+#: (a ResNet-50 has 50-odd convolutions per build): about 2 x 3 x 0.6 s a layer
+LAYER_ROUNDS, LAYER_SECONDS, LAYER_PAUSE = 3, 0.3, 0.3
 GOALS = {"resnet18": 0.9, "resnet50": 1.0, "mobilenet_v2": 1.0, "bert_base": 1.0, "gpt2_small": 1.0}
 
 
@@ -149,8 +154,14 @@ def _out_pixels(d: list[int], attrs: dict) -> int:
     return (d[2] + pt + pb - 2) * (d[3] + pl + pr - 2)
 
 
-def ort_conv_seconds(layer: dict, threads: int) -> float:
-    """onnxruntime's median seconds on the same convolution as a one-node model (weights as initializer)."""
+def kernel_calls(m: GraphModule) -> dict[str, Callable[[], object]]:
+    """Each kernel of a built model, callable alone on the model's own buffers, by its function name (the
+    names of ``GraphModule.profile``, which times the same calls)."""
+    return {m._nodes[nid]["attrs"]["func_name"]: call for call, nid in zip(m._ops, m._op_nodes)}
+
+
+def ort_conv(layer: dict, threads: int) -> Callable[[], object]:
+    """onnxruntime on the same convolution as a one-node model (weights as initializer), ready to time."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -165,7 +176,7 @@ def ort_conv_seconds(layer: dict, threads: int) -> float:
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
     s = ort_session(m.SerializeToString(), threads)
-    return median_time(lambda: s.run(None, {"x": x}), seconds=0.5)
+    return lambda: s.run(None, {"x": x})
 
 
 def bench_model(name: str, args, db: str | None) -> dict:
@@ -199,13 +210,14 @@ def bench_model(name: str, args, db: str | None) -> dict:
                    "max_rel_err": float(np.abs(y - ref).max() / np.abs(ref).max())}
             if db:
                 row["tuning_seconds"] = tuning_seconds(db)
-            if args.layers:
-                prof = {p["name"]: p["seconds"] for p in m.profile(20)}
+            if args.layers:  # each kernel against onnxruntime's convolution, in rounds of their own
+                kernels = kernel_calls(m)  # after m.run(): each kernel's inputs hold the model's values
                 row["layers"] = []
                 for layer in conv_layers(res):
-                    s = prof.get(layer["name"])
-                    t_layer = ort_conv_seconds(layer, args.threads)
-                    row["layers"].append({**layer, "seconds": s, "ort_seconds": t_layer})
+                    best = alternating_medians({"autosched": kernels[layer["name"]],
+                                                "onnxruntime": ort_conv(layer, args.threads)},
+                                               LAYER_ROUNDS, LAYER_SECONDS, LAYER_PAUSE)
+                    row["layers"].append({**layer, "seconds": best["autosched"], "ort_seconds": best["onnxruntime"]})
             rows[label] = row
             fns[label] = m.run
         inp = os.path.join(d, "x.npy")
@@ -353,7 +365,7 @@ def main() -> int:
                       + ", ".join(f"{k} {v:.2f}" for k, v in row["kernel_ms"].items()))
             if row.get("layers"):
                 print(f"  per-layer ({row['name']}): kernel time and GFLOPS in the model, onnxruntime's on the same "
-                      "convolution alone")
+                      "convolution alone (alternating rounds)")
                 print(f"  {'layer':<64} {'us':>8} {'GFLOPS':>7} {'ort us':>8} {'ort GFLOPS':>10}")
                 for lay in row["layers"]:
                     s, o = lay["seconds"], lay["ort_seconds"]
