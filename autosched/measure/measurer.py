@@ -13,7 +13,9 @@
   fastest kernels, and one of them held its whole batch);
 * **pipelining**: when this machine has cores to spare for it, the next chunk
   is built while the current one is timed (never on a cluster, whose builders
-  are on the nodes that time too);
+  are on the nodes that time too); and the caller's own work can run while a
+  batch builds (``measure(inputs, during_build=...)``: the tuning loop proposes
+  its next batch there), never while a candidate is timed;
 * **the best few, re-measured**: it keeps each task's ``top_k`` candidates and
   :meth:`Measurer.remeasure_top` times them again, longer, before one is
   declared the best; the spread of each measurement stays in its result;
@@ -29,7 +31,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -112,6 +114,9 @@ class MeasureStats:
     run_seconds: float = 0.0  # inside runners, per candidate from dispatch to result, summed
     builds_cached: int = 0
     builds_cut_off: int = 0  # stopped at build_cutoff_factor x the task's median build
+    #: in the caller's ``during_build`` work while the batch built (not in wall_seconds: the caller's time;
+    #: build_wall_seconds counts only the wait for builds that outlasted it)
+    during_build_seconds: float = 0.0
 
     @property
     def candidates_per_second(self) -> float:
@@ -251,8 +256,18 @@ class Measurer:
         threads = self.runner.config.num_threads or max(inp.task.target.num_cores for inp in inputs)
         return self.builder.parallelism + threads <= (os.cpu_count() or 1)
 
-    def measure(self, inputs: Iterable[MeasureInput]) -> list[MeasureResult]:
+    #: ``measure`` takes ``during_build`` (the tuning loop asks before it passes one)
+    accepts_during_build = True
+
+    def measure(self, inputs: Iterable[MeasureInput],
+                during_build: Callable[[], None] | None = None) -> list[MeasureResult]:
         """Build and time a batch; one result per input, in order.
+
+        ``during_build``: the caller's own work, called in this thread once the batch (its first chunk, when
+        chunks are pipelined) is handed to the builders, and before any candidate is timed: the builders'
+        worker processes compile meanwhile, and no timing waits on it or runs beside it (timing starts once
+        it returns and the builds are done). Called even when ``inputs`` is empty; an exception it raises
+        propagates once the builds it overlapped are done, before anything is timed.
 
         Raises :class:`TooManyFailures` (after the batch, with its results
         attached) once ``max_consecutive_failures`` candidates in a row failed.
@@ -261,8 +276,23 @@ class Measurer:
             raise RuntimeError("this Measurer is closed")
         inputs = list(inputs)
         if not inputs:
+            if during_build is not None:
+                during_build()
             return []
         t0 = time.perf_counter()
+        caller = 0.0  # seconds in during_build: the caller's, not this measurer's
+
+        def build_meanwhile(fut: Any) -> list[BuildResult]:
+            """The builds of ``fut``, with ``during_build`` run while they compile."""
+            nonlocal caller
+            tc = time.perf_counter()
+            try:
+                during_build()  # type: ignore[misc]
+            finally:
+                caller = time.perf_counter() - tc
+                self.stats.during_build_seconds += caller
+                chunk_builds = fut.result()  # the builds finish (or fail) before an error of the caller's goes up
+            return chunk_builds
         results: list[Any] = [None] * len(inputs)
         builds: list[Any] = [None] * len(inputs)
 
@@ -286,11 +316,18 @@ class Measurer:
             fut = self._executor.submit(self._build, chunks[0][1])
             for n, (offset, chunk) in enumerate(chunks):
                 tw = time.perf_counter()
-                chunk_builds = fut.result()
-                self.stats.build_wall_seconds += time.perf_counter() - (tb if n == 0 else tw)
+                chunk_builds = build_meanwhile(fut) if n == 0 and during_build is not None else fut.result()
+                self.stats.build_wall_seconds += time.perf_counter() - (tb + caller if n == 0 else tw)
                 if n + 1 < len(chunks):
                     fut = self._executor.submit(self._build, chunks[n + 1][1])
                 run_chunk(offset, chunk, chunk_builds)
+        elif during_build is not None:  # the builds in a thread (waiting on the builders), the caller's work here
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="autosched-build")
+            tb = time.perf_counter()
+            all_builds = build_meanwhile(self._executor.submit(self._build, inputs))
+            self.stats.build_wall_seconds += time.perf_counter() - tb - caller
+            run_chunk(0, inputs, all_builds)
         else:
             tb = time.perf_counter()
             all_builds = self._build(inputs)
@@ -301,7 +338,7 @@ class Measurer:
             if res is None:
                 raise RuntimeError(f"{type(self.runner).__name__} returned no result for input {i}")
         self.stats.batches += 1
-        self.stats.wall_seconds += time.perf_counter() - t0
+        self.stats.wall_seconds += time.perf_counter() - t0 - caller
         self.stats.build_seconds += sum(b.build_seconds for b in builds if not b.cached)
         self.stats.builds_cached += sum(1 for b in builds if b.cached)
         self.stats.run_seconds += sum(r.run_seconds for r in results)

@@ -28,8 +28,9 @@ class AnnealingPolicy(SearchPolicy):
 
     def __init__(self, context, parallel_size: int = 16, n_iter: int = 6,
                  temperature: tuple[float, float] = (1.0, 0.0), eps: float = 0.05, diversity: int = 2,
-                 scout: int = 256, anchors: int = 2):
+                 scout: int = 256, anchors: int = 2, propose_ahead: bool = True):
         super().__init__(context)
+        self.propose_ahead = propose_ahead  # the walk goes on while the batch before builds (SearchPolicy)
         self.anchors = anchors
         self.parallel_size, self.n_iter, self.temperature, self.eps = parallel_size, n_iter, temperature, eps
         self.diversity, self.scout = diversity, scout

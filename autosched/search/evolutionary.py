@@ -16,6 +16,10 @@ take ``build_factor`` times longer to build than the task's fastest kernels did 
 ranking (``TuneContext.affordable``). It saves build time, but in a first trial its search found slower
 kernels: not the default until measured further.
 
+``propose_ahead`` (on): the tuning loop breeds the next batch while the builders compile the current one,
+so the search takes no wall time of its own there; it then learns each batch one batch later (off: every
+batch is bred from every result so far, and the search waits for it).
+
 Cost: a batch scores about ``scout + population * (generations + 1)`` candidates, each lowered once for
 its features, so the defaults keep the search to a fraction of the time the batch takes to measure; raise
 them when measuring is slow (big kernels, GPUs). ``scout`` is 128, not 256: the search costs less and its
@@ -37,8 +41,9 @@ class EvolutionaryPolicy(SearchPolicy):
 
     def __init__(self, context, population: int = 32, generations: int = 3, crossover_prob: float = 0.15,
                  seed_fraction: float = 0.25, eps: float = 0.05, diversity: int = 2, scout: int = 128,
-                 build_factor: float = 0.0):
+                 build_factor: float = 0.0, propose_ahead: bool = True):
         super().__init__(context)
+        self.propose_ahead = propose_ahead
         self.build_factor = build_factor
         self.scout = scout
         self.population, self.generations, self.eps = population, generations, eps

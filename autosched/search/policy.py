@@ -178,12 +178,17 @@ class SearchPolicy:
 
     ``uses_model``: the tuning loop gives an XGBoost model by default when True (else none, unless asked).
     ``space_kind``: the space the policy searches by default (``"generated"`` or ``"template"``).
+    ``propose_ahead``: the tuning loop may propose the next batch while the current one builds (see below).
     Keyword options given to :func:`autosched.tune` as ``policy_options`` go to ``__init__``.
     """
 
     name = "policy"
     uses_model = False
     space_kind = "generated"
+    #: True: the tuning loop may ask for the next batch while the current one builds, before ``update`` has
+    #: taught the policy the current one (its traces count as measured meanwhile); its search then costs no
+    #: wall time of its own. Off by default: a policy must be written to learn one batch later.
+    propose_ahead = False
 
     def __init__(self, context: TuneContext):
         self.context = context

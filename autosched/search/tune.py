@@ -311,13 +311,53 @@ def _hook(callbacks: Sequence[Callback], name: str, state: TuneState) -> None:
             fn(state)
 
 
+class _Ahead:
+    """The next batch's proposal, made while the current batch builds (``Measurer.measure(during_build=...)``):
+    the builders compile in their worker processes and this process would only wait, so the search, the cost
+    model's scoring and the lowering for features take no wall time of their own there, and none of it runs
+    while a kernel is timed. The policy proposes before it has learned the batch in flight (it learns one batch
+    later), and the batch in flight counts as measured for it, so it is not proposed again."""
+
+    def __init__(self, state: TuneState, inputs: list, n: int):
+        self.state, self.inputs, self.n = state, inputs, n
+        self.traces: list | None = None
+        self.error: BaseException | None = None
+
+    def __call__(self) -> None:
+        ctx = self.state.context
+        for inp in self.inputs:  # in flight: not new to the policy (ctx.record notes their costs later)
+            ctx.measured.add(inp.trace)
+        try:
+            self.traces = self.state.policy.propose(self.n)
+        except Exception as e:  # noqa: BLE001 - raised where the proposal is used, as without pipelining
+            self.error = e
+
+    def take(self) -> list:
+        if self.error is not None:
+            raise self.error
+        return self.traces if self.traces is not None else self.state.policy.propose(self.n)
+
+
+def _proposes_ahead(state: TuneState, measurer: Any) -> bool:
+    """True when the next batch may be proposed while this one builds: the policy allows it (its
+    ``propose_ahead``) and the measurer takes ``during_build``."""
+    return bool(getattr(state.policy, "propose_ahead", False) and getattr(measurer, "accepts_during_build", False))
+
+
 def _loop(state: TuneState, measurer: Any, db: Any, run: Any, batch_size: int, early_stopping: int | None,
           callbacks: Sequence[Callback], stale_rounds: int) -> None:
     ctx, task, stale = state.context, state.task, 0
+    ahead: _Ahead | None = None
     while state.trials_done < state.trials and state.stop_reason is None:
         want = min(batch_size, state.trials - state.trials_done)
         first, state.pending = state.pending[:want], state.pending[want:]
-        traces = ctx.new_only(first + (state.policy.propose(want - len(first)) if want > len(first) else []))[:want]
+        proposed: list = []
+        if ahead is not None and ahead.n == want - len(first):
+            proposed = ahead.take()
+        elif want > len(first):
+            proposed = state.policy.propose(want - len(first))
+        ahead = None
+        traces = ctx.new_only(first + proposed)[:want]
         if not traces:
             stale += 1
             if stale >= stale_rounds:
@@ -330,8 +370,12 @@ def _loop(state: TuneState, measurer: Any, db: Any, run: Any, batch_size: int, e
             continue
         inputs = [MeasureInput(task, t) for t in traces]
         gave_up = None
+        after = min(batch_size, state.trials - state.trials_done - len(inputs))  # the next batch's size
+        n_next = after - min(after, len(state.pending))
+        if n_next > 0 and _proposes_ahead(state, measurer):
+            ahead = _Ahead(state, inputs, n_next)
         try:
-            results = measurer.measure(inputs)
+            results = measurer.measure(inputs, during_build=ahead) if ahead is not None else measurer.measure(inputs)
         except TooManyFailures as e:
             results, gave_up = e.results, e
         # the first measurement committed stays: another run that measured one of these at the same moment

@@ -1,0 +1,220 @@
+"""The tuner's own work off the critical path (issue 44): the next batch is proposed while the current one
+builds (``Measurer.measure(during_build=...)``), never while a candidate is timed.
+
+Fakes only (no compiling, no timing), so the tests are fast and check order, not seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import pytest
+
+import autosched
+from autosched.database import Database
+from autosched.measure import MeasureInput, Measurer, MeasureResult
+from autosched.measure.builder import Builder
+from autosched.measure.result import BuildResult
+from autosched.measure.runner import Runner
+from autosched.search import SearchPolicy, register_policy, tune, unregister_policy
+
+TASK = autosched.Task("matmul", dict(M=64, N=64, K=64))
+SMALL = dict(population=24, generations=2, scout=32)
+
+
+def fake_cost(text: str) -> float:
+    return 1e-4 * (1 + int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 2**32)
+
+
+class AheadMeasurer:
+    """A measurer that takes ``during_build`` like :class:`Measurer`: it notes each step in ``events``."""
+
+    accepts_during_build = True
+
+    def __init__(self):
+        self.seen: list[str] = []
+        self.events: list[tuple] = []
+
+    def measure(self, inputs, during_build=None):
+        self.events.append(("build", len(inputs)))
+        if during_build is not None:
+            during_build()
+        self.events.append(("time", len(inputs)))
+        self.seen += [i.trace.dumps() for i in inputs]
+        return [MeasureResult(costs=[fake_cost(i.trace.dumps())]) for i in inputs]
+
+
+class Logged(SearchPolicy):
+    """Random samples; notes when it proposes and learns, and whether the batch in flight looked new."""
+
+    propose_ahead = True
+
+    def __init__(self, context, fail_at: int = 0):
+        super().__init__(context)
+        self.fail_at, self.calls = fail_at, 0
+        Logged.last = self
+
+    def propose(self, n):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise ValueError("the search broke")
+        log = Logged.events
+        in_flight = [e[1] for e in log if e[0] == "measuring"]
+        log.append(("propose", n, all(text in self.context.measured for text in in_flight)))
+        return self.context.sample_new(n)
+
+    def update(self, inputs, results):
+        Logged.events.append(("update", len(inputs)))
+
+
+@pytest.fixture
+def logged():
+    register_policy("test_logged_ahead")(Logged)
+    Logged.events = []
+    yield "test_logged_ahead"
+    unregister_policy("test_logged_ahead")
+
+
+def test_the_next_batch_is_proposed_while_this_one_builds(logged):
+    m = AheadMeasurer()
+    measure = m.measure
+
+    def noting(inputs, during_build=None):  # the policy sees which traces are in flight
+        Logged.events[:] = [e for e in Logged.events if e[0] != "measuring"]
+        Logged.events.extend(("measuring", i.trace.dumps()) for i in inputs)
+        return measure(inputs, during_build)
+
+    m.measure = noting
+    tune(TASK, 20, policy=logged, database=":memory:", measurer=m, batch_size=8, remeasure=0)
+    steps = [e for e in Logged.events if e[0] != "measuring"]
+    # batch 1 is proposed alone; batch 2 (8) and 3 (the last 4) while the batch before builds; nothing after
+    assert [e[:2] for e in steps] == [("propose", 8), ("propose", 8), ("update", 8), ("propose", 4),
+                                      ("update", 8), ("update", 4)]
+    assert all(e[2] for e in steps if e[0] == "propose")  # the batch in flight counted as measured
+    assert m.events == [("build", 8), ("time", 8), ("build", 8), ("time", 8), ("build", 4),
+                                     ("time", 4)]
+    assert len(m.seen) == len(set(m.seen)) == 20
+
+
+def test_a_policy_that_does_not_allow_it_is_asked_after_it_learned(logged):
+    class Plain(Logged):
+        propose_ahead = False
+
+    register_policy("test_plain_ahead")(Plain)
+    try:
+        tune(TASK, 16, policy="test_plain_ahead", database=":memory:", measurer=AheadMeasurer(), batch_size=8,
+             remeasure=0)
+    finally:
+        unregister_policy("test_plain_ahead")
+    assert [e[:2] for e in Logged.events] == [("propose", 8), ("update", 8), ("propose", 8), ("update", 8)]
+
+
+def test_an_error_of_the_search_ahead_reaches_the_caller(logged):
+    m = AheadMeasurer()
+    with pytest.raises(ValueError, match="the search broke"):
+        tune(TASK, 24, policy=logged, database=":memory:", measurer=m, batch_size=8, remeasure=0,
+             policy_options={"fail_at": 2})
+    assert len(m.seen) == 8  # the batch that was building when the search failed was measured and kept
+
+
+def _evolutionary(measurer, seed: int = 3, **options) -> list[str]:
+    with Database(":memory:") as db:
+        best = tune(TASK, 32, policy="evolutionary", database=db, measurer=measurer, batch_size=8, seed=seed,
+                    policy_options={**SMALL, **options}, remeasure=0)
+        assert best is not None and best.ok and db.count(TASK) == 32
+    return measurer.seen
+
+
+def test_evolutionary_ahead_is_seeded_and_measures_nothing_twice():
+    one = _evolutionary(AheadMeasurer())
+    assert len(one) == len(set(one)) == 32
+    assert _evolutionary(AheadMeasurer()) == one  # the same seed proposes the same traces, in order
+
+
+def test_evolutionary_without_ahead_is_the_search_it_was():
+    class Plain(AheadMeasurer):
+        accepts_during_build = False
+
+        def measure(self, inputs):
+            return super().measure(inputs)
+
+    assert _evolutionary(AheadMeasurer(), propose_ahead=False) == _evolutionary(Plain())
+
+
+# -- the measurer's side: the caller's work runs while the builders compile, before anything is timed --
+
+
+class SlowBuilder(Builder):
+    """Waits (at most 5 s) for the caller's work to start before it finishes the build: it says whether the
+    two ran at the same time."""
+
+    def __init__(self, caller_started: threading.Event, events: list):
+        self.caller_started, self.events = caller_started, events
+        self.parallelism = 1
+
+    def build(self, inputs):
+        self.events.append(("built", len(inputs), self.caller_started.wait(5)))
+        return [BuildResult(artifact_path=f"/nonexistent/{i}.so", build_seconds=0.01) for i in range(len(inputs))]
+
+    def remove(self, result):
+        pass
+
+
+class NotingRunner(Runner):
+    def __init__(self, events: list):
+        super().__init__()
+        self.events = events
+
+    def run(self, inputs, build_results, *, limits=None, on_result=None):
+        self.events.append(("timed", len(inputs)))
+        results = [MeasureResult(costs=[1e-3]) for _ in inputs]
+        for i, r in enumerate(results):
+            if on_result is not None:
+                on_result(i, r)
+        return results
+
+
+def _measurer(overlap: bool):
+    events: list = []
+    started = threading.Event()
+    m = Measurer(SlowBuilder(started, events), NotingRunner(events), overlap=overlap)
+    return m, events, started
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_during_build_runs_beside_the_build_and_before_any_timing(overlap):
+    m, events, started = _measurer(overlap)
+    inputs = [MeasureInput(TASK, TASK.default_trace())] * 6
+
+    def caller():
+        started.set()
+        events.append(("caller",))
+
+    with m:
+        results = m.measure(inputs, during_build=caller)
+    assert all(r.ok for r in results)
+    first_timed = next(i for i, e in enumerate(events) if e[0] == "timed")
+    assert events.index(("caller",)) < first_timed  # nothing was timed before the caller's work ended
+    built = [e for e in events if e[0] == "built"]
+    assert built[0][2]  # the first build was still going when the caller's work started
+    assert m.stats.during_build_seconds >= 0 and m.stats.candidates == 6
+
+
+def test_an_error_in_during_build_stops_the_batch_before_it_is_timed():
+    m, events, started = _measurer(False)
+
+    def caller():
+        started.set()
+        raise KeyError("nope")
+
+    with m, pytest.raises(KeyError):
+        m.measure([MeasureInput(TASK, TASK.default_trace())], during_build=caller)
+    assert [e[0] for e in events] == ["built"]  # the build ended; nothing was timed
+
+
+def test_during_build_is_called_for_an_empty_batch():
+    m, events, started = _measurer(False)
+    with m:
+        assert m.measure([], during_build=started.set) == []
+    assert started.is_set() and not events
