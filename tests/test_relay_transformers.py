@@ -5,6 +5,8 @@ and their tuning tasks: extracted and one dense kernel tuned."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper  # noqa: E402
 
+import autosched  # noqa: E402
 from _cpus import host_runs, skip_unless_host_runs  # noqa: E402
 from _onnx_models import run_onnxruntime  # noqa: E402
 from _transformer_models import (  # noqa: E402
@@ -24,6 +27,7 @@ from _transformer_models import (  # noqa: E402
     token_inputs,
 )
 from autosched import relay  # noqa: E402
+from autosched.relay.backend.build_module import extract_tasks  # noqa: E402
 from autosched.relay.frontend import OnnxImportError, from_onnx  # noqa: E402
 from autosched.runtime.graph_executor import GraphModule  # noqa: E402
 
@@ -193,3 +197,47 @@ def test_a_constant_exponent_is_a_scalar_in_the_kernel(exponent_shape) -> None:
     m.set_input("x", x)
     m.run()
     np.testing.assert_allclose(m.get_output(0), np.tanh(x ** 3), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target, lanes", [("llvm -mcpu=haswell", 8), ("llvm -mcpu=skylake-avx512", 16)])
+@pytest.mark.parametrize("op", ["LayerNormalization", "Softmax"])
+def test_row_statistics_run_in_vector_lanes(op: str, target: str, lanes: int) -> None:
+    """LayerNormalization's sums and Softmax's max and sum over a row of 768 are accumulated in the target's
+    vector lanes (a partial result per lane, then the lanes reduced), not one element at a time, and the
+    output still matches numpy on the host."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((1, 8, 768)) + 3).astype("float32")
+    inits = [helper.make_tensor("g", TensorProto.FLOAT, [768], rng.standard_normal(768).astype("float32")),
+             helper.make_tensor("b", TensorProto.FLOAT, [768], rng.standard_normal(768).astype("float32"))]
+    if op == "Softmax":
+        node, inits = helper.make_node("Softmax", ["x"], ["y"], axis=-1), []
+    else:
+        node = helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1, epsilon=1e-5)
+    graph = helper.make_graph([node], "row", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    mod, params = from_onnx(model, shape={"x": x.shape})
+    (task,) = extract_tasks(mod, params, target)  # its default schedule is what the build below uses
+    tir = str(autosched.lower(*task.default_schedule()))
+    reductions = {"LayerNormalization": ("layer_norm_sum", "layer_norm_sqsum"),
+                  "Softmax": ("softmax_max", "softmax_sum")}[op]
+    for red in reductions:  # per lane a partial result, accumulated in a vectorized loop, then the lanes reduced
+        assert f"allocate {red}.rf: float32[1, 1, {lanes}]" in tir, tir
+    assert len(re.findall(rf"vectorized \(k\d\.inner, 0, {lanes}\)", tir)) == 2, tir
+    graph_json, lib, params = relay.build(mod, target=target, params=params)
+    if host_runs(target):
+        m = GraphModule(graph_json, lib, params)
+        m.set_input("x", x)
+        m.run()
+        y = np.asarray(m.get_output(0))
+        if op == "Softmax":
+            e = np.exp(x - x.max(-1, keepdims=True))
+            ref = e / e.sum(-1, keepdims=True)
+        else:
+            ref = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * inits_value(inits, 0) \
+                + inits_value(inits, 1)
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
+def inits_value(inits, i: int) -> np.ndarray:
+    return onnx.numpy_helper.to_array(inits[i])
