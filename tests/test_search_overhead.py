@@ -218,3 +218,76 @@ def test_during_build_is_called_for_an_empty_batch():
     with m:
         assert m.measure([], during_build=started.set) == []
     assert started.is_set() and not events
+
+
+# -- feature helpers: shares of the cost model's features computed in other processes, the same features --
+
+
+def _inputs(task, n: int, seed: int = 5):
+    import numpy as np
+
+    return [MeasureInput(task, t) for t in task.space("generated").sample(n, np.random.default_rng(seed))]
+
+
+def test_helpers_compute_the_same_features_as_this_process():
+    import numpy as np
+
+    from autosched.cost_model.helpers import FeatureHelpers
+    from autosched.cost_model.model import HELPER_MIN_BATCH, FeatureCache
+
+    inputs = _inputs(TASK, 2 * HELPER_MIN_BATCH)
+    here = FeatureCache().features(inputs)
+    with FeatureHelpers(1) as helpers:
+        assert helpers.wait_ready() == 1
+        cache = FeatureCache()
+        cache.helpers = helpers
+        sent = []
+        send = helpers.send
+        helpers.send = lambda h, state, texts: sent.append(len(texts)) or send(h, state, texts)
+        both = cache.features(inputs)
+        assert sent == [HELPER_MIN_BATCH]  # half of them went to the helper
+        np.testing.assert_array_equal(both, here)
+        cache.features(inputs[:3])  # few, and known: nothing sent
+        assert sent == [HELPER_MIN_BATCH]
+
+
+def test_a_workload_the_helper_cannot_build_is_computed_here():
+    import numpy as np
+
+    from autosched import te
+    from autosched.cost_model.helpers import FeatureHelpers, task_state
+    from autosched.cost_model.model import HELPER_MIN_BATCH, FeatureCache
+
+    @autosched.register_workload("test_overhead_local_only", override=True)
+    def local_only(n=64):  # registered here, in a test: a helper process does not know it
+        a = te.placeholder((n, n), name="A")
+        b = te.placeholder((n, n), name="B")
+        k = te.reduce_axis((0, n), name="k")
+        c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+        return [a, b, c]
+
+    task = autosched.Task("test_overhead_local_only", {})
+    inputs = _inputs(task, HELPER_MIN_BATCH + 4)
+    with FeatureHelpers(1) as helpers:
+        helpers.wait_ready()
+        cache = FeatureCache()
+        cache.helpers = helpers
+        np.testing.assert_array_equal(cache.features(inputs), FeatureCache().features(inputs))
+        assert helpers.ready(task_state(task)) == []  # refused once: not asked again
+
+
+def test_a_run_with_helpers_searches_as_one_without(monkeypatch):
+    from autosched.cost_model import XGBCostModel
+
+    runs = []
+    for n in ("1", "0"):
+        monkeypatch.setenv("AUTOSCHED_FEATURE_HELPERS", n)
+        model = XGBCostModel(seed=3)
+        m = AheadMeasurer()
+        m.accepts_during_build = False
+        with Database(":memory:") as db:
+            tune(TASK, 32, policy="evolutionary", database=db, measurer=m, batch_size=8, seed=3,
+                 cost_model=model, policy_options=SMALL, remeasure=0)
+        assert model.cache.helpers is None  # the run's helpers are the run's
+        runs.append(m.seen)
+    assert runs[0] == runs[1]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract
+from autosched.cost_model.helpers import task_state
 from autosched.result import MeasureInput, MeasureResult
 from autosched.tir.lower import lower
 
@@ -48,31 +49,90 @@ class CostModel(ABC):
         return model
 
 
+def candidate_features(task: Any, trace: Any) -> np.ndarray:
+    """The feature vector of ``trace`` (a Trace or its text) of ``task``: its lowered loop IR, read; the zero
+    vector for a candidate that does not apply or lower."""
+    try:
+        sch, args = task.apply(trace)
+        return extract(lower(sch, args, partition=False))
+    except Exception:  # noqa: BLE001 - an illegal candidate scores as the zero vector
+        return np.zeros(N_FEATURES, dtype=np.float32)
+
+
+#: unseen candidates of one task in one call before helper processes take a share of them
+HELPER_MIN_BATCH = 16
+
+
 class FeatureCache:
     """Features per candidate (workload key, digest of the trace text): a candidate is lowered and read once
     while it is among the ``capacity`` most recently added. Bounded, so a long run's memory stays flat: the
-    search scores hundreds of candidates per measured one, and the training rows keep their own copy."""
+    search scores hundreds of candidates per measured one, and the training rows keep their own copy.
+
+    ``helpers``: a :class:`~autosched.cost_model.helpers.FeatureHelpers` (the tuning loop sets one for its
+    run, on machines with a core to spare): a call with ``HELPER_MIN_BATCH`` unseen candidates of a task or
+    more gives each ready helper an equal share and computes the rest here meanwhile. The features are the
+    same wherever they are computed."""
 
     def __init__(self, capacity: int = 16_384):
         self.capacity = capacity
         self._data: dict[tuple[str, bytes], np.ndarray] = {}
+        self.helpers: Any = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "helpers": None}  # processes do not travel
+
+    def __setstate__(self, state: dict) -> None:
+        state.setdefault("helpers", None)
+        self.__dict__.update(state)
 
     def features(self, inputs: Sequence[MeasureInput]) -> np.ndarray:
         out = np.zeros((len(inputs), N_FEATURES), dtype=np.float32)
-        for i, inp in enumerate(inputs):
-            key = (inp.task.workload_key, hashlib.blake2b(inp.trace.dumps().encode(), digest_size=16).digest())
-            vec = self._data.get(key)
-            if vec is None:
-                try:
-                    sch, args = inp.task.apply(inp.trace)
-                    vec = extract(lower(sch, args, partition=False))
-                except Exception:  # noqa: BLE001 - an illegal candidate scores as the zero vector
-                    vec = np.zeros(N_FEATURES, dtype=np.float32)
+        keys = [(inp.task.workload_key, hashlib.blake2b(inp.trace.dumps().encode(), digest_size=16).digest())
+                for inp in inputs]
+        missing: dict[tuple[str, bytes], MeasureInput] = {}
+        for key, inp in zip(keys, inputs):
+            if key not in self._data and key not in missing:
+                missing[key] = inp
+        if missing:
+            found = self._compute(missing)
+            for key, vec in found.items():
                 if len(self._data) >= self.capacity:
                     self._data.pop(next(iter(self._data)))
                 self._data[key] = vec
-            out[i] = vec
+        for i, key in enumerate(keys):
+            vec = self._data.get(key)
+            out[i] = vec if vec is not None else found[key]  # found: when the capacity is below the call's size
         return out
+
+    def _compute(self, missing: dict[tuple[str, bytes], MeasureInput]) -> dict[tuple[str, bytes], np.ndarray]:
+        """Features of the ``missing`` candidates: shares of each task's to the helpers, the rest here."""
+        found: dict[tuple[str, bytes], np.ndarray] = {}
+        by_task: dict[str, list[tuple[tuple[str, bytes], MeasureInput]]] = {}
+        for key, inp in missing.items():
+            by_task.setdefault(key[0], []).append((key, inp))
+        for items in by_task.values():
+            local = [True] * len(items)
+            sent: list[tuple[Any, int, int]] = []  # (helper, start, end) of items
+            helpers, state = self.helpers, None
+            if helpers is not None and len(items) >= HELPER_MIN_BATCH:
+                state = task_state(items[0][1].task)
+                ready = helpers.ready(state)
+                size = len(items) // (len(ready) + 1)
+                for n, helper in enumerate(ready):  # the last shares to the helpers, the first one here
+                    lo, hi = len(items) - (n + 1) * size, len(items) - n * size
+                    if helpers.send(helper, state, [inp.trace.dumps() for _, inp in items[lo:hi]]):
+                        sent.append((helper, lo, hi))
+                        local[lo:hi] = [False] * (hi - lo)
+            for (key, inp), here in zip(items, local):
+                if here:
+                    found[key] = candidate_features(inp.task, inp.trace)
+            for helper, lo, hi in sent:
+                rows = helpers.receive(helper, state)
+                if rows is None or len(rows) != hi - lo:  # a helper that failed: its share is computed here
+                    rows = [candidate_features(inp.task, inp.trace) for _, inp in items[lo:hi]]
+                for (key, _), vec in zip(items[lo:hi], rows):
+                    found[key] = np.asarray(vec, dtype=np.float32)
+        return found
 
 
 class RandomCostModel(CostModel):

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from autosched.cost_model import RandomCostModel, XGBCostModel, load_pretrained
+from autosched.cost_model.helpers import FeatureHelpers, default_helpers, shared_helpers
+from autosched.cost_model.model import FeatureCache
 from autosched.cost_model.shipped import suits
 from autosched.cost_model.transfer import pretrain
 from autosched.errors import AutoschedError
@@ -213,9 +216,12 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
         with db.tuning_run(policy_name, seed=seed, trials=trials, target=task.target, config=config) as run:
             state.run = run
             _hook(callbacks, "on_start", state)
+            helpers = _feature_helpers(state, measurer)
             try:
                 _loop(state, measurer, db, run, batch_size, early_stopping, callbacks, stale_rounds)
             finally:
+                if helpers is not None:  # they stay up for the next run of this process (stopped at exit)
+                    ctx.cost_model.cache.helpers = None
                 _hook(callbacks, "on_end", state)
             state.best_in_run = state.best_cost
             remeasured = False
@@ -336,6 +342,28 @@ class _Ahead:
         if self.error is not None:
             raise self.error
         return self.traces if self.traces is not None else self.state.policy.propose(self.n)
+
+
+def _feature_helpers(state: TuneState, measurer: Any) -> FeatureHelpers | None:
+    """Helper processes that compute shares of the features the cost model scores candidates by, for this
+    run (on the cores that wait meanwhile; none on one core, or when ``$AUTOSCHED_FEATURE_HELPERS`` is 0):
+    the process's shared ones, ready before this returns; None when the model has no :class:`FeatureCache`
+    or it has helpers already."""
+    cache = getattr(state.context.cost_model, "cache", None)
+    if not isinstance(cache, FeatureCache) or cache.helpers is not None:
+        return None
+    n = default_helpers()
+    builder = getattr(measurer, "builder", None)
+    if _proposes_ahead(state, measurer) and builder is not None and not getattr(builder, "cluster", False):
+        # the search runs beside the builds then: only the cores the builders leave idle
+        n = min(n, max(0, (os.cpu_count() or 1) - 1 - int(getattr(builder, "parallelism", 1))))
+    if n <= 0:
+        return None
+    helpers = shared_helpers(n)
+    if not helpers.wait_ready():  # started, and idle, before the first build or timing
+        return None
+    cache.helpers = helpers
+    return helpers
 
 
 def _proposes_ahead(state: TuneState, measurer: Any) -> bool:
