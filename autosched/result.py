@@ -48,8 +48,11 @@ class ResultFlag:
     SERIAL = "serial"  # a parallel loop ran serial (no libgomp where it was built)
     SCALAR = "scalar"  # a vectorized loop ran as a scalar loop (its body cannot be vectorised)
     NOT_UNROLLED = "not_unrolled"  # an unrolled loop stayed a loop (past the unroll limit, or not constant)
+    # not a doubt but how it was timed: with cold caches (its arguments evicted before each run), as a kernel
+    # finds them inside a model; such a time is longer than a warm one and is compared with its kind only
+    COLD = "cold_cache"
 
-    ALL = (UNCHECKED, NOISY, SERIAL, SCALAR, NOT_UNROLLED)
+    ALL = (UNCHECKED, NOISY, SERIAL, SCALAR, NOT_UNROLLED, COLD)
 
 
 @dataclass

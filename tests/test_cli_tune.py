@@ -251,8 +251,10 @@ def test_tune_a_model_then_build_it_with_the_records(env, tmp_path):
     r = autosched(env, "tune", "--model", model, *FAST, "--trials", 8, "--db", db, "--policy", "random")
     assert r.returncode == 0, r.stderr
     assert "conv2d+add+relu 1x3x16x16 * 4x3x7x7 s2" in r.stdout and "weight" in r.stdout
+    assert "timing: cold caches (as inside a model" in r.stderr
     with Database(db, create=False) as d:
         assert d.count() == 8 and len(d.workloads()) == 2  # two rounds of 4: the first two kernels
+        assert all("cold_cache" in rec.flags for rec in d.records() if rec.ok)  # timed as inside the model
     out = tmp_path / "deploy"
     r = autosched(env, "build", "--model", model, "--db", db, "-o", out)
     assert r.returncode == 0, r.stderr
@@ -278,3 +280,30 @@ def test_a_stale_cached_peak_is_measured_again_and_no_share_exceeds_100(env, tmp
     shares = [int(s) for s in re.findall(r"(\d+)% of (?:peak|the)", out)]
     assert shares and max(shares) <= 100, out
     assert json.loads((cache / "peak.json").read_text())[key]["gflops"] > 5.0  # the new figure is cached
+
+
+@pytest.mark.parametrize("flag, cold", [(None, True), ("--warm-cache", False), ("--cold-cache", True)])
+def test_tune_model_times_cold_on_a_cpu_unless_asked_warm(flag, cold, tmp_path, monkeypatch):
+    """`autosched tune --model` on a CPU times with cold caches by default (the ranking that holds inside a
+    model); --warm-cache opts out; a single workload stays warm unless asked."""
+    import onnx
+
+    import autosched.cli.tune as tune_cli
+    from _onnx_models import make_resnet18
+    from autosched.cli import main
+
+    path = tmp_path / "m.onnx"
+    onnx.save(make_resnet18(image=16, width=4, num_classes=10), str(path))
+    seen = {}
+
+    def measurer(*args, config=None, **kwargs):
+        seen["config"] = config
+        raise ImportError("stopped by the test before anything is measured")
+
+    monkeypatch.setattr(tune_cli, "Measurer", measurer)
+    main(["tune", "--model", str(path), "--trials", "1", "--backend", "local", "--db", str(tmp_path / "t.db"), "-q",
+          *([flag] if flag else [])])
+    assert seen["config"].flush_cache == cold
+    main(["tune", "--workload", "matmul", "--param", "M=16", "--param", "N=16", "--param", "K=16", "--trials", "1",
+          "--backend", "local", "--db", str(tmp_path / "t.db"), "-q"])
+    assert not seen["config"].flush_cache

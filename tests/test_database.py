@@ -40,6 +40,22 @@ def test_best_orders_successful_records_by_median_cost(db):
     assert [r.trace for r in db.best(t.workload_key, CPU, k=2)] == [trace(2), trace(4)]
 
 
+def test_cold_times_are_compared_with_cold_times_only(db):
+    """Records timed with cold caches (``tune --model`` on a CPU) are a task's ranking once there is one: a cold
+    time is longer than a warm one of the same kernel, so the two are never weighed against each other."""
+    from autosched.database import Where
+    from autosched.result import ResultFlag
+
+    t = task()
+    db.commit(t, trace(1), ok(1e-3))  # warm, the shortest time
+    assert [r.trace for r in db.best(t, k=3)] == [trace(1)]  # only warm ones: as before
+    db.commit(t, trace(2), MeasureResult(costs=[3e-3] * 3, flags=[ResultFlag.COLD]))
+    db.commit(t, trace(3), MeasureResult(costs=[2e-3] * 3, flags=[ResultFlag.UNCHECKED, ResultFlag.COLD]))
+    assert [r.trace for r in db.best(t, k=3)] == [trace(3), trace(2)]
+    assert [r.trace for r in db.select_records(Where(workload_key=t.workload_key, cold=False))] == [trace(1)]
+    assert ResultFlag.COLD in db.best(t)[0].flags
+
+
 def test_record_keeps_everything_measured(db):
     t = task()
     res = MeasureResult(costs=[1.5e-3, 1.25e-3, 1.75e-3], build_seconds=0.031, run_seconds=0.42,

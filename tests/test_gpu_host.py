@@ -546,3 +546,4 @@ def test_tune_cold_cache_sets_the_runners_cold_cache_option(target, tmp_path, mo
     cfg = seen["config"]
     assert cfg.flush_cache
     assert (cfg.number, cfg.min_repeat_ms) == ((1, 10.0) if target == "cuda" else (1, 0.0))
+

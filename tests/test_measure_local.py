@@ -246,3 +246,25 @@ def test_build_workers_are_recycled_after_a_bounded_number_of_builds(monkeypatch
             pids.add(b.worker_pids[0])
         assert all(r.ok for r in results), [r.error_msg for r in results]
         assert b._procs[0].recycled == 2 and b._procs[0].restarts == 0 and len(pids) == 3
+
+
+def test_a_cold_cache_time_says_so_and_its_remeasure_stays_cold(builder):
+    """RunConfig(flush_cache=True) (`tune --cold-cache`): each repeat is one run after the arguments are evicted,
+    the record says it was timed cold (compared with its kind only), and the longer re-measure of the best is
+    cold too: one run per repeat, more repeats."""
+    from autosched.result import ResultFlag
+
+    task = small_matmul()
+    cold = CONFIG.replace(flush_cache=True, number=1, min_repeat_ms=0.0)
+    with LocalRunner(cold) as r:
+        m = Measurer(builder, r, top_k=1)
+        (res,) = m.measure([MeasureInput(task, tiled_matmul_trace(task))])
+        assert res.ok and ResultFlag.COLD in res.flags, (res.error_kind, res.error_msg, res.flags)
+        rc = m.remeasure_config
+        assert rc.flush_cache and rc.number == 1 and rc.min_repeat_ms == 0 and rc.repeat > cold.repeat
+        ((_, again),) = m.remeasure_top()
+        assert again.ok and ResultFlag.COLD in again.flags
+    with LocalRunner(CONFIG) as r:
+        inputs = [MeasureInput(task, tiled_matmul_trace(task))]
+        (warm,) = r.run(inputs, builder.build(inputs))
+    assert warm.ok and ResultFlag.COLD not in warm.flags

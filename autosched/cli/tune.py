@@ -102,9 +102,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=above_zero, default=10.0,
                    help="seconds one run of a candidate may take (default 10)")
     p.add_argument("--build-timeout", type=above_zero, default=30.0, help="seconds one build may take (default 30)")
-    p.add_argument("--cold-cache", action="store_true",
-                   help="time candidates with cold caches: the arguments evicted from the CPU caches before each "
-                        "(single) run; on a GPU the L2 flushed before each launch, each launch timed alone")
+    caches = p.add_mutually_exclusive_group()
+    caches.add_argument("--cold-cache", dest="cache", action="store_const", const="cold", default=None,
+                        help="time candidates with cold caches: the arguments evicted from the CPU caches before "
+                             "each (single) run, as a kernel finds them inside a model; on a GPU the L2 flushed "
+                             "before each launch, each launch timed alone (default with --model on a CPU)")
+    caches.add_argument("--warm-cache", dest="cache", action="store_const", const="warm",
+                        help="time candidates with warm caches: runs repeated back to back (default with --workload, "
+                             "and on a GPU)")
     p.add_argument("--batch-size", type=at_least(1), default=16, help="candidates per measured batch (default 16)")
     p.add_argument("--early-stopping", type=at_least(1), default=None, metavar="N",
                    help="stop after N trials without a better candidate")
@@ -311,13 +316,15 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
         except Exception as e:  # noqa: BLE001 - the share of peak is cosmetic; the GPU is checked when measuring
             print(f"(no peak figure: {e})", file=out, flush=True)
     where = "Ray at " + args.ray_address if args.ray_address else (args.backend or "ray") + " (this machine)"
-    print(f"database: {db}   workers: {where}   policy: {policy_cls.name}", file=out, flush=True)
+    timing = ("cold caches (as inside a model; --warm-cache to repeat runs back to back)" if cold_cache(args, gpu)
+              else "warm caches")
+    print(f"database: {db}   workers: {where}   policy: {policy_cls.name}   timing: {timing}", file=out, flush=True)
     t0 = time.time()
     budget = TimeBudget(args.budget)
     with StopOnSignal(out) as stopper:
         try:
             config = RunConfig(timeout=args.timeout, num_threads=args.threads)
-            if args.cold_cache:  # a CPU repeat is one run after the flush; on a GPU every timed launch follows one
+            if cold_cache(args, gpu):  # a CPU repeat is one run after the flush; on a GPU every launch follows one
                 config = config.replace(flush_cache=True, **({} if gpu else dict(number=1, min_repeat_ms=0.0)))
             measurer = Measurer(backend=args.backend, config=config,
                                 n_builders=args.workers, build_timeout=args.build_timeout, seed=args.seed,
@@ -356,6 +363,14 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
               file=out, flush=True)
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def cold_cache(args: argparse.Namespace, gpu: bool) -> bool:
+    """Whether candidates are timed with cold caches: as asked, else for a model's kernels on a CPU. Inside a
+    model a kernel's weights and inputs were evicted by the layers before it; timed warm (alone, repeated), the
+    picks of GPT-2 small's kernels ran 11% slower in the model than its default schedules, timed cold 1% faster
+    (benchmarks/model_ranking.py, Zen 4; docs/measure.md)."""
+    return args.cache == "cold" if args.cache else bool(args.model) and not gpu
 
 
 def _peak_missing(threads: int, target: Any) -> bool:

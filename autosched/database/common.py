@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from autosched.database.record import TuningRecord, producer_info
 from autosched.errors import AutoschedError
+from autosched.result import ResultFlag
 from autosched.target import Target
 
 #: what ``commit_records`` may do with a candidate already stored: take the new figures, keep the stored
@@ -47,6 +48,7 @@ class Where:
     until: float | None = None  # timestamp < until
     traces: tuple[str, ...] | None = None
     after_id: int | None = None
+    cold: bool | None = None  # timed with cold caches (flag ``cold_cache``, True) or warm (False)
 
     def matches(self, rec: TuningRecord) -> bool:
         """Whether ``rec`` is one of these records (for implementations that filter in Python)."""
@@ -58,7 +60,8 @@ class Where:
                 and (self.since is None or rec.timestamp >= self.since)
                 and (self.until is None or rec.timestamp < self.until)
                 and (self.traces is None or rec.trace_json in self.traces)
-                and (self.after_id is None or rec.id > self.after_id))
+                and (self.after_id is None or rec.id > self.after_id)
+                and (self.cold is None or (ResultFlag.COLD in (rec.flags or ())) == self.cold))
 
 
 def check_on_conflict(on_conflict: str) -> None:

@@ -27,7 +27,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy import Integer, bindparam, create_engine, event, func, select, update
+from sqlalchemy import Integer, bindparam, create_engine, event, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
@@ -39,6 +39,7 @@ from autosched.database.interface import Database, open_database
 from autosched.database.query import cpu_agnostic as _cpu_agnostic  # noqa: F401 - search.tune imports it here
 from autosched.database.record import TuningRecord, trace_digest
 from autosched.database.schema import RecordRow, RunRow, WorkloadRow
+from autosched.result import ResultFlag
 from autosched.te.analysis import structural_hash
 
 _R = RecordRow.__table__
@@ -341,7 +342,7 @@ class SQLDatabase(Database):
     @staticmethod
     def _shape(where: Where) -> tuple:
         """What a statement for ``where`` depends on: which fields are given (and ``ok``'s value)."""
-        return tuple(getattr(where, f) is not None for f in _CONDS) + (where.ok,)
+        return tuple(getattr(where, f) is not None for f in _CONDS) + (where.ok, where.cold)
 
     def _params(self, where: Where) -> dict | None:
         """The values of a statement's parameters; None when the workload is not in the database."""
@@ -360,6 +361,9 @@ class SQLDatabase(Database):
         conds = [cond(_R.c) for f, cond in _CONDS.items() if getattr(where, f) is not None]
         if where.ok is not None:
             conds.append(_R.c.cost.isnot(None) if where.ok else _R.c.cost.is_(None))
+        if where.cold is not None:  # flags are stored comma-joined
+            cold = _R.c.flags.like(f"%{ResultFlag.COLD}%")
+            conds.append(cold if where.cold else or_(_R.c.flags.is_(None), ~cold))
         return conds
 
     def _select(self, where: Where, order: str, limited: bool):

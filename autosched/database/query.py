@@ -141,7 +141,9 @@ def iter_records(db: Records, task_or_key: Any = None, target: Any = None, *, li
 def best(db: Records, task_or_key: Any, target: Any = None, k: int = 1, *,
          allow_other_cpus: bool = False) -> list[TuningRecord]:
     """The ``k`` fastest successful records of a workload on a target, fastest first, trusted ones (see
-    :func:`trusted`) before the others.
+    :func:`trusted`) before the others. Where some were timed with cold caches (``tune --model`` on a CPU
+    times so: the ranking that holds inside a model), those are the ones compared: a cold time is never
+    weighed against a warm one, which is shorter for the same kernel.
 
     ``target`` defaults to the task's (or the host's, for a bare key). Records are keyed by the target
     with its CPU, so a record tuned on another CPU is not returned, unless ``allow_other_cpus=True``
@@ -160,14 +162,16 @@ def best(db: Records, task_or_key: Any, target: Any = None, k: int = 1, *,
 
 
 def _fastest(db: Records, key: str, targets: list[str], k: int) -> list[TuningRecord]:
-    """The ``k`` fastest trusted records, fastest first; the untrusted ones only where too few others exist
-    (then after them, fastest first: still shown, and flagged as they are)."""
+    """The ``k`` fastest trusted records, fastest first (those timed cold, where there are any); the untrusted
+    ones only where too few others exist (then after them, fastest first: still shown, and flagged as they
+    are)."""
+    cold = any(db.select_records(Where(workload_key=key, target=t, ok=True, cold=True), limit=1) for t in targets)
     want = k
     while True:
         limit = 4 * want + 16
         recs = sorted((r for t in targets
-                       for r in db.select_records(Where(workload_key=key, target=t, ok=True), order="cost",
-                                                  limit=limit)), key=ORDERS["cost"])[:limit]
+                       for r in db.select_records(Where(workload_key=key, target=t, ok=True, cold=cold or None),
+                                                  order="cost", limit=limit)), key=ORDERS["cost"])[:limit]
         good = [r for r in recs if trusted(r)]
         if len(good) >= k or len(recs) < limit:
             return (good + [r for r in recs if not trusted(r)])[:k]

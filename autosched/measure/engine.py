@@ -399,6 +399,8 @@ class RunJob(Job):
         flags = list(self.br.flags) + list(flags or [])
         if costs and (not self.cfg.check or self.data.reference is None):
             flags.append(ResultFlag.UNCHECKED)
+        if costs and self.cfg.flush_cache:  # a cold-cache time: the database compares it with its kind only
+            flags.append(ResultFlag.COLD)
         res = MeasureResult(costs=list(costs or []), error_kind=kind, error_msg=msg,
                             build_seconds=self.br.build_seconds,
                             run_seconds=elapsed if inside is None else inside, flags=flags,

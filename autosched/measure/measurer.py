@@ -171,8 +171,12 @@ class Measurer:
         self.top_k = int(top_k)
         self.max_consecutive_failures = int(max_consecutive_failures)
         base = self.runner.config
-        self.remeasure_config = remeasure_config or base.replace(
-            repeat=max(2 * base.repeat, 5), min_repeat_ms=max(4 * base.min_repeat_ms, 40.0))
+        # longer repeats; a cold-cache time stays one run after each flush (more repeats instead), or the
+        # re-measure would time warm runs and rank them with the run's cold ones
+        self.remeasure_config = remeasure_config or (
+            base.replace(repeat=max(3 * base.repeat, 10)) if base.flush_cache and base.number == 1
+            and base.min_repeat_ms == 0 else
+            base.replace(repeat=max(2 * base.repeat, 5), min_repeat_ms=max(4 * base.min_repeat_ms, 40.0)))
         self.overlap = overlap
         self.keep_artifacts = keep_artifacts
         self.stats = MeasureStats()
