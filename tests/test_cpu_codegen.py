@@ -158,6 +158,38 @@ def test_every_op_gives_the_same_values_vectorized_and_scalar(dtype):
     np.testing.assert_allclose(outs[1], ref, rtol=rtol, atol=rtol)
 
 
+@pytest.mark.parametrize("fn", ["exp", "tanh", "erf"])
+def test_float32_math_of_vectors_is_inline_and_accurate(fn):
+    """float32 exp, tanh and erf of a vector are emitted inline (a polynomial or rational approximation in
+    fused multiply-adds, no libm call per lane: a GELU's erf took 6 ns an element), within 5e-7 of the exact
+    value relative to it (erf near 0 included), at the special values too: +-0, +-inf, NaN, past the clamps."""
+    import math
+
+    n = 1 << 16
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-6, 6, n - 4096), np.geomspace(1e-30, 1e-2, 2048), -np.geomspace(1e-20, 20, 2048)])
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 0.625, -0.625, 3.9999, 4.0, 4.5, 9.0, 88.0, -88.0]
+    x = np.concatenate([x, special]).astype("float32")
+    A = te.placeholder((len(x),), "float32", name="A")
+    B = te.compute(A.shape, lambda i: getattr(te, fn)(A[i]), name="B")
+    s = te.create_schedule(B.op)
+    _, xi = s[B].split(B.op.axis[0], factor=16)
+    s[B].vectorize(xi)
+    f = autosched.build(s, [A, B])
+    ir = f.get_source()
+    assert not any(f"@{name}(" in ir for name in ("expf", "tanhf", "erff")), "a libm call per lane"
+    y = np.zeros_like(x)
+    f(x, y)
+    exact = {"exp": np.exp, "tanh": np.tanh, "erf": np.vectorize(math.erf)}[fn](x.astype("float64"))
+    finite = np.isfinite(exact) & (np.abs(exact) > 1e-37) & (exact < 3e38)
+    rel = np.abs(y[finite] - exact[finite]) / np.abs(exact[finite])
+    assert rel.max() < 5e-7, (fn, x[finite][rel.argmax()], rel.max())
+    tail = y[-len(special):]
+    want = {"exp": [1, 1, np.inf, 0, np.nan], "tanh": [0, -0.0, 1, -1, np.nan], "erf": [0, -0.0, 1, -1, np.nan]}[fn]
+    np.testing.assert_array_equal(tail[:5], np.array(want, "float32"))
+    assert np.signbit(tail[1]) == (fn != "exp")  # an odd function keeps -0's sign
+
+
 @pytest.mark.parametrize("vectorize", [False, True])
 def test_a_libm_function_of_float16_is_refused_vectorized_or_not(vectorize):
     """tanh has no float16 libm function: both loops say so (a vectorized one used to call the float64 tanh with
