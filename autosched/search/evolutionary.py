@@ -16,9 +16,10 @@ take ``build_factor`` times longer to build than the task's fastest kernels did 
 ranking (``TuneContext.affordable``). It saves build time, but in a first trial its search found slower
 kernels: not the default until measured further.
 
-``propose_ahead`` (on): the tuning loop breeds the next batch while the builders compile the current one,
-so the search takes no wall time of its own there; it then learns each batch one batch later (off: every
-batch is bred from every result so far, and the search waits for it).
+``propose_ahead`` (on): where the builders leave a core idle (a Ray cluster, or fewer builders than cores:
+``Measurer.accepts_during_build``), the tuning loop breeds the next batch while they compile the current
+one, so the search takes no wall time of its own; it then learns each batch one batch later (off, or with
+builders on every local core, the default: every batch is bred from every result so far, and the search waits).
 
 Cost: a batch scores about ``scout + population * (generations + 1)`` candidates, each lowered once for
 its features, so the defaults keep the search to a fraction of the time the batch takes to measure; raise

@@ -318,11 +318,13 @@ def _hook(callbacks: Sequence[Callback], name: str, state: TuneState) -> None:
 
 
 class _Ahead:
-    """The next batch's proposal, made while the current batch builds (``Measurer.measure(during_build=...)``):
-    the builders compile in their worker processes and this process would only wait, so the search, the cost
-    model's scoring and the lowering for features take no wall time of their own there, and none of it runs
-    while a kernel is timed. The policy proposes before it has learned the batch in flight (it learns one batch
-    later), and the batch in flight counts as measured for it, so it is not proposed again."""
+    """The next batch's proposal, made while the current batch builds (``Measurer.measure(during_build=...)``),
+    where the measurer says the builders leave a core idle (a cluster, or fewer builders than cores; with a
+    builder on every core, a search beside them slowed the builds by more than it saved): this process would
+    only wait, so the search, the cost model's scoring and the lowering for features take no wall time of
+    their own there, and none of it runs while a kernel is timed. The policy proposes before it has learned
+    the batch in flight (it learns one batch later), and the batch in flight counts as measured for it, so it
+    is not proposed again."""
 
     def __init__(self, state: TuneState, inputs: list, n: int):
         self.state, self.inputs, self.n = state, inputs, n
