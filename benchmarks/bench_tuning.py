@@ -24,7 +24,8 @@ of wall clock from the shell until the best is within 0.9x and 1.0x of the refer
 start-up of a fresh ``autosched`` command, measured once, and its own workers' start); each model-guided policy
 against random search at 64 trials (the ratio of the medians, and the per-seed ratios' range); and the
 issues' goals for the default policy (0.9x within 20 s and 1.0x within 60 s from the shell, >= 3 trials/s;
-at 64 trials >= 0.9 of the reference, at 200 >= 1.0, >= 1.2x random at 64). Draws ``OUT/tuning_WORKLOAD.png`` (share of the reference against trials and against seconds:
+at 64 trials >= 0.9 of the reference, at 200 >= 1.0, >= 1.2x random at 64). Draws
+``OUT/tuning_WORKLOAD.png`` (share of the reference against trials and against seconds from the shell:
 median line, band from the worst to the best seed) and writes everything, with the CPU, date and versions,
 to ``OUT/tuning.json``.
 
