@@ -343,6 +343,52 @@ def test_padding_guards_mask_only_the_edge_chunks(target):
     np.testing.assert_allclose(o, ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+@pytest.mark.parametrize("stride", [2, 3, 4, 5])
+def test_strided_vector_loads_are_whole_vectors_and_a_shuffle(stride, target):
+    """Lanes a small constant stride apart (a stride-2 convolution's input row) are read as contiguous vectors
+    and one shuffle, not a gather: the last vector is masked past the last element used, so a buffer that
+    ends there is not overrun. Beyond a stride of 4, a gather. The values match numpy either way."""
+    lanes = Target(target).cpu.lanes("float32")
+    n = 4 * lanes
+    A = te.placeholder((stride * (n - 1) + 1,), "float32", name="A")  # ends at the last element read
+    B = te.compute((n,), lambda i: A[i * stride] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    _, xi = s[B].split(B.op.axis[0], factor=lanes)
+    s[B].vectorize(xi)
+    f = autosched.build(s, [A, B], target=target)
+    text = f.get_source("ll-unopt")
+    assert ("llvm.masked.gather" in text) == (stride > 4)
+    if stride <= 4:
+        assert len(re.findall(r"call .*@\"?llvm\.masked\.load", text)) == 1
+    if not host_runs(target):  # compiled and inspected only: this CPU lacks the target's extensions
+        return
+    a = np.random.default_rng(stride).standard_normal(A.shape[0]).astype("float32")
+    b = np.zeros(n, "float32")
+    f(a, b)
+    np.testing.assert_array_equal(b, a[::stride] * 2)
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+@pytest.mark.parametrize("args", [dict(H=224, W=224, CI=3, CO=64, KH=7, KW=7, stride=2, padding=3),
+                                  dict(H=28, W=28, CI=32, CO=64, KH=1, KW=1, stride=2, padding=0)],
+                         ids=["stem7x7s2", "1x1s2"])
+def test_default_strided_conv2d_reads_rows_without_gathers(args, target):
+    """The default NCHW schedule of a stride-2 convolution (a ResNet stem, a 1x1 downsampling) reads its input
+    rows as whole vectors and shuffles, built for AVX2 and AVX-512, and matches numpy where the host runs it."""
+    task = autosched.Task("conv2d", args, target)
+    sch, tensors = task.default_schedule()
+    f = autosched.build(sch, tensors, target=target)
+    assert "llvm.masked.gather" not in f.get_source("ll-unopt")
+    if not host_runs(target):  # compiled and inspected only: this CPU lacks the target's extensions
+        return
+    rng = np.random.default_rng(0)
+    ins = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in tensors[:-1]]
+    out = np.zeros([int(d) for d in tensors[-1].shape], "float32")
+    f(*ins, out)
+    np.testing.assert_allclose(out, get_reference("conv2d")(ins, **task.args), rtol=1e-4, atol=1e-4)
+
+
 def test_a_masked_off_lane_does_not_divide_by_zero():
     """An integer division in a vectorized loop with a tail: the lanes past the end load nothing (zero), and
     dividing by them would trap (SIGFPE) although their results are thrown away."""

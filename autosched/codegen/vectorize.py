@@ -3,7 +3,9 @@
 The loop body is emitted once with every value either *uniform* (the same in
 all lanes: a plain scalar) or *varying* (an LLVM vector of ``lanes`` values).
 Loads and stores whose index moves by 1 per lane become vector loads and
-stores; other varying indices become gathers and scatters. Conditions that
+stores; loads a small constant stride apart (2 to 4: a strided convolution's
+input) become a few whole vectors and a shuffle; other varying indices become
+gathers and scatters. Conditions that
 vary per lane (split tails, padding) become masks on loads and stores, so the
 lanes that fall outside never touch memory. Bodies this cannot express (inner
 loops, stores that do not move with the lane) fall back to a scalar loop.
@@ -22,6 +24,8 @@ from autosched.tir import stmt as S
 from autosched.tir.arith import linear, simplify
 
 MAX_LANES = 64
+#: the largest constant stride a vector load reads as whole vectors and a shuffle (beyond it: a gather)
+MAX_DEINTERLEAVE = 4
 
 
 def vector_blocker(body: S.Stmt, var: Var) -> str | None:
@@ -285,6 +289,9 @@ class VectorEmitter:
                 masked = lambda: self.b.call(fn, [ptr, align, self.mask, ir.Constant(vt, None)])  # noqa: E731
                 plain = lambda: self.b.load(ptr, typ=vt, align=DTYPE_BYTES[buf.dtype])  # noqa: E731
                 v = self._on_stack_or_masked(buf, base, base_v, plain, masked)
+        elif (stride is not None and 2 <= stride <= MAX_DEINTERLEAVE and self.mask is None
+              and buf not in self.cg.stack_bufs):
+            v = self._strided_load(buf, base, stride, mt)
         elif stride == 0 and self.mask is None:
             return self.splat(self.scalar(e))
         elif stride == 0:  # one address for every lane: load it once if any lane is on (no gather)
@@ -301,6 +308,33 @@ class VectorEmitter:
         if buf.dtype == "bool":
             v = self.b.trunc(v, self.vtype(I1))
         return v
+
+    def _strided_load(self, buf: S.Buffer, base: Expr, stride: int, mt: ir.Type) -> ir.Value:
+        """Lanes ``stride`` elements apart (a stride-2 convolution's input row) as ``stride`` contiguous vector
+        loads and one shuffle instead of a gather; the last load is masked past the last element read, so
+        nothing beyond it is touched."""
+        b, n = self.b, self.lanes
+        vt = self.vtype(mt)
+        size = DTYPE_BYTES[buf.dtype]
+        start = b.gep(self.cg.cur.bufs[buf], [self.scalar(base, index=True)], inbounds=True, source_etype=mt)
+        chunks = []
+        for k in range(stride):
+            ptr = b.gep(start, [ir.Constant(I64, k * n)], inbounds=True, source_etype=mt)
+            if k < stride - 1:
+                chunks.append(b.load(ptr, typ=vt, align=size))
+                continue
+            on = [k * n + j <= stride * (n - 1) for j in range(n)]
+            fn = self.cg._decl(f"llvm.masked.load.{ops.type_suffix(vt)}.p0", vt, [PTR, I32, self.vtype(I1), vt])
+            mask = ir.Constant(self.vtype(I1), [int(x) for x in on])
+            chunks.append(b.call(fn, [ptr, ir.Constant(I32, size), mask, ir.Constant(vt, None)]))
+        if stride == 2:
+            lo, hi = chunks
+        else:  # two vectors of 2n lanes, the fourth chunk undefined for a stride of 3
+            chunks += [ir.Constant(vt, ir.Undefined)] * (4 - stride)
+            both = ir.Constant(ir.VectorType(I32, 2 * n), list(range(2 * n)))
+            lo = b.shuffle_vector(chunks[0], chunks[1], both)
+            hi = b.shuffle_vector(chunks[2], chunks[3], both)
+        return b.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, n), [stride * j for j in range(n)]))
 
     def store(self, s: S.BufferStore) -> None:
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from autosched.workloads.knobs import DefaultConfig
 from autosched.workloads.registry import register_schedule
-from autosched.workloads.tile_sizes import conv_tile, cpu, matmul_tile
+from autosched.workloads.tile_sizes import conv_tile, cpu, matmul_tile, nchw_conv_tile
 from autosched.workloads.tile_sizes import divisor as _divisor
 from autosched.workloads.tile_sizes import lanes as _lanes
 
@@ -221,9 +221,10 @@ def conv2d_cpu(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layo
 
 def conv2d_nest(sch, out, OL, layout: str = "NCHW", cfg=None) -> None:
     """The loop nest of a conv2d (NCHW or NHWC) whose accumulator stage is ``OL`` (computed at the output's
-    innermost tile loop). NCHW, by default: 16 output channels x one vector of output columns (a divisor of
-    the width: no tails) per register block, the reduction outside the block with the window's columns
-    unrolled (up to 7), rows outermost in the parallel loop (each thread then reads its own band of the
+    innermost tile loop). NCHW, by default: a block of output channels x one or two rows x one vector of
+    output columns (a divisor of the width: no tails) sized for the target's registers
+    (:func:`nchw_conv_tile`), the reduction outside the block with the window's columns unrolled (up to 7),
+    rows outermost in the parallel loop (each thread then reads its own band of the
     padded input: half the cache traffic). NHWC: output channels in vector lanes (two vectors), a few output
     columns unrolled, the input channels innermost in the reduction. Knobs: the blocks of output channels,
     rows and columns, a split of the input channels and where it goes, the window unrolled or not, and how
@@ -240,9 +241,12 @@ def conv2d_nest(sch, out, OL, layout: str = "NCHW", cfg=None) -> None:
         _, OH, OW, CO = (int(d) for d in out.shape)
         rh, rw, rc = sch[OL].op.reduce_axis
     CI, KW = int(rc.dom.extent.value), int(rw.dom.extent.value)
-    fb, xb = (_divisor(CO, 16), _divisor(OW, lanes)) if nchw else (_divisor(CO, 2 * lanes), _divisor(OW, 7))
+    if nchw:
+        fb, yb, xb = nchw_conv_tile(CO, OH, OW, out.dtype)
+    else:
+        fb, yb, xb = _divisor(CO, 2 * lanes), 1, _divisor(OW, 7)
     cfg.define_split("tile_f", CO, num_outputs=2, max_factor=16 if nchw else 64, default=(CO // fb, fb))
-    cfg.define_split("tile_y", OH, num_outputs=2, max_factor=4, default=(OH,))
+    cfg.define_split("tile_y", OH, num_outputs=2, max_factor=4, default=(OH // yb, yb) if yb > 1 else (OH,))
     cfg.define_split("tile_x", OW, num_outputs=2, max_factor=64 if nchw else 8, default=(OW // xb, xb))
     cfg.define_split("tile_rc", CI, num_outputs=2, max_factor=16, default=(CI,))
     cfg.define_knob("reduce_order", ["rc_outer", "rc_inner"], default="rc_outer" if nchw else "rc_inner")

@@ -70,6 +70,35 @@ def matmul_tile(M: int, N: int, dtype: str = "float32") -> tuple[int, int]:
     return best[2], best[1] * nl
 
 
+def nchw_conv_tile(out_channels: int, out_height: int, out_width: int,
+                   dtype: str = "float32") -> tuple[int, int, int]:
+    """``(channels, rows, columns)`` of a plain NCHW convolution's register tile: ``columns`` output columns in
+    one vector (a divisor of the width, so no tails) for each of ``rows`` output rows and ``channels`` output
+    channels. Each step of the reduction loads an input vector per row and broadcasts a weight per channel
+    (free inside the FMA with AVX-512's embedded broadcasts, a load of its own on AVX2), and the tile must fit
+    beside the row vectors and one broadcast. Scored by the FMA rate the loads allow (two of each per cycle)
+    and the accumulators (at least 8), then fewer rows, then more channels. 56-wide: 16 x 1 x 14 on
+    AVX-512, 4 x 2 x 8 on AVX2 (8 x 1 would load 9 values for 8 FMAs; 16 x 1 spills)."""
+    c = cpu()
+    regs, embedded = c.vector_registers, c.vector_bytes >= 64
+    columns = divisor(out_width, lanes(dtype))
+    best: tuple | None = None
+    for ch in range(1, min(16, out_channels) + 1):
+        if out_channels % ch:
+            continue
+        for rows in (1, 2):
+            if out_height % rows or ch * rows + rows + 1 > regs:
+                continue
+            fmas, loads = ch * rows, rows + (0 if embedded else ch)
+            rate = min(1.0, fmas / loads) * min(1.0, fmas / MIN_ACCUMULATORS)
+            score = (round(rate, 3), -rows, ch)
+            if best is None or score > best:
+                best = score
+    if best is None:
+        return 1, 1, columns
+    return best[2], -best[1], columns
+
+
 def conv_tile(out_height: int, out_width: int, out_channel_blocks: int, block: int,
               dtype: str = "float32") -> tuple[int, int, int]:
     """``(blocks, rows, pixels)`` of a blocked convolution's register tile: ``blocks`` output-channel blocks of
