@@ -373,11 +373,13 @@ def test_strided_vector_loads_are_whole_vectors_and_a_shuffle(stride, target):
 @pytest.mark.parametrize("args", [dict(H=224, W=224, CI=3, CO=64, KH=7, KW=7, stride=2, padding=3),
                                   dict(H=28, W=28, CI=32, CO=64, KH=1, KW=1, stride=2, padding=0)],
                          ids=["stem7x7s2", "1x1s2"])
-def test_default_strided_conv2d_reads_rows_without_gathers(args, target):
-    """The default NCHW schedule of a stride-2 convolution (a ResNet stem, a 1x1 downsampling) reads its input
-    rows as whole vectors and shuffles, built for AVX2 and AVX-512, and matches numpy where the host runs it."""
+def test_direct_strided_conv2d_reads_rows_without_gathers(args, target):
+    """The direct NCHW schedule of a stride-2 convolution (a ResNet stem, a 1x1 downsampling; the default on
+    AVX-512) reads its input rows as whole vectors and shuffles, built for AVX2 and AVX-512, and matches numpy
+    where the host runs it."""
     task = autosched.Task("conv2d", args, target)
-    sch, tensors = task.default_schedule()
+    space = task.space("template")
+    sch, tensors = task.apply(space.generate(dict(space.point_of(task.default_trace()), layout="direct"))[0])
     f = autosched.build(sch, tensors, target=target)
     assert "llvm.masked.gather" not in f.get_source("ll-unopt")
     if not host_runs(target):  # compiled and inspected only: this CPU lacks the target's extensions
@@ -387,6 +389,35 @@ def test_default_strided_conv2d_reads_rows_without_gathers(args, target):
     out = np.zeros([int(d) for d in tensors[-1].shape], "float32")
     f(*ins, out)
     np.testing.assert_allclose(out, get_reference("conv2d")(ins, **task.args), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target,form", [("llvm -mcpu=haswell", "packed"), ("llvm -mcpu=skylake-avx512", "direct")])
+@pytest.mark.parametrize("args", [dict(H=14, W=14, CI=32, CO=48), dict(H=20, W=20, CI=3, CO=16, KH=7, KW=7,
+                                                                         stride=2, padding=3),
+                                  dict(H=14, W=14, CI=24, CO=32, KH=1, KW=1, stride=2, padding=0)],
+                         ids=["3x3", "stem7x7s2", "1x1s2"])
+def test_default_nchw_conv2d_form_follows_the_target(args, target, form):
+    """The default NCHW convolution is computed in blocked layouts on AVX2 (input and weights given blocked
+    layouts by ``transform_layout``, the output cached NCHW[x]c and copied back) and directly on AVX-512; the
+    template space holds both forms (its ``layout`` knob); both match numpy where the host runs them."""
+    task = autosched.Task("conv2d", args, target)
+    sch, tensors = task.default_schedule()
+    assert any(step.kind == "transform_layout" for step in sch.trace) == (form == "packed")
+    space = task.space("template")
+    assert space.knobs[0].name == "layout" and set(space.knobs[0].candidates) == {"direct", "packed"}
+    other = dict(space.point_of(task.default_trace()), layout="direct" if form == "packed" else "packed")
+    builds = [(sch, tensors), task.apply(space.generate(other)[0])]
+    if not host_runs(target):  # compiled only: this CPU lacks the target's extensions
+        for b, t in builds:
+            autosched.build(b, t, target=target)
+        return
+    rng = np.random.default_rng(0)
+    ins = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in tensors[:-1]]
+    ref = get_reference("conv2d")(ins, **task.args)
+    for b, t in builds:
+        out = np.zeros([int(d) for d in tensors[-1].shape], "float32")
+        autosched.build(b, t, target=target)(*ins, out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
 def test_a_masked_off_lane_does_not_divide_by_zero():

@@ -731,3 +731,79 @@ def test_a_compute_that_calls_a_gemv_intrinsic_with_an_outer_reduction():
     c = np.zeros((2, 4, 16), "float32")
     autosched.build(s, [A, X, C])(a, x, c)
     np.testing.assert_allclose(c, np.einsum("ikrc,jkc->ijr", a, x), rtol=1e-5)
+
+
+# -- transform_layout: a tensor stored in blocked dimensions ----------------------------------------------
+
+
+def test_transform_layout_blocks_an_intermediate_and_its_readers_follow():
+    """TVM's ``Stage.transform_layout``: the padded input of a convolution stored NCHW8c (the channels of a
+    block innermost), its reader unchanged in meaning; a split of the reader's channel loop by the block
+    reads the new layout with plain loop variables (no division left); the trace replays; numpy agrees."""
+    C, H, F = 16, 6, 4
+    data = te.placeholder((1, C, H, H), name="data")
+    weight = te.placeholder((F, C, 3, 3), name="weight")
+    pad = te.compute((1, C, H + 2, H + 2), lambda n, c, y, x: te.if_then_else(
+        te.all(y >= 1, y < H + 1, x >= 1, x < H + 1), data[n, c, y - 1, x - 1], 0.0), name="pad")
+    rc, rh, rw = te.reduce_axis((0, C), "rc"), te.reduce_axis((0, 3), "rh"), te.reduce_axis((0, 3), "rw")
+    out = te.compute((1, F, H, H), lambda n, f, y, x: te.sum(
+        pad[n, rc, y + rh, x + rw] * weight[f, rc, rh, rw], axis=[rc, rh, rw]), name="out")
+    s = te.create_schedule(out.op)
+    axes = s[pad].transform_layout(lambda n, c, y, x: [n, c // 8, y, x, c % 8])
+    assert [int(a.dom.extent.value) for a in axes] == [1, 2, H + 2, H + 2, 8]
+    s[pad].vectorize(axes[-1])
+    s[out].split(s[out].op.reduce_axis[0], factor=8)
+    args = [data, weight, out]
+    text = str(autosched.lower(s, args))
+    assert "pad: float32[1, 2, 8, 8, 8]" in text and "//" not in text.split("out[")[-1]
+    check_replay(s, [out], args)
+    f = autosched.build(s, args)
+    d, w = RNG.standard_normal((1, C, H, H)).astype("float32"), RNG.standard_normal((F, C, 3, 3)).astype("float32")
+    o = np.zeros((1, F, H, H), "float32")
+    f(d, w, o)
+    p = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = sum(np.einsum("fc,cyx->fyx", w[:, :, i, j], p[0, :, i:i + H, j:j + H]) for i in range(3) for j in range(3))
+    np.testing.assert_allclose(o[0], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_transform_layout_of_an_input_through_a_cache_read():
+    """An input's layout is given to a ``cache_read`` copy: weights OI to [O/4, I, 4] for a matrix-vector
+    product, the copy's innermost loop vectorized."""
+    A = te.placeholder((12, 10), name="A")
+    x = te.placeholder((10,), name="x")
+    k = te.reduce_axis((0, 10), "k")
+    y = te.compute((12,), lambda i: te.sum(A[i, k] * x[k], axis=k), name="y")
+    s = te.create_schedule(y.op)
+    AC = s.cache_read(A, "global", [y])
+    o, i, oi = s[AC].transform_layout(lambda i, j: [i // 4, j, i % 4])
+    s[AC].vectorize(oi)
+    check_replay(s, [y], [A, x, y])
+    f = autosched.build(s, [A, x, y])
+    a, v = RNG.standard_normal((12, 10)).astype("float32"), RNG.standard_normal(10).astype("float32")
+    out = np.zeros(12, "float32")
+    f(a, v, out)
+    np.testing.assert_allclose(out, a @ v, rtol=1e-5, atol=1e-5)
+
+
+def test_transform_layout_refusals():
+    A = te.placeholder((8, 6), name="A")
+    B = te.compute((8, 6), lambda i, j: A[i, j] + 1.0, name="B")
+    C = te.compute((8, 6), lambda i, j: B[i, j] * 2.0, name="C")
+    k = te.reduce_axis((0, 6), "k")
+    R = te.compute((8,), lambda i: te.sum(B[i, k], axis=k), name="R")
+    D = te.compute((8,), lambda i: R[i] + C[i, 0], name="D")
+    cases = [
+        (lambda s: s[A].transform_layout(lambda i, j: [j, i]), "only a computed stage"),
+        (lambda s: s[D].transform_layout(lambda i: [i // 2, i % 2]), "output of the schedule"),
+        (lambda s: s[R].transform_layout(lambda i: [i // 2, i % 2]), "reduction"),
+        (lambda s: s[B].transform_layout(lambda i, j: [i // 3, j, i % 3]), "divides it"),
+        (lambda s: s[B].transform_layout(lambda i, j: [i // 2, j]), "once as i % b"),
+        (lambda s: s[B].transform_layout(lambda i, j: [i]), "missing"),
+        (lambda s: s[B].transform_layout(lambda i, j: [i + j, j]), "not an index"),
+        (lambda s: (s[B].split(s[B].op.axis[0], factor=2), s[B].transform_layout(lambda i, j: [j, i])),
+         "before splitting"),
+    ]
+    for do, says in cases:
+        s = te.create_schedule(D.op)
+        with pytest.raises(ScheduleError, match=says):
+            do(s)

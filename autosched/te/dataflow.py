@@ -1,5 +1,6 @@
 """Schedule primitives that rewrite the dataflow: ``rfactor`` (a reduction split into a factored stage and a
-smaller reduction over its result).
+smaller reduction over its result), ``cache_write`` laid out by the loops, ``transform_layout`` (a tensor
+stored in blocked dimensions).
 
 They build new operations from a stage's current ones; :mod:`autosched.te.schedule` records each call as a
 step and installs the operations, so a replayed trace rewrites the same way.
@@ -274,3 +275,100 @@ def predicate_from_json(data: list, var_of: Any) -> Expr:
         a, b = predicate_from_json(data[1], var_of), predicate_from_json(data[2], var_of)
         return _BINOPS[head](a, b, a.dtype)
     return var_of(data)
+
+
+def layout_dims(op: ComputeOp, mapping: Any) -> tuple[str, ...]:
+    """The new dimensions of ``op``'s tensor that ``mapping`` (``lambda n, c, y, x: [n, c // 8, y, x, c % 8]``)
+    gives, as the trace stores them: ``"i"`` (axis i whole), ``"i//b"`` and ``"i%b"`` (its blocks of ``b``,
+    both present, ``b`` dividing its extent), each axis used once."""
+    where = f"transform_layout of '{op.name}'"
+    vars_ = [Var(a.var.name) for a in op.axis]
+    try:
+        out = list(mapping(*vars_))
+    except TypeError as e:
+        raise ScheduleError(f"{where}: the mapping takes the {len(vars_)} indices of the tensor and returns a "
+                            f"list of new indices ({e})") from None
+    dims = []
+    for e in out:
+        e = E.convert(e)
+        v = e.a if isinstance(e, (E.FloorDiv, E.FloorMod)) else e
+        if not (isinstance(v, Var) and any(v is x for x in vars_)) or (
+                v is not e and not isinstance(e.b, IntImm)):
+            raise ScheduleError(f"{where}: new index {e} is not an index, index // constant or index % constant")
+        i = next(k for k, x in enumerate(vars_) if x is v)
+        dims.append(str(i) if v is e else f"{i}{'//' if isinstance(e, E.FloorDiv) else '%'}{e.b.value}")
+    return tuple(dims)
+
+
+def _parse_dims(op: ComputeOp, dims: tuple[str, ...], where: str) -> list[tuple[int, str, int]]:
+    """``(axis, part, block)`` per new dimension (part: "whole", "outer" or "inner"), checked: every axis once,
+    whole or as both blocks of one size that divides it."""
+    parsed, seen = [], {}
+    for d in dims:
+        for sep, part in (("//", "outer"), ("%", "inner")):
+            if sep in d:
+                a, b = d.split(sep)
+                parsed.append((int(a), part, int(b)))
+                break
+        else:
+            parsed.append((int(d), "whole", 1))
+    for axis, part, block in parsed:
+        if not 0 <= axis < len(op.axis):
+            raise ScheduleError(f"{where}: no axis {axis} (the tensor has {len(op.axis)})")
+        seen.setdefault(axis, []).append((part, block))
+    for axis, parts in seen.items():
+        extent = op.axis[axis].dom.extent
+        name = op.axis[axis].var.name
+        if sorted(p for p, _ in parts) not in (["whole"], ["inner", "outer"]):
+            raise ScheduleError(f"{where}: axis '{name}' must appear once whole, or once as {name} // b and once "
+                                f"as {name} % b; got {[p for p, _ in parts]}")
+        block = parts[0][1]
+        if parts[0][0] != "whole" and (parts[1][1] != block or block < 1 or not isinstance(extent, IntImm)
+                                       or extent.value % block):
+            raise ScheduleError(f"{where}: axis '{name}' (extent {extent}) splits into blocks of one size that "
+                                f"divides it; got {[b for _, b in parts]}")
+    if len(seen) != len(op.axis):
+        missing = [op.axis[i].var.name for i in range(len(op.axis)) if i not in seen]
+        raise ScheduleError(f"{where}: axes {missing} are missing from the new layout")
+    return parsed
+
+
+def transform_layout_op(op: ComputeOp, dims: tuple[str, ...]) -> tuple[ComputeOp, Any]:
+    """``op`` computed over its new dimensions (each element where the old indices put it), and the function
+    that maps old indices (expressions) to new ones, for the readers."""
+    where = f"transform_layout of '{op.name}'"
+    if isinstance(op.bodies[0], E.Reduce):
+        raise ScheduleError(f"{where}: it is a reduction; cache_write it after splitting and reordering its loops "
+                            f"(the cache is laid out by them), or transform the layout of a copy")
+    parsed = _parse_dims(op, dims, where)
+    new_axis = []
+    for axis, part, block in parsed:
+        a = op.axis[axis]
+        if part == "whole":
+            extent, name = a.dom.extent, a.var.name
+        elif part == "outer":
+            extent, name = IntImm(a.dom.extent.value // block), a.var.name + ".outer"
+        else:
+            extent, name = IntImm(block), a.var.name + ".inner"
+        new_axis.append(IterVar(Range(0, extent), Var(name), "spatial"))
+    old: dict[int, Expr] = {}
+    for (axis, part, block), n in zip(parsed, new_axis):
+        if part == "whole":
+            old[axis] = n.var
+        else:
+            term = n.var * IntImm(block) if part == "outer" else n.var
+            old[axis] = term if axis not in old else simplify(old[axis] + term)
+    vmap: dict[Var, Expr] = {a.var: old[i] for i, a in enumerate(op.axis)}
+    bodies = [E.substitute(b, vmap) for b in op.bodies]
+    new = ComputeOp(op.name, new_axis, bodies if len(bodies) > 1 else bodies[0], op.tag, op.attrs)
+
+    def remap(indices: list[Expr]) -> list[Expr]:
+        out = []
+        for axis, part, block in parsed:
+            i = indices[axis]
+            out.append(i if part == "whole" else
+                       simplify(E.FloorDiv(i, IntImm(block, i.dtype), i.dtype) if part == "outer"
+                                else E.FloorMod(i, IntImm(block, i.dtype), i.dtype)))
+        return out
+
+    return new, remap

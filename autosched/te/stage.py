@@ -15,11 +15,13 @@ from typing import Any
 
 from autosched.errors import LoweringError, ScheduleError
 from autosched.te.dataflow import (
+    layout_dims,
     predicate_from_json,
     predicate_to_json,
     relayout_cache,
     rename_reducer,
     rfactor_ops,
+    transform_layout_op,
 )
 from autosched.te.expr import Expr, Reduce, TensorLoad, Var, convert, substitute, transform
 from autosched.te.extern import ExternOp
@@ -45,6 +47,7 @@ from autosched.te.trace import (
     StorePredicate,
     Tensorize,
     Trace,
+    TransformLayout,
 )
 from autosched.te.trace import Fuse as FuseStep
 from autosched.te.trace import Split as SplitStep
@@ -374,6 +377,20 @@ class Stage:
             raise ScheduleError(f"tensorize on stage '{self.name}': expected a te.decl_tensor_intrin, got "
                                 f"{tensor_intrin!r}")
         self._apply(Tensorize(self.index, self._leaf_index(var, "tensorize"), tensor_intrin.name))
+
+    def transform_layout(self, mapping: Any) -> list[IterVar]:
+        """Store this stage's tensor in another layout: ``mapping`` takes its indices and returns the new ones,
+        each an index, ``index // b`` or ``index % b`` (``lambda n, c, y, x: [n, c // 8, y, x, c % 8]``: blocks
+        of 8 channels innermost, NCHW8c). The stage then computes over the new dimensions (its loops, which
+        are returned) and every reader reads the new layout at the same logical element. Call it before the
+        stage's other primitives; an input is given a layout through a ``cache_read`` copy, a reduction
+        through ``cache_write`` after reordering its loops."""
+        op = self.op
+        if self.is_placeholder or not isinstance(op, ComputeOp):
+            raise ScheduleError(f"transform_layout of '{self.name}': only a computed stage has a layout of its own; "
+                                f"give an input one through s.cache_read(tensor, 'global', readers)")
+        self.sch.apply(TransformLayout(self.index, layout_dims(op, mapping)))
+        return list(self.op.axis)
 
     def compute_inline(self) -> None:
         """Substitute this stage's expression into every reader; no buffer, no loop."""
@@ -821,6 +838,38 @@ class Schedule:
         self.stages.insert(stage.index, cst)
         self.stage_map[cache_op] = cst
         return cache_op.output(0)
+
+    def _apply_transform_layout(self, stage: Stage, step: TransformLayout):
+        self._check_mutable(stage, step)
+        where = f"transform_layout of '{stage.name}'"
+        if stage.is_output:
+            raise ScheduleError(f"{where}: it is an output of the schedule, whose layout its caller sees; "
+                                f"cache_write it and lay out the cache by its loops instead")
+        if (stage.relations or stage.iter_attrs or stage.attach_type != "root" or stage.pragmas
+                or any(s.attach_stage is stage for s in self.stages)):
+            raise ScheduleError(f"{where}: call it before splitting, annotating or attaching the stage, or "
+                                f"computing another stage at its loops")
+        new_op, remap = transform_layout_op(stage.op, tuple(step.dims))
+        new_tensor = new_op.output(0)
+
+        def reads(e):
+            if isinstance(e, TensorLoad) and e.tensor.op is not None and self.stage_map.get(e.tensor.op) is stage:
+                return TensorLoad(new_tensor, remap([convert(i) for i in e.indices]))
+            return None
+
+        for r in self.readers(stage):
+            old = r.op
+            bodies = [transform(b, reads) for b in old.bodies]
+            new = ComputeOp(old.name, old.axis, bodies if len(bodies) > 1 else bodies[0], old.tag, old.attrs)
+            if getattr(old, "tensor_intrin_call", None) is not None:
+                new.tensor_intrin_call = old.tensor_intrin_call
+            self.stage_map[new] = r
+            r.op = new
+        self.stage_map[new_op] = stage
+        stage.op = stage.origin_op = new_op
+        stage.all_iter_vars = list(new_op.axis)
+        stage.leaf_iter_vars = list(new_op.axis)
+        return new_tensor
 
     def _apply_rfactor(self, stage: Stage, step: RFactor):
         self._check_mutable(stage, step)

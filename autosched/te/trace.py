@@ -119,6 +119,15 @@ class CacheWrite(Step):
 
 
 @dataclass(frozen=True)
+class TransformLayout(Step):
+    """Store this stage's tensor in the layout whose dimensions are ``dims``: ``"i"`` (axis i), ``"i//b"`` and
+    ``"i%b"`` (its blocks of b); its readers read the new layout."""
+
+    kind: ClassVar[str] = "transform_layout"
+    dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RFactor(Step):
     """Factor leaf reduction ``axis`` out into a new stage (inserted before this one) whose output has it as
     dimension ``factor_axis``; this stage then reduces that output over it."""
@@ -195,7 +204,8 @@ class Tensorize(Step):
 STEP_KINDS: dict[str, type[Step]] = {
     cls.kind: cls
     for cls in (Split, Reorder, Fuse, Annotate, Bind, ComputeAt, ComputeInline, ComputeRoot, CacheRead, CacheWrite,
-                RFactor, StorePredicate, SetScope, Pragma, StorageAlign, DoubleBuffer, Prefetch, Tensorize)
+                RFactor, StorePredicate, SetScope, Pragma, StorageAlign, DoubleBuffer, Prefetch, Tensorize,
+                TransformLayout)
 }
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from autosched.workloads.knobs import DefaultConfig
 from autosched.workloads.registry import register_schedule
-from autosched.workloads.tile_sizes import conv_tile, cpu, matmul_tile, nchw_conv_tile
+from autosched.workloads.tile_sizes import channel_block, conv_tile, cpu, matmul_tile, nchw_conv_layout, nchw_conv_tile
 from autosched.workloads.tile_sizes import divisor as _divisor
 from autosched.workloads.tile_sizes import lanes as _lanes
 
@@ -199,10 +199,14 @@ def dense_nest(sch, out, DL, cfg=None) -> None:
     sch[DL].vectorize(cj)
 
 
+#: where a convolution's padding goes: copied at the root, or inlined into the convolution
+PAD_PLACES = ["root", "inline"]
+
+
 def _pad_knob(cfg, sch, out, lanes: int, default: str = "root") -> None:
     """The padding of a convolution computed at the root (parallel, vectorized) or inlined into it."""
     pad = _producer(out, "pad")
-    cfg.define_knob("pad", ["root", "inline"], default=default)
+    cfg.define_knob("pad", PAD_PLACES, default=default)
     if pad is None:
         return
     if cfg["pad"].val == "inline":
@@ -213,10 +217,112 @@ def _pad_knob(cfg, sch, out, lanes: int, default: str = "root") -> None:
 
 @cpu_schedule("conv2d")
 def conv2d_cpu(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layout, dtype, **_):
-    """The padding copied at the root, then :func:`conv2d_nest`."""
+    """NCHW: computed in blocked layouts (:func:`conv2d_packed`) or directly (the padding copied at the root,
+    then :func:`conv2d_nest`), whichever the target's default says (a knob); NHWC: directly."""
     data, weight, out = tensors
+    if layout == "NCHW":  # both forms' knobs are declared whichever runs (a template declares them all)
+        cfg.define_knob("layout", ["direct", "packed"], default=nchw_conv_layout())
+        _conv2d_packed_knobs(cfg, data, weight, out)
+        if cfg["layout"].val == "packed":
+            cfg.define_knob("pad", PAD_PLACES, default="root")
+            OH, OW = (int(d) for d in out.shape[2:])
+            _conv2d_nest_knobs(cfg, True, CO, OH, OW, CI, KW, dtype)
+            conv2d_packed(cfg, sch, data, weight, out)
+            return
     _pad_knob(cfg, sch, out, _lanes(dtype))
     conv2d_nest(sch, out, sch.cache_write(out, "local"), layout, cfg)
+
+
+def _conv2d_packed_knobs(cfg, data, weight, out) -> None:
+    """The knobs of :func:`conv2d_packed`: the blocked kernel's register tile, parallel order and unrolled
+    input channels, as for :func:`conv2d_nchwc_cpu`, with this target's defaults."""
+    dt = out.dtype
+    _, CO, OH, OW = (int(d) for d in out.shape)
+    ib, ob = channel_block(int(data.shape[1]), dt), channel_block(CO, dt)
+    regs, per_block = cpu().vector_registers, -(-ob // _lanes(dt))
+    tiles = [[b, 1, p] for b in _divisors(CO // ob) if b <= 4 for p in _divisors(OW)
+             if p <= 32 and b * per_block * (p + 1) + 1 <= regs]
+    cfg.define_knob("register_tile", tiles or [[1, 1, 1]], default=list(conv_tile(OH, OW, CO // ob, ob, dt)))
+    cfg.define_knob("rows_outer", [True, False], default=not weights_outweigh_input(weight, data))
+    cfg.define_knob("unroll_ib", sorted({1, _divisor(ib, 4), ib}), default=_divisor(ib, 4))
+
+
+def conv2d_packed(cfg, sch, data, weight, out) -> None:
+    """An NCHW convolution computed as a blocked one (NCHW[x]c, as :func:`conv2d_nchwc_cpu`), all in the
+    schedule: the padded input stored with a block of input channels innermost and the weights copied to
+    OIHW[x]i[y]o (``transform_layout``), the output computed into a cache laid out NCHW[y]c by its loops and
+    copied back to NCHW. The register tile, the parallel order and the unrolled input channels are knobs as
+    for the blocked kernel."""
+    dt = out.dtype
+    _, CO, OH, OW = (int(d) for d in out.shape)
+    ib, ob = channel_block(int(data.shape[1]), dt), channel_block(CO, dt)
+    pad = _producer(out, "pad")
+    # the output, computed into a cache laid out NCHW[ob]c by its loops, then copied back
+    n, f, y, x = sch[out].op.axis
+    fo, fi = sch[out].split(f, factor=ob)
+    sch[out].reorder(n, fo, y, x, fi)
+    blocked = sch.cache_write(out, "global")
+    # the weights copied to OIHW[ib]i[ob]o, the (padded) input stored NCHW[ib]c
+    wc = sch.cache_read(weight, "global", [blocked])
+    sch[wc].transform_layout(lambda o, i, h, w: [o // ob, i // ib, h, w, i % ib, o % ob])
+    wax = sch[wc].op.axis
+    sch[wc].parallel(wax[0])
+    sch[wc].vectorize(wax[-1])
+    src = pad if pad is not None else sch.cache_read(data, "global", [blocked])
+    if ib > 1:
+        sch[src].transform_layout(lambda n_, c, h, w: [n_, c // ib, h, w, c % ib])
+    _root_elementwise(sch, src, _lanes(dt))
+    # the blocked kernel: reduction over input-channel blocks, the window, the channels of a block
+    acc = sch.cache_write(blocked, "local")
+    rc, rh, rw = sch[acc].op.reduce_axis
+    rco, rci = sch[acc].split(rc, factor=ib)
+    blocks, rows, pixels = cfg["register_tile"].val
+    # the output's loops: a band of rows x channel blocks per parallel step, its blocked result computed there
+    # (a few KiB, in the core's cache) and copied back to NCHW at once, a row of a channel in lanes
+    n, f, y, x = sch[out].op.axis
+    fo, fi = sch[out].split(f, factor=ob * blocks)
+    yo, yi = sch[out].split(y, factor=rows)
+    outer = (n, yo, fo) if cfg["rows_outer"].val else (n, fo, yo)
+    sch[out].reorder(*outer, fi, yi, x)
+    par = sch[out].fuse(*outer)
+    sch[out].parallel(par)
+    _, xi = sch[out].split(x, factor=_divisor(OW, _lanes(dt)))
+    sch[out].vectorize(xi)
+    sch[blocked].compute_at(sch[out], par)
+    _, bb, by, bx, bo = sch[blocked].op.axis
+    bxo, bxi = sch[blocked].split(bx, factor=pixels)
+    sch[blocked].reorder(by, bxo, bb, bxi, bo)
+    sch[blocked].vectorize(bo)
+    sch[acc].compute_at(sch[blocked], bxo)
+    _, cb, cy, cx, co = sch[acc].op.axis
+    red = [rco, rh, rw, rci]
+    unroll_ib = cfg["unroll_ib"].val
+    if unroll_ib > 1:
+        red[-1:] = sch[acc].split(rci, factor=unroll_ib)
+    sch[acc].reorder(*red, cy, cx, cb, co)
+    if unroll_ib > 1:
+        sch[acc].unroll(red[-1])
+    for ax in (cy, cx, cb):
+        sch[acc].unroll(ax)
+    sch[acc].vectorize(co)
+
+
+def _conv2d_nest_knobs(cfg, nchw: bool, CO: int, OH: int, OW: int, CI: int, KW: int, dtype: str) -> None:
+    """The knobs of :func:`conv2d_nest`, with this target's defaults."""
+    lanes = _lanes(dtype)
+    if nchw:
+        fb, yb, xb = nchw_conv_tile(CO, OH, OW, dtype)
+    else:
+        fb, yb, xb = _divisor(CO, 2 * lanes), 1, _divisor(OW, 7)
+    cfg.define_split("tile_f", CO, num_outputs=2, max_factor=16 if nchw else 64, default=(CO // fb, fb))
+    cfg.define_split("tile_y", OH, num_outputs=2, max_factor=4, default=(OH // yb, yb) if yb > 1 else (OH,))
+    cfg.define_split("tile_x", OW, num_outputs=2, max_factor=64 if nchw else 8, default=(OW // xb, xb))
+    cfg.define_split("tile_rc", CI, num_outputs=2, max_factor=16, default=(CI,))
+    cfg.define_knob("reduce_order", ["rc_outer", "rc_inner"], default="rc_outer" if nchw else "rc_inner")
+    cfg.define_annotate("ann_reduce", [None, None], policy="try_unroll",
+                        default=("none", "unroll" if nchw and KW <= 7 else "none"))
+    cfg.define_knob("parallel", ["n_fo_yo", "n_fo"] if nchw else ["n_yo_xo", "n_yo"],
+                    default="n_yo_fo" if nchw else "n_yo_xo")
 
 
 def conv2d_nest(sch, out, OL, layout: str = "NCHW", cfg=None) -> None:
@@ -231,7 +337,6 @@ def conv2d_nest(sch, out, OL, layout: str = "NCHW", cfg=None) -> None:
     much of the outer loops runs in parallel."""
     cfg = _cfg(cfg)
     nchw = layout == "NCHW"
-    lanes = _lanes(out.dtype)
     if nchw:
         n, f, y, x = sch[out].op.axis
         _, CO, OH, OW = (int(d) for d in out.shape)
@@ -240,20 +345,7 @@ def conv2d_nest(sch, out, OL, layout: str = "NCHW", cfg=None) -> None:
         n, y, x, f = sch[out].op.axis
         _, OH, OW, CO = (int(d) for d in out.shape)
         rh, rw, rc = sch[OL].op.reduce_axis
-    CI, KW = int(rc.dom.extent.value), int(rw.dom.extent.value)
-    if nchw:
-        fb, yb, xb = nchw_conv_tile(CO, OH, OW, out.dtype)
-    else:
-        fb, yb, xb = _divisor(CO, 2 * lanes), 1, _divisor(OW, 7)
-    cfg.define_split("tile_f", CO, num_outputs=2, max_factor=16 if nchw else 64, default=(CO // fb, fb))
-    cfg.define_split("tile_y", OH, num_outputs=2, max_factor=4, default=(OH // yb, yb) if yb > 1 else (OH,))
-    cfg.define_split("tile_x", OW, num_outputs=2, max_factor=64 if nchw else 8, default=(OW // xb, xb))
-    cfg.define_split("tile_rc", CI, num_outputs=2, max_factor=16, default=(CI,))
-    cfg.define_knob("reduce_order", ["rc_outer", "rc_inner"], default="rc_outer" if nchw else "rc_inner")
-    cfg.define_annotate("ann_reduce", [None, None], policy="try_unroll",
-                        default=("none", "unroll" if nchw and KW <= 7 else "none"))
-    cfg.define_knob("parallel", ["n_fo_yo", "n_fo"] if nchw else ["n_yo_xo", "n_yo"],
-                    default="n_yo_fo" if nchw else "n_yo_xo")
+    _conv2d_nest_knobs(cfg, nchw, CO, OH, OW, int(rc.dom.extent.value), int(rw.dom.extent.value), out.dtype)
     fo, fi = cfg["tile_f"].apply(sch, out, f)
     yo, *yi = cfg["tile_y"].apply(sch, out, y)
     xo, xi = cfg["tile_x"].apply(sch, out, x)
@@ -396,14 +488,16 @@ def elementwise_cpu(cfg, sch, tensors, N, C, H, W, op, dtype, **_):
 
 
 def blocked_conv_nest(sch, out, OL, *, blocks: int, pixels: int, rows_outer: bool, rows: int = 1,
-                      unroll_kw: bool = False, unroll_ib: int = 1) -> None:
+                      unroll_kw: bool = False, unroll_ib: int = 1, reduce: list | None = None) -> None:
     """The register-tiled loop nest of a blocked (NCHW[x]c) convolution whose accumulator stage is ``OL``
     (computed at the output's pixel-tile loop): ``blocks`` output-channel blocks x ``rows`` x ``pixels``
     output pixels in registers, their channels in vector lanes; the reduction over input-channel blocks, the
     window and the channels of a block outside the tile, so each step loads one weight vector per block and
     broadcasts one input value per pixel into ``blocks`` FMAs (pixels outside, blocks inside: a broadcast is
     used at once). Row tiles and channel blocks run in parallel, rows outermost when ``rows_outer`` (each
-    thread then reads a band of the input; better when the input outweighs the weights)."""
+    thread then reads a band of the input; better when the input outweighs the weights). ``reduce``: ``OL``'s
+    reduction loops in that order (input-channel blocks, window rows, columns, channels of a block), when not
+    its own four axes."""
     n, ob, y, x, o = sch[out].op.axis
     yo, yi = sch[out].split(y, factor=rows)
     xo, xi = sch[out].split(x, factor=pixels)
@@ -417,7 +511,7 @@ def blocked_conv_nest(sch, out, OL, *, blocks: int, pixels: int, rows_outer: boo
     sch[out].vectorize(o)
     sch[OL].compute_at(sch[out], xo)
     _, cb, cy, cx, co = sch[OL].op.axis
-    red = list(sch[OL].op.reduce_axis)
+    red = list(sch[OL].op.reduce_axis if reduce is None else reduce)
     if unroll_ib > 1:
         ibo, ibi = sch[OL].split(red[-1], factor=unroll_ib)
         red[-1:] = [ibo, ibi]
