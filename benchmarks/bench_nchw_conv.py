@@ -28,13 +28,14 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import autosched  # noqa: E402
 from _timing import alternating_medians, median_time  # noqa: E402
+from bench_tuning import local_libraries  # noqa: E402
+
+import autosched  # noqa: E402
 from autosched.isa import host_cpu, host_runs  # noqa: E402
 from autosched.measure.data import make_inputs  # noqa: E402
 from autosched.target import Target  # noqa: E402
 from autosched.workloads.reference import get_reference  # noqa: E402
-from bench_tuning import local_libraries  # noqa: E402
 
 ROWS = {
     "conv_a": dict(H=56, W=56, CI=64, CO=64, KH=3, KW=3, stride=1, padding=1),
