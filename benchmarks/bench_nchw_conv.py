@@ -45,16 +45,12 @@ ROWS = {
 }
 
 
-def builds(task: autosched.Task) -> dict[str, tuple[autosched.Task, object, str]]:
-    """``form -> (schedule, args)`` of the task's default schedule in each form, and the default form."""
+def builds(task: autosched.Task) -> tuple[dict[str, tuple], str]:
+    """``form -> (schedule, args)`` of the task's default schedule in each form (its template's point with
+    every other knob at the expert's default), and the default form."""
     space = task.space("template")
-    default = task.default_trace()
-    point = space.point_of(default)
-    out = {}
-    for form in ("direct", "packed"):
-        trace = default if point["layout"] == form else space.generate(dict(point, layout=form))[0]
-        out[form] = task.apply(trace)
-    return out, point["layout"]
+    forms = {form: task.apply(space.generate({"layout": form})[0]) for form in ("direct", "packed")}
+    return forms, space.point_of(task.default_trace())["layout"]
 
 
 def main() -> None:
@@ -73,13 +69,13 @@ def main() -> None:
     for row in a.rows:
         sides, meta = {}, {}
         for target in ("llvm", other):
-            task = autosched.Task("conv2d", dict(ROWS[row]), f"{target} -num-threads={a.threads}"
-                                  if target == "llvm" else f"{target} -num-threads={a.threads}")
+            task = autosched.Task("conv2d", dict(ROWS[row]), target)
             forms, chosen = builds(task)
             for form, (sch, args) in forms.items():
                 name = f"{'host' if target == 'llvm' else other.split('=')[-1]} {form}" + (
                     " (default)" if form == chosen else "")
                 mod = autosched.build(sch, args, task.target)
+                mod.set_num_threads(a.threads)
                 if not host_runs(task.target):
                     meta[name] = "built, not run: this CPU lacks the ISA"
                     continue

@@ -127,14 +127,15 @@ class ConfigSpace:
         knob = Knob(name, kind, candidates)
         self.space_map[name] = knob
         # the value is chosen when the template first reads it (cfg[name]): reading a knob just before
-        # using it lets a foreign trace be matched to its configuration quickly (Space.point_of)
-        self._pending[name] = (knob, make, knob_kind, hint)
+        # using it lets a foreign trace be matched to its configuration quickly (Space.point_of); a run
+        # without an rng or a value for it takes the expert's default
+        self._pending[name] = (knob, make, knob_kind, hint, None if default is NO_DEFAULT else default)
 
     def _entity(self, name: str) -> Any:
         ent = self._entities.get(name)
         if ent is None and name in self._pending:
-            knob, make, knob_kind, hint = self._pending.pop(name)
-            value = self._run.decide(name, knob.candidates, kind=knob_kind, hint=hint)
+            knob, make, knob_kind, hint, default = self._pending.pop(name)
+            value = self._run.decide(name, knob.candidates, kind=knob_kind, hint=hint, default=default)
             ent = self._entities[name] = make(value)
         return ent
 
