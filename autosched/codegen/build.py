@@ -8,6 +8,7 @@ import json
 import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -36,6 +37,13 @@ from autosched.tir.lower import lower
 from autosched.tir.stmt import dim_to_json
 
 _lock = threading.RLock()
+
+
+def _run_destructors(engine: Any) -> None:
+    """Free what a JIT-compiled module kept between calls (its workspaces) once nothing can call it."""
+    engine.run_static_destructors()
+
+
 CACHE_SIZE = 64
 _cache: OrderedDict[str, LLVMModule] = OrderedDict()
 
@@ -92,6 +100,8 @@ class LLVMModule(Module):
             engine.finalize_object()
             self._engine = engine
             self._tm = tm
+            if "llvm.global_dtors" in ir_text:  # the workspaces the code keeps go with the module
+                weakref.finalize(self, _run_destructors, engine)
             funcs = {s["name"]: PackedFunc(s, engine.get_function_address(s["name"]), self) for s in sigs}
             self.num_threads_address = (engine.get_global_value_address(NUM_THREADS_SYMBOL)
                                         if "GOMP_parallel" in ir_text else 0)
@@ -165,7 +175,7 @@ def generate_ir(func: S.PrimFunc, target: Target) -> tuple[str, dict, list[str]]
     cg.add_function(func)
     sig = signature(func)
     _add_metadata(cg.module, [sig], func.name)
-    return str(cg.module), sig, sorted(cg.unhonoured)
+    return str(cg.finish()), sig, sorted(cg.unhonoured)
 
 
 def compile_object(ir_text: str, target: Target) -> bytes:
@@ -212,7 +222,7 @@ def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | N
         sigs.append(signature(f))
     entry = entry or names[0]
     _add_metadata(cg.module, sigs, entry)
-    mod = LLVMModule(str(cg.module), sigs, tgt, entry)
+    mod = LLVMModule(str(cg.finish()), sigs, tgt, entry)
     mod.unhonoured = sorted(cg.unhonoured)
     return mod
 

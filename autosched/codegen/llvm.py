@@ -36,6 +36,9 @@ from autosched.tir.extern import EXTERN, PACKED
 from autosched.tir.transform import free_vars_stmt, substitute_stmt
 
 STACK_LIMIT_BYTES = 64 * 1024
+#: the largest heap buffer a module keeps from one call to the next (_cached_allocate); bigger ones are
+#: allocated and freed on each call (a module in build's cache of 64 keeps its buffers while it is there)
+WORKSPACE_LIMIT_BYTES = 16 * 1024 * 1024
 UNROLL_LIMIT = 256  # copies of its body one nest of unrolled loops may expand into
 #: stores and loops (tir.stmt.emitted_size) the unrolled nests of one function may expand into, in all: LLVM's
 #: loop passes grow faster than linearly in it (a conv2d sample of 8,000 took 130 s to compile; the fastest
@@ -98,6 +101,7 @@ class CodeGenLLVM:
         self.stack_bufs: dict = {}  # buffer -> allocated elements
         self.unhonoured: dict[str, str] = {}  # flag (SERIAL, SCALAR, NOT_UNROLLED) -> what happened, first seen
         self._analysis: dict[tuple, tuple] = {}  # (what, id(node), ...) -> (node kept alive, result)
+        self._workspaces: list[ir.GlobalVariable] = []  # heap buffers kept between calls (_cached_allocate)
 
     def _fallback(self, flag: str, message: str) -> None:
         self.unhonoured.setdefault(flag, message)
@@ -448,10 +452,68 @@ class CodeGenLLVM:
         size: Expr = IntImm(DTYPE_BYTES[buf.dtype]) * buf.alloc_elems()
         nbytes = self.expr(simplify(size))
         rounded = self.b.and_(self.b.add(nbytes, ir.Constant(I64, 63)), ir.Constant(I64, ~63))
-        ptr = self.b.call(self._decl("aligned_alloc", PTR, [I64, I64]), [ir.Constant(I64, 64), rounded])
-        self.cur.bufs[buf] = ptr
+        alloc = lambda: self.b.call(self._decl("aligned_alloc", PTR, [I64, I64]),  # noqa: E731
+                                    [ir.Constant(I64, 64), rounded])
+        if n is None or self.cur.in_parallel or n * DTYPE_BYTES[buf.dtype] > WORKSPACE_LIMIT_BYTES:
+            ptr = alloc()
+            self.cur.bufs[buf] = ptr
+            self.stmt(s.body)
+            self.b.call(self._decl("free", VOID, [PTR]), [ptr])
+            return
+        self._cached_allocate(s, alloc)
+
+    def _cached_allocate(self, s: S.Allocate, alloc: Any) -> None:
+        """A heap buffer of constant size kept by the module from one call to the next (freed when the module
+        is unloaded: ``llvm.global_dtors``), as TVM's workspace pool keeps them: a fresh allocation of a few
+        hundred KiB or more is mapped anew by malloc on each call, and the page faults cost up to a fifth of a
+        convolution's time, varying from process to process. A second caller while it is in use (another
+        thread) gets a buffer of its own."""
+        b = self.b
+        k = len(self._workspaces)
+        slot = ir.GlobalVariable(self.module, PTR, f"__autosched_ws{k}")
+        slot.initializer, slot.linkage = ir.Constant(PTR, None), "internal"
+        busy = ir.GlobalVariable(self.module, I8, f"__autosched_ws{k}_busy")
+        busy.initializer, busy.linkage = ir.Constant(I8, 0), "internal"
+        self._workspaces.append(slot)
+        taken = b.icmp_unsigned("!=", b.atomic_rmw("xchg", busy, ir.Constant(I8, 1), "acquire"), ir.Constant(I8, 0))
+        cached = b.load(slot, typ=PTR)
+
+        def first() -> ir.Value:  # the first call allocates the buffer the module keeps
+            p = alloc()
+            b.store(p, slot)
+            return p
+
+        def own() -> ir.Value:  # not in use: the kept buffer
+            return ops.branch(self, b.icmp_unsigned("==", cached, ir.Constant(PTR, None)), first, lambda: cached,
+                              "ws_first")
+
+        def give_back() -> None:
+            b.call(self._decl("free", VOID, [PTR]), [ptr])
+
+        def release() -> None:
+            b.store_atomic(ir.Constant(I8, 0), busy, "release", 1)
+
+        ptr = ops.branch(self, taken, alloc, own, "ws")
+        self.cur.bufs[s.buffer] = ptr
         self.stmt(s.body)
-        self.b.call(self._decl("free", VOID, [PTR]), [ptr])
+        ops.branch(self, taken, give_back, release, "ws_done")
+
+    def finish(self) -> ir.Module:
+        """The module, with the destructor that frees its kept workspaces (when it has any)."""
+        if self._workspaces and "llvm.global_dtors" not in self.module.globals:
+            fn = ir.Function(self.module, ir.FunctionType(VOID, []), "__autosched_free_workspaces")
+            fn.linkage = "internal"
+            b = ir.IRBuilder(fn.append_basic_block("entry"))
+            free = self._decl("free", VOID, [PTR])
+            for slot in self._workspaces:
+                b.call(free, [b.load(slot, typ=PTR)])
+            b.ret_void()
+            entry = ir.LiteralStructType([I32, PTR, PTR])
+            dtors = ir.GlobalVariable(self.module, ir.ArrayType(entry, 1), "llvm.global_dtors")
+            dtors.linkage = "appending"
+            dtors.initializer = ir.Constant(ir.ArrayType(entry, 1),
+                                            [ir.Constant(entry, [ir.Constant(I32, 65535), fn, ir.Constant(PTR, None)])])
+        return self.module
 
     def _s_For(self, s: S.For):
         if s.kind == "parallel":
