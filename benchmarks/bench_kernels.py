@@ -117,25 +117,21 @@ def autosched_kernel(task: autosched.Task, threads: int, database: str | None = 
 
 def layout_transform_time(shape_nchw: tuple[int, ...], block: int, threads: int, to_blocked: bool,
                           pause: float) -> float:
-    """Seconds of an NCHW -> NCHW[block]c (or back) transform of one tensor by autosched: rows in parallel,
-    the block's channels unrolled (scalar: no gathers)."""
+    """Seconds of an NCHW -> NCHW[block]c (or back) transform of one tensor by autosched: relay's
+    ``layout_transform`` op with its schedule (rows in parallel, transposed in registers), as a model runs it."""
+    from autosched.relay.op.schedules import layout_transform
+
     n, c, h, w = shape_nchw
     if to_blocked:
         src = te.placeholder((n, c, h, w), name="src")
-        dst = te.compute((n, c // block, h, w, block), lambda a, cb, y, x, b: src[a, cb * block + b, y, x], name="dst")
+        dst = te.compute((n, c // block, h, w, block), lambda a, cb, y, x, b: src[a, cb * block + b, y, x],
+                         name="layout_transform", tag="layout_transform")
     else:
         src = te.placeholder((n, c // block, h, w, block), name="src")
-        dst = te.compute((n, c // block, block, h, w), lambda a, cb, b, y, x: src[a, cb, y, x, b], name="dst")
+        dst = te.compute((n, c, h, w), lambda a, ch, y, x: src[a, ch // block, y, x, ch % block],
+                         name="layout_transform", tag="layout_transform")
     sch = te.create_schedule(dst.op)
-    a, cb, *rest = sch[dst].op.axis
-    if to_blocked:
-        y, x, b = rest
-        sch[dst].parallel(sch[dst].fuse(a, cb, y))
-        sch[dst].unroll(b)
-    else:
-        b, y, x = rest
-        sch[dst].parallel(sch[dst].fuse(a, cb, b, y))
-        sch[dst].vectorize(x)
+    layout_transform(sch, dst)
     mod = autosched.build(sch, [src, dst])
     mod.set_num_threads(threads)
     arrays = _arrays([src, dst])

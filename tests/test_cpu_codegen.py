@@ -14,6 +14,7 @@ from _cpus import host_runs
 from autosched import te
 from autosched.target import Target
 from autosched.workloads.reference import get_reference
+from autosched.workloads.tile_sizes import TRANSPOSE_RUN
 
 SMALL = [
     ("matmul", dict(M=64, N=96, K=40)),
@@ -391,15 +392,17 @@ def test_direct_strided_conv2d_reads_rows_without_gathers(args, target):
     np.testing.assert_allclose(out, get_reference("conv2d")(ins, **task.args), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("target,form", [("llvm -mcpu=haswell", "packed"), ("llvm -mcpu=skylake-avx512", "direct")])
-@pytest.mark.parametrize("args", [dict(H=14, W=14, CI=32, CO=48), dict(H=20, W=20, CI=3, CO=16, KH=7, KW=7,
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+@pytest.mark.parametrize("args", [dict(H=14, W=14, CI=32, CO=48), dict(H=28, W=28, CI=3, CO=16, KH=7, KW=7,
                                                                          stride=2, padding=3),
-                                  dict(H=14, W=14, CI=24, CO=32, KH=1, KW=1, stride=2, padding=0)],
+                                  dict(H=16, W=16, CI=24, CO=32, KH=1, KW=1, stride=2, padding=0)],
                          ids=["3x3", "stem7x7s2", "1x1s2"])
-def test_default_nchw_conv2d_form_follows_the_target(args, target, form):
-    """The default NCHW convolution is computed in blocked layouts on AVX2 (input and weights given blocked
-    layouts by ``transform_layout``, the output cached NCHW[x]c and copied back) and directly on AVX-512; the
-    template space holds both forms (its ``layout`` knob); both match numpy where the host runs them."""
+def test_default_nchw_conv2d_form_follows_the_target(args, target):
+    """The default NCHW convolution is computed in blocked layouts (input and weights given blocked layouts by
+    ``transform_layout`` and copied by in-register transposes, the output cached NCHW[x]c and copied back the
+    same way), except a strided one on AVX-512, computed directly; the template space holds both forms (its
+    ``layout`` knob); both match numpy where the host runs them."""
+    form = "direct" if args.get("stride", 1) > 1 and "avx512" in target else "packed"
     task = autosched.Task("conv2d", args, target)
     sch, tensors = task.default_schedule()
     assert any(step.kind == "transform_layout" for step in sch.trace) == (form == "packed")
@@ -414,10 +417,57 @@ def test_default_nchw_conv2d_form_follows_the_target(args, target, form):
     rng = np.random.default_rng(0)
     ins = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in tensors[:-1]]
     ref = get_reference("conv2d")(ins, **task.args)
+    if form == "packed":  # the copies are transposes in registers, no scatters (widths here leave no tails)
+        assert "masked.scatter" not in autosched.build(sch, tensors, target=target).get_source("ll-unopt")
     for b, t in builds:
         out = np.zeros([int(d) for d in tensors[-1].shape], "float32")
         autosched.build(b, t, target=target)(*ins, out)
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+@pytest.mark.parametrize("case", ["pack", "pack_wide", "unpack", "tail"])
+def test_an_unrolled_copy_into_another_layout_is_a_transpose_in_registers(case, target):
+    """An unrolled loop around a vectorized one whose store moves by 1 with the unrolled index and by S >= U
+    with the lane: NCHW rows into NCHW[b]c pixels (``pack``, S = U; ``pack_wide``, more lanes than channels),
+    or a block's pixels back into rows of its channels (``unpack``, S the plane size) is computed as vectors,
+    transposed by shuffles and stored as runs, with no scatter. A row with a tail (``tail``) is transposed
+    but for its last, guarded chunk. Every result matches numpy."""
+    lanes = Target(target).cpu.lanes("float32")
+    b = lanes // 2 if case == "pack_wide" else lanes
+    run = TRANSPOSE_RUN  # pixels per transpose: a tile of b x 8 at most
+    C, H, W = 2 * b, 3, 4 * run + (3 if case == "tail" else 0)
+    if case == "unpack":
+        A = te.placeholder((C // b, H, W, b), name="A")
+        B = te.compute((C, H, W), lambda c, y, x: A[c // b, y, x, c % b] + 1.0, name="B")
+        s = te.create_schedule(B.op)
+        c, y, x = B.op.axis
+        co, ci = s[B].split(c, factor=b)
+        xo, xi = s[B].split(x, factor=run)
+        s[B].reorder(co, y, xo, xi, ci)
+        unrolled, lane = xi, ci
+        ref = lambda a: a.transpose(0, 3, 1, 2).reshape(C, H, W) + 1  # noqa: E731
+    else:
+        A = te.placeholder((C, H, W), name="A")
+        B = te.compute((C // b, H, W, b), lambda co, y, x, ci: A[co * b + ci, y, x] + 1.0, name="B")
+        s = te.create_schedule(B.op)
+        co, y, x, ci = B.op.axis
+        xo, xi = s[B].split(x, factor=run)
+        s[B].reorder(co, y, xo, ci, xi)
+        unrolled, lane = ci, xi
+        ref = lambda a: a.reshape(C // b, b, H, W).transpose(0, 2, 3, 1) + 1  # noqa: E731
+    s[B].unroll(unrolled)
+    s[B].vectorize(lane)
+    f = autosched.build(s, [A, B], target=target)
+    text = f.get_source("ll-unopt")
+    assert ("masked.scatter" in text) == (case == "tail")
+    assert len(re.findall(r"shufflevector", text)) >= run  # the transpose
+    if not host_runs(target):  # compiled and inspected only: this CPU lacks the target's extensions
+        return
+    a = np.random.default_rng(0).standard_normal([int(d) for d in A.shape]).astype("float32")
+    out = np.zeros([int(d) for d in B.shape], "float32")
+    f(a, out)
+    np.testing.assert_array_equal(out, ref(a))
 
 
 def test_a_masked_off_lane_does_not_divide_by_zero():

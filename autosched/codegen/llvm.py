@@ -36,6 +36,9 @@ from autosched.tir.extern import EXTERN, PACKED
 from autosched.tir.transform import free_vars_stmt, substitute_stmt
 
 STACK_LIMIT_BYTES = 64 * 1024
+#: the most elements a transposed store (_transposed_stores) moves through registers at once: LLVM lowers a
+#: 16 x 8 float tile well and a 16 x 16 one 3x slower than scatters
+MAX_TRANSPOSE = 128
 #: the largest heap buffer a module keeps from one call to the next (_cached_allocate); bigger ones are
 #: allocated and freed on each call (a module in build's cache of 64 keeps its buffers while it is there)
 WORKSPACE_LIMIT_BYTES = 16 * 1024 * 1024
@@ -544,6 +547,8 @@ class CodeGenLLVM:
                                              f"{S.emitted_size(s)} stores and loops, over what is left of the "
                                              f"function's budget of {EMIT_BUDGET} (compile time grows faster "
                                              "than the code); unroll fewer or shorter loops")
+            elif self._transposed_stores(s):
+                return
             else:
                 if self._unrolled == 1:
                     self._emit_left -= S.emitted_size(s)
@@ -568,6 +573,63 @@ class CodeGenLLVM:
                                    "vectorize an innermost loop whose stores move with it, or a reduction "
                                    "loop of constant extent")
         self._serial_for(s.var, ir.Constant(I64, 0), self.expr(s.extent), s.body)
+
+    def _transposed_stores(self, s: S.For) -> bool:
+        """An unrolled loop of U around a vectorized one of V lanes whose one store moves by 1 with the unrolled
+        index and by S >= U with the lane (a copy into a blocked layout, ``P[.., x, c]`` from rows of ``c``, or
+        back): the U vectors are computed, transposed in registers and stored as V runs of U contiguous
+        elements, instead of U scatters. False (nothing emitted) when the loops are not of that form."""
+        inner = s.body
+        if not (isinstance(inner, S.For) and inner.kind == "vectorized" and isinstance(inner.extent, IntImm)
+                and isinstance(inner.body, S.BufferStore) and isinstance(s.extent, IntImm)):
+            return False
+        st = inner.body
+        buf = st.buffer
+        U, V = s.extent.value, inner.extent.value
+        native = max(1, self.vector_bytes // DTYPE_BYTES.get(buf.dtype, 4))
+        if (not 2 <= U <= native or not 2 <= V <= native or U * V > MAX_TRANSPOSE or buf.dtype == "bool"
+                or st.value.dtype != buf.dtype
+                or vector_blocker(st, inner.var) is not None
+                or any(isinstance(x, S.BufferLoad) and x.buffer is buf for x in E.walk(st.value))):
+            return False
+        lin = linear(simplify(self.flat(buf, st.indices)))
+        along_u = along_lane = 0
+        rest = {}
+        for k, (c, atom) in lin.terms.items():
+            if atom is s.var:
+                along_u = c
+            elif atom is inner.var:
+                along_lane = c
+            elif s.var in E.free_vars(atom) or inner.var in E.free_vars(atom):
+                return False
+            else:
+                rest[k] = [c, atom]
+        if along_u != 1 or along_lane < U:
+            return False
+        base = type(lin)(rest, lin.const, lin.dtype).to_expr()
+        b = self.b
+        vecs = []
+        for u in range(U):
+            self.cur.vars[s.var] = ir.Constant(I64, u)
+            vecs.append(VectorEmitter(self, inner.var, V).vec(st.value))
+        del self.cur.vars[s.var]
+        vt = vecs[0].type
+        while len(vecs) & (len(vecs) - 1):  # a power of two of them, to concatenate pairwise
+            vecs.append(ir.Constant(vt, ir.Undefined))
+        while len(vecs) > 1:
+            n = vecs[0].type.count
+            both = ir.Constant(ir.VectorType(I32, 2 * n), list(range(2 * n)))
+            vecs = [b.shuffle_vector(vecs[i], vecs[i + 1], both) for i in range(0, len(vecs), 2)]
+        tile = vecs[0]  # element u * V + r: lane r of the u-th vector
+        undef = ir.Constant(tile.type, ir.Undefined)
+        mt = ltype(buf.dtype, True)
+        start = self.index(base)
+        for r in range(V):
+            row = b.shuffle_vector(tile, undef, ir.Constant(ir.VectorType(I32, U), [u * V + r for u in range(U)]))
+            ptr = b.gep(self._buffer_base(buf), [b.add(start, ir.Constant(start.type, r * along_lane))],
+                        inbounds=True, source_etype=mt)
+            b.store(row, ptr, align=DTYPE_BYTES[buf.dtype])
+        return True
 
     def _vector_for(self, s: S.For) -> None:
         """All lanes at once when the extent is a small constant; else chunks of the native width."""

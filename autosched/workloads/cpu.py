@@ -22,7 +22,15 @@ from typing import Any
 
 from autosched.workloads.knobs import DefaultConfig
 from autosched.workloads.registry import register_schedule
-from autosched.workloads.tile_sizes import channel_block, conv_tile, cpu, matmul_tile, nchw_conv_layout, nchw_conv_tile
+from autosched.workloads.tile_sizes import (
+    TRANSPOSE_RUN,
+    channel_block,
+    conv_tile,
+    cpu,
+    matmul_tile,
+    nchw_conv_layout,
+    nchw_conv_tile,
+)
 from autosched.workloads.tile_sizes import divisor as _divisor
 from autosched.workloads.tile_sizes import lanes as _lanes
 
@@ -221,7 +229,7 @@ def conv2d_cpu(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layo
     then :func:`conv2d_nest`), whichever the target's default says (a knob); NHWC: directly."""
     data, weight, out = tensors
     if layout == "NCHW":  # both forms' knobs are declared whichever runs (a template declares them all)
-        cfg.define_knob("layout", ["direct", "packed"], default=nchw_conv_layout())
+        cfg.define_knob("layout", ["direct", "packed"], default=nchw_conv_layout(stride))
         _conv2d_packed_knobs(cfg, data, weight, out)
         if cfg["layout"].val == "packed":
             cfg.define_knob("pad", PAD_PLACES, default="root")
@@ -250,8 +258,9 @@ def _conv2d_packed_knobs(cfg, data, weight, out) -> None:
 def conv2d_packed(cfg, sch, data, weight, out) -> None:
     """An NCHW convolution computed as a blocked one (NCHW[x]c, as :func:`conv2d_nchwc_cpu`), all in the
     schedule: the padded input stored with a block of input channels innermost and the weights copied to
-    OIHW[x]i[y]o (``transform_layout``), the output computed into a cache laid out NCHW[y]c by its loops and
-    copied back to NCHW. The register tile, the parallel order and the unrolled input channels are knobs as
+    OIHW[x]i[y]o (``transform_layout``), the output computed into a cache laid out NCHW[y]c by its loops, a
+    band of rows at a time, and copied back to NCHW; the copies are transposes in registers (codegen's
+    transposed stores). The register tile, the parallel order and the unrolled input channels are knobs as
     for the blocked kernel."""
     dt = out.dtype
     _, CO, OH, OW = (int(d) for d in out.shape)
@@ -264,30 +273,44 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
     blocked = sch.cache_write(out, "global")
     # the weights copied to OIHW[ib]i[ob]o, the (padded) input stored NCHW[ib]c
     wc = sch.cache_read(weight, "global", [blocked])
-    sch[wc].transform_layout(lambda o, i, h, w: [o // ob, i // ib, h, w, i % ib, o % ob])
-    wax = sch[wc].op.axis
-    sch[wc].parallel(wax[0])
-    sch[wc].vectorize(wax[-1])
+    wo, wio, wh, ww, wi, woi = sch[wc].transform_layout(lambda o, i, h, w: [o // ob, i // ib, h, w, i % ib, o % ob])
+    sch[wc].parallel(wo)
+    if int(weight.shape[2]) * int(weight.shape[3]) == 1 and ib > 1:  # rows of input channels: transposed
+        wii, wil = sch[wc].split(wi, factor=min(ib, TRANSPOSE_RUN))
+        sch[wc].reorder(wo, wio, wh, ww, wii, woi, wil)
+        sch[wc].unroll(woi)
+        sch[wc].vectorize(wil)
+    else:
+        sch[wc].vectorize(woi)
     src = pad if pad is not None else sch.cache_read(data, "global", [blocked])
-    if ib > 1:
-        sch[src].transform_layout(lambda n_, c, h, w: [n_, c // ib, h, w, c % ib])
-    _root_elementwise(sch, src, _lanes(dt))
+    if ib > 1:  # rows of ib channels read as vectors, transposed in registers into pixels of ib channels
+        pn, pc, py, px, pi = sch[src].transform_layout(lambda n_, c, h, w: [n_, c // ib, h, w, c % ib])
+        sch[src].parallel(sch[src].fuse(pn, pc, py))
+        pxo, pxi = sch[src].split(px, factor=TRANSPOSE_RUN)
+        sch[src].reorder(pxo, pi, pxi)
+        sch[src].unroll(pi)
+        sch[src].vectorize(pxi)
+    else:
+        _root_elementwise(sch, src, _lanes(dt))
     # the blocked kernel: reduction over input-channel blocks, the window, the channels of a block
     acc = sch.cache_write(blocked, "local")
     rc, rh, rw = sch[acc].op.reduce_axis
     rco, rci = sch[acc].split(rc, factor=ib)
     blocks, rows, pixels = cfg["register_tile"].val
     # the output's loops: a band of rows x channel blocks per parallel step, its blocked result computed there
-    # (a few KiB, in the core's cache) and copied back to NCHW at once, a row of a channel in lanes
+    # (a few KiB, in the core's cache) and copied back to NCHW at once: a run of pixels of a block's channels
+    # read as vectors and transposed in registers into a run of each channel's row
     n, f, y, x = sch[out].op.axis
     fo, fi = sch[out].split(f, factor=ob * blocks)
+    fb, fl = sch[out].split(fi, factor=ob)
     yo, yi = sch[out].split(y, factor=rows)
+    xo, xi = sch[out].split(x, factor=_divisor(OW, TRANSPOSE_RUN))
     outer = (n, yo, fo) if cfg["rows_outer"].val else (n, fo, yo)
-    sch[out].reorder(*outer, fi, yi, x)
+    sch[out].reorder(*outer, fb, yi, xo, xi, fl)
     par = sch[out].fuse(*outer)
     sch[out].parallel(par)
-    _, xi = sch[out].split(x, factor=_divisor(OW, _lanes(dt)))
-    sch[out].vectorize(xi)
+    sch[out].unroll(xi)
+    sch[out].vectorize(fl)
     sch[blocked].compute_at(sch[out], par)
     _, bb, by, bx, bo = sch[blocked].op.axis
     bxo, bxi = sch[blocked].split(bx, factor=pixels)
@@ -488,16 +511,14 @@ def elementwise_cpu(cfg, sch, tensors, N, C, H, W, op, dtype, **_):
 
 
 def blocked_conv_nest(sch, out, OL, *, blocks: int, pixels: int, rows_outer: bool, rows: int = 1,
-                      unroll_kw: bool = False, unroll_ib: int = 1, reduce: list | None = None) -> None:
+                      unroll_kw: bool = False, unroll_ib: int = 1) -> None:
     """The register-tiled loop nest of a blocked (NCHW[x]c) convolution whose accumulator stage is ``OL``
     (computed at the output's pixel-tile loop): ``blocks`` output-channel blocks x ``rows`` x ``pixels``
     output pixels in registers, their channels in vector lanes; the reduction over input-channel blocks, the
     window and the channels of a block outside the tile, so each step loads one weight vector per block and
     broadcasts one input value per pixel into ``blocks`` FMAs (pixels outside, blocks inside: a broadcast is
     used at once). Row tiles and channel blocks run in parallel, rows outermost when ``rows_outer`` (each
-    thread then reads a band of the input; better when the input outweighs the weights). ``reduce``: ``OL``'s
-    reduction loops in that order (input-channel blocks, window rows, columns, channels of a block), when not
-    its own four axes."""
+    thread then reads a band of the input; better when the input outweighs the weights)."""
     n, ob, y, x, o = sch[out].op.axis
     yo, yi = sch[out].split(y, factor=rows)
     xo, xi = sch[out].split(x, factor=pixels)
@@ -511,7 +532,7 @@ def blocked_conv_nest(sch, out, OL, *, blocks: int, pixels: int, rows_outer: boo
     sch[out].vectorize(o)
     sch[OL].compute_at(sch[out], xo)
     _, cb, cy, cx, co = sch[OL].op.axis
-    red = list(sch[OL].op.reduce_axis if reduce is None else reduce)
+    red = list(sch[OL].op.reduce_axis)
     if unroll_ib > 1:
         ibo, ibi = sch[OL].split(red[-1], factor=unroll_ib)
         red[-1:] = [ibo, ibi]

@@ -17,6 +17,9 @@ from autosched.target import CPUDescription, Target
 
 #: independent accumulators that hide the FMA latency on two FMA ports (4 cycles x 2)
 MIN_ACCUMULATORS = 8
+#: pixels per in-register transpose of a layout copy (NCHW <-> NCHW[x]c): a tile of a block's channels by
+#: this many pixels (16 x 8 floats at most: a wider one is lowered by LLVM slower than scatters)
+TRANSPOSE_RUN = 8
 
 
 def cpu() -> CPUDescription:
@@ -70,14 +73,16 @@ def matmul_tile(M: int, N: int, dtype: str = "float32") -> tuple[int, int]:
     return best[2], best[1] * nl
 
 
-def nchw_conv_layout() -> str:
-    """How the default schedule computes a plain NCHW convolution: ``"direct"`` (output columns in lanes,
-    weights broadcast) where an FMA broadcasts its operand from memory and 32 registers hold a 16-channel
-    tile (AVX-512), else ``"packed"`` (copied to blocked layouts, computed as a blocked convolution, copied
-    back): on AVX2 each broadcast is a load of its own and 16 registers hold 8 accumulators, so the direct
-    form is load-bound (0.33-0.84x onnxruntime on Zen 4 built for haswell, against 0.56-1.04x packed)."""
+def nchw_conv_layout(stride: int) -> str:
+    """How the default schedule computes a plain NCHW convolution: ``"packed"`` (copied to blocked layouts by
+    in-register transposes, computed as a blocked convolution, copied back) or ``"direct"`` (output columns
+    in lanes, weights broadcast). Packed, except for a strided convolution where an FMA broadcasts its
+    operand from memory and 32 registers hold a 16-channel tile (AVX-512): there the direct form reads its
+    input rows as whole vectors, while the packed one copies stride^2 times the pixels it reads. On AVX2
+    each broadcast is a load of its own and 16 registers hold 8 accumulators: the direct form is load-bound.
+    (Measured by benchmarks/bench_nchw_conv.py; docs/cpu_kernels.md.)"""
     c = cpu()
-    return "direct" if c.vector_registers >= 32 and c.vector_bytes >= 64 else "packed"
+    return "direct" if stride > 1 and c.vector_registers >= 32 and c.vector_bytes >= 64 else "packed"
 
 
 def nchw_conv_tile(out_channels: int, out_height: int, out_width: int,

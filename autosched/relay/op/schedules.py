@@ -23,7 +23,7 @@ from autosched.workloads.cpu import (
     weights_outweigh_input,
     winograd_nest,
 )
-from autosched.workloads.tile_sizes import conv_tile, cpu, divisor, lanes
+from autosched.workloads.tile_sizes import TRANSPOSE_RUN, conv_tile, cpu, divisor, lanes
 
 
 def shape_of(t: te.Tensor) -> tuple[int, ...]:
@@ -324,22 +324,36 @@ def gemm_pack_nest(sch: Any, out: te.Tensor, DL: Any, block: int, k_extent: int)
 
 
 def layout_transform(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> None:
-    """A layout transform without gathers: rows in parallel, and a block's channels unrolled innermost, so
-    every load or every store is contiguous (into NCHW[x]c: the output vector by lanes; into NCHW: the
-    block read in order)."""
+    """A layout transform without gathers or scatters: rows in parallel; a run of pixels of a block's channels
+    (into NCHW[x]c: rows of x channels, read as vectors; into NCHW: pixels of a block, read as vectors) is
+    transposed in registers (an unrolled loop around a vectorized one: codegen's transposed stores). A block
+    wider than a vector keeps its channels unrolled innermost, so every load or every store is contiguous."""
     inline_injective(sch, out)
     if out.op.name != "layout_transform" or len(out.shape) not in (4, 5):
         return flat_parallel_vector(sch, out)
     src = out.op.input_tensors[0]
+    v = lanes(out.dtype)
+    width = int(out.shape[3])
     if len(out.shape) == 5:
         n, cb, y, x, b = sch[out].op.axis
         sch[out].parallel(sch[out].fuse(n, cb, y))
+        if int(out.shape[4]) <= v and width > 1:
+            xo, xi = sch[out].split(x, factor=divisor(width, TRANSPOSE_RUN))
+            sch[out].reorder(xo, b, xi)
+            sch[out].vectorize(xi)
         sch[out].unroll(b)
         return
     if len(src.shape) != 5:
         return flat_parallel_vector(sch, out)
     n, c, y, x = sch[out].op.axis
     cb, b = sch[out].split(c, factor=int(src.shape[4]))
+    if int(src.shape[4]) <= v and width > 1:
+        xo, xi = sch[out].split(x, factor=divisor(width, TRANSPOSE_RUN))
+        sch[out].reorder(n, cb, y, xo, xi, b)
+        sch[out].parallel(sch[out].fuse(n, cb, y))
+        sch[out].unroll(xi)
+        sch[out].vectorize(b)
+        return
     sch[out].reorder(n, cb, y, x, b)
     sch[out].parallel(sch[out].fuse(n, cb, y))
     sch[out].unroll(b)
