@@ -91,8 +91,8 @@ def race(task: Any, policies: Sequence[str], trials: int, seeds: Sequence[int], 
          batch_size: int = 16, workdir: str | None = None,
          progress: Callable[[RaceRun, int], None] | None = None, startup: float | None = None) -> list[RaceRun]:
     """Run every policy with every seed on ``task`` for ``trials`` trials, each from an empty database in
-    ``workdir`` (default: a temporary directory); seeds outermost, so a drift of the machine touches
-    every policy alike. A run that fails keeps its curve so far and its error. ``startup``: the seconds
+    ``workdir`` (default: a temporary directory) and, as ``autosched tune`` does, from the workload's
+    default schedule measured first; seeds outermost, so a drift of the machine touches every policy alike. A run that fails keeps its curve so far and its error. ``startup``: the seconds
     each run counts for a command's start-up (default: :func:`command_startup`, measured now)."""
     startup = command_startup() if startup is None else startup
     runs = []
@@ -117,7 +117,8 @@ def race(task: Any, policies: Sequence[str], trials: int, seeds: Sequence[int], 
 
                     try:
                         tune(task, trials, policy=policy, database=str(db), measurer=measurer,
-                             batch_size=batch_size, seed=seed, remeasure=0, callbacks=[note])
+                             batch_size=batch_size, seed=seed, remeasure=0, callbacks=[note],
+                             measure_default=True)
                     except Exception as e:  # noqa: BLE001 - one policy's failure is a result of the race
                         run.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                 run.seconds = time.perf_counter() - t0
