@@ -92,8 +92,9 @@ def race(task: Any, policies: Sequence[str], trials: int, seeds: Sequence[int], 
          progress: Callable[[RaceRun, int], None] | None = None, startup: float | None = None) -> list[RaceRun]:
     """Run every policy with every seed on ``task`` for ``trials`` trials, each from an empty database in
     ``workdir`` (default: a temporary directory) and, as ``autosched tune`` does, from the workload's
-    default schedule measured first; seeds outermost, so a drift of the machine touches every policy alike. A run that fails keeps its curve so far and its error. ``startup``: the seconds
-    each run counts for a command's start-up (default: :func:`command_startup`, measured now)."""
+    default schedule measured first; seeds outermost, so a drift of the machine touches every policy alike.
+    A run that fails keeps its curve so far and its error. ``startup``: the seconds each run counts for a
+    command's start-up (default: :func:`command_startup`, measured now)."""
     startup = command_startup() if startup is None else startup
     runs = []
     with tempfile.TemporaryDirectory(prefix="autosched-race-") as tmp:
