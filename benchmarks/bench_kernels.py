@@ -45,6 +45,7 @@ from _timing import alternating_medians, median_time
 
 import autosched
 from autosched import te
+from autosched.relay.op.schedules import layout_transform
 from autosched.target import Target
 
 HERE = Path(__file__).resolve().parent
@@ -119,8 +120,6 @@ def layout_transform_time(shape_nchw: tuple[int, ...], block: int, threads: int,
                           pause: float) -> float:
     """Seconds of an NCHW -> NCHW[block]c (or back) transform of one tensor by autosched: relay's
     ``layout_transform`` op with its schedule (rows in parallel, transposed in registers), as a model runs it."""
-    from autosched.relay.op.schedules import layout_transform
-
     n, c, h, w = shape_nchw
     if to_blocked:
         src = te.placeholder((n, c, h, w), name="src")

@@ -12,6 +12,7 @@ import pytest
 import autosched
 from _cpus import host_runs
 from autosched import te
+from autosched.codegen import build as codegen_build
 from autosched.target import Target
 from autosched.workloads.reference import get_reference
 from autosched.workloads.tile_sizes import TRANSPOSE_RUN
@@ -531,8 +532,6 @@ def test_kept_workspaces_are_freed_with_their_module():
     import ctypes
     import ctypes.util
     import gc
-
-    from autosched.codegen import build as codegen_build
 
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     if not hasattr(libc, "mallinfo2"):

@@ -613,14 +613,7 @@ class CodeGenLLVM:
             self.cur.vars[s.var] = ir.Constant(I64, u)
             vecs.append(VectorEmitter(self, inner.var, V).vec(st.value))
         del self.cur.vars[s.var]
-        vt = vecs[0].type
-        while len(vecs) & (len(vecs) - 1):  # a power of two of them, to concatenate pairwise
-            vecs.append(ir.Constant(vt, ir.Undefined))
-        while len(vecs) > 1:
-            n = vecs[0].type.count
-            both = ir.Constant(ir.VectorType(I32, 2 * n), list(range(2 * n)))
-            vecs = [b.shuffle_vector(vecs[i], vecs[i + 1], both) for i in range(0, len(vecs), 2)]
-        tile = vecs[0]  # element u * V + r: lane r of the u-th vector
+        tile = ops.concat(b, vecs)  # element u * V + r: lane r of the u-th vector
         undef = ir.Constant(tile.type, ir.Undefined)
         mt = ltype(buf.dtype, True)
         start = self.index(base)

@@ -187,6 +187,19 @@ def fold(e: E.BinaryOp, x: ir.Value, y: ir.Value) -> ir.Constant | None:
     return ir.Constant(x.type, v)
 
 
+def concat(b: ir.IRBuilder, vectors: list[ir.Value]) -> ir.Value:
+    """The vectors (of one type) end to end as one vector, joined pairwise; undefined vectors pad their count
+    to a power of two (their lanes come last)."""
+    vecs = list(vectors)
+    while len(vecs) & (len(vecs) - 1):
+        vecs.append(ir.Constant(vecs[0].type, ir.Undefined))
+    while len(vecs) > 1:
+        n = vecs[0].type.count
+        both = ir.Constant(ir.VectorType(ir.IntType(32), 2 * n), list(range(2 * n)))
+        vecs = [b.shuffle_vector(vecs[i], vecs[i + 1], both) for i in range(0, len(vecs), 2)]
+    return vecs[0]
+
+
 def binary(b: ir.IRBuilder, e: E.BinaryOp, x: ir.Value, y: ir.Value) -> ir.Value:
     """The value of ``e`` (arithmetic, min/max, a comparison, and/or) from its operands' values ``x`` and ``y``
     (both scalars, or both vectors of the same lanes)."""

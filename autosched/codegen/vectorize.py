@@ -327,14 +327,9 @@ class VectorEmitter:
             fn = self.cg._decl(f"llvm.masked.load.{ops.type_suffix(vt)}.p0", vt, [PTR, I32, self.vtype(I1), vt])
             mask = ir.Constant(self.vtype(I1), [int(x) for x in on])
             chunks.append(b.call(fn, [ptr, ir.Constant(I32, size), mask, ir.Constant(vt, None)]))
-        if stride == 2:
-            lo, hi = chunks
-        else:  # two vectors of 2n lanes, the fourth chunk undefined for a stride of 3
-            chunks += [ir.Constant(vt, ir.Undefined)] * (4 - stride)
-            both = ir.Constant(ir.VectorType(I32, 2 * n), list(range(2 * n)))
-            lo = b.shuffle_vector(chunks[0], chunks[1], both)
-            hi = b.shuffle_vector(chunks[2], chunks[3], both)
-        return b.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, n), [stride * j for j in range(n)]))
+        whole = ops.concat(b, chunks)
+        return b.shuffle_vector(whole, ir.Constant(whole.type, ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, n), [stride * j for j in range(n)]))
 
     def store(self, s: S.BufferStore) -> None:
 

@@ -230,10 +230,10 @@ def conv2d_cpu(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layo
     data, weight, out = tensors
     if layout == "NCHW":  # both forms' knobs are declared whichever runs (a template declares them all)
         cfg.define_knob("layout", ["direct", "packed"], default=nchw_conv_layout(stride))
-        _conv2d_packed_knobs(cfg, data, weight, out)
+        OH, OW = (int(d) for d in out.shape[2:])
+        blocked_conv_knobs(cfg, OH, OW, CO, channel_block(CO, dtype), channel_block(CI, dtype), weight, data, dtype)
         if cfg["layout"].val == "packed":
             cfg.define_knob("pad", PAD_PLACES, default="root")
-            OH, OW = (int(d) for d in out.shape[2:])
             _conv2d_nest_knobs(cfg, True, CO, OH, OW, CI, KW, dtype)
             conv2d_packed(cfg, sch, data, weight, out)
             return
@@ -241,18 +241,16 @@ def conv2d_cpu(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layo
     conv2d_nest(sch, out, sch.cache_write(out, "local"), layout, cfg)
 
 
-def _conv2d_packed_knobs(cfg, data, weight, out) -> None:
-    """The knobs of :func:`conv2d_packed`: the blocked kernel's register tile, parallel order and unrolled
-    input channels, as for :func:`conv2d_nchwc_cpu`, with this target's defaults."""
-    dt = out.dtype
-    _, CO, OH, OW = (int(d) for d in out.shape)
-    ib, ob = channel_block(int(data.shape[1]), dt), channel_block(CO, dt)
-    regs, per_block = cpu().vector_registers, -(-ob // _lanes(dt))
+def blocked_conv_knobs(cfg, OH: int, OW: int, CO: int, ob: int, ib: int, weight, data, dtype: str) -> None:
+    """The knobs of a blocked convolution's nest (:func:`conv2d_nchwc_cpu`, :func:`conv2d_packed`), with this
+    target's defaults: the register tile (the tiles of one row that fit the registers), rows or channel blocks
+    outermost in the parallel loop, the channels of an input block unrolled by."""
+    regs, per_block = cpu().vector_registers, -(-ob // _lanes(dtype))
     tiles = [[b, 1, p] for b in _divisors(CO // ob) if b <= 4 for p in _divisors(OW)
              if p <= 32 and b * per_block * (p + 1) + 1 <= regs]
-    cfg.define_knob("register_tile", tiles or [[1, 1, 1]], default=list(conv_tile(OH, OW, CO // ob, ob, dt)))
+    cfg.define_knob("register_tile", tiles or [[1, 1, 1]], default=list(conv_tile(OH, OW, CO // ob, ob, dtype)))
     cfg.define_knob("rows_outer", [True, False], default=not weights_outweigh_input(weight, data))
-    cfg.define_knob("unroll_ib", sorted({1, _divisor(ib, 4), ib}), default=_divisor(ib, 4))
+    cfg.define_knob("unroll_ib", sorted({1, _divisor(ib, 4), min(ib, 16)}), default=_divisor(ib, 4))
 
 
 def conv2d_packed(cfg, sch, data, weight, out) -> None:
@@ -317,17 +315,7 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
     sch[blocked].reorder(by, bxo, bb, bxi, bo)
     sch[blocked].vectorize(bo)
     sch[acc].compute_at(sch[blocked], bxo)
-    _, cb, cy, cx, co = sch[acc].op.axis
-    red = [rco, rh, rw, rci]
-    unroll_ib = cfg["unroll_ib"].val
-    if unroll_ib > 1:
-        red[-1:] = sch[acc].split(rci, factor=unroll_ib)
-    sch[acc].reorder(*red, cy, cx, cb, co)
-    if unroll_ib > 1:
-        sch[acc].unroll(red[-1])
-    for ax in (cy, cx, cb):
-        sch[acc].unroll(ax)
-    sch[acc].vectorize(co)
+    blocked_accumulate(sch, acc, [rco, rh, rw, rci], cfg["unroll_ib"].val)
 
 
 def _conv2d_nest_knobs(cfg, nchw: bool, CO: int, OH: int, OW: int, CI: int, KW: int, dtype: str) -> None:
@@ -531,19 +519,23 @@ def blocked_conv_nest(sch, out, OL, *, blocks: int, pixels: int, rows_outer: boo
         sch[out].parallel(sch[out].fuse(n, obo, yo))
     sch[out].vectorize(o)
     sch[OL].compute_at(sch[out], xo)
+    blocked_accumulate(sch, OL, list(sch[OL].op.reduce_axis), unroll_ib, unroll_kw)
+
+
+def blocked_accumulate(sch, OL, red: list, unroll_ib: int = 1, unroll_kw: bool = False) -> None:
+    """The register tile of a blocked convolution's accumulator stage ``OL`` (axes n, blocks, rows, pixels,
+    channels): the reduction loops ``red`` (input-channel blocks, window rows, window columns, the channels of
+    a block) outside, the last split by ``unroll_ib`` and unrolled, the tile unrolled, its channels in lanes."""
     _, cb, cy, cx, co = sch[OL].op.axis
-    red = list(sch[OL].op.reduce_axis)
     if unroll_ib > 1:
-        ibo, ibi = sch[OL].split(red[-1], factor=unroll_ib)
-        red[-1:] = [ibo, ibi]
+        red[-1:] = sch[OL].split(red[-1], factor=unroll_ib)
     sch[OL].reorder(*red, cy, cx, cb, co)
     if unroll_ib > 1:
         sch[OL].unroll(red[-1])
     if unroll_kw and len(red) >= 3:
         sch[OL].unroll(red[2])
-    sch[OL].unroll(cy)
-    sch[OL].unroll(cx)
-    sch[OL].unroll(cb)
+    for ax in (cy, cx, cb):
+        sch[OL].unroll(ax)
     sch[OL].vectorize(co)
 
 
@@ -587,13 +579,7 @@ def conv2d_nchwc_cpu(cfg, sch, tensors, N, CI, H, W, CO, KH, KW, stride, padding
     data, weight, out = tensors
     OW = (W + 2 * padding - KW) // stride + 1
     OH = (H + 2 * padding - KH) // stride + 1
-    regs, per_block = cpu().vector_registers, -(-oc_block // _lanes(dtype))
-    tiles = [[b, 1, p] for b in _divisors(CO // oc_block) if b <= 4 for p in _divisors(OW)
-             if p <= 32 and b * per_block * (p + 1) + 1 <= regs]
-    cfg.define_knob("register_tile", tiles or [[1, 1, 1]], default=list(conv_tile(OH, OW, CO // oc_block, oc_block,
-                                                                                   dtype)))
-    cfg.define_knob("rows_outer", [True, False], default=not weights_outweigh_input(weight, data))
-    cfg.define_knob("unroll_ib", sorted({1, _divisor(ic_block, 4), min(ic_block, 16)}), default=_divisor(ic_block, 4))
+    blocked_conv_knobs(cfg, OH, OW, CO, oc_block, ic_block, weight, data, dtype)
     cfg.define_knob("unroll_kw", [False, True])
     _pad_knob(cfg, sch, out, _lanes(dtype), default="root" if stride > 1 else "inline")
     blocks, rows, pixels = cfg["register_tile"].val
