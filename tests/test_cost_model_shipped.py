@@ -4,6 +4,7 @@ arrive, and the tuner's default for a task with no records. Also the script that
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pickle
@@ -54,7 +55,8 @@ def test_the_shipped_model_loads_from_package_data_and_ranks_candidates(fresh_ca
     assert (resources.files("autosched.cost_model") / "data" / shipped.MODEL_FILE).is_file()
     info = pretrained_info()
     assert info is not None and info["feature_fingerprint"] == features.feature_fingerprint()
-    assert info["records"] > 1000 and "matmul.jsonl" in info["trained_on"]
+    assert info["records"] > 1000 and "tuning_logs/matmul.jsonl" in info["trained_on"]
+    assert "training/matmul.jsonl" in info["trained_on"]  # whole runs, slow records too
     model = load_pretrained(seed=0)
     assert model.trained and model.base is not None and model._booster is None  # nothing trained here
     assert model.base.num_boosted_rounds() == info["params"]["num_rounds"]
@@ -150,7 +152,8 @@ def test_the_training_script_writes_a_model_the_tuner_loads(fresh_cache, tmp_pat
     assert main([*map(str, _small_logs(tmp_path)), "--out", str(out), "--no-eval", "--rounds", "10"]) == 0
     assert "wrote" in capsys.readouterr().out
     info = pretrained_info(out)
-    assert info["trained_on"] == {"elementwise.jsonl": 29, "softmax.jsonl": 40} and info["heldout"] is None
+    assert info["trained_on"] == {"tuning_logs/elementwise.jsonl": 29, f"{tmp_path.name}/softmax.jsonl": 40}
+    assert info["heldout"] is None
     assert info["target_kinds"] == ["llvm"]
     model = load_pretrained(where=out)
     assert model.base.num_boosted_rounds() == 10 and str(out) in model.origin
@@ -175,3 +178,16 @@ def test_the_training_script_names_a_missing_log(capsys):
         main(["/nonexistent/log.jsonl", "--no-eval"])
     assert e.value.code == 2
     assert "no such log file: /nonexistent/log.jsonl" in capsys.readouterr().err
+
+
+def test_the_default_training_logs_are_the_shipped_ones_and_whole_runs_across_the_speed_range():
+    from autosched.cost_model.training import default_logs
+
+    logs = [Path(x) for x in default_logs()]
+    shipped_logs = [x for x in logs if x.parent.name == "tuning_logs"]
+    training = [x for x in logs if x.parent.name == "training"]
+    assert {x.name for x in shipped_logs} >= {"matmul.jsonl", "conv2d.jsonl"} and len(training) >= 8
+    for log in training:  # every measured record is kept: the slowest is far from the fastest, failures too
+        recs = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        costs = [min(r["result"]["costs"]) for r in recs if r["result"]["error_kind"] is None]
+        assert len(recs) >= 30 and max(costs) > 2 * min(costs), log

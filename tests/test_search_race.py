@@ -82,3 +82,32 @@ def test_best_over_time_finds_the_first_batch_at_a_share_of_a_reference():
     assert hist.time_to(task, 1.0, 1.0)[1] == 48
     assert hist.time_to(task, 0.5, 1.0) is None and hist.time_to("other", 1.0) is None
     assert hist.points[task][0][0] <= hist.points[task][-1][0]  # wall-clock times, in order
+
+
+def test_race_entrants_can_be_cost_models_and_start_from_the_search_alone(tmp_path):
+    import pytest
+
+    import autosched
+    from autosched.cost_model import XGBCostModel
+    from autosched.search.race import race
+
+    task = autosched.Task("matmul", {"M": 64, "N": 64, "K": 64})
+    made = []
+
+    def mine(seed: int) -> XGBCostModel:
+        made.append(seed)
+        return XGBCostModel(seed=seed)
+
+    runs = race(task, ["evolutionary"], 8, [3], backend="local", batch_size=4, startup=0.0, workdir=str(tmp_path),
+                cost_models={"cold": "xgb", "mine": mine}, measure_default=False)
+    assert [(r.policy, r.seed) for r in runs] == [("evolutionary (cold)", 3), ("evolutionary (mine)", 3)]
+    assert made == [3] and all(r.curve[-1][0] == 8 and not r.error for r in runs)
+    with pytest.raises(TypeError, match="function of the seed"):  # one instance would learn across the runs
+        race(task, ["evolutionary"], 8, [0], cost_models={"x": XGBCostModel()}, startup=0.0)
+
+
+def test_an_unknown_cost_model_in_a_race_is_one_line_and_exit_2():
+    r = subprocess.run([sys.executable, "-m", "autosched", "race", "--policies", "evolutionary", "--cost-models",
+                        "xgb,nosuch", "--workload", "matmul"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == (
+        "autosched race: error: unknown cost model 'nosuch'; use xgb, pretrained, transfer, random")

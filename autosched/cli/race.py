@@ -8,6 +8,7 @@ that stall are not flattered by comparing them with their own best. Prints a tab
 with the worst and best seed) and draws the curves::
 
     autosched race --policies random,evolutionary --workload matmul --param M=256 --trials 64 --seeds 0,1,2
+    autosched race --policies evolutionary --cost-models xgb,pretrained --from-scratch --workload conv2d
 
 Exit codes: 0 done, 1 every run failed (or the race crashed), 2 bad usage (found before anything starts).
 """
@@ -34,6 +35,7 @@ from autosched.cli.common import (
 )
 from autosched.search.policy import get_policy
 from autosched.search.race import RaceRun, plot, race, reference, table
+from autosched.search.tune import COST_MODELS
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -46,6 +48,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a workload parameter")
     p.add_argument("--trials", type=at_least(1), default=64, help="trials per run (default 64)")
     p.add_argument("--seeds", default="0,1,2", metavar="S,S,...", help="seeds, comma-separated (default 0,1,2)")
+    p.add_argument("--cost-models", default=None, metavar="A,B,...",
+                   help=f"race each policy with each of these cost models ({', '.join(COST_MODELS)}; default: "
+                        "what `autosched tune` picks)")
+    p.add_argument("--from-scratch", action="store_true",
+                   help="do not measure the workload's default schedule first: the curves are the search's alone")
     p.add_argument("--batch-size", type=at_least(1), default=16, help="candidates per measured batch (default 16)")
     p.add_argument("--backend", choices=["ray", "local"], default=None, help="workers: ray (default) or local")
     p.add_argument("--target", default="llvm", help="target (default: this host)")
@@ -72,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
             seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
         except ValueError:
             raise UsageError(f"--seeds must be integers separated by commas, got {args.seeds!r}") from None
+        models = [m.strip() for m in (args.cost_models or "").split(",") if m.strip()]
+        unknown = [m for m in models if m not in COST_MODELS]
+        if unknown:
+            raise UsageError(f"unknown cost model {unknown[0]!r}; use {', '.join(COST_MODELS)}")
+        args.models = {m: m for m in models} or None
         if not policies or not seeds or args.trials < 1:
             raise UsageError("give at least one policy, one seed and --trials >= 1")
     except UsageError as e:
@@ -94,7 +106,8 @@ def _race(args: argparse.Namespace, task: Any, policies: list[str], seeds: list[
               flush=True)
 
     runs = race(task, policies, args.trials, seeds, backend=args.backend, batch_size=args.batch_size,
-                workdir=args.workdir, progress=None if args.quiet else progress)
+                workdir=args.workdir, progress=None if args.quiet else progress, cost_models=args.models,
+                measure_default=not args.from_scratch)
     for r in runs:
         if r.error:
             print(f"  {r.policy} seed {r.seed} failed: {r.error}", file=out)

@@ -39,6 +39,7 @@ from autosched.cost_model.training import (
     fit,
     heldout_line,
     log_data,
+    log_name,
     save,
 )
 from autosched.database.record import LogFormatError, TuningRecord, WorkloadChecker
@@ -77,9 +78,9 @@ def read_logs(paths: Sequence[str | Path], progress: Any = None) -> LogData:
                 n += 1
         if not n:
             raise ValueError(f"{path}: no record loads here ({dict(bad) or 'empty file'})")
-        logs[path.name] = n
+        logs[log_name(path)] = n
         if progress is not None:
-            progress(f"{path.name}: {n} records" + (f", {sum(bad.values())} skipped ({dict(bad)})" if bad else "")
+            progress(f"{log_name(path)}: {n} records" + (f", {sum(bad.values())} skipped ({dict(bad)})" if bad else "")
                      + f" ({time.perf_counter() - t0:.1f} s)")
     return log_data(inputs, costs, groups, names, logs, progress)
 

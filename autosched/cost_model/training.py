@@ -162,12 +162,21 @@ def heldout_line(name: str, v: dict) -> str:
             f"{v['tau']:+.3f} ({r['tau']:+.3f})")
 
 
+def log_name(path: str | Path) -> str:
+    """How the model's metadata names a log it was trained on: its folder and file name
+    (``tuning_logs/conv2d.jsonl``, ``training/conv2d.jsonl``)."""
+    path = Path(path)
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
 def default_logs() -> list[str]:
-    """The shipped logs: ``tuning_logs/*.jsonl`` under the current directory, else beside the package."""
+    """The logs the shipped model is trained on, under the current directory, else beside the package: the
+    shipped logs (``tuning_logs/*.jsonl``: the fastest records of long runs) and the training logs
+    (``tuning_logs/training/*.jsonl``: every record of shorter runs, slow and failed ones too)."""
     for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
         found = sorted(glob.glob(str(root / "tuning_logs" / "*.jsonl")))
         if found:
-            return found
+            return found + sorted(glob.glob(str(root / "tuning_logs" / "training" / "*.jsonl")))
     return []
 
 

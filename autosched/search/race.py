@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,41 +89,51 @@ def command_startup(repeats: int = 3) -> float:
 
 def race(task: Any, policies: Sequence[str], trials: int, seeds: Sequence[int], *, backend: str | None = None,
          batch_size: int = 16, workdir: str | None = None,
-         progress: Callable[[RaceRun, int], None] | None = None, startup: float | None = None) -> list[RaceRun]:
+         progress: Callable[[RaceRun, int], None] | None = None, startup: float | None = None,
+         cost_models: Mapping[str, Any] | None = None, measure_default: bool = True) -> list[RaceRun]:
     """Run every policy with every seed on ``task`` for ``trials`` trials, each from an empty database in
     ``workdir`` (default: a temporary directory) and, as ``autosched tune`` does, from the workload's
-    default schedule measured first; seeds outermost, so a drift of the machine touches every policy alike.
-    A run that fails keeps its curve so far and its error. ``startup``: the seconds each run counts for a
-    command's start-up (default: :func:`command_startup`, measured now)."""
+    default schedule measured first (``measure_default=False``: from the search alone, which is how to judge
+    what a cost model adds); seeds outermost, so a drift of the machine touches every entrant alike. A run
+    that fails keeps its curve so far and its error. ``startup``: the seconds each run counts for a command's
+    start-up (default: :func:`command_startup`, measured now). ``cost_models``: race each policy with each of
+    these models too, by label (a name ``tune`` takes, e.g. ``"xgb"``, or a function of the seed returning a
+    fresh model); the runs are then labelled "policy (label)"."""
     startup = command_startup() if startup is None else startup
+    models = dict(cost_models or {"": None})
+    for label, model in models.items():
+        if not (model is None or isinstance(model, str) or callable(model)):
+            raise TypeError(f"race: cost model {label!r} must be a name or a function of the seed returning a fresh "
+                            f"model (a model instance would learn across runs), got {type(model).__name__}")
     runs = []
     with tempfile.TemporaryDirectory(prefix="autosched-race-") as tmp:
         where = Path(workdir or tmp)
         where.mkdir(parents=True, exist_ok=True)
-        for seed in seeds:
-            for policy in policies:
-                run = RaceRun(policy, seed, startup=startup)
-                db = where / f"{task.name}-{policy}-{seed}.db"
-                for old in where.glob(db.name + "*"):
-                    old.unlink()
-                # workers of their own per run: the measurer's adaptive cut-off learns the best time so far,
-                # which must be this run's own; their start-up counts, as it does for a command
-                t0 = time.perf_counter()
-                with Measurer(backend=backend, seed=seed) as measurer:
+        for seed, policy, label in ((s, p, m) for s in seeds for p in policies for m in models):
+            model = models[label]
+            run = RaceRun(f"{policy} ({label})" if label else policy, seed, startup=startup)
+            db = where / f"{task.name}-{policy}{'-' + label if label else ''}-{seed}.db"
+            for old in where.glob(db.name + "*"):
+                old.unlink()
+            # workers of their own per run: the measurer's adaptive cut-off learns the best time so far,
+            # which must be this run's own; their start-up counts, as it does for a command
+            t0 = time.perf_counter()
+            with Measurer(backend=backend, seed=seed) as measurer:
 
-                    def note(state: Any, inputs: Any, results: Any, run: RaceRun = run, t0: float = t0) -> None:
-                        run.curve.append((state.trials_done, time.perf_counter() - t0, state.best_gflops))
-                        if progress is not None:
-                            progress(run, trials)
+                def note(state: Any, inputs: Any, results: Any, run: RaceRun = run, t0: float = t0) -> None:
+                    run.curve.append((state.trials_done, time.perf_counter() - t0, state.best_gflops))
+                    if progress is not None:
+                        progress(run, trials)
 
-                    try:
-                        tune(task, trials, policy=policy, database=str(db), measurer=measurer,
-                             batch_size=batch_size, seed=seed, remeasure=0, callbacks=[note],
-                             measure_default=True)
-                    except Exception as e:  # noqa: BLE001 - one policy's failure is a result of the race
-                        run.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                run.seconds = time.perf_counter() - t0
-                runs.append(run)
+                try:
+                    tune(task, trials, policy=policy, database=str(db), measurer=measurer,
+                         batch_size=batch_size, seed=seed, remeasure=0, callbacks=[note],
+                         measure_default=measure_default,
+                         cost_model=model(seed) if callable(model) else model)
+                except Exception as e:  # noqa: BLE001 - one policy's failure is a result of the race
+                    run.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            run.seconds = time.perf_counter() - t0
+            runs.append(run)
     return runs
 
 
@@ -167,13 +177,14 @@ def table(runs: Sequence[RaceRun], trials: int, ref: Reference | None) -> str:
     unit = "share of the reference" if ref else "GFLOPS"
     cols = checkpoints(trials)
     lines = [f"median best over seeds ({unit}); [worst seed, best seed] at {trials} trials"]
-    head = f"{'policy':<16}" + "".join(f"{'@' + str(n):>9}" for n in cols)
+    policies = list(dict.fromkeys(r.policy for r in runs))
+    w = max([16, *(len(p) + 2 for p in policies)])  # the label column fits "evolutionary (pretrained)"
+    head = f"{'policy':<{w}}" + "".join(f"{'@' + str(n):>9}" for n in cols)
     lines.append(head + f"  {'spread':<17} {'seconds':>8} {'trials/s':>9}  failed")
 
     def fmt(g: float) -> str:
         return f"{g / ref.gflops:.2f}" if ref else f"{g:.1f}"
 
-    policies = list(dict.fromkeys(r.policy for r in runs))
     for policy in policies:
         rs = [r for r in runs if r.policy == policy]
         meds = [statistics.median(r.best_at(n) for r in rs) for n in cols]
@@ -181,21 +192,21 @@ def table(runs: Sequence[RaceRun], trials: int, ref: Reference | None) -> str:
         secs = statistics.median(r.seconds for r in rs)
         done = statistics.median(r.curve[-1][0] if r.curve else 0 for r in rs)
         failed = sum(1 for r in rs if r.error)
-        lines.append(f"{policy:<16}" + "".join(f"{fmt(m):>9}" for m in meds)
+        lines.append(f"{policy:<{w}}" + "".join(f"{fmt(m):>9}" for m in meds)
                      + f"  {'[' + fmt(min(finals)) + ', ' + fmt(max(finals)) + ']':<17} {secs:>8.1f}"
                      f" {done / max(secs, 1e-9):>9.2f}  {failed or ''}")
     if ref:
         startup = statistics.median(r.startup for r in runs) if runs else 0.0
         lines.append(f"time to quality: seconds from the shell (start-up {startup:.1f} s included) until the best "
                      "is within the share of the reference; median [fastest seed, slowest seed]")
-        lines.append(f"{'policy':<16}" + "".join(f"{'to ' + format(q, '.1f') + 'x':>22}" for q in QUALITY))
+        lines.append(f"{'policy':<{w}}" + "".join(f"{'to ' + format(q, '.1f') + 'x':>22}" for q in QUALITY))
         for policy in policies:
             rs = [r for r in runs if r.policy == policy]
             cells = []
             for q in QUALITY:
                 med, lo, hi = seconds_to_quality(rs, q * ref.gflops)
                 cells.append(f"{_secs(med) + ' [' + _secs(lo) + ', ' + _secs(hi) + ']':>22}")
-            lines.append(f"{policy:<16}" + "".join(cells))
+            lines.append(f"{policy:<{w}}" + "".join(cells))
         lines.append(f"reference: {ref.name}, {ref.gflops:.1f} GFLOPS on the same computation, timed in this run")
     return "\n".join(lines)
 
