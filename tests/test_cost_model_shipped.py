@@ -19,6 +19,7 @@ import pytest
 import autosched
 from autosched.cost_model import XGBCostModel, features, load_pretrained, pretrained_info, shipped
 from autosched.cost_model.model import BASE_CHECK_RECORDS
+from autosched.cost_model.training import default_logs
 from autosched.database import Database
 from autosched.measure import MeasureInput, MeasureResult
 from autosched.search.evolutionary import EvolutionaryPolicy
@@ -181,8 +182,6 @@ def test_the_training_script_names_a_missing_log(capsys):
 
 
 def test_the_default_training_logs_are_the_shipped_ones_and_whole_runs_across_the_speed_range():
-    from autosched.cost_model.training import default_logs
-
     logs = [Path(x) for x in default_logs()]
     shipped_logs = [x for x in logs if x.parent.name == "tuning_logs"]
     training = [x for x in logs if x.parent.name == "training"]

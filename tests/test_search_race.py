@@ -8,7 +8,11 @@ import os
 import subprocess
 import sys
 
-from autosched.search.race import RaceRun, Reference, seconds_to_quality, table
+import pytest
+
+import autosched
+from autosched.cost_model import XGBCostModel
+from autosched.search.race import RaceRun, Reference, race, seconds_to_quality, table
 
 
 def test_race_two_policies_writes_its_table_and_png(tmp_path):
@@ -85,12 +89,6 @@ def test_best_over_time_finds_the_first_batch_at_a_share_of_a_reference():
 
 
 def test_race_entrants_can_be_cost_models_and_start_from_the_search_alone(tmp_path):
-    import pytest
-
-    import autosched
-    from autosched.cost_model import XGBCostModel
-    from autosched.search.race import race
-
     task = autosched.Task("matmul", {"M": 64, "N": 64, "K": 64})
     made = []
 
