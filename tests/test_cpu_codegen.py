@@ -14,6 +14,7 @@ from _cpus import host_runs
 from autosched import te
 from autosched.codegen import build as codegen_build
 from autosched.target import Target
+from autosched.tir.arith import simplify
 from autosched.workloads.reference import get_reference
 from autosched.workloads.tile_sizes import TRANSPOSE_RUN
 
@@ -411,6 +412,8 @@ def test_default_nchw_conv2d_form_follows_the_target(args, target):
     assert space.knobs[0].name == "layout" and set(space.knobs[0].candidates) == {"direct", "packed"}
     assert space.generate()[0] == task.default_trace()  # a point without choices takes the expert's defaults
     builds = [(sch, tensors), task.apply(space.generate({"layout": "direct" if form == "packed" else "packed"})[0])]
+    if form == "packed" and args.get("KH", 3) == 3:  # the weights' copy too: runs of (i, h, w) transposed
+        assert "masked.gather" not in autosched.build(sch, tensors, target=target).get_source("ll-unopt")
     if not host_runs(target):  # compiled only: this CPU lacks the target's extensions
         for b, t in builds:
             autosched.build(b, t, target=target)
@@ -469,6 +472,45 @@ def test_an_unrolled_copy_into_another_layout_is_a_transpose_in_registers(case, 
     out = np.zeros([int(d) for d in B.shape], "float32")
     f(a, out)
     np.testing.assert_array_equal(out, ref(a))
+
+
+def test_digits_of_a_fused_index_merge_back_into_it():
+    """A loop fused over three or more dimensions, read back by its digits (``x // 9``, ``x // 3 % 3``,
+    ``x % 3``), flattens to the plain index: the lower digits merge first (``x // 3 % 3 * 3 + x % 3`` is
+    ``x % 9``), then the top one. Digits that do not line up stay as they are."""
+    x, o = te.var("x"), te.var("o")
+    assert str(simplify((x // 9) * 144 + (x // 3 % 3) * 48 + (x % 3) * 16 + o)) == str(x * 16 + o)
+    assert str(simplify((x // 3 % 3) * 3 + x % 3)) == str(x % 9)
+    assert str(simplify((x // 27) * 27 + (x // 9 % 3) * 9 + (x // 3 % 3) * 3 + x % 3)) == "x"
+    kept = (x // 3 % 3) * 3 + x % 2
+    assert str(simplify(kept)) == str(kept)
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+def test_a_window_weight_copy_into_blocks_is_a_transpose_in_registers(target):
+    """OIHW weights copied to OI[b]iHW[b]o (the packed NCHW convolution's copy): a block's (i, h, w) is one run
+    of the source and of the copy, so the loop fused over them, split into runs of 8 and vectorized inside an
+    unrolled loop of output channels, is read as whole vectors and transposed in registers: no gather, no
+    scatter. It matches numpy."""
+    b = Target(target).cpu.lanes("float32")
+    CO, CI = 2 * b, 2 * b
+    W = te.placeholder((CO, CI, 3, 3), name="W")
+    P = te.compute((CO // b, CI // b, b, 3, 3, b), lambda a, c, i, h, w, o: W[a * b + o, c * b + i, h, w], name="P")
+    s = te.create_schedule(P.op)
+    a, c, i, h, w, o = P.op.axis
+    run, lane = s[P].split(s[P].fuse(i, h, w), factor=TRANSPOSE_RUN)
+    s[P].reorder(a, c, run, o, lane)
+    s[P].unroll(o)
+    s[P].vectorize(lane)
+    f = autosched.build(s, [W, P], target=target)
+    text = f.get_source("ll-unopt")
+    assert "masked.gather" not in text and "masked.scatter" not in text
+    if not host_runs(target):
+        return
+    wt = np.random.default_rng(0).standard_normal((CO, CI, 3, 3)).astype("float32")
+    out = np.zeros([int(d) for d in P.shape], "float32")
+    f(wt, out)
+    np.testing.assert_array_equal(out, wt.reshape(CO // b, b, CI // b, b, 3, 3).transpose(0, 2, 3, 4, 5, 1))
 
 
 def test_a_masked_off_lane_does_not_divide_by_zero():

@@ -208,7 +208,10 @@ def linear(e: Expr) -> Lin:
 
 def _merge_divmod(lin: Lin) -> Lin:
     """``k*c*(a // c) + k*(a % c)`` -> ``k*a`` in a sum: a flattened index split again (a fused loop over
-    blocked dimensions, split and vectorized) is the plain index, so its accesses are seen to be contiguous."""
+    blocked dimensions, split and vectorized) is the plain index, so its accesses are seen to be contiguous.
+    Nested digits merge first (:func:`_merge_nested_mods`), so a fused loop over three or more dimensions
+    flattens too."""
+    lin = _merge_nested_mods(lin)
     mods = {}
     for key, (c, atom) in lin.terms.items():
         if type(atom) is E.FloorMod and type(atom.b) is IntImm and atom.b.value > 0:
@@ -227,6 +230,34 @@ def _merge_divmod(lin: Lin) -> Lin:
         rest = {kk: list(v) for kk, v in out.terms.items() if kk not in (key, hit[0])}
         out = Lin(rest, out.const, out.dtype).plus(linear(atom.a).scaled(k))
     return out
+
+
+def _merge_nested_mods(lin: Lin) -> Lin:
+    """``k*c*((a // c) % m) + k*(a % c)`` -> ``k*(a % (c*m))`` in a sum, until none is left: the lower digits
+    of a fused index (``x // 3 % 3 * 3 + x % 3`` is ``x % 9``), which :func:`_merge_divmod` then joins to the
+    top digit."""
+    while True:
+        mods = {}
+        for key, (c, atom) in lin.terms.items():
+            if type(atom) is E.FloorMod and type(atom.b) is IntImm and atom.b.value > 0:
+                mods[(skey(atom.a), atom.b.value)] = (key, c)
+        if len(mods) < 2:
+            return lin
+        for key, (c, atom) in lin.terms.items():
+            if type(atom) is not E.FloorMod or type(atom.a) is not E.FloorDiv or type(atom.a.b) is not IntImm:
+                continue
+            d, m = atom.a.b.value, atom.b.value
+            if d <= 0 or m <= 0:
+                continue
+            hit = mods.get((skey(atom.a.a), d))
+            if hit is None or hit[0] == key or c % d or hit[1] * d != c:
+                continue
+            merged = E.FloorMod(atom.a.a, IntImm(d * m, atom.b.dtype))
+            rest = {kk: list(v) for kk, v in lin.terms.items() if kk not in (key, hit[0])}
+            lin = Lin(rest, lin.const, lin.dtype).plus(_atom(merged).scaled(hit[1]))
+            break
+        else:
+            return lin
 
 
 def _fold_int(op: type, a: int, b: int) -> int | None:

@@ -256,7 +256,8 @@ def blocked_conv_knobs(cfg, OH: int, OW: int, CO: int, ob: int, ib: int, weight,
 def conv2d_packed(cfg, sch, data, weight, out) -> None:
     """An NCHW convolution computed as a blocked one (NCHW[x]c, as :func:`conv2d_nchwc_cpu`), all in the
     schedule: the padded input stored with a block of input channels innermost and the weights copied to
-    OIHW[x]i[y]o (``transform_layout``), the output computed into a cache laid out NCHW[y]c by its loops, a
+    OI[x]iHW[y]o (``transform_layout``; a block's channels and window are one run, as in the source), the
+    output computed into a cache laid out NCHW[y]c by its loops, a
     band of rows at a time, and copied back to NCHW; the copies are transposes in registers (codegen's
     transposed stores). The register tile, the parallel order and the unrolled input channels are knobs as
     for the blocked kernel."""
@@ -271,13 +272,17 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
     blocked = sch.cache_write(out, "global")
     # the weights copied to OIHW[ib]i[ob]o, the (padded) input stored NCHW[ib]c
     wc = sch.cache_read(weight, "global", [blocked])
-    wo, wio, wh, ww, wi, woi = sch[wc].transform_layout(lambda o, i, h, w: [o // ob, i // ib, h, w, i % ib, o % ob])
+    wo, wio, wi, wh, ww, woi = sch[wc].transform_layout(lambda o, i, h, w: [o // ob, i // ib, i % ib, h, w, o % ob])
     sch[wc].parallel(wo)
-    if int(weight.shape[2]) * int(weight.shape[3]) == 1 and ib > 1:  # rows of input channels: transposed
-        wii, wil = sch[wc].split(wi, factor=min(ib, TRANSPOSE_RUN))
-        sch[wc].reorder(wo, wio, wh, ww, wii, woi, wil)
+    # a block's (i, h, w) is one contiguous run of the source and of the copy: runs of it read as vectors,
+    # transposed in registers into the output channels' vectors
+    run = sch[wc].fuse(wi, wh, ww)
+    runs = ib * int(weight.shape[2]) * int(weight.shape[3])
+    if runs % TRANSPOSE_RUN == 0:
+        rno, rni = sch[wc].split(run, factor=TRANSPOSE_RUN)
+        sch[wc].reorder(wo, wio, rno, woi, rni)
         sch[wc].unroll(woi)
-        sch[wc].vectorize(wil)
+        sch[wc].vectorize(rni)
     else:
         sch[wc].vectorize(woi)
     src = pad if pad is not None else sch.cache_read(data, "global", [blocked])
@@ -315,7 +320,7 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
     sch[blocked].reorder(by, bxo, bb, bxi, bo)
     sch[blocked].vectorize(bo)
     sch[acc].compute_at(sch[blocked], bxo)
-    blocked_accumulate(sch, acc, [rco, rh, rw, rci], cfg["unroll_ib"].val)
+    blocked_accumulate(sch, acc, [rco, rh, rw, rci], cfg["unroll_ib"].val, window_inside=True)
 
 
 def _conv2d_nest_knobs(cfg, nchw: bool, CO: int, OH: int, OW: int, CI: int, KW: int, dtype: str) -> None:
@@ -522,13 +527,18 @@ def blocked_conv_nest(sch, out, OL, *, blocks: int, pixels: int, rows_outer: boo
     blocked_accumulate(sch, OL, list(sch[OL].op.reduce_axis), unroll_ib, unroll_kw)
 
 
-def blocked_accumulate(sch, OL, red: list, unroll_ib: int = 1, unroll_kw: bool = False) -> None:
+def blocked_accumulate(sch, OL, red: list, unroll_ib: int = 1, unroll_kw: bool = False,
+                       window_inside: bool = False) -> None:
     """The register tile of a blocked convolution's accumulator stage ``OL`` (axes n, blocks, rows, pixels,
     channels): the reduction loops ``red`` (input-channel blocks, window rows, window columns, the channels of
-    a block) outside, the last split by ``unroll_ib`` and unrolled, the tile unrolled, its channels in lanes."""
+    a block) outside, the last split by ``unroll_ib`` and unrolled, the tile unrolled, its channels in lanes.
+    ``window_inside``: the window's loops go inside the unrolled channels' outer loop, so weights laid out
+    [i, h, w, o] within a block are read in order."""
     _, cb, cy, cx, co = sch[OL].op.axis
     if unroll_ib > 1:
         red[-1:] = sch[OL].split(red[-1], factor=unroll_ib)
+        if window_inside:
+            red = [red[0], red[-2], *red[1:-2], red[-1]]
     sch[OL].reorder(*red, cy, cx, cb, co)
     if unroll_ib > 1:
         sch[OL].unroll(red[-1])
