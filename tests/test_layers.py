@@ -1,14 +1,15 @@
 """The import layering of autosched's packages, kept true by a test.
 
-Bottom to top: errors; the target description (``autosched.target``: what a target is, what the host CPU
-is called); te and tir; runtime; codegen; workloads; space; task; the neutral results module
-(``autosched.result``); measure, database and cost_model beside each other (none imports another); search;
-relay; the command line (the ``autosched/cli`` package, one module per command, ``__main__`` and the package
-facade ``autosched/__init__``). A module may import its own package and anything below its layer; the facade
-itself (``import autosched``, ``from autosched import lower``) only the command line imports. The check reads
-every ``import`` in the source (function-level ones too, which a fresh interpreter's ``sys.modules`` would not
-show until called), and a second check imports each package in a fresh interpreter and looks at what it
-pulled in. The command modules import at their top, but for heavy dependencies named with their reason.
+Bottom to top: errors; the target description (``autosched.target``: what a target is, what the host CPU is
+called); te and tir; runtime; codegen; workloads; space; task; the neutral results module
+(``autosched.result``); worker processes (``autosched.process``); measure, database and cost_model beside each
+other (none imports another); search; relay; the command line (the ``autosched/cli`` package, one module per
+command, ``__main__`` and the package facade ``autosched/__init__``). A module may import its own package and
+anything below its layer; the facade itself (``import autosched``, ``from autosched import lower``) only the
+command line imports. The check reads every ``import`` in the source (function-level ones too, which a fresh
+interpreter's ``sys.modules`` would not show until called), and a second check imports each package in a fresh
+interpreter and looks at what it pulled in. The command modules import at their top, but for heavy
+dependencies named with their reason.
 
 Inside relay the same rule holds between its sub-packages, as in TVM: ir < op < dataflow_pattern < transform <
 backend and frontend (beside each other); ``relay/__init__`` (the facade that gathers TVM's names) is above
@@ -41,6 +42,7 @@ LAYERS: list[set[str]] = [
     {"space"},
     {"task"},
     {"result"},
+    {"process"},  # worker processes serving an object named by text: measure's workers, cost_model's helpers
     {"measure", "database", "cost_model"},  # beside each other: none imports another
     {"search"},
     {"relay"},

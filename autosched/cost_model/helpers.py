@@ -5,22 +5,21 @@ the search's time), and it runs while the builders and the runner are idle: one 
 wait. :class:`FeatureHelpers` gives :class:`~autosched.cost_model.model.FeatureCache` processes that take a
 share of each large batch of unseen candidates while this process computes its own share; they work only
 while it waits for them (never beside a build or a timing of the tuner's), and the features are the same
-wherever they are computed, so the search is unchanged. A helper is ``python -m autosched.cost_model._helper``
-(not a ``multiprocessing`` child, so a user's script needs no ``__main__`` guard); it starts in the
-background, and until it says it is ready (or after it failed) this process computes everything itself.
+wherever they are computed, so the search is unchanged. A helper is a worker process of
+:mod:`autosched.process` serving :class:`~autosched.cost_model.model.FeatureService` (not a
+``multiprocessing`` child, so a user's script needs no ``__main__`` guard); it starts in the background, and
+until it says it is ready (or after it failed) this process computes everything itself.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
-import multiprocessing.connection
 import os
-import socket
-import subprocess
-import sys
 import time
 from typing import Any
+
+from autosched.process import WorkerProcess
 
 log = logging.getLogger("autosched.cost_model")
 
@@ -49,19 +48,16 @@ def task_state(task: Any) -> tuple:
     return (task.name, getattr(func, "__module__", "") or "", task.args, str(task.target))
 
 
+#: what a helper process serves (:mod:`autosched.process` names it by text: this module imports no model)
+SERVICE = "autosched.cost_model.model:FeatureService"
+
+
 class _Helper:
+    """One helper process, and whether it has said it is ready (or is gone)."""
+
     def __init__(self) -> None:
-        parent_sock, child_sock = socket.socketpair()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "autosched.cost_model._helper",
-                                          str(child_sock.fileno())], pass_fds=[child_sock.fileno()],
-                                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        finally:
-            child_sock.close()
-        self.conn = multiprocessing.connection.Connection(parent_sock.detach())
-        self.conn.send((list(sys.path), os.getpid()))
+        self.worker = WorkerProcess(SERVICE, name="autosched-features")
+        self.conn, self.proc = self.worker.conn, self.worker.proc
         self.ready = False
         self.dead = False
 
@@ -77,16 +73,7 @@ class _Helper:
 
     def close(self) -> None:
         self.dead = True
-        try:
-            self.conn.send(None)
-        except (OSError, ValueError):
-            pass
-        try:
-            self.proc.wait(2)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.conn.close()
+        self.worker.close()
 
 
 class FeatureHelpers:
@@ -105,7 +92,7 @@ class FeatureHelpers:
 
     def send(self, helper: _Helper, state: tuple, texts: list[str]) -> bool:
         try:
-            helper.conn.send((state, texts))
+            helper.conn.send(("features", (state, texts)))
             return True
         except (OSError, ValueError):
             helper.dead = True

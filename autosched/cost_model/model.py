@@ -9,6 +9,7 @@ imported only here, behind :class:`XGBCostModel`.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import pickle
 from abc import ABC, abstractmethod
@@ -20,6 +21,7 @@ import numpy as np
 from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract
 from autosched.cost_model.helpers import task_state
 from autosched.result import MeasureInput, MeasureResult
+from autosched.task import Task
 from autosched.tir.lower import lower
 
 log = logging.getLogger("autosched.cost_model")
@@ -57,6 +59,25 @@ def candidate_features(task: Any, trace: Any) -> np.ndarray:
         return extract(lower(sch, args, partition=False))
     except Exception:  # noqa: BLE001 - an illegal candidate scores as the zero vector
         return np.zeros(N_FEATURES, dtype=np.float32)
+
+
+class FeatureService:
+    """What a feature helper process serves (:mod:`autosched.cost_model.helpers`): the features of candidates
+    of a task that travels as :func:`~autosched.cost_model.helpers.task_state`, rebuilt once per task."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, Task] = {}
+
+    def features(self, state: tuple, texts: list[str]) -> np.ndarray:
+        """One row per trace text, as :func:`candidate_features` computes it."""
+        key = repr(state)
+        task = self._tasks.get(key)
+        if task is None:
+            name, module, args, target = state
+            if module and module != "__main__" and not module.startswith("autosched."):
+                importlib.import_module(module)  # a workload registered by an importable module of the user's
+            task = self._tasks[key] = Task(name, args, target)
+        return np.stack([candidate_features(task, t) for t in texts])
 
 
 #: unseen candidates of one task in one call before helper processes take a share of them

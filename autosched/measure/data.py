@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from autosched.isa import target_features
-from autosched.measure.process import WorkerProcess, describe_exit
 from autosched.measure.shipment import task_state, workload_shipment
+from autosched.process import WorkerProcess, describe_exit
 from autosched.workloads.reference import get_reference
 
 log = logging.getLogger("autosched.measure")
@@ -133,7 +133,7 @@ def _naive_outputs(task: Any, inputs: list[np.ndarray]) -> np.ndarray:
 
 def _naive_outputs_isolated(task: Any, inputs: list[np.ndarray], timeout: float) -> np.ndarray:
     what = f"the untransformed schedule of {task.name}"
-    w = WorkerProcess("reference", name="autosched-reference")
+    w = WorkerProcess("autosched.measure.worker:ReferenceService", name="autosched-reference")
     try:
         w.conn.send(("reference", (workload_shipment(task), task_state(task), list(inputs))))
         deadline = time.monotonic() + timeout

@@ -1,7 +1,7 @@
 """Measurement without Ray: builder and runner worker processes on this machine.
 
 The engine (:mod:`autosched.measure.engine`) drives them; each worker is a fresh
-Python process (:mod:`autosched.measure.process`) reached over a socket
+Python process (:mod:`autosched.process`) reached over a socket
 (:class:`ProcessTransport`). A
 worker that misses a deadline is killed and a fresh one started, and a worker
 that dies (a segfaulting kernel, a crashing compiler) is noticed at once through
@@ -23,19 +23,23 @@ from typing import Any
 
 from autosched.measure.builder import builds_per_worker
 from autosched.measure.engine import DIED, FAILED, OK, RECYCLED, EngineBuilder, EngineRunner, Reply, Slot, Transport
-from autosched.measure.process import START_TRIES, STARTUP_TIMEOUT, WorkerProcess
 from autosched.measure.runner import RunConfig
+from autosched.process import START_TRIES, STARTUP_TIMEOUT, WorkerProcess
+
+BUILD_SERVICE = "autosched.measure.worker:BuildService"
+RUN_SERVICE = "autosched.measure.worker:RunService"
 
 
 class ProcessTransport(Transport):
-    """``n`` worker processes of ``role`` on this machine, reached over their sockets; ``name`` names them."""
+    """``n`` worker processes serving ``service`` (``"module:Class"``, built with ``init``) on this machine,
+    reached over their sockets; ``name`` names them."""
 
-    def __init__(self, role: str, init: dict, name: str, n: int, what: str, max_jobs: int | None = None):
+    def __init__(self, service: str, init: dict, name: str, n: int, what: str, max_jobs: int | None = None):
         super().__init__(what, max_jobs)
         self._starting: dict[Slot, list] = {}  # slot -> [deadline to say ready, deaths before that]
         self._broken: set[Slot] = set()  # a call could not be sent: its worker is gone
         for i in range(n):
-            slot = Slot(WorkerProcess(role, init, f"{name}-{i}"))
+            slot = Slot(WorkerProcess(service, init, f"{name}-{i}"))
             self.slots.append(slot)
             self._started(slot)
 
@@ -78,7 +82,7 @@ class ProcessTransport(Transport):
         how = slot.handle.exit_description()
         if deaths >= START_TRIES:
             raise RuntimeError(f"a measurement worker ({slot.handle.name}) exited before it was ready, "
-                               f"{deaths} times (last: {how}); can `{sys.executable} -m autosched.measure._child` "
+                               f"{deaths} times (last: {how}); can `{sys.executable} -m autosched.process` "
                                "import autosched?")
         slot.handle.restart()
         self._started(slot, deaths)
@@ -127,8 +131,9 @@ class LocalBuilder(EngineBuilder):
         n = int(n_parallel or default_builders())
         if n < 1:
             raise ValueError(f"LocalBuilder needs at least one worker, got n_parallel={n_parallel}")
-        super().__init__(lambda cache_dir: ProcessTransport("build", {"cache_dir": cache_dir}, "autosched-builder", n,
-                                                            "builders", max_jobs=builds_per_worker()),
+        super().__init__(lambda cache_dir: ProcessTransport(BUILD_SERVICE, {"cache_dir": cache_dir},
+                                                            "autosched-builder", n, "builders",
+                                                            max_jobs=builds_per_worker()),
                          n, timeout, cache_dir)
 
     @property
@@ -149,7 +154,7 @@ class LocalRunner(EngineRunner):
         super().__init__(config, seed)
         if n_parallel < 1:
             raise ValueError(f"LocalRunner needs at least one worker, got n_parallel={n_parallel}")
-        pool = self._pools[""] = ProcessTransport("run", {}, "autosched-runner", n_parallel, "runners")
+        pool = self._pools[""] = ProcessTransport(RUN_SERVICE, {}, "autosched-runner", n_parallel, "runners")
         weakref.finalize(self, pool.close)  # at exit too (Ctrl-C, a forgotten close)
 
     def pool_for(self, target: Any) -> Transport:
