@@ -395,10 +395,10 @@ def test_direct_strided_conv2d_reads_rows_without_gathers(args, target):
 
 
 @pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
-@pytest.mark.parametrize("args", [dict(H=14, W=14, CI=32, CO=48), dict(H=28, W=28, CI=3, CO=16, KH=7, KW=7,
-                                                                         stride=2, padding=3),
+@pytest.mark.parametrize("args", [dict(H=14, W=14, CI=32, CO=48), dict(H=14, W=14, CI=4, CO=16),
+                                  dict(H=28, W=28, CI=3, CO=16, KH=7, KW=7, stride=2, padding=3),
                                   dict(H=16, W=16, CI=24, CO=32, KH=1, KW=1, stride=2, padding=0)],
-                         ids=["3x3", "stem7x7s2", "1x1s2"])
+                         ids=["3x3", "3x3_block4", "stem7x7s2", "1x1s2"])
 def test_default_nchw_conv2d_form_follows_the_target(args, target):
     """The default NCHW convolution is computed in blocked layouts (input and weights given blocked layouts by
     ``transform_layout`` and copied by in-register transposes, the output cached NCHW[x]c and copied back the

@@ -257,10 +257,9 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
     """An NCHW convolution computed as a blocked one (NCHW[x]c, as :func:`conv2d_nchwc_cpu`), all in the
     schedule: the padded input stored with a block of input channels innermost and the weights copied to
     OI[x]iHW[y]o (``transform_layout``; a block's channels and window are one run, as in the source), the
-    output computed into a cache laid out NCHW[y]c by its loops, a
-    band of rows at a time, and copied back to NCHW; the copies are transposes in registers (codegen's
-    transposed stores). The register tile, the parallel order and the unrolled input channels are knobs as
-    for the blocked kernel."""
+    output computed into a cache laid out NCHW[y]c by its loops, a band of rows at a time, and copied back to
+    NCHW; the copies are transposes in registers (codegen's transposed stores). The register tile, the parallel
+    order and the unrolled input channels are knobs as for the blocked kernel."""
     dt = out.dtype
     _, CO, OH, OW = (int(d) for d in out.shape)
     ib, ob = channel_block(int(data.shape[1]), dt), channel_block(CO, dt)
@@ -270,7 +269,7 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
     fo, fi = sch[out].split(f, factor=ob)
     sch[out].reorder(n, fo, y, x, fi)
     blocked = sch.cache_write(out, "global")
-    # the weights copied to OIHW[ib]i[ob]o, the (padded) input stored NCHW[ib]c
+    # the weights copied to OI[ib]iHW[ob]o, the (padded) input stored NCHW[ib]c
     wc = sch.cache_read(weight, "global", [blocked])
     wo, wio, wi, wh, ww, woi = sch[wc].transform_layout(lambda o, i, h, w: [o // ob, i // ib, i % ib, h, w, o % ob])
     sch[wc].parallel(wo)
@@ -278,8 +277,9 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
     # transposed in registers into the output channels' vectors
     run = sch[wc].fuse(wi, wh, ww)
     runs = ib * int(weight.shape[2]) * int(weight.shape[3])
-    if runs % TRANSPOSE_RUN == 0:
-        rno, rni = sch[wc].split(run, factor=TRANSPOSE_RUN)
+    lanes = min(TRANSPOSE_RUN, runs & -runs)  # whole power-of-two vectors along the run
+    if ib > 1:
+        rno, rni = sch[wc].split(run, factor=lanes)
         sch[wc].reorder(wo, wio, rno, woi, rni)
         sch[wc].unroll(woi)
         sch[wc].vectorize(rni)
@@ -535,6 +535,7 @@ def blocked_accumulate(sch, OL, red: list, unroll_ib: int = 1, unroll_kw: bool =
     ``window_inside``: the window's loops go inside the unrolled channels' outer loop, so weights laid out
     [i, h, w, o] within a block are read in order."""
     _, cb, cy, cx, co = sch[OL].op.axis
+    columns = red[2] if len(red) >= 3 else None  # the window's columns
     if unroll_ib > 1:
         red[-1:] = sch[OL].split(red[-1], factor=unroll_ib)
         if window_inside:
@@ -542,8 +543,8 @@ def blocked_accumulate(sch, OL, red: list, unroll_ib: int = 1, unroll_kw: bool =
     sch[OL].reorder(*red, cy, cx, cb, co)
     if unroll_ib > 1:
         sch[OL].unroll(red[-1])
-    if unroll_kw and len(red) >= 3:
-        sch[OL].unroll(red[2])
+    if unroll_kw and columns is not None:
+        sch[OL].unroll(columns)
     for ax in (cy, cx, cb):
         sch[OL].unroll(ax)
     sch[OL].vectorize(co)
