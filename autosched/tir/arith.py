@@ -206,18 +206,27 @@ def linear(e: Expr) -> Lin:
     return lin
 
 
+def _floor_mods(lin: Lin) -> dict:
+    """The ``a % c`` terms of a sum (c a positive constant), keyed ``(skey(a), c)``: ``(term key, coefficient)``."""
+    mods = {}
+    for key, (c, atom) in lin.terms.items():
+        if type(atom) is E.FloorMod and type(atom.b) is IntImm and atom.b.value > 0:
+            mods[(skey(atom.a), atom.b.value)] = (key, c)
+    return mods
+
+
 def _merge_divmod(lin: Lin) -> Lin:
     """``k*c*(a // c) + k*(a % c)`` -> ``k*a`` in a sum: a flattened index split again (a fused loop over
     blocked dimensions, split and vectorized) is the plain index, so its accesses are seen to be contiguous.
     Nested digits merge first (:func:`_merge_nested_mods`), so a fused loop over three or more dimensions
     flattens too."""
-    lin = _merge_nested_mods(lin)
-    mods = {}
-    for key, (c, atom) in lin.terms.items():
-        if type(atom) is E.FloorMod and type(atom.b) is IntImm and atom.b.value > 0:
-            mods[(skey(atom.a), atom.b.value)] = (key, c)
+    mods = _floor_mods(lin)
     if not mods:
         return lin
+    if len(mods) > 1:
+        merged = _merge_nested_mods(lin, mods)
+        if merged is not lin:
+            lin, mods = merged, _floor_mods(merged)
     out = lin
     for key, (c, atom) in lin.terms.items():
         if type(atom) is not E.FloorDiv or type(atom.b) is not IntImm or atom.b.value <= 0:
@@ -232,17 +241,11 @@ def _merge_divmod(lin: Lin) -> Lin:
     return out
 
 
-def _merge_nested_mods(lin: Lin) -> Lin:
-    """``k*c*((a // c) % m) + k*(a % c)`` -> ``k*(a % (c*m))`` in a sum, until none is left: the lower digits
-    of a fused index (``x // 3 % 3 * 3 + x % 3`` is ``x % 9``), which :func:`_merge_divmod` then joins to the
-    top digit."""
-    while True:
-        mods = {}
-        for key, (c, atom) in lin.terms.items():
-            if type(atom) is E.FloorMod and type(atom.b) is IntImm and atom.b.value > 0:
-                mods[(skey(atom.a), atom.b.value)] = (key, c)
-        if len(mods) < 2:
-            return lin
+def _merge_nested_mods(lin: Lin, mods: dict) -> Lin:
+    """``k*c*((a // c) % m) + k*(a % c)`` -> ``k*(a % (c*m))`` in a sum (``mods``: its :func:`_floor_mods`),
+    until none is left: the lower digits of a fused index (``x // 3 % 3 * 3 + x % 3`` is ``x % 9``), which
+    :func:`_merge_divmod` then joins to the top digit. Returns ``lin`` itself when nothing merges."""
+    while len(mods) > 1:
         for key, (c, atom) in lin.terms.items():
             if type(atom) is not E.FloorMod or type(atom.a) is not E.FloorDiv or type(atom.a.b) is not IntImm:
                 continue
@@ -255,9 +258,11 @@ def _merge_nested_mods(lin: Lin) -> Lin:
             merged = E.FloorMod(atom.a.a, IntImm(d * m, atom.b.dtype))
             rest = {kk: list(v) for kk, v in lin.terms.items() if kk not in (key, hit[0])}
             lin = Lin(rest, lin.const, lin.dtype).plus(_atom(merged).scaled(hit[1]))
+            mods = _floor_mods(lin)
             break
         else:
-            return lin
+            break
+    return lin
 
 
 def _fold_int(op: type, a: int, b: int) -> int | None:
