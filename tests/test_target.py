@@ -177,6 +177,26 @@ def test_register_tiles_fit_the_registers(target):
             assert acc + blocks + 1 <= cpu.vector_registers and acc >= 8, (h, w, blocks, rows, pixels)
 
 
+def test_conv_tiles_take_a_partial_tile_for_more_accumulators_and_weight_reuse():
+    """The blocked convolution's register tile (measured, docs/measured_choices.md): on AVX2 two blocks of 8
+    channels by 5 or 6 pixels (a partial tile at the end of a 14- or 56-wide row) rather than 4 blocks by 2
+    pixels, which load a weight vector for every 2 FMAs; on AVX-512 2 x 14 as before, and 2 x 7 on a 7-wide
+    image rather than 4 blocks of 4 pixels; rows stack only where they divide the height. The conv2d template
+    offers every tile that fits, partial or not, so the default is one of its points."""
+    from autosched.workloads.tile_sizes import conv_tile
+
+    with Target(AVX2):
+        assert conv_tile(14, 14, 32, 8) == (2, 1, 5) and conv_tile(56, 56, 8, 8) == (2, 1, 6)
+        assert conv_tile(7, 7, 64, 8) == (2, 1, 4)
+    with Target(AVX512):
+        assert conv_tile(56, 56, 4, 16) == (2, 1, 14) and conv_tile(14, 14, 16, 16) == (2, 1, 14)
+        assert conv_tile(7, 7, 32, 16) == (2, 1, 7) and conv_tile(7, 7, 1, 16)[1] == 1
+    task = autosched.Task("conv2d", dict(H=14, W=14, CI=256, CO=256), AVX2)
+    knob = next(k for k in task.space("template").knobs if k.name == "register_tile")
+    assert [2, 1, 5] in [list(t) for t in knob.candidates] and [4, 1, 2] in [list(t) for t in knob.candidates]
+    assert list(task.space("template").point_of(task.default_trace())["register_tile"]) == [2, 1, 5]
+
+
 @pytest.mark.parametrize("kind,name,args", [
     ("template", *KERNELS[1]), ("template", *KERNELS[5]),
     ("generated", *KERNELS[1]), ("generated", *KERNELS[-2]), ("generated", *KERNELS[-1]),

@@ -246,8 +246,8 @@ def blocked_conv_knobs(cfg, OH: int, OW: int, CO: int, ob: int, ib: int, weight,
     target's defaults: the register tile (the tiles of one row that fit the registers), rows or channel blocks
     outermost in the parallel loop, the channels of an input block unrolled by."""
     regs, per_block = cpu().vector_registers, -(-ob // _lanes(dtype))
-    tiles = [[b, 1, p] for b in _divisors(CO // ob) if b <= 4 for p in _divisors(OW)
-             if p <= 32 and b * per_block * (p + 1) + 1 <= regs]
+    tiles = [[b, 1, p] for b in _divisors(CO // ob) if b <= 4 for p in range(1, min(OW, 32) + 1)
+             if b * per_block * (p + 1) + 1 <= regs]
     cfg.define_knob("register_tile", tiles or [[1, 1, 1]], default=list(conv_tile(OH, OW, CO // ob, ob, dtype)))
     cfg.define_knob("rows_outer", [True, False], default=not weights_outweigh_input(weight, data))
     cfg.define_knob("unroll_ib", sorted({1, _divisor(ib, 4), min(ib, 16)}), default=_divisor(ib, 4))

@@ -17,6 +17,10 @@ from autosched.target import CPUDescription, Target
 
 #: independent accumulators that hide the FMA latency on two FMA ports (4 cycles x 2)
 MIN_ACCUMULATORS = 8
+#: FMA issue slots a load costs in a register tile's step (broadcast and weight loads together): tiles issuing
+#: more than ~0.7 loads per FMA ran slower than the load ports alone explain, on AVX2 and AVX-512 code alike
+#: (docs/measured_choices.md)
+LOAD_COST = 1.4
 #: pixels per in-register transpose of a layout copy (NCHW <-> NCHW[x]c): a tile of a block's channels by
 #: this many pixels (16 x 8 floats at most: a wider one is lowered by LLVM slower than scatters)
 TRANSPOSE_RUN = 8
@@ -114,16 +118,24 @@ def nchw_conv_tile(out_channels: int, out_height: int, out_width: int,
     return best[2], -best[1], columns
 
 
+def tile_rate(vectors: int, pixels: int) -> float:
+    """The share of the FMA units' peak that a register tile of ``vectors`` weight vectors by ``pixels``
+    broadcast inputs keeps busy in one step of a reduction: it needs at least ``MIN_ACCUMULATORS`` independent
+    accumulators (FMA latency x ports) and issues no more than ``1 / LOAD_COST`` loads per FMA."""
+    acc = vectors * pixels
+    return acc / max(acc, MIN_ACCUMULATORS, LOAD_COST * (vectors + pixels))
+
+
 def conv_tile(out_height: int, out_width: int, out_channel_blocks: int, block: int,
               dtype: str = "float32") -> tuple[int, int, int]:
     """``(blocks, rows, pixels)`` of a blocked convolution's register tile: ``blocks`` output-channel blocks of
     ``block`` channels (ceil(block / lanes) vectors each) times ``rows x pixels`` output pixels, the
-    accumulators fitting beside the weight vectors and one broadcast. Each step of the reduction loads a weight
-    vector per block and broadcasts one input per pixel, so the tile is scored by the FMA rate it allows:
-    loads no faster than FMAs (two of each per cycle), at least 8 independent accumulators (FMA latency x
-    ports), less the work lost to partial tiles at the end of a row (loop partitioning makes them cheap, not
-    free); then by accumulators. A short row (7 pixels) takes two rows. For a 56-wide image: 2 x 1 x 14 on
-    AVX-512 (28 accumulators of 32 registers), 1 x 1 x 14 on AVX2."""
+    accumulators fitting beside the weight vectors and one broadcast. Scored by the FMA rate over the whole
+    row (:func:`tile_rate`), the partial tile at the end of the row at its own, lower rate;
+    then by more accumulators (slack for the FMA latency, as BLIS's 6x16 AVX2 and 14x32 AVX-512 kernels
+    use), then fewer weight vectors. A short row (7 pixels) takes two rows. 56 wide: 2 x 1 x 6 on AVX2, whose
+    last tile of each row is 2 pixels (4 x 2 keeps 8 accumulators but loads a weight vector for every 2
+    FMAs: 0.72x as fast, docs/measured_choices.md); 2 x 1 x 14 on AVX-512 (28 of 32 registers)."""
     regs = cpu().vector_registers
     per_block = -(-block // lanes(dtype))
     best: tuple | None = None
@@ -135,14 +147,15 @@ def conv_tile(out_height: int, out_width: int, out_channel_blocks: int, block: i
         for r in (1, 2, 4):
             if r > out_height or room // r < 1:
                 continue
-            p = min(out_width, room // r)
-            if r > 1 and p < out_width:
-                continue  # rows only when a tile spans the whole width
-            acc = v * r * p
-            useful = out_width / (-(-out_width // p) * p) * out_height / (-(-out_height // r) * r)
-            rate = useful * min(1.0, acc / (v + r * p)) * min(1.0, acc / MIN_ACCUMULATORS)
-            score = (round(rate, 3), acc, -r, p, b, r)
-            if best is None or score > best:
-                best = score
+            for p in range(1, min(out_width, room // r) + 1):
+                if r > 1 and (p < out_width or out_height % r):
+                    continue  # rows only when a tile spans the whole width and they divide the height
+                # a row in tiles of p pixels, the last one partial
+                time = sum(n * cols / tile_rate(v, r * cols)
+                           for cols, n in ((p, out_width // p), (out_width % p, 1)) if cols and n)
+                rate = out_width / time
+                score = (round(rate, 3), r * p, v, b, r, p)
+                if best is None or score > best:
+                    best = score
     assert best is not None
-    return best[4], best[5], best[3]
+    return best[3], best[4], best[5]
