@@ -320,7 +320,8 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
     sch[blocked].reorder(by, bxo, bb, bxi, bo)
     sch[blocked].vectorize(bo)
     sch[acc].compute_at(sch[blocked], bxo)
-    blocked_accumulate(sch, acc, [rco, rh, rw, rci], cfg["unroll_ib"].val, window_inside=True)
+    blocked_accumulate(sch, acc, [rco, rh, rw, rci], cfg["unroll_ib"].val, window_inside=True,
+                       channels_innermost=ib == 1)
 
 
 def _conv2d_nest_knobs(cfg, nchw: bool, CO: int, OH: int, OW: int, CI: int, KW: int, dtype: str) -> None:
@@ -524,18 +525,24 @@ def blocked_conv_nest(sch, out, OL, *, blocks: int, pixels: int, rows_outer: boo
         sch[out].parallel(sch[out].fuse(n, obo, yo))
     sch[out].vectorize(o)
     sch[OL].compute_at(sch[out], xo)
-    blocked_accumulate(sch, OL, list(sch[OL].op.reduce_axis), unroll_ib, unroll_kw)
+    red = list(sch[OL].op.reduce_axis)
+    blocked_accumulate(sch, OL, red, unroll_ib, unroll_kw, channels_innermost=int(red[-1].dom.extent.value) == 1)
 
 
 def blocked_accumulate(sch, OL, red: list, unroll_ib: int = 1, unroll_kw: bool = False,
-                       window_inside: bool = False) -> None:
+                       window_inside: bool = False, channels_innermost: bool = False) -> None:
     """The register tile of a blocked convolution's accumulator stage ``OL`` (axes n, blocks, rows, pixels,
     channels): the reduction loops ``red`` (input-channel blocks, window rows, window columns, the channels of
     a block) outside, the last split by ``unroll_ib`` and unrolled, the tile unrolled, its channels in lanes.
     ``window_inside``: the window's loops go inside the unrolled channels' outer loop, so weights laid out
-    [i, h, w, o] within a block are read in order."""
+    [i, h, w, o] within a block are read in order. ``channels_innermost`` (blocks of one input channel: a
+    stem's 3 channels read as NCHW): the input channels run inside the window. With the window's columns
+    innermost, LLVM unrolled them and kept the inputs that adjacent pixels' windows share in registers, and a
+    2 x 6 tile spilled (7x7/2 stem built for AVX2: 154 -> 202 GFLOPS, docs/measured_choices.md)."""
     _, cb, cy, cx, co = sch[OL].op.axis
     columns = red[2] if len(red) >= 3 else None  # the window's columns
+    if channels_innermost:
+        red = [*red[1:3], red[0], *red[3:]]
     if unroll_ib > 1:
         red[-1:] = sch[OL].split(red[-1], factor=unroll_ib)
         if window_inside:
