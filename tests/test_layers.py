@@ -42,7 +42,7 @@ LAYERS: list[set[str]] = [
     {"space"},
     {"task"},
     {"result"},
-    {"process"},  # worker processes serving an object named by text: measure's workers, cost_model's helpers
+    {"process", "shipment"},  # worker processes serving an object named by text, and how a task travels to them
     {"measure", "database", "cost_model"},  # beside each other: none imports another
     {"search"},
     {"relay"},

@@ -251,29 +251,48 @@ def test_helpers_compute_the_same_features_as_this_process():
         assert sent == [HELPER_MIN_BATCH]
 
 
-def test_a_workload_the_helper_cannot_build_is_computed_here():
-    import numpy as np
-
+def _local_matmul(name: str, lock=None):
     from autosched import te
-    from autosched.cost_model.helpers import FeatureHelpers, task_state
-    from autosched.cost_model.model import HELPER_MIN_BATCH, FeatureCache
 
-    @autosched.register_workload("test_overhead_local_only", override=True)
-    def local_only(n=64):  # registered here, in a test: a helper process does not know it
+    @autosched.register_workload(name, override=True)
+    def local(n=64):  # registered here, in a test: a helper process knows it only if it is sent
+        if lock is not None:
+            assert not lock.locked()
         a = te.placeholder((n, n), name="A")
         b = te.placeholder((n, n), name="B")
         k = te.reduce_axis((0, n), name="k")
         c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
         return [a, b, c]
 
-    task = autosched.Task("test_overhead_local_only", {})
-    inputs = _inputs(task, HELPER_MIN_BATCH + 4)
+    return autosched.Task(name, {})
+
+
+def test_a_workload_of_the_users_code_travels_to_the_helpers_by_value():
+    """A workload registered in the user's code (here: inside a test) reaches the feature helpers as it reaches
+    the measurement workers (autosched.shipment, cloudpickled); one that cannot be sent (its function holds a
+    lock) is refused by the helper once and computed here from then on, with the same features."""
+    import threading
+
+    import numpy as np
+
+    from autosched.cost_model.helpers import FeatureHelpers
+    from autosched.cost_model.model import HELPER_MIN_BATCH, FeatureCache
+
+    sendable = _local_matmul("test_overhead_sent_by_value")
+    unsendable = _local_matmul("test_overhead_not_sendable", lock=threading.Lock())
     with FeatureHelpers(1) as helpers:
-        helpers.wait_ready()
-        cache = FeatureCache()
-        cache.helpers = helpers
-        np.testing.assert_array_equal(cache.features(inputs), FeatureCache().features(inputs))
-        assert helpers.ready(task_state(task)) == []  # refused once: not asked again
+        assert helpers.wait_ready() == 1
+        for task, travels in ((sendable, True), (unsendable, False)):
+            inputs = _inputs(task, HELPER_MIN_BATCH + 4)
+            cache = FeatureCache()
+            cache.helpers = helpers
+            answered = []
+            receive = helpers.receive
+            helpers.receive = lambda h, t: answered.append(rows := receive(h, t)) or rows
+            np.testing.assert_array_equal(cache.features(inputs), FeatureCache().features(inputs))
+            helpers.receive = receive
+            assert len(answered) == 1 and (answered[0] is not None) == travels
+            assert bool(helpers.ready(task)) == travels  # refused once: not asked again
 
 
 def test_a_run_with_helpers_searches_as_one_without(monkeypatch):

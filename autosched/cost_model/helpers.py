@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from autosched.process import WorkerProcess
+from autosched.shipment import task_state, workload_shipment
 
 log = logging.getLogger("autosched.cost_model")
 
@@ -40,12 +41,6 @@ def default_helpers() -> int:
         except ValueError:
             log.warning("%s=%r is not a number of helpers; using the default", HELPERS_ENV, env)
     return max(0, min(3, (os.cpu_count() or 1) - 1))
-
-
-def task_state(task: Any) -> tuple:
-    """How a task travels to a helper: (workload name, its function's module, args, target)."""
-    func = getattr(task.workload, "func", None)
-    return (task.name, getattr(func, "__module__", "") or "", task.args, str(task.target))
 
 
 #: what a helper process serves (:mod:`autosched.process` names it by text: this module imports no model)
@@ -84,21 +79,23 @@ class FeatureHelpers:
         self._helpers = [_Helper() for _ in range(n)]
         self._refused: set[str] = set()  # task states (repr) a helper could not rebuild: computed here
 
-    def ready(self, state: tuple) -> list[_Helper]:
-        """The helpers that can take a share of ``state``'s candidates now."""
-        if repr(state) in self._refused:
+    def ready(self, task: Any) -> list[_Helper]:
+        """The helpers that can take a share of ``task``'s candidates now."""
+        if repr(task_state(task)) in self._refused:
             return []
         return [h for h in self._helpers if h.poll_ready()]
 
-    def send(self, helper: _Helper, state: tuple, texts: list[str]) -> bool:
+    def send(self, helper: _Helper, task: Any, texts: list[str]) -> bool:
+        """Ask ``helper`` for the features of ``texts`` (trace texts) of ``task``, which travels as the
+        measurement workers' tasks do (:mod:`autosched.shipment`: a workload of the user's script by value)."""
         try:
-            helper.conn.send(("features", (state, texts)))
+            helper.conn.send(("features", (workload_shipment(task), task_state(task), texts)))
             return True
         except (OSError, ValueError):
             helper.dead = True
             return False
 
-    def receive(self, helper: _Helper, state: tuple) -> Any:
+    def receive(self, helper: _Helper, task: Any) -> Any:
         """The features ``helper`` computed (an array), or None: then the caller computes them."""
         try:
             if not helper.conn.poll(ANSWER_TIMEOUT):
@@ -111,8 +108,8 @@ class FeatureHelpers:
             helper.dead = True
             return None
         if kind != "done":
-            log.debug("a feature helper cannot compute features of %s (%s): computed here", state[0], value)
-            self._refused.add(repr(state))
+            log.debug("a feature helper cannot compute features of %s (%s): computed here", task.name, value)
+            self._refused.add(repr(task_state(task)))
             return None
         return value
 
@@ -173,4 +170,4 @@ def _close_shared() -> None:
         _shared = None
 
 
-__all__ = ["HELPERS_ENV", "FeatureHelpers", "default_helpers", "shared_helpers", "task_state"]
+__all__ = ["HELPERS_ENV", "FeatureHelpers", "default_helpers", "shared_helpers"]

@@ -9,7 +9,6 @@ imported only here, behind :class:`XGBCostModel`.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import logging
 import pickle
 from abc import ABC, abstractmethod
@@ -19,9 +18,8 @@ from typing import Any
 import numpy as np
 
 from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract
-from autosched.cost_model.helpers import task_state
 from autosched.result import MeasureInput, MeasureResult
-from autosched.task import Task
+from autosched.shipment import Shipment, make_task
 from autosched.tir.lower import lower
 
 log = logging.getLogger("autosched.cost_model")
@@ -63,20 +61,11 @@ def candidate_features(task: Any, trace: Any) -> np.ndarray:
 
 class FeatureService:
     """What a feature helper process serves (:mod:`autosched.cost_model.helpers`): the features of candidates
-    of a task that travels as :func:`~autosched.cost_model.helpers.task_state`, rebuilt once per task."""
+    of a task that travels as the measurement workers' tasks do (:mod:`autosched.shipment`)."""
 
-    def __init__(self) -> None:
-        self._tasks: dict[str, Task] = {}
-
-    def features(self, state: tuple, texts: list[str]) -> np.ndarray:
+    def features(self, shipment: Shipment, state: tuple, texts: list[str]) -> np.ndarray:
         """One row per trace text, as :func:`candidate_features` computes it."""
-        key = repr(state)
-        task = self._tasks.get(key)
-        if task is None:
-            name, module, args, target = state
-            if module and module != "__main__" and not module.startswith("autosched."):
-                importlib.import_module(module)  # a workload registered by an importable module of the user's
-            task = self._tasks[key] = Task(name, args, target)
+        task = make_task(shipment, state)
         return np.stack([candidate_features(task, t) for t in texts])
 
 
@@ -134,21 +123,20 @@ class FeatureCache:
         for items in by_task.values():
             local = [True] * len(items)
             sent: list[tuple[Any, int, int]] = []  # (helper, start, end) of items
-            helpers, state = self.helpers, None
+            helpers, task = self.helpers, items[0][1].task
             if helpers is not None and len(items) >= HELPER_MIN_BATCH:
-                state = task_state(items[0][1].task)
-                ready = helpers.ready(state)
+                ready = helpers.ready(task)
                 size = len(items) // (len(ready) + 1)
                 for n, helper in enumerate(ready):  # the last shares to the helpers, the first one here
                     lo, hi = len(items) - (n + 1) * size, len(items) - n * size
-                    if helpers.send(helper, state, [inp.trace.dumps() for _, inp in items[lo:hi]]):
+                    if helpers.send(helper, task, [inp.trace.dumps() for _, inp in items[lo:hi]]):
                         sent.append((helper, lo, hi))
                         local[lo:hi] = [False] * (hi - lo)
             for (key, inp), here in zip(items, local):
                 if here:
                     found[key] = candidate_features(inp.task, inp.trace)
             for helper, lo, hi in sent:
-                rows = helpers.receive(helper, state)
+                rows = helpers.receive(helper, task)
                 if rows is None or len(rows) != hi - lo:  # a helper that failed: its share is computed here
                     rows = [candidate_features(inp.task, inp.trace) for _, inp in items[lo:hi]]
                 for (key, _), vec in zip(items[lo:hi], rows):

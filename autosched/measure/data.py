@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from autosched.isa import target_features
-from autosched.measure.shipment import task_state, workload_shipment
 from autosched.process import WorkerProcess, describe_exit
+from autosched.shipment import task_state, workload_shipment
 from autosched.workloads.reference import get_reference
 
 log = logging.getLogger("autosched.measure")

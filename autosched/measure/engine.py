@@ -26,8 +26,8 @@ from autosched.measure.builder import BuildClock, BuildCutoff, Builder
 from autosched.measure.data import TaskData
 from autosched.measure.result import BuildResult, ErrorKind, MeasureInput, MeasureResult, ResultFlag
 from autosched.measure.runner import LOAD_TIMEOUT, TURN_TIMEOUT, LimitFn, ResultCallback, RunConfig, Runner
-from autosched.measure.shipment import task_state, workload_shipment
 from autosched.measure.worker import NEED_DATA
+from autosched.shipment import task_state, workload_shipment
 
 OK, DIED, FAILED = "ok", "died", "failed"  # how a call ended: a reply, its worker died, its code raised
 TIMED_OUT, RECYCLED = "timed out", "recycled"  # why a worker is replaced (besides DIED)

@@ -17,7 +17,7 @@ records it and replaces the worker. :class:`BuildService` and
 and on Ray.
 
 Tasks travel as ``(name, args, target)`` plus a *workload shipment*
-(:mod:`autosched.measure.shipment`, whose names this module also gives).
+(:mod:`autosched.shipment`, whose names this module also gives).
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from autosched.errors import AutoschedError, CodegenError, LoweringError, Schedu
 from autosched.measure.data import TaskData, _naive_outputs
 from autosched.measure.machine import LoadMeter, MeasureTurn, build_turn, holder
 from autosched.measure.result import BuildResult, ErrorKind, ResultFlag
-from autosched.measure.shipment import Shipment, ensure_workload, make_task, task_state, workload_shipment
 from autosched.runtime import load_module
 from autosched.runtime.cuda import clock_state
+from autosched.shipment import Shipment, ensure_workload, make_task, task_state, workload_shipment
 from autosched.target import host_cpu_name, init_llvm
 from autosched.tir.lower import lower
 from autosched.version import __version__

@@ -1,10 +1,10 @@
-"""How a task travels to a measurement worker, and how the worker gets it back: pool processes and Ray actors
-alike.
+"""How a task travels to a worker process, and how the worker gets it back: measurement workers (pool processes
+and Ray actors) and the cost model's feature helpers alike.
 
 Tasks travel as ``(name, args, target)`` plus a *workload shipment*: a workload registered outside autosched
-(in a user's script or a test module) is sent by value with cloudpickle, because a Ray worker does not share
-the driver's ``sys.path`` or ``__main__``. Below the worker (``worker.py``) and the reference computation
-(``data.py``), which both send tasks.
+(in a user's script or a test module) is sent by value with cloudpickle, because a worker does not share the
+driver's ``sys.path`` or ``__main__``. Beside :mod:`autosched.process`, below the layers that send tasks
+(measure, cost_model).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def workload_shipment(task: Any) -> Shipment:
             try:
                 blob = cp.dumps(func)
             except Exception as e:  # noqa: BLE001 - fall back to importing the module by name in the worker
-                logging.getLogger("autosched.measure").warning(
+                logging.getLogger("autosched.shipment").warning(
                     "workload %s cannot be sent to workers by value (%s: %s); they import module %r instead",
                     task.name, type(e).__name__, e, module)
                 blob = None
