@@ -430,6 +430,27 @@ def test_default_nchw_conv2d_form_follows_the_target(args, target):
 
 
 @pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+def test_the_packed_conv2d_reads_its_padding_in_place_when_its_knob_says(target):
+    """The packed NCHW convolution's ``pad`` knob: ``root`` copies the input padded into its blocked layout,
+    ``inline`` copies it unpadded and the kernel reads it in place, the guards partitioned out of the interior
+    (no work on the padding: 2% fewer FMAs on a 56-wide 3x3). Both match numpy where the host runs them."""
+    task = autosched.Task("conv2d", dict(H=10, W=10, CI=16, CO=16), target)
+    space = task.space("template")
+    rng = np.random.default_rng(0)
+    _, tensors = task.default_schedule()
+    ins = [rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in tensors[:-1]]
+    for place in ("root", "inline"):
+        sch, ts = task.apply(space.generate({"layout": "packed", "pad": place})[0])
+        text = str(autosched.lower(sch, ts))
+        assert ("allocate pad:" in text) == (place == "root"), place
+        f = autosched.build(sch, ts, target=target)
+        if host_runs(target):
+            out = np.zeros([int(d) for d in ts[-1].shape], "float32")
+            f(*ins, out)
+            np.testing.assert_allclose(out, get_reference("conv2d")(ins, **task.args), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
 @pytest.mark.parametrize("case", ["pack", "pack_wide", "unpack", "tail"])
 def test_an_unrolled_copy_into_another_layout_is_a_transpose_in_registers(case, target):
     """An unrolled loop around a vectorized one whose store moves by 1 with the unrolled index and by S >= U

@@ -259,7 +259,9 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
     OI[x]iHW[y]o (``transform_layout``; a block's channels and window are one run, as in the source), the
     output computed into a cache laid out NCHW[y]c by its loops, a band of rows at a time, and copied back to
     NCHW; the copies are transposes in registers (codegen's transposed stores). The register tile, the parallel
-    order and the unrolled input channels are knobs as for the blocked kernel."""
+    order and the unrolled input channels are knobs as for the blocked kernel; so is the padding (``pad``:
+    copied with the input, or ``inline``: the input copied unpadded and read in place, no work on the padding:
+    1.02x on a 56-wide 3x3 on AVX-512, 0.8x on a 14-wide one, whose three window columns' partitions spill)."""
     dt = out.dtype
     _, CO, OH, OW = (int(d) for d in out.shape)
     ib, ob = channel_block(int(data.shape[1]), dt), channel_block(CO, dt)
@@ -285,7 +287,13 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
         sch[wc].vectorize(rni)
     else:
         sch[wc].vectorize(woi)
-    src = pad if pad is not None else sch.cache_read(data, "global", [blocked])
+    if pad is None:
+        src = sch.cache_read(data, "global", [blocked])
+    elif cfg["pad"].val == "inline":  # the input copied unpadded, read in place: guards partitioned away
+        src = sch.cache_read(data, "global", [pad])
+        sch[pad].compute_inline()
+    else:
+        src = pad
     if ib > 1:  # rows of ib channels read as vectors, transposed in registers into pixels of ib channels
         pn, pc, py, px, pi = sch[src].transform_layout(lambda n_, c, h, w: [n_, c // ib, h, w, c % ib])
         sch[src].parallel(sch[src].fuse(pn, pc, py))
