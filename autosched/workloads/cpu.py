@@ -231,14 +231,28 @@ def conv2d_cpu(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layo
     if layout == "NCHW":  # both forms' knobs are declared whichever runs (a template declares them all)
         cfg.define_knob("layout", ["direct", "packed"], default=nchw_conv_layout(stride))
         OH, OW = (int(d) for d in out.shape[2:])
-        blocked_conv_knobs(cfg, OH, OW, CO, channel_block(CO, dtype), channel_block(CI, dtype), weight, data, dtype)
+        ob = channel_block(CO, dtype)
+        blocked_conv_knobs(cfg, OH, OW, CO, ob, channel_block(CI, dtype), weight, data, dtype)
         if cfg["layout"].val == "packed":
-            cfg.define_knob("pad", PAD_PLACES, default="root")
+            tile = conv_tile(OH, OW, CO // ob, ob, dtype)
+            cfg.define_knob("pad", PAD_PLACES, default=packed_pad_place(stride, OW, tile, ob, dtype))
             _conv2d_nest_knobs(cfg, True, CO, OH, OW, CI, KW, dtype)
             conv2d_packed(cfg, sch, data, weight, out)
             return
     _pad_knob(cfg, sch, out, _lanes(dtype))
     conv2d_nest(sch, out, sch.cache_write(out, "local"), layout, cfg)
+
+
+def packed_pad_place(stride: int, out_width: int, tile: tuple[int, int, int], block: int, dtype: str) -> str:
+    """Where the packed NCHW convolution's padding goes by default: read in place (``inline``: no work on the
+    padding; 1.02-1.16x on 3x3 layers 7 to 112 wide, AVX2 and AVX-512) unless the convolution is strided
+    (copied once at the root, as :func:`place_padding` does) or the register tile spans the whole row and
+    leaves fewer than two registers free: each tile is then an edge tile, its window's columns are three
+    partitions in one block and LLVM spilled (2 x 14 on a 14-wide AVX-512 row: 0.8x; docs/measured_choices.md)."""
+    blocks, rows, pixels = tile
+    vectors = blocks * -(-block // _lanes(dtype))
+    full = vectors * (rows * pixels + 1) + 1 > cpu().vector_registers - 2
+    return "root" if stride > 1 or (pixels >= out_width and full) else "inline"
 
 
 def blocked_conv_knobs(cfg, OH: int, OW: int, CO: int, ob: int, ib: int, weight, data, dtype: str) -> None:
@@ -295,9 +309,10 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
     else:
         src = pad
     if ib > 1:  # rows of ib channels read as vectors, transposed in registers into pixels of ib channels
+        width = int(sch[src].op.output(0).shape[3])  # a run that divides it: a partial one would be scattered
         pn, pc, py, px, pi = sch[src].transform_layout(lambda n_, c, h, w: [n_, c // ib, h, w, c % ib])
         sch[src].parallel(sch[src].fuse(pn, pc, py))
-        pxo, pxi = sch[src].split(px, factor=TRANSPOSE_RUN)
+        pxo, pxi = sch[src].split(px, factor=_divisor(width, TRANSPOSE_RUN))
         sch[src].reorder(pxo, pi, pxi)
         sch[src].unroll(pi)
         sch[src].vectorize(pxi)
