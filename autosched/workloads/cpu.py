@@ -209,6 +209,10 @@ def dense_nest(sch, out, DL, cfg=None) -> None:
 
 #: where a convolution's padding goes: copied at the root, or inlined into the convolution
 PAD_PLACES = ["root", "inline"]
+#: FMAs in a blocked convolution's unrolled step (register tile x unrolled input channels) beyond which its
+#: channels are not unrolled: a 2 x 14 AVX-512 tile (28 FMAs) ran 1.0-1.34x faster not unrolled, while AVX2's
+#: 2 x 5 (10 FMAs) ran up to 1.23x faster unrolled by 4 (docs/measured_choices.md)
+UNROLLED_FMAS = 48
 
 
 def _pad_knob(cfg, sch, out, lanes: int, default: str = "root") -> None:
@@ -234,8 +238,9 @@ def conv2d_cpu(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layo
         ob = channel_block(CO, dtype)
         blocked_conv_knobs(cfg, OH, OW, CO, ob, channel_block(CI, dtype), weight, data, dtype)
         if cfg["layout"].val == "packed":
-            tile = conv_tile(OH, OW, CO // ob, ob, dtype)
-            cfg.define_knob("pad", PAD_PLACES, default=packed_pad_place(stride, OW, tile, ob, dtype))
+            # the padding read in place (no work on it: 1.02-1.16x on 3x3 layers 7 to 112 wide, both ISAs), but
+            # copied once for a strided convolution, as place_padding does (docs/measured_choices.md)
+            cfg.define_knob("pad", PAD_PLACES, default="root" if stride > 1 else "inline")
             _conv2d_nest_knobs(cfg, True, CO, OH, OW, CI, KW, dtype)
             conv2d_packed(cfg, sch, data, weight, out)
             return
@@ -243,28 +248,20 @@ def conv2d_cpu(cfg, sch, tensors, N, H, W, CI, CO, KH, KW, stride, padding, layo
     conv2d_nest(sch, out, sch.cache_write(out, "local"), layout, cfg)
 
 
-def packed_pad_place(stride: int, out_width: int, tile: tuple[int, int, int], block: int, dtype: str) -> str:
-    """Where the packed NCHW convolution's padding goes by default: read in place (``inline``: no work on the
-    padding; 1.02-1.16x on 3x3 layers 7 to 112 wide, AVX2 and AVX-512) unless the convolution is strided
-    (copied once at the root, as :func:`place_padding` does) or the register tile spans the whole row and
-    leaves fewer than two registers free: each tile is then an edge tile, its window's columns are three
-    partitions in one block and LLVM spilled (2 x 14 on a 14-wide AVX-512 row: 0.8x; docs/measured_choices.md)."""
-    blocks, rows, pixels = tile
-    vectors = blocks * -(-block // _lanes(dtype))
-    full = vectors * (rows * pixels + 1) + 1 > cpu().vector_registers - 2
-    return "root" if stride > 1 or (pixels >= out_width and full) else "inline"
-
-
 def blocked_conv_knobs(cfg, OH: int, OW: int, CO: int, ob: int, ib: int, weight, data, dtype: str) -> None:
     """The knobs of a blocked convolution's nest (:func:`conv2d_nchwc_cpu`, :func:`conv2d_packed`), with this
     target's defaults: the register tile (the tiles of one row that fit the registers), rows or channel blocks
-    outermost in the parallel loop, the channels of an input block unrolled by."""
+    outermost in the parallel loop, the channels of an input block unrolled by (4, unless the tile's step is
+    big enough already: :data:`UNROLLED_FMAS`)."""
     regs, per_block = cpu().vector_registers, -(-ob // _lanes(dtype))
     tiles = [[b, 1, p] for b in _divisors(CO // ob) if b <= 4 for p in range(1, min(OW, 32) + 1)
              if b * per_block * (p + 1) + 1 <= regs]
-    cfg.define_knob("register_tile", tiles or [[1, 1, 1]], default=list(conv_tile(OH, OW, CO // ob, ob, dtype)))
+    tile = conv_tile(OH, OW, CO // ob, ob, dtype)
+    cfg.define_knob("register_tile", tiles or [[1, 1, 1]], default=list(tile))
     cfg.define_knob("rows_outer", [True, False], default=not weights_outweigh_input(weight, data))
-    cfg.define_knob("unroll_ib", sorted({1, _divisor(ib, 4), min(ib, 16)}), default=_divisor(ib, 4))
+    unroll = _divisor(ib, 4)
+    fmas = tile[0] * per_block * tile[1] * tile[2] * unroll
+    cfg.define_knob("unroll_ib", sorted({1, unroll, min(ib, 16)}), default=unroll if fmas <= UNROLLED_FMAS else 1)
 
 
 def conv2d_packed(cfg, sch, data, weight, out) -> None:
@@ -274,8 +271,8 @@ def conv2d_packed(cfg, sch, data, weight, out) -> None:
     output computed into a cache laid out NCHW[y]c by its loops, a band of rows at a time, and copied back to
     NCHW; the copies are transposes in registers (codegen's transposed stores). The register tile, the parallel
     order and the unrolled input channels are knobs as for the blocked kernel; so is the padding (``pad``:
-    copied with the input, or ``inline``: the input copied unpadded and read in place, no work on the padding:
-    1.02x on a 56-wide 3x3 on AVX-512, 0.8x on a 14-wide one, whose three window columns' partitions spill)."""
+    copied with the input, or ``inline``, the default for stride 1: the input copied unpadded and read in place,
+    its guards partitioned away, so no work is done on the padding)."""
     dt = out.dtype
     _, CO, OH, OW = (int(d) for d in out.shape)
     ib, ob = channel_block(int(data.shape[1]), dt), channel_block(CO, dt)
