@@ -197,6 +197,18 @@ def test_conv_tiles_take_a_partial_tile_for_more_accumulators_and_weight_reuse()
     assert list(task.space("template").point_of(task.default_trace())["register_tile"]) == [2, 1, 5]
 
 
+@pytest.mark.parametrize("target,unroll", [(AVX2, 4), (AVX512, 1)])
+def test_the_packed_conv2d_reads_its_padding_in_place_and_unrolls_only_small_tiles(target, unroll):
+    """The packed NCHW convolution's defaults (measured, docs/measured_choices.md): a stride-1 layer reads its
+    padding in place, a strided one copies it; the channels of an input block are unrolled by 4 only while
+    the unrolled step stays within UNROLLED_FMAS (AVX2's 2 x 5 tile: 40 FMAs; AVX-512's 2 x 14: 28 x 4)."""
+    task = autosched.Task("conv2d", dict(H=14, W=14, CI=256, CO=256), target)
+    point = task.space("template").point_of(task.default_trace())
+    assert (point["layout"], point["pad"], point["unroll_ib"]) == ("packed", "inline", unroll)
+    stem = autosched.Task("conv2d", dict(H=64, W=64, CI=16, CO=32, KH=3, KW=3, stride=2, padding=1), AVX2)
+    assert stem.space("template").point_of(stem.default_trace())["pad"] == "root"
+
+
 @pytest.mark.parametrize("kind,name,args", [
     ("template", *KERNELS[1]), ("template", *KERNELS[5]),
     ("generated", *KERNELS[1]), ("generated", *KERNELS[-2]), ("generated", *KERNELS[-1]),
