@@ -210,8 +210,8 @@ def dense_nest(sch, out, DL, cfg=None) -> None:
 #: where a convolution's padding goes: copied at the root, or inlined into the convolution
 PAD_PLACES = ["root", "inline"]
 #: FMAs in a blocked convolution's unrolled step (register tile x unrolled input channels) beyond which its
-#: channels are not unrolled: a 2 x 14 AVX-512 tile (28 FMAs) ran 1.0-1.34x faster not unrolled, while AVX2's
-#: 2 x 5 (10 FMAs) ran up to 1.23x faster unrolled by 4 (docs/measured_choices.md)
+#: channels are not unrolled: AVX-512's 2 x 14 and 2 x 7 tiles (28 and 14 FMAs) ran 1.02-1.34x faster not
+#: unrolled, AVX2's 8-12 FMA tiles up to 1.24x faster unrolled by 4 (docs/measured_choices.md)
 UNROLLED_FMAS = 48
 
 

@@ -131,9 +131,10 @@ def conv_tile(out_height: int, out_width: int, out_channel_blocks: int, block: i
     """``(blocks, rows, pixels)`` of a blocked convolution's register tile: ``blocks`` output-channel blocks of
     ``block`` channels (ceil(block / lanes) vectors each) times ``rows x pixels`` output pixels, the
     accumulators fitting beside the weight vectors and one broadcast. Scored by the FMA rate over the whole
-    row (:func:`tile_rate`), the partial tile at the end of the row at its own, lower rate;
-    then by more accumulators (slack for the FMA latency, as BLIS's 6x16 AVX2 and 14x32 AVX-512 kernels
-    use), then fewer weight vectors. A short row (7 pixels) takes two rows. 56 wide: 2 x 1 x 6 on AVX2, whose
+    row (:func:`tile_rate`), the partial tile at the end of the row at its own, lower rate; then by more
+    pixels per tile (each weight vector, streamed from L2, serves that many FMAs), then by more accumulators
+    (slack for the FMA latency, as BLIS's 6x16 AVX2 and 14x32 AVX-512 kernels keep). Rows stack only when a
+    tile spans the whole row and they divide the height. 56 wide: 2 x 1 x 6 on AVX2, whose
     last tile of each row is 2 pixels (4 x 2 keeps 8 accumulators but loads a weight vector for every 2
     FMAs: 0.72x as fast, docs/measured_choices.md); 2 x 1 x 14 on AVX-512 (28 of 32 registers)."""
     regs = cpu().vector_registers
