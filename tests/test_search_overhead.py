@@ -12,6 +12,10 @@ import threading
 import pytest
 
 import autosched
+from autosched import te
+from autosched.cost_model import XGBCostModel
+from autosched.cost_model.helpers import FeatureHelpers
+from autosched.cost_model.model import HELPER_MIN_BATCH, FeatureCache
 from autosched.database import Database
 from autosched.measure import MeasureInput, Measurer, MeasureResult
 from autosched.measure.builder import Builder
@@ -232,8 +236,6 @@ def _inputs(task, n: int, seed: int = 5):
 def test_helpers_compute_the_same_features_as_this_process():
     import numpy as np
 
-    from autosched.cost_model.helpers import FeatureHelpers
-    from autosched.cost_model.model import HELPER_MIN_BATCH, FeatureCache
 
     inputs = _inputs(TASK, 2 * HELPER_MIN_BATCH)
     here = FeatureCache().features(inputs)
@@ -252,7 +254,6 @@ def test_helpers_compute_the_same_features_as_this_process():
 
 
 def _local_matmul(name: str, lock=None):
-    from autosched import te
 
     @autosched.register_workload(name, override=True)
     def local(n=64):  # registered here, in a test: a helper process knows it only if it is sent
@@ -275,8 +276,6 @@ def test_a_workload_of_the_users_code_travels_to_the_helpers_by_value():
 
     import numpy as np
 
-    from autosched.cost_model.helpers import FeatureHelpers
-    from autosched.cost_model.model import HELPER_MIN_BATCH, FeatureCache
 
     sendable = _local_matmul("test_overhead_sent_by_value")
     unsendable = _local_matmul("test_overhead_not_sendable", lock=threading.Lock())
@@ -296,7 +295,6 @@ def test_a_workload_of_the_users_code_travels_to_the_helpers_by_value():
 
 
 def test_a_run_with_helpers_searches_as_one_without(monkeypatch):
-    from autosched.cost_model import XGBCostModel
 
     runs = []
     for n in ("1", "0"):

@@ -9,7 +9,12 @@ import pytest
 import autosched
 from _cpus import host_runs
 from autosched import te
+from autosched.errors import ScheduleError
 from autosched.target import Target
+from autosched.tir.gpu import prepare_kernel
+from autosched.tir.lower import lower
+from autosched.workloads.reference import get_reference
+from autosched.workloads.tile_sizes import conv_tile, matmul_tile
 
 AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
 
@@ -106,7 +111,6 @@ KERNELS = [
 @pytest.mark.parametrize("target", [AVX2, AVX512])
 @pytest.mark.parametrize("name,args", KERNELS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(KERNELS)])
 def test_default_kernels_are_correct_and_gather_free_on_each_isa(name, args, target):
-    from autosched.workloads.reference import get_reference
 
     task = autosched.Task(name, args, target=target)
     sch, targs = task.default_schedule()
@@ -132,7 +136,6 @@ def test_nchw_pads_with_rows_shorter_than_a_vector_copy_rows(name, args, target)
     """The padded input of an NCHW convolution whose rows are shorter than a vector is copied a row (one short
     vector) at a time, rows in parallel: rows fused into whole vectors would read the unpadded input by
     gathers. The same nest (conv2d's direct form) schedules relay's NCHW convolutions."""
-    from autosched.workloads.reference import get_reference
 
     task = autosched.Task(name, args, target=target)
     if name == "conv2d":  # the direct form, whatever the target's default (the packed form copies its weights)
@@ -164,7 +167,6 @@ def test_blocked_layouts_follow_the_target():
 
 @pytest.mark.parametrize("target", [AVX2, AVX512])
 def test_register_tiles_fit_the_registers(target):
-    from autosched.workloads.tile_sizes import conv_tile, matmul_tile
 
     cpu = Target(target).cpu
     with Target(target):
@@ -183,7 +185,6 @@ def test_conv_tiles_take_a_partial_tile_for_more_accumulators_and_weight_reuse()
     pixels, which load a weight vector for every 2 FMAs; on AVX-512 2 x 14 as before, and 2 x 7 on a 7-wide
     image rather than 4 blocks of 4 pixels; rows stack only where they divide the height. The conv2d template
     offers every tile that fits, partial or not, so the default is one of its points."""
-    from autosched.workloads.tile_sizes import conv_tile
 
     with Target(AVX2):
         assert conv_tile(14, 14, 32, 8) == (2, 1, 5) and conv_tile(56, 56, 8, 8) == (2, 1, 6)
@@ -217,7 +218,6 @@ def test_the_packed_conv2d_reads_its_padding_in_place_and_unrolls_only_small_til
 def test_blocked_spaces_give_correct_kernels(kind, name, args):
     """The template spaces, and the generated spaces whose sketch rules build the expert nests
     (space/blocked_rules.py: a Winograd kernel's transforms are unrolled, not inlined into one another)."""
-    from autosched.workloads.reference import get_reference
 
     task = autosched.Task(name, args)
     space = task.space(kind)
@@ -235,10 +235,6 @@ def test_a_cuda_target_describes_its_gpu():
     """Target.gpu: the limits of the arch that the GPU rules and the space's prior read."""
     from dataclasses import replace
 
-    from autosched import te
-    from autosched.errors import ScheduleError
-    from autosched.tir.gpu import prepare_kernel
-    from autosched.tir.lower import lower
 
     h100 = Target("cuda -arch=sm_90").gpu
     assert (h100.warp_size, h100.max_threads_per_block, h100.registers_per_block) == (32, 1024, 65536)
