@@ -102,3 +102,117 @@ def test_a_misaligned_vector_stays_scalar():
     s[C].vectorize(s[C].op.axis[1])
     ptx = autosched.build(s, [A4, C], target="cuda -arch=sm_80").get_source("ptx")
     assert not re.search(r"ld\.global(?:\.nc)?\.v[24]\.[bf]32", ptx)  # 6*i + 1: no wide load
+
+
+def double_buffered(task, kind):
+    """The first sampled candidate whose shared copies are double-buffered, and its lowered kernel."""
+    for trace in task.space(kind).sample(SAMPLES, np.random.default_rng(1)):
+        if any(step.kind == "double_buffer" for step in trace.steps):
+            return trace, autosched.lower(*task.apply(trace), target=task.target)
+    raise AssertionError(f"none of {SAMPLES} samples of {task}'s {kind} space double-buffers its shared copies")
+
+
+def pipelined_loops(func):
+    """The serial loops of a lowered kernel whose body is the pipeline's steady state: the next tiles' global
+    loads into registers, the compute, those registers stored into the other shared copies, one barrier."""
+    out = []
+    for s in S.walk_stmts(func.body):
+        if not (isinstance(s, S.For) and s.kind == "serial" and isinstance(s.body, S.SeqStmt)):
+            continue
+        seq = s.body.seq
+        if len(seq) < 4 or not isinstance(seq[-1], S.Barrier) or any(isinstance(x, S.Barrier) for x in seq[:-1]):
+            continue
+        load, store = seq[0], seq[-2]
+        if not (isinstance(load, S.IfThenElse) and isinstance(store, S.IfThenElse)):
+            continue
+        loaded = {x.buffer.scope for x in S.walk_stmts(load) if isinstance(x, S.BufferStore)}
+        stored = {x.buffer.scope for x in S.walk_stmts(store) if isinstance(x, S.BufferStore)}
+        if loaded == {"local"} and stored == {"shared"}:
+            out.append(s)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["generated", "template"])
+@pytest.mark.parametrize("name,args", CASES, ids=["matmul", "conv2d_nhwc"])
+def test_double_buffered_copies_load_the_next_tile_while_this_one_is_computed(name, args, kind):
+    """A double-buffered candidate's reduction loop is software-pipelined (tir.pipeline): one barrier per
+    iteration instead of two, global loads issued before the compute, and it still computes numpy's
+    result when its grid runs serially on the CPU (each thread's staging registers kept apart)."""
+    if kind == "template" and name == "conv2d":
+        pytest.skip("the conv2d template has no double-buffer knob")
+    task = autosched.Task(name, args, target="cuda -arch=sm_80")
+    trace, func = double_buffered(task, kind)
+    loops = pipelined_loops(func)
+    assert len(loops) == 1, func
+    shared = [s.buffer for s in S.walk_stmts(func.body) if isinstance(s, S.Allocate) and s.buffer.scope == "shared"]
+    assert shared and all(int(b.shape[0]) == 2 for b in shared)
+    cpu = autosched.Task(name, args)
+    rng = np.random.default_rng(0)
+    ins = [(rng.integers(-8, 9, size=tuple(int(d) for d in t.shape)) / 8.0).astype("float32")
+           for t in cpu.tensors()[:-1]]
+    want = get_reference(name)([a.astype(np.float64) for a in ins], **cpu.args).astype("float32")
+    got = np.full(want.shape, np.nan, "float32")
+    autosched.build(serialize_bindings(func), target="llvm")(*ins, got)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=trace.dumps())
+
+
+@needs_ptxas
+def test_a_pipelined_matmul_issues_its_loads_before_its_fmas():
+    """In the PTX of a double-buffered matmul, the loop's 128-bit global loads come before its FMAs and the
+    shared stores after them, and ptxas accepts it for sm_80 and sm_90."""
+    task = autosched.Task("matmul", dict(M=256, N=256, K=256), target="cuda -arch=sm_80")
+    space = task.space("template")
+    point = {**space.point_at(0), "tile_i": (2, 16, 8), "tile_j": (4, 16, 4), "tile_k": (16, 16),
+             "shared": True, "vector_fetch": 4, "unroll_k": True, "double_buffer": True}
+    trace = space.generate(point)[0]
+    ptx = autosched.build(*task.apply(trace), target=task.target).get_source("ptx")
+    ops = re.findall(r"^\s+(ld\.global\.nc\.v4|st\.shared\.v4|fma\.rn|bar\.sync)", ptx, re.M)
+    assert ops.count("bar.sync") == 3  # two around the prologue's copies, one per iteration
+    loop = ops[ops.index("bar.sync", ops.index("bar.sync") + 1) + 1:]  # after the prologue
+    loads, stores = loop.index("ld.global.nc.v4"), loop.index("st.shared.v4")
+    assert loads < stores and loop[loads:stores].count("fma.rn") >= loop.count("fma.rn") // 2, ops
+    assert "st.shared.v4" not in loop[:loads] and "ld.global.nc.v4" not in loop[stores:], ops
+    for arch in ("sm_80", "sm_90"):
+        sched = autosched.Task("matmul", dict(M=256, N=256, K=256), target=f"cuda -arch={arch}")
+        regs = ptxas_registers(ptxas_check(autosched.build(*sched.apply(trace), target=sched.target)
+                                           .get_source("ptx"), arch))
+        assert regs and all(r <= 255 for r in regs.values())
+
+
+def test_a_te_double_buffer_of_one_operand_stays_correct():
+    """``double_buffer`` as TVM users write it: both copies doubled are pipelined; one copy doubled and the
+    other not keeps alternating two copies (no pipeline), and both give numpy's result."""
+    from autosched import te
+
+    n, tile = 64, 8
+    A = te.placeholder((n, n), name="A")
+    B = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-4, 5, size=(n, n)).astype("float32") for _ in range(2))
+    for doubled in (("A",), ("A", "B")):
+        s = te.create_schedule(C.op)
+        AA, BB = s.cache_read(A, "shared", [C]), s.cache_read(B, "shared", [C])
+        i, j = s[C].op.axis
+        bi, ti = s[C].split(i, factor=tile)
+        bj, tj = s[C].split(j, factor=tile)
+        s[C].reorder(bi, bj, ti, tj)
+        s[C].bind(bi, te.thread_axis("blockIdx.y"))
+        s[C].bind(bj, te.thread_axis("blockIdx.x"))
+        s[C].bind(ti, te.thread_axis("threadIdx.y"))
+        s[C].bind(tj, te.thread_axis("threadIdx.x"))
+        ko, _ = s[C].split(s[C].op.reduce_axis[0], factor=tile)
+        for cache in (AA, BB):
+            s[cache].compute_at(s[C], ko)
+            y, x = s[cache].op.axis
+            s[cache].bind(y, te.thread_axis("threadIdx.y"))
+            s[cache].bind(x, te.thread_axis("threadIdx.x"))
+        for cache, name in ((AA, "A"), (BB, "B")):
+            if name in doubled:
+                s[cache].double_buffer()
+        func = autosched.lower(s, [A, B, C], target="cuda -arch=sm_80")
+        assert len(pipelined_loops(func)) == (len(doubled) == 2), func
+        got = np.full((n, n), np.nan, "float32")
+        autosched.build(serialize_bindings(func), target="llvm")(a, b, got)
+        np.testing.assert_array_equal(got, a @ b)

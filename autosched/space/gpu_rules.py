@@ -14,7 +14,8 @@ schedule (consumers first; first match wins):
                               the thread levels to ``threadIdx.x``; the local stage computed at the thread
                               loop, its reduction split in two, and each input it reads directly maybe
                               staged in ``shared`` memory (fetched by all the block's threads, at the outer
-                              reduction loop); inner loops unrolled
+                              reduction loop), the copies maybe double-buffered (the next tiles' loads in
+                              flight while this one is computed); inner loops unrolled
   ``gpu_default``             everything else: at the root, its spatial axes fused and split over blocks,
                               a few elements per thread and threads (innermost: coalesced); a non-output
                               stage computed at its consumer's thread loop instead (a private copy per
@@ -179,16 +180,19 @@ class GPUTile(SketchRule):
             if ext[iv] > 1 and iv not in local.iter_attrs:
                 local.unroll(iv)
         if outer_r:
-            self.stage_inputs(ctx, local, outer_r[-1], threads, org)
+            self.stage_inputs(ctx, local, outer_r[-1], ext[outer_r[-1]], threads, org)
 
-    def stage_inputs(self, ctx: SketchContext, local: Stage, at, threads: int, org: str) -> None:
-        """Maybe copy each tensor the local stage reads into shared memory, at loop ``at``; an inlined input
-        (padding) is computed by the copy (the copy reads the padded tile, guards and all, once per block)."""
+    def stage_inputs(self, ctx: SketchContext, local: Stage, at, outer_extent: int, threads: int,
+                     org: str) -> None:
+        """Maybe copy each tensor the local stage reads into shared memory, at loop ``at`` (of
+        ``outer_extent`` iterations); an inlined input (padding) is computed by the copy (the copy reads the
+        padded tile, guards and all, once per block); maybe double-buffer the copies."""
         direct = []
         for t in local.op.input_tensors:
             src = ctx.sch.stage_map.get(t.op)
             if src is not None and all(t is not d for d in direct):
                 direct.append(t)
+        caches = []
         for k, t in enumerate(direct):
             if not ctx.decide(f"shared/{org}/{k}", (True, False), kind="structure", weights=(3.0, 1.0)):
                 continue
@@ -197,6 +201,10 @@ class GPUTile(SketchRule):
             cache = next(s for s in ctx.sch.stages if id(s) not in before)
             cache.compute_at(local, at)
             cooperative_fetch(ctx, cache, threads, f"vector/{org}/{k}")
+            caches.append(cache)
+        if caches and outer_extent > 1 and ctx.decide(f"double_buffer/{org}", (False, True), kind="structure"):
+            for cache in caches:  # the next tiles' global loads run under this tile's FMAs (tir.pipeline)
+                cache.double_buffer()
 
 
 

@@ -63,7 +63,8 @@ def _cooperative_fetch(sch, cache, nthreads_x: int, nthreads_y: int = 1, vector:
 def matmul_cuda(cfg, sch, tensors, M, N, K, dtype, **_):
     """Block tiles of C over (blockIdx.y, blockIdx.x); in a block, a register tile of rows x columns per
     thread (its columns consecutive, stored as one vector); the k loop tiled, A's and B's tiles for one step
-    of it copied to shared memory by all the block's threads with vector loads, the inner k loop unrolled."""
+    of it copied to shared memory by all the block's threads with vector loads, the inner k loop unrolled;
+    maybe double-buffered (two copies of each tile: the next one is loaded while this one is computed)."""
     A, B, C = tensors
     cfg.define_split("tile_i", M, num_outputs=3, max_factor=32)
     cfg.define_split("tile_j", N, num_outputs=3, max_factor=64, filter=_vector_columns(N, 64))
@@ -71,6 +72,7 @@ def matmul_cuda(cfg, sch, tensors, M, N, K, dtype, **_):
     cfg.define_knob("shared", [True, False])
     cfg.define_knob("vector_fetch", [4, 2, 1])
     cfg.define_knob("unroll_k", [True, False])
+    cfg.define_knob("double_buffer", [False, True])  # the next k tile's global loads run under this one's FMAs
     CL = sch.cache_write(C, "local")
     shared = cfg["shared"].val
     AS = sch.cache_read(A, "shared", [CL]) if shared else None
@@ -103,6 +105,8 @@ def matmul_cuda(cfg, sch, tensors, M, N, K, dtype, **_):
         for cache in (AS, BS):
             sch[cache].compute_at(sch[CL], ko)
             _cooperative_fetch(sch, cache, cfg["tile_j"].size[1], cfg["tile_i"].size[1], cfg["vector_fetch"].val)
+            if cfg["double_buffer"].val and cfg["tile_k"].size[0] > 1:
+                sch[cache].double_buffer()
 
 
 @register_template("conv2d", "cuda")

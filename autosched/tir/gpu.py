@@ -19,6 +19,7 @@ from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, IntImm
 from autosched.tir import stmt as S
 from autosched.tir.arith import skey
+from autosched.tir.pipeline import pipeline_double_buffers
 from autosched.tir.stmt import dim_to_json
 
 #: the largest extent of each launch dimension (CUDA's limits since sm_30)
@@ -66,7 +67,7 @@ def prepare_kernel(func: S.PrimFunc, gpu: GPUDescription | None = None) -> tuple
             f"kernel {func.name}: {nthreads} threads per block (threadIdx x, y, z = {block[0]}, {block[1]}, "
             f"{block[2]}); a block has at most {gpu.max_threads_per_block}: split the thread-bound loops smaller")
     shared = _shared_bytes(func, gpu.shared_bytes_per_block)
-    body = _insert_barriers(func.body)
+    body = pipeline_double_buffers(_insert_barriers(func.body))
     _check_barriers(body, func.name, extents)
     out = S.PrimFunc(func.name, func.params, func.scalar_params, body, dict(func.attrs))
     launch = Launch(grid, block, shared, extents)  # type: ignore[arg-type]
@@ -211,19 +212,31 @@ def _insert_barriers(s: S.Stmt) -> S.Stmt:
     """A barrier before and after each statement that writes a shared buffer that a sibling statement reads:
     after, so the readers see every thread's writes; before, so no thread overwrites what another still reads
     (the copy sits in a loop). Placed at the innermost sequence that holds both, so the barrier runs once per
-    iteration of the loop around the copy."""
+    iteration of the loop around the copy. Consecutive copies that read none of each other's buffers share
+    their barriers (one before the first, one after the last)."""
     if isinstance(s, S.SeqStmt):
         kids = [_insert_barriers(x) for x in s.seq]
         reads = [_read_shared(k) for k in kids]
         out: list[S.Stmt] = []
+        group_writes: set[int] = set()  # the buffers of the copies since the last "before" barrier
+        group_reads: set[int] = set()
         for k, x in enumerate(kids):
             written = _written_shared(x)
             others = set().union(*(r for j, r in enumerate(reads) if j != k)) if written else set()
             if written & others:
-                if not out or not isinstance(out[-1], S.Barrier):
+                joins = (out and isinstance(out[-1], S.Barrier) and group_writes
+                         and not (reads[k] & group_writes) and not (written & group_reads))
+                if joins:
+                    out.pop()  # the group's closing barrier moves after this copy
+                elif not out or not isinstance(out[-1], S.Barrier):
                     out.append(S.Barrier())
+                if not joins:
+                    group_writes, group_reads = set(), set()
+                group_writes |= written
+                group_reads |= reads[k]
                 out.extend([x, S.Barrier()])
             else:
+                group_writes, group_reads = set(), set()
                 out.append(x)
         return S.SeqStmt(out)
     if isinstance(s, S.For):
@@ -267,7 +280,9 @@ def serialize_bindings(func: S.PrimFunc) -> S.PrimFunc:
     """The kernel with every bound loop run as a serial loop and the barriers dropped: what the grid computes,
     as one CPU thread would compute it (each block and thread in turn). The region of a shared copy covers
     every thread of its block, so running it once per thread is redundant but exact: this lets the CPU
-    check what the GPU lowering produces where no GPU is present."""
+    check what the GPU lowering produces where no GPU is present. A local array allocated outside thread loops
+    and used inside them (a pipelined copy's registers) is one per thread: it gets a dimension per thread
+    index, so that one thread's values survive the others' turns."""
 
     def go(s: S.Stmt) -> S.Stmt:
         if isinstance(s, S.For):
@@ -276,6 +291,8 @@ def serialize_bindings(func: S.PrimFunc) -> S.PrimFunc:
         if isinstance(s, S.SeqStmt):
             return S.seq([go(x) for x in s.seq if not isinstance(x, S.Barrier)])
         if isinstance(s, S.Allocate):
+            if s.buffer.scope == "local":
+                s = _per_thread(s)
             return S.Allocate(s.buffer, go(s.body))
         if isinstance(s, S.IfThenElse):
             return S.IfThenElse(s.cond, go(s.then_case), go(s.else_case) if s.else_case is not None else None)
@@ -284,6 +301,70 @@ def serialize_bindings(func: S.PrimFunc) -> S.PrimFunc:
         return s
 
     return S.PrimFunc(func.name, func.params, func.scalar_params, go(func.body))
+
+
+def _per_thread(alloc: S.Allocate) -> S.Allocate:
+    """``alloc`` with a leading dimension per thread index of the thread loops inside it that use its buffer,
+    each use indexed by its loop's variable (unchanged where no thread loop inside it uses the buffer)."""
+    buf = alloc.buffer
+    tags: dict[str, int] = {}
+
+    def scan(s: S.Stmt, loops: tuple) -> None:
+        if isinstance(s, S.For) and s.kind == "thread_binding" and s.thread_tag.startswith("threadIdx"):
+            loops = (*loops, s)
+        uses = (isinstance(s, S.BufferStore) and s.buffer is buf) or any(
+            isinstance(y, S.BufferLoad) and y.buffer is buf for e in S.stmt_exprs(s) for y in E.walk(e))
+        if uses:
+            for f in loops:
+                tags[f.thread_tag] = max(tags.get(f.thread_tag, 0), int(f.extent.value))
+        for c in S.stmt_children(s):
+            scan(c, loops)
+
+    scan(alloc.body, ())
+    if not tags:
+        return alloc
+    order = sorted(tags)
+    wide = S.Buffer(buf.name, [IntImm(tags[t]) for t in order] + list(buf.shape), buf.dtype, buf.scope)
+
+    def index(loops: dict) -> list[E.Expr]:
+        if set(loops) != set(order):
+            raise ScheduleError(f"local array {buf.name} is used inside thread loops {sorted(loops)} in one place "
+                                f"and {order} in another: it cannot be one per thread")
+        return [loops[t] for t in order]
+
+    def rewrite(s: S.Stmt, loops: dict) -> S.Stmt:
+        if isinstance(s, S.For):
+            if s.kind == "thread_binding" and s.thread_tag.startswith("threadIdx"):
+                loops = {**loops, s.thread_tag: s.var}
+            return S.For(s.var, s.extent, s.kind, rewrite(s.body, loops), s.thread_tag)
+
+        def load(e: E.Expr) -> E.Expr | None:
+            if isinstance(e, S.BufferLoad) and e.buffer is buf:
+                return S.BufferLoad(wide, index(loops) + list(e.indices))
+            return None
+
+        def ex(e: E.Expr) -> E.Expr:
+            return E.transform(e, load)
+
+        if isinstance(s, S.BufferStore):
+            idx = [ex(i) for i in s.indices]
+            if s.buffer is buf:
+                return S.BufferStore(wide, ex(s.value), index(loops) + idx)
+            return S.BufferStore(s.buffer, ex(s.value), idx)
+        if isinstance(s, S.SeqStmt):
+            return S.SeqStmt([rewrite(x, loops) for x in s.seq])
+        if isinstance(s, S.Allocate):
+            return S.Allocate(s.buffer, rewrite(s.body, loops))
+        if isinstance(s, S.IfThenElse):
+            return S.IfThenElse(ex(s.cond), rewrite(s.then_case, loops),
+                                rewrite(s.else_case, loops) if s.else_case is not None else None)
+        if isinstance(s, S.LetStmt):
+            return S.LetStmt(s.var, ex(s.value), rewrite(s.body, loops))
+        if isinstance(s, S.Evaluate):
+            return S.Evaluate(ex(s.value))
+        return s
+
+    return S.Allocate(wide, rewrite(alloc.body, {}))
 
 
 __all__ = ["LAUNCH_LIMITS", "Launch", "MAX_SHARED_BYTES", "MAX_THREADS_PER_BLOCK", "prepare_kernel",
