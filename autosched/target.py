@@ -267,6 +267,8 @@ class GPUDescription:
     registers_per_block: int = 65536
     max_registers_per_thread: int = 255
     sector_bytes: int = 32  # the unit of a global memory transaction: a warp's stores coalesce into sectors
+    shared_banks: int = 32  # shared memory banks, each serving one word per pass
+    bank_bytes: int = 4
 
     def coalesced_run(self, dtype_bytes: int = 4) -> int:
         """Consecutive elements that fill one memory sector (8 floats)."""

@@ -159,7 +159,8 @@ def test_double_buffered_copies_load_the_next_tile_while_this_one_is_computed(na
 @needs_ptxas
 def test_a_pipelined_matmul_issues_its_loads_before_its_fmas():
     """In the PTX of a double-buffered matmul, the loop's 128-bit global loads come before its FMAs and the
-    shared stores after them, and ptxas accepts it for sm_80 and sm_90."""
+    shared stores after them, and ptxas accepts it for sm_80 and sm_90; without double buffering, the two
+    copies of a k tile share one pair of barriers."""
     task = autosched.Task("matmul", dict(M=256, N=256, K=256), target="cuda -arch=sm_80")
     space = task.space("template")
     point = {**space.point_at(0), "tile_i": (2, 16, 8), "tile_j": (4, 16, 4), "tile_k": (16, 16),
@@ -172,6 +173,9 @@ def test_a_pipelined_matmul_issues_its_loads_before_its_fmas():
     loads, stores = loop.index("ld.global.nc.v4"), loop.index("st.shared.v4")
     assert loads < stores and loop[loads:stores].count("fma.rn") >= loop.count("fma.rn") // 2, ops
     assert "st.shared.v4" not in loop[:loads] and "ld.global.nc.v4" not in loop[stores:], ops
+    single = space.generate({**point, "double_buffer": False})[0]
+    ptx = autosched.build(*task.apply(single), target=task.target).get_source("ptx")
+    assert ptx.count("bar.sync") == 2  # both copies between one pair of barriers, not a pair each
     for arch in ("sm_80", "sm_90"):
         sched = autosched.Task("matmul", dict(M=256, N=256, K=256), target=f"cuda -arch={arch}")
         regs = ptxas_registers(ptxas_check(autosched.build(*sched.apply(trace), target=sched.target)

@@ -14,12 +14,16 @@ schedule (consumers first; first match wins):
                               the thread levels to ``threadIdx.x``; the local stage computed at the thread
                               loop, its reduction split in two, and each input it reads directly maybe
                               staged in ``shared`` memory (fetched by all the block's threads, at the outer
-                              reduction loop), the copies maybe double-buffered (the next tiles' loads in
-                              flight while this one is computed); inner loops unrolled
+                              reduction loop), its rows maybe padded against bank conflicts, the copies
+                              maybe double-buffered (the next tiles' loads in flight while this one is
+                              computed); inner loops unrolled
   ``gpu_default``             everything else: at the root, its spatial axes fused and split over blocks,
                               a few elements per thread and threads (innermost: coalesced); a non-output
                               stage computed at its consumer's thread loop instead (a private copy per
                               thread)
+finish:
+  ``gpu_pad_shared_rows``     a shared copy whose accesses conflict on memory banks (a static model of the
+                              lowered kernel) gets the row padding that takes the fewest passes
 
 Threads per block and the coalesced run come from the target's GPU description (``Target.gpu``: warp,
 threads, shared memory and registers per block of its arch). Every point passes the GPU rules (threads per
@@ -37,7 +41,11 @@ from autosched.space.base import CandidateError, split_hint
 from autosched.space.config import factorizations
 from autosched.space.rules import MultiLevelTilingPlan, static_extents, unroll_inner
 from autosched.space.sketch import SketchContext, SketchRule
+from autosched.te.expr import DTYPE_BYTES
 from autosched.te.schedule import Stage
+from autosched.tir import stmt as S
+from autosched.tir.banks import shared_passes
+from autosched.tir.lower import aligned_strides, lower
 
 MAX_THREAD_TILE = 64  # threads along one axis
 MAX_INNER_TILE = 8  # elements one thread computes along one axis (its register tile)
@@ -207,7 +215,6 @@ class GPUTile(SketchRule):
                 cache.double_buffer()
 
 
-
 def cooperative_fetch(ctx: SketchContext, cache: Stage, threads: int, name: str) -> None:
     """A shared copy filled by all the block's threads: its innermost axis in vectors of the decided width
     (64/128-bit global loads where the tile's rows allow), the rest fused and spread over threadIdx.x, so
@@ -274,4 +281,62 @@ class GPUDefault(SketchRule):
         return None
 
 
-GPU_RULES: list[SketchRule] = [GPUInline(), GPUMultiLevelTilingPlan(), GPUTile(), GPUDefault()]
+#: row paddings tried, as storage_align's (factor, offset): a row stride of 4, 2 or 1 times an odd number of
+#: elements (the first two keep 128- and 64-bit accesses along a row aligned)
+ROW_PADDINGS = ((8, 4), (4, 2), (2, 1))
+
+
+class GPUPadSharedRows(SketchRule):
+    """A shared copy whose accesses conflict on memory banks (counted on the lowered kernel by
+    :func:`autosched.tir.banks.shared_passes`, for the first warp) gets the row padding that takes the fewest
+    passes, if one takes fewer than none. Not a decision: the model decides, so the search spends no
+    measurements on paddings that cannot help. One lowering per candidate, three more where some copy
+    conflicts (each tries one padding on every such copy at once: their buffers do not interact)."""
+
+    name = "gpu_pad_shared_rows"
+    phase = "finish"
+
+    def condition(self, ctx, st):
+        return st.scope == "shared" and st.attach_type == "scope" and len(st.op.axis) > 1 and not st.aligned
+
+    def apply(self, ctx, st):
+        choices = ctx.memo.get(self.name)
+        if choices is None:
+            choices = ctx.memo[self.name] = self.choose(ctx)
+        pad = choices.get(ctx.sch.stages.index(st))
+        if pad is not None:
+            st.storage_align(st.op.axis[-2], *pad)
+
+    def choose(self, ctx: SketchContext) -> dict[int, tuple[int, int]]:
+        """The padding of each conflicting copy (by stage index) that takes the fewest passes, within the
+        block's shared memory. One lowering: a padding only changes a buffer's strides, which the model
+        takes as given."""
+        func = lower(ctx.sch, ctx.task.tensors(), partition=False)
+        gpu = ctx.target.gpu
+        buffers = {s.buffer.name: s.buffer for s in S.walk_stmts(func.body)
+                   if isinstance(s, S.Allocate) and s.buffer.scope == "shared"}
+        base = shared_passes(func, gpu)
+        stages = {st.name: k for k, st in enumerate(ctx.sch.stages) if self.condition(ctx, st)}
+        fewest = {name: got for name, (got, best) in base.items() if name in stages and got > best}
+        best: dict[str, tuple[tuple[int, int], int]] = {}  # name -> (padding, bytes it adds)
+        for pad in ROW_PADDINGS if fewest else ():
+            laid = {name: aligned_strides(buffers[name].shape, {len(buffers[name].shape) - 2: pad})
+                    for name in fewest}
+            got = shared_passes(func, gpu, laid)
+            for name, strides in laid.items():
+                if got[name][0] < fewest[name]:
+                    padded = S.Buffer(name, buffers[name].shape, buffers[name].dtype, "shared", strides)
+                    fewest[name], best[name] = got[name][0], (pad, _bytes(padded) - _bytes(buffers[name]))
+        spare = gpu.shared_bytes_per_block - sum(_bytes(b) for b in buffers.values())
+        choice: dict[int, tuple[int, int]] = {}
+        for name, (pad, grow) in best.items():
+            if grow <= spare:  # a padding never pushes a block over its shared memory
+                choice[stages[name]], spare = pad, spare - grow
+        return choice
+
+
+def _bytes(buf: S.Buffer) -> int:
+    return (buf.const_size() or 0) * DTYPE_BYTES[buf.dtype]
+
+
+GPU_RULES: list[SketchRule] = [GPUInline(), GPUMultiLevelTilingPlan(), GPUTile(), GPUDefault(), GPUPadSharedRows()]

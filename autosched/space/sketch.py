@@ -9,6 +9,9 @@ The generator runs two phases of rules over the stages of a fresh schedule:
 2. **schedule** rules give every remaining stage its loops, consumers first
    (so a producer can be computed inside loops its consumers already have):
    the first rule whose condition holds handles the stage.
+3. **finish** rules see the whole schedule once it is complete, every matching
+   stage in turn: choices made by measuring the schedule so far (padding the
+   rows of GPU shared copies where a static model finds bank conflicts).
 
 Rules read every choice through :meth:`SketchContext.decide`: structural ones
 (inline or not, cache write or not, the fusion level) pick the *sketch*;
@@ -43,8 +46,9 @@ class SketchRule:
     """A rule of the sketch generator.
 
     ``phase`` is ``"prepare"`` (structure: every matching stage, producers
-    first) or ``"schedule"`` (loops: consumers first, the first matching rule
-    handles the stage unless its ``apply`` returns False).
+    first), ``"schedule"`` (loops: consumers first, the first matching rule
+    handles the stage unless its ``apply`` returns False) or ``"finish"`` (every
+    matching stage of the complete schedule).
     """
 
     name = "rule"
@@ -108,6 +112,7 @@ class SketchContext:
         self.target = task.target
         self.plan: dict[int, dict[str, Any]] = {}
         self.scheduled: list[Stage] = []  # stages the schedule phase has handled, in order
+        self.memo: dict[str, Any] = {}  # what a rule computed once for this generation (by rule name)
         self._keys: dict[int, str] = {}
         self._by_key: dict[str, Stage] = {}
         for st in sch.stages:
@@ -232,7 +237,7 @@ class GeneratedSpace(Space):
 
 
 def generate(ctx: SketchContext, rules: Sequence[SketchRule]) -> None:
-    """Run the prepare rules, then the schedule rules, on ``ctx.sch``."""
+    """Run the prepare rules, then the schedule rules, then the finish rules, on ``ctx.sch``."""
     for rule in rules:
         if rule.phase != "prepare":
             continue
@@ -246,6 +251,10 @@ def generate(ctx: SketchContext, rules: Sequence[SketchRule]) -> None:
             if _apply(rule, ctx, st) is not False:
                 break
         ctx.scheduled.append(st)
+    for rule in rules:
+        if rule.phase == "finish":
+            for st in list(ctx.sch.stages):
+                _apply(rule, ctx, st)
 
 
 def _apply(rule: SketchRule, ctx: SketchContext, st: Stage) -> bool | None:

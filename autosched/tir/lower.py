@@ -358,7 +358,7 @@ class _Lowerer:
             if buf is None:
                 bshape = [ext for _, ext in info.region] if info.local else list(shape)
                 buf = S.Buffer(st.name if k == 0 else f"{st.name}.v{k}", bshape, dt, st.scope,
-                               _aligned_strides(bshape, st.aligned) if st.aligned else None)
+                               aligned_strides(bshape, st.aligned) if st.aligned else None)
             info.buffers.append(buf)
         if st.double_buffered:
             self.double_buffer(st, info)
@@ -882,7 +882,7 @@ class _Lowerer:
 _TUPLE = "tuple"  # the Call that holds the bodies of a multi-output compute during lowering
 
 
-def _aligned_strides(shape: Sequence[Expr], align: dict) -> list[Expr]:
+def aligned_strides(shape: Sequence[Expr], align: dict) -> list[Expr]:
     """Row-major strides with dimension ``d``'s stride padded to ``factor * k + offset`` (``storage_align``)."""
     strides: list[Expr] = [IntImm(0)] * len(shape)
     stride: Expr = IntImm(1)
