@@ -8,7 +8,9 @@ For each workload: ``autosched.tune`` on the GPU for ``--trials`` candidates (ge
 workers, a fresh database), then the best kernel built again, checked against the CPU build and timed on
 device-resident arrays, and the same operation through PyTorch timed the same way: batches of launches
 back to back with one wait each, the median over a second, in three alternating rounds with a pause before
-each block (each side's best median). The GPU's fp32 peak is measured by
+each block (each side's best median). The tuned kernel is also timed, in the same rounds, with its double
+buffering turned the other way and its shared rows unpadded (where it has them), so that each structure's
+worth on this GPU is a figure. The GPU's fp32 peak is measured by
 ``autosched.measure.peak.measure_gpu_peak``. Prints a table and writes ``gpu.json``.
 """
 
@@ -27,6 +29,8 @@ from _timing import alternating_medians
 
 import autosched
 from autosched.runtime.cuda import cuda_available, device_info
+from autosched.space.base import SpaceError
+from autosched.te.trace import Trace
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = {
@@ -98,6 +102,14 @@ def bench(wl: str, trials: int, policy: str, dbdir: Path, arch: str) -> dict:
     autosched.build(ref_sch, ref_args)(*ins, ref)
     err = float(np.max(np.abs(out - ref)) / max(1e-30, float(np.max(np.abs(ref)))))
     fns = {"autosched": mod.entry_func.device_caller(ins + [out])}
+    for label, trace in ablations(task, best.trace).items():  # the same kernel without one structure
+        vmod = autosched.build(*task.apply(trace), target=target)
+        vout = np.zeros_like(out)
+        vmod(*ins, vout)
+        if not np.allclose(vout, out, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(out)))):
+            print(f"{wl}: the kernel {label} differs from the tuned one; not timed", flush=True)
+            continue
+        fns[label] = vmod.entry_func.device_caller(ins + [vout])
     torch_call = torch_caller(name, ins, params)
     if torch_call is not None:
         fns["torch"] = torch_call
@@ -107,7 +119,29 @@ def bench(wl: str, trials: int, policy: str, dbdir: Path, arch: str) -> dict:
     return {"workload": wl, "task": task.label, "trials": trials, "policy": policy, "tune_seconds": tune_s,
             "autosched_us": ours * 1e6, "autosched_gflops": flop / ours / 1e9, "max_rel_err": err,
             "torch_us": None if theirs is None else theirs * 1e6,
-            "torch_gflops": None if theirs is None else flop / theirs / 1e9}
+            "torch_gflops": None if theirs is None else flop / theirs / 1e9,
+            "ablations_us": {k: v * 1e6 for k, v in best.items() if k not in ("autosched", "torch")}}
+
+
+def ablations(task, trace) -> dict:
+    """The tuned trace with one of the GPU space's structures turned the other way, by label: its shared
+    copies double-buffered or not (the generated space's decision), and its padded rows unpadded."""
+    out = {}
+    steps = list(trace.steps)
+    space = task.space("generated")
+    try:
+        point = space.point_of(trace)
+    except SpaceError:
+        point = None
+    keys = [k for k in point or () if k.startswith("double_buffer/")]
+    if keys:
+        on = any(point[k] for k in keys)
+        flipped = space.generate({**point, **{k: not on for k in keys}})[0]
+        if flipped != trace:
+            out["double buffering " + ("off" if on else "on")] = flipped
+    if any(st.kind == "storage_align" for st in steps):
+        out["rows unpadded"] = Trace([st for st in steps if st.kind != "storage_align"])
+    return out
 
 
 def main() -> int:
@@ -132,6 +166,10 @@ def main() -> int:
             r = rows[-1]
             print(f"{wl}: tuned in {r['tune_seconds']:.0f} s, {r['autosched_us']:.1f} us "
                   f"({r['autosched_gflops']:.0f} GFLOPS), max rel err {r['max_rel_err']:.1e}", flush=True)
+    for r in rows:
+        for label, us in r["ablations_us"].items():
+            print(f"{r['workload']}: tuned kernel {r['autosched_us']:.1f} us, with {label} {us:.1f} us "
+                  f"({us / r['autosched_us']:.2f}x its time)")
     print("\n| workload | trials | autosched | PyTorch | autosched / PyTorch speed | autosched % of peak |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:

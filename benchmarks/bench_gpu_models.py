@@ -5,6 +5,10 @@ same GPU.
 
     python benchmarks/bench_gpu_models.py [--models resnet50 bert_base gpt2_small] [--rounds 4] [--seconds 0.75]
                                           [--arch sm_90] [--json out.json] [--profile K]
+                                          [--database tuned.db] [--save-onnx DIR]
+
+``--database`` builds with the records of ``autosched tune --model M.onnx --target cuda`` (``--save-onnx``
+writes the ONNX files to tune).
 
 The models are the ones ``benchmarks/bench_e2e.py`` times on the CPU (``tests/_onnx_models.make_resnet50``,
 ``tests/_transformer_models`` with ``BERT_BASE`` / ``GPT2_SMALL``: seeded random weights, fp32). autosched's
@@ -122,6 +126,9 @@ def bench(name: str, args, torch) -> dict:
     t0 = time.perf_counter()
     model, inputs = onnx_model(name)
     t_onnx = time.perf_counter() - t0
+    if args.save_onnx:
+        args.save_onnx.mkdir(parents=True, exist_ok=True)
+        (args.save_onnx / f"{name}.onnx").write_bytes(model.SerializeToString())
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     ref = sess.run(None, inputs)[0]
     del sess
@@ -129,7 +136,13 @@ def bench(name: str, args, torch) -> dict:
     del model
     t1 = time.perf_counter()
     target = f"cuda -arch={args.arch}" if args.arch else "cuda"
-    graph_json, lib, params = relay.build(mod, target=target, params=params)
+    if args.database:  # each kernel with its best record there (autosched tune --model ... --target cuda)
+        import autosched
+
+        with autosched.apply_history_best(args.database):
+            graph_json, lib, params = relay.build(mod, target=target, params=params)
+    else:
+        graph_json, lib, params = relay.build(mod, target=target, params=params)
     t_build = time.perf_counter() - t1
     m = GraphModule(graph_json, lib, params)
     for k, v in inputs.items():
@@ -169,6 +182,10 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=0.75, help="seconds per timed block (default 0.75)")
     ap.add_argument("--arch", default=None, help="the PTX's architecture (default: the cuda target's)")
     ap.add_argument("--json", default=None, help="write the rows to this file")
+    ap.add_argument("--database", default=None, metavar="DB",
+                    help="build with the tuning records of this database (default: untuned)")
+    ap.add_argument("--save-onnx", type=Path, default=None, metavar="DIR",
+                    help="also write each model's ONNX file here (for `autosched tune --model`)")
     ap.add_argument("--profile", type=int, default=0, metavar="K",
                     help="also time each kernel alone and print the K slowest (and all in --json)")
     args = ap.parse_args()
@@ -198,7 +215,8 @@ def main() -> int:
         ok &= row["matches"]
         theirs = f"PyTorch eager {row['torch_ms']:.3f} ms, autosched / PyTorch {row['vs_torch']:.2f}x" \
             if "torch_ms" in row else f"PyTorch skipped: {row.get('torch_skipped', 'not installed')}"
-        print(f"{name}: autosched untuned {row['autosched_ms']:.3f} ms; {theirs}; {row['kernels']} kernels, "
+        how = "tuned" if args.database else "untuned"
+        print(f"{name}: autosched {how} {row['autosched_ms']:.3f} ms; {theirs}; {row['kernels']} kernels, "
               f"build {row['build_s']} s; max relative error vs onnxruntime {row['max_rel_err']:.1e} "
               f"({'ok' if row['matches'] else 'MISMATCH'}); {row['total_s']} s", flush=True)
     if args.json:
