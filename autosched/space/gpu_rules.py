@@ -14,9 +14,8 @@ schedule (consumers first; first match wins):
                               the thread levels to ``threadIdx.x``; the local stage computed at the thread
                               loop, its reduction split in two, and each input it reads directly maybe
                               staged in ``shared`` memory (fetched by all the block's threads, at the outer
-                              reduction loop), its rows maybe padded against bank conflicts, the copies
-                              maybe double-buffered (the next tiles' loads in flight while this one is
-                              computed); inner loops unrolled
+                              reduction loop), the copies maybe double-buffered (the next tiles' loads in
+                              flight while this one is computed); inner loops unrolled
   ``gpu_default``             everything else: at the root, its spatial axes fused and split over blocks,
                               a few elements per thread and threads (innermost: coalesced); a non-output
                               stage computed at its consumer's thread loop instead (a private copy per
@@ -290,8 +289,7 @@ class GPUPadSharedRows(SketchRule):
     """A shared copy whose accesses conflict on memory banks (counted on the lowered kernel by
     :func:`autosched.tir.banks.shared_passes`, for the first warp) gets the row padding that takes the fewest
     passes, if one takes fewer than none. Not a decision: the model decides, so the search spends no
-    measurements on paddings that cannot help. One lowering per candidate, three more where some copy
-    conflicts (each tries one padding on every such copy at once: their buffers do not interact)."""
+    measurements on paddings that cannot help. It costs one lowering per candidate."""
 
     name = "gpu_pad_shared_rows"
     phase = "finish"

@@ -5,7 +5,8 @@ block and thread indices of the launch. :func:`prepare_kernel` checks what a
 GPU needs (every loop nest bound, launch dimensions within the hardware's
 limits, no CPU-only annotations, shared memory within a block's budget),
 inserts ``__syncthreads()`` around every write of a shared buffer that other
-statements read, and returns the launch dimensions. Each rule it breaks is a
+statements read, software-pipelines loops of double-buffered copies
+(:mod:`autosched.tir.pipeline`), and returns the launch dimensions. Each rule it breaks is a
 :class:`~autosched.errors.ScheduleError` that names the loop and the limit.
 """
 
@@ -55,7 +56,8 @@ class Launch:
 
 def prepare_kernel(func: S.PrimFunc, gpu: GPUDescription | None = None) -> tuple[S.PrimFunc, Launch]:
     """Check ``func`` against the GPU rules (the limits of ``gpu``, a target's ``.gpu``; by default those
-    every GPU since sm_50 has), insert barriers; returns the kernel and its launch dimensions."""
+    every GPU since sm_50 has), insert barriers, pipeline double-buffered copies; returns the kernel and its
+    launch dimensions."""
     gpu = gpu or _ANY_GPU
     _check_structure(func)
     extents = _bound_extents(func)
@@ -225,7 +227,7 @@ def _insert_barriers(s: S.Stmt) -> S.Stmt:
             others = set().union(*(r for j, r in enumerate(reads) if j != k)) if written else set()
             if written & others:
                 joins = (out and isinstance(out[-1], S.Barrier) and group_writes
-                         and not (reads[k] & group_writes) and not (written & group_reads))
+                         and not (reads[k] & group_writes) and not (written & (group_reads | group_writes)))
                 if joins:
                     out.pop()  # the group's closing barrier moves after this copy
                 elif not out or not isinstance(out[-1], S.Barrier):
@@ -308,6 +310,7 @@ def _per_thread(alloc: S.Allocate) -> S.Allocate:
     each use indexed by its loop's variable (unchanged where no thread loop inside it uses the buffer)."""
     buf = alloc.buffer
     tags: dict[str, int] = {}
+    kinds: set[frozenset] = set()  # the thread indices around each use
 
     def scan(s: S.Stmt, loops: tuple) -> None:
         if isinstance(s, S.For) and s.kind == "thread_binding" and s.thread_tag.startswith("threadIdx"):
@@ -315,21 +318,19 @@ def _per_thread(alloc: S.Allocate) -> S.Allocate:
         uses = (isinstance(s, S.BufferStore) and s.buffer is buf) or any(
             isinstance(y, S.BufferLoad) and y.buffer is buf for e in S.stmt_exprs(s) for y in E.walk(e))
         if uses:
+            kinds.add(frozenset(f.thread_tag for f in loops))
             for f in loops:
                 tags[f.thread_tag] = max(tags.get(f.thread_tag, 0), int(f.extent.value))
         for c in S.stmt_children(s):
             scan(c, loops)
 
     scan(alloc.body, ())
-    if not tags:
+    if not tags or len(kinds) > 1:  # none inside thread loops, or some outside them: left as it is
         return alloc
     order = sorted(tags)
     wide = S.Buffer(buf.name, [IntImm(tags[t]) for t in order] + list(buf.shape), buf.dtype, buf.scope)
 
     def index(loops: dict) -> list[E.Expr]:
-        if set(loops) != set(order):
-            raise ScheduleError(f"local array {buf.name} is used inside thread loops {sorted(loops)} in one place "
-                                f"and {order} in another: it cannot be one per thread")
         return [loops[t] for t in order]
 
     def rewrite(s: S.Stmt, loops: dict) -> S.Stmt:
