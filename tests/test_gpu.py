@@ -14,6 +14,9 @@ from _gpu_checks import assert_coalesced, store_runs
 from autosched import te
 from autosched.codegen.nvptx import ptxas_path
 from autosched.runtime.cuda import cuda_available
+from autosched.te import expr as E
+from autosched.te.expr import IntImm
+from autosched.tir import stmt as S
 from autosched.tir.gpu import prepare_kernel, serialize_bindings
 from autosched.workloads.reference import get_reference
 
@@ -258,6 +261,93 @@ def test_barrier_under_a_split_tail_is_refused():
     _, tx = s[AS].split(fused, factor=16)
     s[AS].bind(tx, te.thread_axis("threadIdx.x"))
     gpu_error(s, [A, B], "__syncthreads")
+
+
+def test_a_barrier_in_a_loop_whose_trip_count_depends_on_the_thread_is_refused():
+    """A loop that runs a different number of times in different threads (a padding guard made a loop bound)
+    must hold no barrier: the threads would wait at different __syncthreads() and the block would hang."""
+    A = S.Buffer("A", [IntImm(64)], "float32")
+    sh = S.Buffer("sh", [IntImm(32)], "float32", "shared")
+    t, i = E.Var("t", "int32"), E.Var("i", "int32")
+    copy = S.For(E.Var("c", "int32"), IntImm(32), "thread_binding",
+                 S.BufferStore(sh, S.BufferLoad(A, [t]), [t]), "threadIdx.x")
+    use = S.BufferStore(A, S.BufferLoad(sh, [IntImm(31) - t]), [t + 32])
+    body = S.For(t, IntImm(32), "thread_binding",
+                 S.Allocate(sh, S.For(i, E.Min(t, IntImm(4)), "serial", S.SeqStmt([copy, use]))), "threadIdx.x")
+    with pytest.raises(autosched.ScheduleError, match="__syncthreads"):
+        prepare_kernel(S.PrimFunc("main", [A], [], body))
+
+
+def conv_with_an_inner_shared_copy():
+    """An NCHW convolution reading its padding in place, the weights staged in shared memory inside the
+    window's loops: the padding guard depends on the thread (its pixel) and on the window's row."""
+    task = autosched.Task("conv2d", dict(H=14, W=14, CI=16, CO=32))
+    data, weight, out = task.tensors()
+    s = te.create_schedule(out.op)
+    s[next(t for t in out.op.input_tensors if "pad" in t.op.name)].compute_inline()
+    OL = s.cache_write(out, "local")
+    n, f, y, x = s[out].op.axis
+    fo, fi = s[out].split(f, factor=4)
+    yo, yi = s[out].split(y, factor=7)
+    s[out].reorder(n, fo, yo, yi, x, fi)
+    s[out].bind(s[out].fuse(n, fo, yo), te.thread_axis("blockIdx.x"))
+    tx = s[out].fuse(yi, x)
+    s[out].bind(tx, te.thread_axis("threadIdx.x"))
+    s[OL].compute_at(s[out], tx)
+    rc, rh, rw = s[OL].op.reduce_axis
+    rco, rci = s[OL].split(rc, factor=2)
+    s[OL].reorder(rco, rh, rw, rci, *s[OL].op.axis)
+    WS = s.cache_read(weight, "shared", [OL])
+    s[WS].compute_at(s[OL], rw)
+    _, ft = s[WS].split(s[WS].fuse(*s[WS].op.axis), factor=8)
+    s[WS].bind(ft, te.thread_axis("threadIdx.x"))
+    return task, s, [data, weight, out]
+
+
+def test_a_stage_guard_never_skips_a_shared_copy():
+    """The padding guard of the convolution's steps stays inside the weights' copy: every thread fetches its
+    part and meets every barrier (the guard used to become the bounds of the window loops around the copy,
+    so threads at the image's edge skipped it), and the grid, threads in lockstep, equals numpy."""
+    task, s, args = conv_with_an_inner_shared_copy()
+    kernel, _ = prepare_kernel(autosched.lower(s, args))
+    for loop in (x for x in S.walk_stmts(kernel.body) if isinstance(x, S.For) and x.kind != "thread_binding"):
+        if any(isinstance(b, S.Barrier) for b in S.walk_stmts(loop.body)):
+            assert isinstance(loop.extent, IntImm), f"a barrier inside a loop of {loop.extent} iterations"
+    ins, out = inputs(task)
+    want = get_reference("conv2d")([a.astype(np.float64) for a in ins], **task.args).astype("float32")
+    autosched.build(serialize_bindings(kernel), target="llvm")(*ins, out)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    if ptxas_path() is not None:
+        autosched.build(s, args, target="cuda -arch=sm_80")
+
+
+def test_the_cpu_run_of_the_grid_shows_a_missing_barrier():
+    """The serial CPU run of a kernel keeps its threads in lockstep between barriers: the shared matmul with
+    its barriers equals numpy, and without them it does not (threads read tiles others have not copied)."""
+    s, args = matmul_gpu()
+    kernel, _ = prepare_kernel(autosched.lower(s, args))
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((64, 64)).astype("float32") for _ in range(2))
+
+    def run(k):
+        c = np.zeros((64, 64), "float32")
+        autosched.build(serialize_bindings(k), target="llvm")(a, b, c)
+        return c
+
+    np.testing.assert_allclose(run(kernel), a @ b, rtol=1e-4, atol=1e-4)
+
+    def strip(x):
+        if isinstance(x, S.SeqStmt):
+            return S.SeqStmt([strip(y) for y in x.seq if not isinstance(y, S.Barrier)])
+        if isinstance(x, S.For):
+            return S.For(x.var, x.extent, x.kind, strip(x.body), x.thread_tag)
+        if isinstance(x, S.Allocate):
+            return S.Allocate(x.buffer, strip(x.body))
+        return x
+
+    racy = S.PrimFunc(kernel.name, kernel.params, kernel.scalar_params, strip(kernel.body), dict(kernel.attrs))
+    assert not any(isinstance(x, S.Barrier) for x in S.walk_stmts(racy.body))
+    assert not np.allclose(run(racy), a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_float64_exp_is_refused_clearly():

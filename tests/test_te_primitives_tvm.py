@@ -218,7 +218,7 @@ def test_cross_thread_reduction_grid_equals_numpy(factor, predicate):
     kernel, launch = prepare_kernel(func)
     assert launch.block == (factor, 8, 1)
     assert "__syncthreads()" in str(kernel)
-    f = autosched.build(serialize_bindings(func))
+    f = autosched.build(serialize_bindings(kernel))
     for shape in [(8, 16), (21, 45), (3, 100)]:
         a = RNG.random(shape).astype("float32")
         b = np.zeros(shape[0], "float32")
@@ -599,11 +599,10 @@ def test_double_buffer_on_the_gpu_grid():
     s[AS].double_buffer()
     _, fi = s[AS].split(s[AS].op.axis[0], factor=16)
     s[AS].bind(fi, te.thread_axis("threadIdx.x"))
-    func = autosched.lower(s, [A, B])
-    prepare_kernel(func)
+    kernel, _ = prepare_kernel(autosched.lower(s, [A, B]))
     a = RNG.random((n, k)).astype("float32")
     b = np.zeros(n, "float32")
-    autosched.build(serialize_bindings(func))(a, b)
+    autosched.build(serialize_bindings(kernel))(a, b)
     np.testing.assert_allclose(b, a.sum(1), rtol=1e-5)
 
 
@@ -642,12 +641,11 @@ def test_cross_thread_reduction_of_a_whole_vector_in_one_block():
     BF = s.rfactor(B, ki)
     s[B].bind(s[B].op.reduce_axis[0], te.thread_axis("threadIdx.x"))
     s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
-    func = autosched.lower(s, [A, B])
-    _, launch = prepare_kernel(func)
+    kernel, launch = prepare_kernel(autosched.lower(s, [A, B]))
     assert launch.grid == (1, 1, 1) and launch.block == (64, 1, 1)
     a = RNG.random(n).astype("float32")
     b = np.zeros((), "float32")
-    autosched.build(serialize_bindings(func))(a, b)
+    autosched.build(serialize_bindings(kernel))(a, b)
     np.testing.assert_allclose(b, a.sum(), rtol=1e-5)
     if ptxas_path() is not None:
         autosched.build(s, [A, B], target="cuda -arch=sm_80")

@@ -22,6 +22,7 @@ from autosched.tir import stmt as S
 from autosched.tir.arith import skey
 from autosched.tir.pipeline import pipeline_double_buffers
 from autosched.tir.stmt import dim_to_json
+from autosched.tir.transform import map_exprs, substitute_stmt
 
 #: the largest extent of each launch dimension (CUDA's limits since sm_30)
 LAUNCH_LIMITS = {"blockIdx.x": 2**31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535,
@@ -255,8 +256,8 @@ def _insert_barriers(s: S.Stmt) -> S.Stmt:
 
 def _check_barriers(body: S.Stmt, name: str, extents: dict[str, int]) -> None:
     """A barrier that some threads of a block skip hangs the block: refuse one under a condition on a thread
-    index (a split tail inside the block) or inside a thread loop shorter than the block (only some threads
-    run its body)."""
+    index (a split tail inside the block), inside a thread loop shorter than the block (only some threads
+    run its body) or inside a loop whose trip count depends on the thread."""
 
     def visit(s: S.Stmt, thread_vars: set, cond: E.Expr | None) -> None:
         if isinstance(s, S.Barrier) and cond is not None:
@@ -268,6 +269,10 @@ def _check_barriers(body: S.Stmt, name: str, extents: dict[str, int]) -> None:
             thread_vars = thread_vars | {s.var}
             if cond is None and s.extent.value < extents[s.thread_tag]:
                 cond = E.LT(s.var, s.extent)
+        elif isinstance(s, S.For) and cond is None and E.free_vars(s.extent) & thread_vars:
+            cond = E.LT(s.var, s.extent)
+        if isinstance(s, S.LetStmt) and E.free_vars(s.value) & thread_vars:
+            thread_vars = thread_vars | {s.var}
         if isinstance(s, S.IfThenElse) and cond is None and E.free_vars(s.cond) & thread_vars:
             for c in S.stmt_children(s):
                 visit(c, thread_vars, s.cond)
@@ -279,93 +284,165 @@ def _check_barriers(body: S.Stmt, name: str, extents: dict[str, int]) -> None:
 
 
 def serialize_bindings(func: S.PrimFunc) -> S.PrimFunc:
-    """The kernel with every bound loop run as a serial loop and the barriers dropped: what the grid computes,
-    as one CPU thread would compute it (each block and thread in turn). The region of a shared copy covers
-    every thread of its block, so running it once per thread is redundant but exact: this lets the CPU
-    check what the GPU lowering produces where no GPU is present. A local array allocated outside thread loops
-    and used inside them (a pipelined copy's registers) is one per thread: it gets a dimension per thread
-    index, so that one thread's values survive the others' turns."""
+    """What the grid of a prepared kernel computes, as one CPU thread computes it, honest about barriers:
+    each block in turn, and in a block its threads in lockstep, every stretch of code between two barriers
+    run for all the block's threads (one after another) before the next stretch starts. A missing barrier is
+    then a wrong result on the CPU, as it is a race on the GPU: a thread reads shared memory that a later
+    thread has not written yet in this stretch, or that an earlier one has already overwritten. A loop bound
+    to a thread index is that index, guarded where the loop is shorter than the block (as the GPU code
+    generator emits it); ``local`` arrays that live across barriers get one copy per thread."""
+    if "launch" not in func.attrs:
+        raise ScheduleError(f"serialize_bindings of kernel {func.name}: it has no barriers yet; pass what "
+                            f"prepare_kernel returns (the kernel with its barriers), not the lowered function")
+    extents = _bound_extents(func)
+    threads = [(tag, int(extents.get(tag, 1))) for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
+    ids = {tag: E.Var(tag.replace("threadIdx.", "t"), "int64") for tag, _ in threads}
+    return S.PrimFunc(func.name, func.params, func.scalar_params, _Lockstep(threads, ids).blocks(func.body),
+                      dict(func.attrs))
 
-    def go(s: S.Stmt) -> S.Stmt:
+
+class _Lockstep:
+    """:func:`serialize_bindings`' rewriting: block loops become serial loops; inside a block, the code is cut
+    at its barriers into stretches, each wrapped in serial loops over the block's threads."""
+
+    def __init__(self, threads: list[tuple[str, int]], ids: dict[str, E.Var]):
+        self.threads = threads  # (tag, extent), outermost first
+        self.ids = ids  # tag -> the variable that stands for this thread's index inside a stretch
+
+    def blocks(self, s: S.Stmt) -> S.Stmt:
+        if not any(isinstance(x, S.For) and x.thread_tag.startswith("blockIdx") for x in S.walk_stmts(s)):
+            return S.seq(self.stretches(s, []))
         if isinstance(s, S.For):
-            kind = "serial" if s.kind == "thread_binding" else s.kind
-            return S.For(s.var, s.extent, kind, go(s.body))
+            return S.For(s.var, s.extent, "serial" if s.kind == "thread_binding" else s.kind, self.blocks(s.body))
         if isinstance(s, S.SeqStmt):
-            return S.seq([go(x) for x in s.seq if not isinstance(x, S.Barrier)])
+            return S.seq([self.blocks(x) for x in s.seq if not isinstance(x, S.Barrier)])
         if isinstance(s, S.Allocate):
-            if s.buffer.scope == "local":
-                s = _per_thread(s)
-            return S.Allocate(s.buffer, go(s.body))
-        if isinstance(s, S.IfThenElse):
-            return S.IfThenElse(s.cond, go(s.then_case), go(s.else_case) if s.else_case is not None else None)
+            return S.Allocate(s.buffer, self.blocks(s.body))
         if isinstance(s, S.LetStmt):
-            return S.LetStmt(s.var, s.value, go(s.body))
+            return S.LetStmt(s.var, s.value, self.blocks(s.body))
+        if isinstance(s, S.IfThenElse):
+            return S.IfThenElse(s.cond, self.blocks(s.then_case),
+                                self.blocks(s.else_case) if s.else_case is not None else None)
         return s
 
-    return S.PrimFunc(func.name, func.params, func.scalar_params, go(func.body))
-
-
-def _per_thread(alloc: S.Allocate) -> S.Allocate:
-    """``alloc`` with a leading dimension per thread index of the thread loops inside it that use its buffer,
-    each use indexed by its loop's variable (unchanged where no thread loop inside it uses the buffer)."""
-    buf = alloc.buffer
-    tags: dict[str, int] = {}
-    kinds: set[frozenset] = set()  # the thread indices around each use
-
-    def scan(s: S.Stmt, loops: tuple) -> None:
-        if isinstance(s, S.For) and s.kind == "thread_binding" and s.thread_tag.startswith("threadIdx"):
-            loops = (*loops, s)
-        uses = (isinstance(s, S.BufferStore) and s.buffer is buf) or any(
-            isinstance(y, S.BufferLoad) and y.buffer is buf for e in S.stmt_exprs(s) for y in E.walk(e))
-        if uses:
-            kinds.add(frozenset(f.thread_tag for f in loops))
-            for f in loops:
-                tags[f.thread_tag] = max(tags.get(f.thread_tag, 0), int(f.extent.value))
-        for c in S.stmt_children(s):
-            scan(c, loops)
-
-    scan(alloc.body, ())
-    if not tags or len(kinds) > 1:  # none inside thread loops, or some outside them: left as it is
-        return alloc
-    order = sorted(tags)
-    wide = S.Buffer(buf.name, [IntImm(tags[t]) for t in order] + list(buf.shape), buf.dtype, buf.scope)
-
-    def index(loops: dict) -> list[E.Expr]:
-        return [loops[t] for t in order]
-
-    def rewrite(s: S.Stmt, loops: dict) -> S.Stmt:
+    def stretches(self, s: S.Stmt, lets: list[S.LetStmt]) -> list[S.Stmt]:
+        """``s`` (inside a block) as a list of statements: stretches between barriers, each run by all the
+        threads, and the uniform loops and conditions around barriers. ``lets`` are the bindings in scope that
+        each stretch must evaluate again for its thread."""
+        if not _has_barrier(s):
+            return [self.all_threads(self.per_thread(s), lets)]
+        if isinstance(s, S.Barrier):
+            return []
+        if isinstance(s, S.SeqStmt):
+            out: list[S.Stmt] = []
+            run: list[S.Stmt] = []
+            for x in s.seq:
+                if _has_barrier(x):
+                    if run:
+                        out.append(self.all_threads(self.per_thread(S.seq(run)), lets))
+                        run = []
+                    out.extend(self.stretches(x, lets))
+                else:
+                    run.append(x)
+            if run:
+                out.append(self.all_threads(self.per_thread(S.seq(run)), lets))
+            return out
+        if isinstance(s, S.For) and s.thread_tag.startswith("threadIdx"):
+            # barriers inside: the loop covers the whole block (_check_barriers), so it is just the index
+            return self.stretches(substitute_stmt(s.body, {s.var: self.index(s)}), lets)
         if isinstance(s, S.For):
-            if s.kind == "thread_binding" and s.thread_tag.startswith("threadIdx"):
-                loops = {**loops, s.thread_tag: s.var}
-            return S.For(s.var, s.extent, s.kind, rewrite(s.body, loops), s.thread_tag)
+            self.uniform(s.extent, s)
+            return [S.For(s.var, s.extent, s.kind, S.seq(self.stretches(s.body, lets)))]
+        if isinstance(s, S.IfThenElse):
+            self.uniform(s.cond, s)
+            return [S.IfThenElse(s.cond, S.seq(self.stretches(s.then_case, lets)),
+                                 S.seq(self.stretches(s.else_case, lets)) if s.else_case is not None else None)]
+        if isinstance(s, S.LetStmt):
+            if E.free_vars(s.value) & set(self.ids.values()) or any(
+                    E.free_vars(let.value) & set(self.ids.values()) and let.var in E.free_vars(s.value)
+                    for let in lets):
+                return self.stretches(s.body, [*lets, s])  # a thread's own value: bound again in each stretch
+            return [S.LetStmt(s.var, s.value, S.seq(self.stretches(s.body, lets)))]
+        if isinstance(s, S.Allocate):
+            if s.buffer.scope == "local":  # lives across barriers: one copy per thread
+                wide, body = self.one_per_thread(s.buffer, s.body)
+                return [S.Allocate(wide, S.seq(self.stretches(body, lets)))]
+            return [S.Allocate(s.buffer, S.seq(self.stretches(s.body, lets)))]
+        raise ScheduleError(f"a barrier inside a {type(s).__name__} cannot be run in lockstep")
+
+    def index(self, loop: S.For) -> E.Expr:
+        """This thread's index, standing for a loop bound to it."""
+        t = self.ids[loop.thread_tag]
+        return t if t.dtype == loop.var.dtype else E.cast(loop.var.dtype, t)
+
+    def uniform(self, e: E.Expr, where: S.Stmt) -> None:
+        if E.free_vars(e) & set(self.ids.values()):
+            raise ScheduleError(f"a barrier under {e}, which differs between the threads of a block")
+
+    def per_thread(self, s: S.Stmt) -> S.Stmt:
+        """A stretch as one thread runs it: each loop bound to a thread index is that index, guarded where the
+        loop is shorter than the block."""
+        if isinstance(s, S.For) and s.thread_tag.startswith("threadIdx"):
+            t = self.index(s)
+            body = self.per_thread(substitute_stmt(s.body, {s.var: t}))
+            full = dict(self.threads)[s.thread_tag]
+            return body if s.extent.value >= full else S.IfThenElse(E.LT(t, s.extent), body)
+        if isinstance(s, S.For):
+            return S.For(s.var, s.extent, s.kind, self.per_thread(s.body), s.thread_tag)
+        if isinstance(s, S.SeqStmt):
+            return S.SeqStmt([self.per_thread(x) for x in s.seq])
+        if isinstance(s, S.Allocate):
+            return S.Allocate(s.buffer, self.per_thread(s.body))
+        if isinstance(s, S.LetStmt):
+            return S.LetStmt(s.var, s.value, self.per_thread(s.body))
+        if isinstance(s, S.IfThenElse):
+            return S.IfThenElse(s.cond, self.per_thread(s.then_case),
+                                self.per_thread(s.else_case) if s.else_case is not None else None)
+        return s
+
+    def all_threads(self, s: S.Stmt, lets: list[S.LetStmt]) -> S.Stmt:
+        """``s`` run by every thread of the block in turn. (In order: the reverse order, which would catch the
+        races of the other half of the pairs of threads, made LLVM 20's vectorizers emit invalid IR for a
+        16-thread stretch that reads a per-thread array at ``15 - t``.)"""
+        for let in reversed(lets):
+            s = S.LetStmt(let.var, let.value, s)
+        for tag, n in reversed(self.threads):
+            if n == 1:
+                s = substitute_stmt(s, {self.ids[tag]: IntImm(0, "int64")})
+                continue
+            i = E.Var(f"{self.ids[tag].name}.serial", "int64")
+            s = S.For(i, IntImm(n, "int64"), "serial", substitute_stmt(s, {self.ids[tag]: i}))
+        return s
+
+    def one_per_thread(self, buf: S.Buffer, body: S.Stmt) -> tuple[S.Buffer, S.Stmt]:
+        """``buf`` with a leading dimension per thread index of the block, each use indexed by its thread's."""
+        dims = [(tag, n) for tag, n in self.threads if n > 1]
+        wide = S.Buffer(buf.name, [IntImm(n) for _, n in dims] + list(buf.shape), buf.dtype, buf.scope)
+        lead = [self.ids[tag] for tag, _ in dims]
 
         def load(e: E.Expr) -> E.Expr | None:
-            if isinstance(e, S.BufferLoad) and e.buffer is buf:
-                return S.BufferLoad(wide, index(loops) + list(e.indices))
-            return None
+            return S.BufferLoad(wide, lead + list(e.indices)) if isinstance(e, S.BufferLoad) and e.buffer is buf \
+                else None
 
-        def ex(e: E.Expr) -> E.Expr:
-            return E.transform(e, load)
+        def store(s: S.Stmt) -> S.Stmt:
+            if isinstance(s, S.BufferStore) and s.buffer is buf:
+                return S.BufferStore(wide, s.value, lead + list(s.indices))
+            if isinstance(s, S.For):
+                return S.For(s.var, s.extent, s.kind, store(s.body), s.thread_tag)
+            if isinstance(s, S.SeqStmt):
+                return S.SeqStmt([store(x) for x in s.seq])
+            if isinstance(s, (S.Allocate, S.LetStmt)):
+                kids = store(s.body)
+                return S.Allocate(s.buffer, kids) if isinstance(s, S.Allocate) else S.LetStmt(s.var, s.value, kids)
+            if isinstance(s, S.IfThenElse):
+                return S.IfThenElse(s.cond, store(s.then_case), store(s.else_case) if s.else_case is not None else None)
+            return s
 
-        if isinstance(s, S.BufferStore):
-            idx = [ex(i) for i in s.indices]
-            if s.buffer is buf:
-                return S.BufferStore(wide, ex(s.value), index(loops) + idx)
-            return S.BufferStore(s.buffer, ex(s.value), idx)
-        if isinstance(s, S.SeqStmt):
-            return S.SeqStmt([rewrite(x, loops) for x in s.seq])
-        if isinstance(s, S.Allocate):
-            return S.Allocate(s.buffer, rewrite(s.body, loops))
-        if isinstance(s, S.IfThenElse):
-            return S.IfThenElse(ex(s.cond), rewrite(s.then_case, loops),
-                                rewrite(s.else_case, loops) if s.else_case is not None else None)
-        if isinstance(s, S.LetStmt):
-            return S.LetStmt(s.var, ex(s.value), rewrite(s.body, loops))
-        if isinstance(s, S.Evaluate):
-            return S.Evaluate(ex(s.value))
-        return s
+        return wide, map_exprs(store(body), lambda e: E.transform(e, load))
 
-    return S.Allocate(wide, rewrite(alloc.body, {}))
+
+def _has_barrier(s: S.Stmt) -> bool:
+    return any(isinstance(x, S.Barrier) for x in S.walk_stmts(s))
 
 
 __all__ = ["LAUNCH_LIMITS", "Launch", "MAX_SHARED_BYTES", "MAX_THREADS_PER_BLOCK", "prepare_kernel",

@@ -781,6 +781,17 @@ class _Lowerer:
         for c in self.compute_stages:
             if c.attach_type == "scope" and c.attach_stage is st:
                 attached.setdefault(leaf_pos(st, c.attach_ivar), []).append(c)
+        shared = [lvl for lvl, cs in attached.items() if any(c.scope == "shared" for c in cs)]
+        if shared:  # a shared copy is every thread's work: no guard of this stage's own may skip it
+            deep = max(shared)
+            moved = {lvl: guards.pop(lvl) for lvl in list(guards) if lvl <= deep}
+            own = [c for cs in moved.values() for c in cs] + top_guards
+            if own:
+                stmt = S.IfThenElse(conj(own), stmt)
+            outer = [c for lvl, cs in moved.items() if p is not None and lvl < p for c in cs] + top_guards
+            if init is not None and outer:
+                init = S.IfThenElse(conj(outer), init)
+            top_guards = []
 
         for level in range(n - 1, -1, -1):
             parts: list[S.Stmt] = [self.emit(c) for c in attached.get(level, [])]
