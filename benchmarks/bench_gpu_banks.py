@@ -18,7 +18,7 @@ import numpy as np
 
 import autosched
 from autosched.space.gpu_rules import GPU_RULES, GPUPadSharedRows
-from autosched.space.sketch import SketchSpace
+from autosched.space.sketch import GeneratedSpace
 from autosched.te.trace import Trace
 from autosched.tir.banks import shared_passes
 from autosched.tir.lower import lower
@@ -62,7 +62,7 @@ def main() -> None:
             after += sum(p for p, _ in b.values())
             best += sum(q for _, q in a.values())
         points = [space.point_of(t) for t in traces[:20]]
-        without = SketchSpace(task, rules=[r for r in GPU_RULES if not isinstance(r, GPUPadSharedRows)])
+        without = GeneratedSpace(task, rules=[r for r in GPU_RULES if not isinstance(r, GPUPadSharedRows)])
         ms_without, ms_with = generation_ms(without, points), generation_ms(space, points)
         print(f"| {label} | {padded} of {len(traces)} | {before} | {after} | {best} | {ms_without:.1f} | "
               f"{ms_with:.1f} |", flush=True)
