@@ -126,3 +126,24 @@ def test_a_padded_candidate_computes_the_right_thing_and_assembles():
     autosched.build(serialize_bindings(func), target="llvm")(*ins, got)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=trace.dumps())
     ptxas_check(autosched.build(*task.apply(trace), target=task.target).get_source("ptx"), "sm_80")
+
+
+def test_db_best_show_prints_a_gpu_kernels_launch_banks_pipeline_and_loops(tmp_path, capsys):
+    """``autosched db best --show`` of a cuda record: what the tuner found, as a performance engineer reads it."""
+    from autosched.cli import main
+    from autosched.database import Database
+    from autosched.result import MeasureResult
+
+    task = autosched.Task("matmul", dict(M=256, N=256, K=256), target="cuda -arch=sm_90")
+    space = task.space("template")
+    point = {**space.point_at(0), "tile_i": (2, 16, 8), "tile_j": (4, 16, 4), "tile_k": (16, 16), "shared": True,
+             "vector_fetch": 4, "unroll_k": True, "double_buffer": True}
+    with Database(tmp_path / "gpu.db") as db:
+        db.commit(task, space.generate(point)[0], MeasureResult(costs=[2e-5, 2e-5, 2e-5]))
+    assert main(["db", "best", "--db", str(tmp_path / "gpu.db"), "--target", "cuda -arch=sm_90", "--show"]) == 0
+    out = capsys.readouterr().out
+    assert "launch: (4, 2, 1) blocks x (16, 16, 1) threads, 24,576 bytes of shared memory per block" in out
+    assert "A.shared 1.00x the conflict-free passes" in out
+    assert "double-buffered, the next tile loaded during this one: A.shared, B.shared" in out
+    assert ("registers per thread (ptxas, sm_90): main " in out) == (ptxas_path() is not None)
+    assert "primfn main(" in out and "__syncthreads()" in out

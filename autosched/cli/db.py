@@ -25,12 +25,15 @@ import sys
 import time
 from typing import Any
 
+from autosched import build, lower
 from autosched.cli.common import UsageError, add_verbosity, at_least, first_line, parse_params, setup_logging
 from autosched.database import LogFormatError
 from autosched.measure.measurer import TIMEOUT_FACTOR
 from autosched.result import ResultFlag, count_summary
 from autosched.target import Target
 from autosched.task import Task
+from autosched.tir import stmt as S
+from autosched.tir.banks import shared_passes
 from autosched.workloads import get_workload
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 2, 3
@@ -64,6 +67,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     b.add_argument("--allow-other-cpus", action="store_true",
                    help="if this CPU has no record, show those tuned on other CPUs")
     b.add_argument("--json", action="store_true", help="one JSON object per record, for scripts")
+    b.add_argument("--show", action="store_true",
+                   help="also print the best kernel: its loops and, on a GPU target, its launch, shared memory, "
+                        "bank conflicts (a static model) and registers")
 
     ls = cmds.add_parser("list", help="the tasks the database holds (with --records: their records)")
     filters(ls, "default: every target")
@@ -295,7 +301,43 @@ def _best(db: Any, args: argparse.Namespace) -> int:
     if not trusted(recs[0]):
         print("noisy: every successful record's timing was disturbed (another program was busy), its repeats "
               "disagree, or it failed a re-measure; tune again on a quieter machine for a figure to trust")
+    if args.show:
+        print(_show_kernel(task, recs[0]))
     return EXIT_OK
+
+
+def _show_kernel(task: Task, rec: Any) -> str:
+    """The kernel of a record as a performance engineer reads it: for a GPU target its launch, shared memory,
+    the static bank model's passes per shared buffer, pipelined loops and ptxas's registers; then its loops."""
+    target = Target(rec.target)
+    func = lower(*task.apply(rec.trace), target=target)
+    lines = [f"\nkernel of record #{rec.id} ({task.label} on {rec.target}):"]
+    if target.kind == "cuda":
+        launch = func.attrs["launch"]
+        lines.append(f"  launch: {launch.grid} blocks x {launch.block} threads, "
+                     f"{launch.shared_bytes:,} bytes of shared memory per block")
+        passes = shared_passes(func, target.gpu)
+        if passes:
+            lines.append("  shared memory banks (static model, first warp): " + ", ".join(
+                f"{name} {got / best:.2f}x the conflict-free passes" for name, (got, best) in passes.items()
+                if best))
+        doubled = sorted({b.name for b in _allocs(func) if b.scope == "shared" and b.name + ".next" in
+                          {x.name for x in _allocs(func)}})
+        if doubled:
+            lines.append(f"  double-buffered, the next tile loaded during this one: {', '.join(doubled)}")
+        from autosched.codegen.nvptx import ptxas_check, ptxas_path, ptxas_registers
+
+        if ptxas_path() is not None:
+            ptx = build(*task.apply(rec.trace), target=target).get_source("ptx")
+            regs = ptxas_registers(ptxas_check(ptx, target.gpu.arch))
+            lines.append(f"  registers per thread (ptxas, {target.gpu.arch}): "
+                         + ", ".join(f"{k} {v}" for k, v in regs.items()))
+    lines.append(str(func))
+    return "\n".join(lines)
+
+
+def _allocs(func: Any) -> list:
+    return [x.buffer for x in S.walk_stmts(func.body) if isinstance(x, S.Allocate)]
 
 
 def _list(db: Any, args: argparse.Namespace) -> int:
