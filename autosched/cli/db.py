@@ -28,6 +28,7 @@ from typing import Any
 from autosched import build, lower
 from autosched.cli.common import UsageError, add_verbosity, at_least, first_line, parse_params, setup_logging
 from autosched.database import LogFormatError
+from autosched.errors import AutoschedError
 from autosched.measure.measurer import TIMEOUT_FACTOR
 from autosched.result import ResultFlag, count_summary
 from autosched.target import Target
@@ -237,6 +238,10 @@ def run(args: argparse.Namespace) -> int:
         print("autosched db: error: give an action: list, best, info, stats, export, import or gc "
               "(see autosched db --help)", file=sys.stderr)
         return EXIT_ERROR
+    if action == "best" and args.show and args.json:
+        print("autosched db best: error: --show prints the kernel as text; leave out --json or --show",
+              file=sys.stderr)
+        return EXIT_ERROR
     if action == "import":  # every log must be readable before a database is created for them
         for path in args.input:
             try:
@@ -302,7 +307,10 @@ def _best(db: Any, args: argparse.Namespace) -> int:
         print("noisy: every successful record's timing was disturbed (another program was busy), its repeats "
               "disagree, or it failed a re-measure; tune again on a quieter machine for a figure to trust")
     if args.show:
-        print(_show_kernel(task, recs[0]))
+        try:
+            print(_show_kernel(task, recs[0]))
+        except AutoschedError as e:  # a record this version cannot lower or build again: say so, keep the rest
+            print(f"\nkernel of record #{recs[0].id}: cannot be shown here: {first_line(e)}")
     return EXIT_OK
 
 
