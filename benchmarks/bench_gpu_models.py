@@ -38,6 +38,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from _timing import alternating_medians  # noqa: E402
 
+import autosched  # noqa: E402
+
 MODELS = ("resnet50", "bert_base", "gpt2_small")
 
 
@@ -137,8 +139,6 @@ def bench(name: str, args, torch) -> dict:
     t1 = time.perf_counter()
     target = f"cuda -arch={args.arch}" if args.arch else "cuda"
     if args.database:  # each kernel with its best record there (autosched tune --model ... --target cuda)
-        import autosched
-
         with autosched.apply_history_best(args.database):
             graph_json, lib, params = relay.build(mod, target=target, params=params)
     else:

@@ -6,7 +6,10 @@ import pytest
 
 import autosched
 from autosched import te
+from autosched.cli import main
 from autosched.codegen.nvptx import ptxas_check, ptxas_path
+from autosched.database import Database
+from autosched.result import MeasureResult
 from autosched.space.gpu_rules import ROW_PADDINGS
 from autosched.te.trace import Trace
 from autosched.tir.banks import bank_conflicts, shared_passes
@@ -130,10 +133,6 @@ def test_a_padded_candidate_computes_the_right_thing_and_assembles():
 
 def test_db_best_show_prints_a_gpu_kernels_launch_banks_pipeline_and_loops(tmp_path, capsys):
     """``autosched db best --show`` of a cuda record: what the tuner found, as a performance engineer reads it."""
-    from autosched.cli import main
-    from autosched.database import Database
-    from autosched.result import MeasureResult
-
     task = autosched.Task("matmul", dict(M=256, N=256, K=256), target="cuda -arch=sm_90")
     space = task.space("template")
     point = {**space.point_at(0), "tile_i": (2, 16, 8), "tile_j": (4, 16, 4), "tile_k": (16, 16), "shared": True,

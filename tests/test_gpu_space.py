@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import autosched
+from autosched import te
 from autosched.codegen.nvptx import ptxas_check, ptxas_path, ptxas_registers
 from autosched.tir import stmt as S
 from autosched.tir.gpu import prepare_kernel, serialize_bindings
@@ -87,8 +88,6 @@ def test_vendor_like_kernels_compute_the_right_thing(name, args):
 def test_a_misaligned_vector_stays_scalar():
     """A 4-wide vector whose first element is not a multiple of 4 (a row of 6 floats) is loaded element by
     element: the GPU faults on a 128-bit load from an address that is not 16-byte aligned."""
-    from autosched import te
-
     A = te.placeholder((64, 6), name="A")
     B = te.compute((64, 6), lambda i, j: A[i, j] * 2.0, name="B")
     s = te.create_schedule(B.op)
@@ -186,8 +185,6 @@ def test_a_pipelined_matmul_issues_its_loads_before_its_fmas():
 def test_a_te_double_buffer_of_one_operand_stays_correct():
     """``double_buffer`` as TVM users write it: both copies doubled are pipelined; one copy doubled and the
     other not keeps alternating two copies (no pipeline), and both give numpy's result."""
-    from autosched import te
-
     n, tile = 64, 8
     A = te.placeholder((n, n), name="A")
     B = te.placeholder((n, n), name="B")

@@ -324,7 +324,6 @@ CLI_DEFERRED: dict[str, str] = {
     "autosched.measure.ray_backend": "imports Ray, only when a run will use it",
     "onnx": "an optional dependency: only a model file needs it",
     "sklearn": "scikit-learn, only for the held-out evaluation (checked before minutes of work)",
-    "autosched.codegen.nvptx": "llvmlite's NVPTX back end and ptxas, only for db best --show of a GPU record",
 }
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from autosched import build, lower
 from autosched.cli.common import UsageError, add_verbosity, at_least, first_line, parse_params, setup_logging
+from autosched.codegen.nvptx import ptxas_check, ptxas_path, ptxas_registers
 from autosched.database import LogFormatError
 from autosched.errors import AutoschedError
 from autosched.measure.measurer import TIMEOUT_FACTOR
@@ -333,8 +334,6 @@ def _show_kernel(task: Task, rec: Any) -> str:
                           {x.name for x in _allocs(func)}})
         if doubled:
             lines.append(f"  double-buffered, the next tile loaded during this one: {', '.join(doubled)}")
-        from autosched.codegen.nvptx import ptxas_check, ptxas_path, ptxas_registers
-
         if ptxas_path() is not None:
             ptx = build(*task.apply(rec.trace), target=target).get_source("ptx")
             regs = ptxas_registers(ptxas_check(ptx, target.gpu.arch))
