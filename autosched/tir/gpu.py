@@ -242,16 +242,7 @@ def _insert_barriers(s: S.Stmt) -> S.Stmt:
                 group_writes, group_reads = set(), set()
                 out.append(x)
         return S.SeqStmt(out)
-    if isinstance(s, S.For):
-        return S.For(s.var, s.extent, s.kind, _insert_barriers(s.body), s.thread_tag)
-    if isinstance(s, S.Allocate):
-        return S.Allocate(s.buffer, _insert_barriers(s.body))
-    if isinstance(s, S.IfThenElse):
-        return S.IfThenElse(s.cond, _insert_barriers(s.then_case),
-                            _insert_barriers(s.else_case) if s.else_case is not None else None)
-    if isinstance(s, S.LetStmt):
-        return S.LetStmt(s.var, s.value, _insert_barriers(s.body))
-    return s
+    return S.map_children(s, _insert_barriers)
 
 
 def _check_barriers(body: S.Stmt, name: str, extents: dict[str, int]) -> None:
@@ -316,14 +307,7 @@ class _Lockstep:
             return S.For(s.var, s.extent, "serial" if s.kind == "thread_binding" else s.kind, self.blocks(s.body))
         if isinstance(s, S.SeqStmt):
             return S.seq([self.blocks(x) for x in s.seq if not isinstance(x, S.Barrier)])
-        if isinstance(s, S.Allocate):
-            return S.Allocate(s.buffer, self.blocks(s.body))
-        if isinstance(s, S.LetStmt):
-            return S.LetStmt(s.var, s.value, self.blocks(s.body))
-        if isinstance(s, S.IfThenElse):
-            return S.IfThenElse(s.cond, self.blocks(s.then_case),
-                                self.blocks(s.else_case) if s.else_case is not None else None)
-        return s
+        return S.map_children(s, self.blocks)
 
     def stretches(self, s: S.Stmt, lets: list[S.LetStmt]) -> list[S.Stmt]:
         """``s`` (inside a block) as a list of statements: stretches between barriers, each run by all the
@@ -387,18 +371,7 @@ class _Lockstep:
             body = self.per_thread(substitute_stmt(s.body, {s.var: t}))
             full = dict(self.threads)[s.thread_tag]
             return body if s.extent.value >= full else S.IfThenElse(E.LT(t, s.extent), body)
-        if isinstance(s, S.For):
-            return S.For(s.var, s.extent, s.kind, self.per_thread(s.body), s.thread_tag)
-        if isinstance(s, S.SeqStmt):
-            return S.SeqStmt([self.per_thread(x) for x in s.seq])
-        if isinstance(s, S.Allocate):
-            return S.Allocate(s.buffer, self.per_thread(s.body))
-        if isinstance(s, S.LetStmt):
-            return S.LetStmt(s.var, s.value, self.per_thread(s.body))
-        if isinstance(s, S.IfThenElse):
-            return S.IfThenElse(s.cond, self.per_thread(s.then_case),
-                                self.per_thread(s.else_case) if s.else_case is not None else None)
-        return s
+        return S.map_children(s, self.per_thread)
 
     def all_threads(self, s: S.Stmt, lets: list[S.LetStmt]) -> S.Stmt:
         """``s`` run by every thread of the block in turn. (In order: the reverse order, which would catch the
@@ -427,16 +400,7 @@ class _Lockstep:
         def store(s: S.Stmt) -> S.Stmt:
             if isinstance(s, S.BufferStore) and s.buffer is buf:
                 return S.BufferStore(wide, s.value, lead + list(s.indices))
-            if isinstance(s, S.For):
-                return S.For(s.var, s.extent, s.kind, store(s.body), s.thread_tag)
-            if isinstance(s, S.SeqStmt):
-                return S.SeqStmt([store(x) for x in s.seq])
-            if isinstance(s, (S.Allocate, S.LetStmt)):
-                kids = store(s.body)
-                return S.Allocate(s.buffer, kids) if isinstance(s, S.Allocate) else S.LetStmt(s.var, s.value, kids)
-            if isinstance(s, S.IfThenElse):
-                return S.IfThenElse(s.cond, store(s.then_case), store(s.else_case) if s.else_case is not None else None)
-            return s
+            return S.map_children(s, store)
 
         return wide, map_exprs(store(body), lambda e: E.transform(e, load))
 

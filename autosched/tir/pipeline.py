@@ -32,19 +32,8 @@ from autosched.tir.transform import map_exprs, substitute_stmt
 def pipeline_double_buffers(s: S.Stmt) -> S.Stmt:
     """Pipeline every serial loop (innermost first) whose iterations fill double-buffered shared copies and then
     read them; other statements are rebuilt unchanged. Runs after barrier insertion: it places its own."""
-    if isinstance(s, S.For):
-        loop = S.For(s.var, s.extent, s.kind, pipeline_double_buffers(s.body), s.thread_tag)
-        return _pipeline(loop) or loop
-    if isinstance(s, S.SeqStmt):
-        return S.SeqStmt([pipeline_double_buffers(x) for x in s.seq])
-    if isinstance(s, S.Allocate):
-        return S.Allocate(s.buffer, pipeline_double_buffers(s.body))
-    if isinstance(s, S.IfThenElse):
-        return S.IfThenElse(s.cond, pipeline_double_buffers(s.then_case),
-                            pipeline_double_buffers(s.else_case) if s.else_case is not None else None)
-    if isinstance(s, S.LetStmt):
-        return S.LetStmt(s.var, s.value, pipeline_double_buffers(s.body))
-    return s
+    s = S.map_children(s, pipeline_double_buffers)
+    return (_pipeline(s) or s) if isinstance(s, S.For) else s
 
 
 def _pipeline(loop: S.For) -> S.Stmt | None:
@@ -159,11 +148,7 @@ def _stage(copy: S.Stmt) -> tuple[S.Buffer, S.Stmt, S.Stmt] | None:
         if isinstance(s, S.For):
             kind = s.kind if s.kind in ("thread_binding", "vectorized") else "unrolled"
             return S.For(s.var, s.extent, kind, rebuild(s.body, load), s.thread_tag)
-        if isinstance(s, S.LetStmt):
-            return S.LetStmt(s.var, s.value, rebuild(s.body, load))
-        if isinstance(s, S.Allocate):
-            return S.Allocate(s.buffer, rebuild(s.body, load))
-        return S.IfThenElse(s.cond, rebuild(s.then_case, load))
+        return S.map_children(s, lambda c: rebuild(c, load))
 
     return reg, rebuild(copy, True), rebuild(copy, False)
 

@@ -279,6 +279,22 @@ def stmt_children(s: Stmt) -> list[Stmt]:
     return []
 
 
+def map_children(s: Stmt, fn) -> Stmt:
+    """``s`` rebuilt with ``fn`` applied to each child statement (loops, allocations, conditions and lets keep
+    their own fields); a leaf is returned as it is."""
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, fn(s.body), s.thread_tag)
+    if isinstance(s, SeqStmt):
+        return SeqStmt([fn(x) for x in s.seq])
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, fn(s.body))
+    if isinstance(s, LetStmt):
+        return LetStmt(s.var, s.value, fn(s.body))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, fn(s.then_case), fn(s.else_case) if s.else_case is not None else None)
+    return s
+
+
 def emitted_size(s: Stmt) -> int:
     """Stores and loops code generation emits for ``s``: unrolled loops of constant extent copy their body
     that many times. A measure of the compiler's work (LLVM's loop passes grow faster than linearly in it)."""
