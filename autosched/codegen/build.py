@@ -35,6 +35,7 @@ from autosched.tir import stmt as S
 from autosched.tir.gpu import prepare_kernel
 from autosched.tir.lower import lower
 from autosched.tir.stmt import dim_to_json
+from autosched.tir.wmma import has_warp_ops
 
 _lock = threading.RLock()
 
@@ -261,6 +262,9 @@ def generate_ptx(funcs: Sequence[S.PrimFunc], target: Target) -> tuple[str, str,
     prepared = []
     launches = {}
     for f in funcs:
+        if has_warp_ops(f.body) and int(target.arch.removeprefix("sm_").rstrip("a") or 0) < 70:
+            raise CodegenError(f"kernel {f.name} uses tensor cores (wmma), which need sm_70 or newer; the target "
+                               f"is {target.arch}: build for 'cuda -arch=sm_80' or newer")
         k, launch = prepare_kernel(f, target.gpu)
         prepared.append(k)
         launches[f.name] = launch.to_json(f.scalar_params)

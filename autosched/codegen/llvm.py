@@ -31,6 +31,7 @@ from autosched.runtime import packed
 from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
 from autosched.tir import stmt as S
+from autosched.tir import wmma
 from autosched.tir.arith import Lin, ceildiv, linear, simplify
 from autosched.tir.extern import EXTERN, PACKED
 from autosched.tir.transform import free_vars_stmt, substitute_stmt
@@ -118,6 +119,7 @@ class CodeGenLLVM:
                     f"loop '{s.var.name}' is bound to {s.thread_tag} with bind(), which needs a GPU target "
                     f"(cuda); the llvm target has no thread indices: drop the bind or build for cuda"
                 )
+        func = wmma.emulate(func)  # tensor-core builtins: plain loops over the warp's tiles
         self._emit_function(func, I32, lambda b: b.ret(ir.Constant(I32, 0)))
 
     def _emit_function(self, func: S.PrimFunc, ret_type: ir.Type, ret: Any, calling_convention: str = "") -> None:
@@ -624,9 +626,14 @@ class CodeGenLLVM:
             b.store(row, ptr, align=DTYPE_BYTES[buf.dtype])
         return True
 
+    def lane_dtype(self, body: S.Stmt) -> str:
+        """The element type that sets how many lanes a native vector has for a vectorized loop: its widest
+        store, at least float32 (a CPU computes halves as floats)."""
+        return _widest_dtype(body)
+
     def _vector_for(self, s: S.For) -> None:
         """All lanes at once when the extent is a small constant; else chunks of the native width."""
-        native = max(1, self.vector_bytes // DTYPE_BYTES.get(_widest_dtype(s.body), 4))
+        native = max(1, self.vector_bytes // DTYPE_BYTES.get(self.lane_dtype(s.body), 4))
         if isinstance(s.extent, IntImm) and s.extent.value <= native:
             VectorEmitter(self, s.var, s.extent.value).stmt(s.body)
             return

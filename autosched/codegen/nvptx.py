@@ -42,6 +42,7 @@ from autosched.target import GPUDescription
 from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, IntImm
 from autosched.tir import stmt as S
+from autosched.tir import wmma
 from autosched.tir.arith import linear, simplify, skey
 from autosched.tir.gpu import Launch
 
@@ -54,6 +55,14 @@ _SREG = {"threadIdx": "tid", "blockIdx": "ctaid"}
 F32 = ir.FloatType()
 _LOG2E = 1.0 / math.log(2.0)
 _LN2 = math.log(2.0)
+
+F16X2 = ir.VectorType(ir.HalfType(), 2)
+#: (fragment role, element type) -> (register type, registers per thread per fragment), the same for the
+#: three shapes: A and B are 8 pairs of halves, a float32 accumulator 8 floats, a float16 one 4 pairs
+_REGS = {("a", "float16"): (F16X2, 8), ("b", "float16"): (F16X2, 8), ("c", "float32"): (F32, 8),
+         ("c", "float16"): (F16X2, 4)}
+_ROW = {"row_major": "row", "col_major": "col"}
+_TY = {"float16": "f16", "float32": "f32"}
 
 _lock = threading.Lock()
 _initialised = False
@@ -83,6 +92,19 @@ class CodeGenNVPTX(CodeGenLLVM):
         if self.launch is None:
             raise CodegenError(f"kernel {func.name} has no launch dimensions; prepare it with tir.gpu.prepare_kernel")
         self._shared = {}
+        self._frags = wmma.fragments(func.body)
+        self._frag_regs: dict[int, ir.Value] = {}
+        self._warp_memory = set().union(*wmma.memory_accesses(func.body))
+        for x in S.walk_stmts(func.body):
+            for e in S.stmt_exprs(x):
+                for y in E.walk(e):
+                    if isinstance(y, S.BufferLoad) and wmma.is_fragment_scope(y.buffer.scope):
+                        raise CodegenError(f"kernel {func.name} reads fragment '{y.buffer.name}' element by element; "
+                                           f"a warp's fragment is read only by tvm_mma_sync/tvm_store_matrix_sync")
+            if isinstance(x, S.BufferStore) and wmma.is_fragment_scope(x.buffer.scope):
+                raise CodegenError(f"kernel {func.name} writes fragment '{x.buffer.name}' element by element; a "
+                                   f"warp's fragment is written only by the tvm_*_sync/tvm_fill_fragment builtins "
+                                   f"(tensorize its stage)")
         self._emit_function(func, VOID, lambda b: b.ret_void(), calling_convention="ptx_kernel")
 
     # -------------------------------------------------------------- loops
@@ -122,6 +144,11 @@ class CodeGenNVPTX(CodeGenLLVM):
                 s = S.For(s.var, s.extent, "serial", s.body)
         super()._s_For(s)
 
+    def lane_dtype(self, body: S.Stmt) -> str:
+        """The widest store's type, halves included: a copy of float16 tiles moves 8 of them per 128 bits."""
+        stores = [x.buffer.dtype for x in S.walk_stmts(body) if isinstance(x, S.BufferStore)]
+        return max(stores, key=lambda d: DTYPE_BYTES[d]) if stores else "float32"
+
     def vector_align(self, buf: S.Buffer, base: E.Expr, lanes: int) -> int:
         """A GPU loads 64 or 128 bits in one instruction only from an address aligned to that size: claim it
         where the first element's index is a multiple of ``lanes`` (every term of its linear form is), as
@@ -138,6 +165,10 @@ class CodeGenNVPTX(CodeGenLLVM):
     # ------------------------------------------------------------ memory
     def _s_Allocate(self, s: S.Allocate):
         buf = s.buffer
+        if wmma.is_fragment_scope(buf.scope):
+            self._fragment_alloca(buf)
+            self.stmt(s.body)
+            return
         if buf.scope != "shared":
             n = buf.const_size()
             if n is None:
@@ -150,11 +181,81 @@ class CodeGenNVPTX(CodeGenLLVM):
             g = ir.GlobalVariable(self.module, ty, self._name(buf.name + ".shared"), addrspace=3)
             g.linkage = "internal"
             g.initializer = ir.Constant(ty, ir.Undefined)
-            g.align = 16
+            g.align = 32 if id(buf.data) in self._warp_memory else 16  # tensor-core tiles: 32-byte addresses
             g.type = ir.PointerType(addrspace=3)  # opaque, as LLVM 22 IR is (llvmlite types globals' pointers)
             self._shared[buf] = g
         self.cur.bufs[buf] = g
         self.stmt(s.body)
+
+    # ------------------------------------------------------------ tensor cores
+    def _fragment_alloca(self, buf: S.Buffer) -> None:
+        """A fragment buffer: each thread's registers of each of its fragments, in one stack array that LLVM
+        promotes to registers where the fragment indices are constants (unrolled loops)."""
+        f = self._frags.get(id(buf.data))
+        if f is None:
+            raise CodegenError(f"fragment '{buf.name}' ({buf.scope}) is allocated but no tensor-core builtin uses it")
+        ety, n = _REGS[(f.role, buf.dtype)]
+        eb = ir.IRBuilder(self.cur.entry)
+        eb.position_at_start(self.cur.entry)
+        ptr = eb.alloca(ir.ArrayType(ety, n * f.count), name=self._name(buf.name + ".frag"))
+        ptr.type = ir.PointerType()
+        self._frag_regs[id(buf.data)] = ptr
+
+    def _regs(self, data: E.Var, index: E.Expr) -> tuple[wmma.Fragment, list[ir.Value]]:
+        """The addresses of a fragment's registers: fragment ``index`` of buffer ``data``."""
+        f = self._frags[id(data)]
+        ety, n = _REGS[(f.role, f.buffer.dtype)]
+        first = self.b.mul(self._i64(index), ir.Constant(I64, n))
+        base = self._frag_regs[id(data)]
+        return f, [self.b.gep(base, [self.b.add(first, ir.Constant(I64, r))], source_etype=ety) for r in range(n)]
+
+    def _i64(self, e: E.Expr) -> ir.Value:
+        v = self.expr(e)
+        return v if v.type == I64 else self.b.sext(v, I64)
+
+    def _warp_op(self, e: E.Call) -> None:
+        """``tvm_fill_fragment``, ``tvm_load_matrix_sync``, ``tvm_mma_sync`` and ``tvm_store_matrix_sync`` as
+        LLVM's ``llvm.nvvm.wmma.*`` intrinsics (PTX ``wmma.load``, ``wmma.mma.sync``, ``wmma.store``)."""
+        w = wmma.parse(e)
+        b = self.b
+        if w.name == "tvm_mma_sync":
+            (d, dregs), (a, aregs), (bf, bregs), (c, cregs) = (self._regs(v, i) for v, i in w.frags)
+            m, n, k = a.shape
+            name = (f"llvm.nvvm.wmma.m{m}n{n}k{k}.mma.{_ROW[a.layout]}.{_ROW[bf.layout]}."
+                    f"{_TY[d.buffer.dtype]}.{_TY[c.buffer.dtype]}")
+            ins = [b.load(p, typ=_REGS[(f.role, f.buffer.dtype)][0]) for f, ps in ((a, aregs), (bf, bregs), (c, cregs))
+                   for p in ps]
+            out_ty = _REGS[("c", d.buffer.dtype)][0]
+            res = b.call(self._decl(name, ir.LiteralStructType([out_ty] * len(dregs)), [v.type for v in ins]), ins)
+            for r, p in enumerate(dregs):
+                b.store(b.extract_value(res, r), p)
+            return
+        f, regs = self._regs(*w.frags[0])
+        ety = _REGS[(f.role, f.buffer.dtype)][0]
+        if w.name == "tvm_fill_fragment":
+            v = ops.cast(b, self.expr(w.value), w.value.dtype, f.buffer.dtype, ltype(f.buffer.dtype))
+            if isinstance(ety, ir.VectorType):
+                v = b.insert_element(b.insert_element(ir.Constant(ety, ir.Undefined), v, ir.Constant(I32, 0)), v,
+                                     ir.Constant(I32, 1))
+            for p in regs:
+                b.store(v, p)
+            return
+        m, n, k = f.shape
+        ptr = self.expr(E.Call("handle", "access_ptr", list(w.memory)))
+        space = ptr.type.addrspace if isinstance(ptr.type, ir.PointerType) else 0
+        stride = b.trunc(self._i64(w.stride), I32)
+        suffix = f"{_ROW[w.layout]}.stride.{_TY[f.buffer.dtype]}.p{3 if space == 3 else 0}"
+        if space not in (0, 3):
+            ptr = b.addrspacecast(ptr, ir.PointerType())
+        if w.name == "tvm_load_matrix_sync":
+            name = f"llvm.nvvm.wmma.m{m}n{n}k{k}.load.{f.role}.{suffix}"
+            res = b.call(self._decl(name, ir.LiteralStructType([ety] * len(regs)), [ptr.type, I32]), [ptr, stride])
+            for r, p in enumerate(regs):
+                b.store(b.extract_value(res, r), p)
+            return
+        name = f"llvm.nvvm.wmma.m{m}n{n}k{k}.store.d.{suffix}"
+        vals = [b.load(p, typ=ety) for p in regs]
+        b.call(self._decl(name, VOID, [ptr.type] + [ety] * len(regs) + [I32]), [ptr, *vals, stride])
 
     def _s_Barrier(self, s: S.Barrier):
         self.b.call(self._decl("llvm.nvvm.barrier0", VOID, []), [])
@@ -166,9 +267,12 @@ class CodeGenNVPTX(CodeGenLLVM):
         return self.b.call(ir.InlineAsm(ty, text, cons), args)
 
     def _e_Call(self, e: E.Call):
+        if e.name in wmma.OPS:
+            self._warp_op(e)
+            return ir.Constant(ir.IntType(32), 0)
         if e.name == "prefetch":  # a CPU cache hint (Stage.prefetch): nothing to do on the GPU
             return ir.Constant(ir.IntType(32), 0)
-        if e.name in ("sqrt", "fabs", "floor", "ceil"):
+        if e.name in ("sqrt", "fabs", "floor", "ceil", "access_ptr"):
             return super()._e_Call(e)
         if e.dtype != "float32":
             raise CodegenError(f"{e.name} for {e.dtype} is not available on the cuda target (float32 only)")
@@ -195,13 +299,15 @@ class CodeGenNVPTX(CodeGenLLVM):
 
 
 def _wide_access_loop(s: S.For) -> bool:
-    """Whether a vectorized loop is emitted as vectors: a constant extent of whole 64- or 128-bit chunks, no
-    call in its body (the GPU's math is scalar inline assembly), no guard, and a body the vector emitter can
-    express. Anything else is unrolled, a thread being scalar."""
-    if not isinstance(s.extent, IntImm) or s.extent.value not in (2, 4, 8, 16):
-        return False
+    """Whether a vectorized loop is emitted as vectors: a constant extent of whole 64- or 128-bit chunks (of
+    32- or 16-bit elements), no call in its body (the GPU's math is scalar inline assembly), no guard, and a
+    body the vector emitter can express. Anything else is unrolled, a thread being scalar."""
     dtypes = {x.buffer.dtype for x in S.walk_stmts(s.body) if isinstance(x, S.BufferStore)}
-    if not dtypes or any(DTYPE_BYTES[d] != 4 for d in dtypes):
+    sizes = {DTYPE_BYTES[d] for d in dtypes}
+    if len(sizes) != 1 or sizes & {1, 8} or not isinstance(s.extent, IntImm):
+        return False
+    nbytes = s.extent.value * next(iter(sizes))  # 32-bit floats, or 16-bit halves (tensor-core tiles)
+    if nbytes not in (8, 16, 32, 64):
         return False
     if any(isinstance(x, S.IfThenElse) for x in S.walk_stmts(s.body)) or any(
             isinstance(n, (E.Call, E.Select)) for e in _body_exprs(s.body) for n in E.walk(e)):

@@ -54,7 +54,7 @@ from autosched.te.trace import Split as SplitStep
 from autosched.tir.stmt import Buffer as TirBuffer
 
 ANNOTATIONS = ("parallel", "vectorize", "unroll")
-SCOPES = ("global", "local", "shared")
+SCOPES = ("global", "local", "shared", "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 
 
 class SplitRel:
@@ -314,7 +314,9 @@ class Stage:
 
     def set_scope(self, scope: str) -> None:
         """Keep this stage's buffer in ``scope``: 'global', 'shared' (one per GPU block, filled by its threads
-        together) or 'local' (private to a thread). On the CPU every scope is an ordinary allocation."""
+        together), 'local' (private to a thread) or a tensor-core fragment ('wmma.matrix_a', 'wmma.matrix_b',
+        'wmma.accumulator': held by a warp, filled through tensorize). On the CPU every scope is an ordinary
+        allocation."""
         self._apply(SetScope(self.index, str(scope)))
 
     def pragma(self, axis: IterVar, key: str, value: Any = None) -> None:

@@ -56,7 +56,7 @@ from autosched.te.expr import (
 )
 from autosched.te.expr import TensorLoad as ProducerLoad
 from autosched.tir import ir_builder, stmt_functor
-from autosched.tir.extern import call_extern, call_packed, decl_buffer
+from autosched.tir.extern import call_extern, call_intrin, call_packed, decl_buffer
 from autosched.tir.stmt import (
     Allocate,
     Buffer,
@@ -80,5 +80,5 @@ __all__ = [
     "indexmod", "log", "max_value", "min_value", "power", "sigmoid", "sqrt", "tanh", "truncdiv", "truncmod",
     "Allocate", "Buffer", "BufferLoad", "BufferStore", "For", "IfThenElse", "LetStmt", "PrimFunc", "SeqStmt", "Stmt",
     "stmt_functor",
-    "BufferRef", "Evaluate", "call_extern", "call_packed", "decl_buffer", "ir_builder",
+    "BufferRef", "Evaluate", "call_extern", "call_intrin", "call_packed", "decl_buffer", "ir_builder",
 ]

@@ -18,6 +18,7 @@ from autosched.te.expr import INDEX_DTYPE, Call, Expr, IntImm, Var, check_dtype,
 from autosched.tir import stmt as S
 from autosched.tir.arith import simplify
 from autosched.tir.stmt import Buffer, BufferRef
+from autosched.tir.wmma import LAYOUTS, OPS
 
 PACKED = "packed:"  # Call names: PACKED + registered name, EXTERN + C symbol
 EXTERN = "extern:"
@@ -41,6 +42,22 @@ def call_packed(*args: Any) -> Call:
 def call_extern(dtype: str, func_name: str, *args: Any) -> Call:
     """Call the C function ``func_name`` (returning ``dtype``) with these arguments."""
     return Call(check_dtype(dtype) if dtype != "handle" else dtype, EXTERN + str(func_name), [_arg(a) for a in args])
+
+
+_MATH = ("exp", "log", "sqrt", "fabs", "floor", "ceil", "pow", "sin", "cos", "tanh", "erf")
+
+
+def call_intrin(dtype: str, op_name: str, *args: Any) -> Call:
+    """A builtin by TVM's name (``tir.call_intrin("handle", "tir.tvm_mma_sync", ...)``): the warp matrix
+    operations of tensor cores (:mod:`autosched.tir.wmma`; a layout given as ``"row_major"`` or
+    ``"col_major"``) or a math function (``"tir.exp"``)."""
+    name = op_name[4:] if op_name.startswith("tir.") else op_name
+    if name in OPS:
+        return Call("handle", name, [IntImm(LAYOUTS.index(a)) if isinstance(a, str) and a in LAYOUTS else _arg(a)
+                                     for a in args])
+    if name in _MATH:
+        return Call(check_dtype(dtype), name, [_arg(a) for a in args])
+    raise ValueError(f"call_intrin: unknown builtin {op_name!r}; known: {', '.join('tir.' + n for n in OPS + _MATH)}")
 
 
 def decl_buffer(shape: Any, dtype: str | None = None, name: str = "buffer", data: Any = None,
@@ -70,8 +87,8 @@ def decl_buffer(shape: Any, dtype: str | None = None, name: str = "buffer", data
                   int(data_alignment))
 
 
-__all__ = ["EXTERN", "PACKED", "bind_placeholder", "call_extern", "call_packed", "decl_buffer", "dense_strides",
-           "rebind_buffers"]
+__all__ = ["EXTERN", "PACKED", "bind_placeholder", "call_extern", "call_intrin", "call_packed", "decl_buffer",
+           "dense_strides", "rebind_buffers"]
 
 
 def bind_placeholder(ph: Buffer, actual: Buffer, vmap: dict, offset: Expr | None = None,

@@ -19,7 +19,8 @@ from autosched.target import GPUDescription
 from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, IntImm
 from autosched.tir import stmt as S
-from autosched.tir.arith import skey
+from autosched.tir import wmma
+from autosched.tir.arith import linear, simplify, skey
 from autosched.tir.pipeline import pipeline_double_buffers
 from autosched.tir.stmt import dim_to_json
 from autosched.tir.transform import map_exprs, substitute_stmt
@@ -70,6 +71,7 @@ def prepare_kernel(func: S.PrimFunc, gpu: GPUDescription | None = None) -> tuple
             f"kernel {func.name}: {nthreads} threads per block (threadIdx x, y, z = {block[0]}, {block[1]}, "
             f"{block[2]}); a block has at most {gpu.max_threads_per_block}: split the thread-bound loops smaller")
     shared = _shared_bytes(func, gpu.shared_bytes_per_block)
+    _check_warp_ops(func, block, gpu.warp_size)
     body = pipeline_double_buffers(_insert_barriers(func.body))
     _check_barriers(body, func.name, extents)
     out = S.PrimFunc(func.name, func.params, func.scalar_params, body, dict(func.attrs))
@@ -185,6 +187,61 @@ def _as_expr(v: int | E.Expr) -> E.Expr:
     return E.const(v, "int64") if isinstance(v, int) else v
 
 
+def _check_warp_ops(func: S.PrimFunc, block: tuple[int, int, int], warp: int) -> None:
+    """A warp matrix operation is done by the 32 threads of a warp together, on the same tiles: the block's
+    x extent must be whole warps (so a warp's threads share their y and z), and neither the operation nor a
+    loop or condition around it may depend on ``threadIdx.x``."""
+    if not wmma.has_warp_ops(func.body):
+        return
+    frags = wmma.fragments(func.body)  # shapes, layouts and types checked before any code is generated
+    memory = {id(b.data): b for b in func.params}
+    memory.update({id(x.buffer.data): x.buffer for x in S.walk_stmts(func.body) if isinstance(x, S.Allocate)})
+    for _, w in wmma.warp_ops(func.body):
+        if w.memory is None:
+            continue
+        buf = memory.get(id(w.memory[0]))
+        frag = frags[id(w.frags[0][0])]
+        if buf is None or buf.dtype != frag.buffer.dtype:
+            raise ScheduleError(f"kernel {func.name}: {w.name} moves {frag.buffer.dtype} fragment "
+                                f"'{frag.buffer.name}' from or to "
+                                f"{'an unknown buffer' if buf is None else f'{buf.dtype} buffer {buf.name!r}'}; "
+                                f"the tile must be a buffer of the kernel of the fragment's type")
+        size = DTYPE_BYTES[buf.dtype]
+        for what, e, need in (("starts at element", w.memory[1], 32 // size), ("has a row stride of", w.stride,
+                                                                               16 // size)):
+            lin = linear(simplify(e))
+            if lin.const % need or any(c % need for c, _ in lin.terms.values()):
+                raise ScheduleError(
+                    f"kernel {func.name}: {w.name} on '{buf.name}': the tile {what} {e}, which is not always a "
+                    f"multiple of {need} {buf.dtype} elements; tensor cores need tiles at 32-byte addresses with "
+                    f"rows a multiple of 16 bytes apart: pad rows (storage_align) and start tiles at multiples of "
+                    f"16 elements")
+    if block[0] % warp:
+        raise ScheduleError(
+            f"kernel {func.name}: tensor-core operations need whole warps along threadIdx.x, but the block has "
+            f"{block[0]} threads there: bind a loop of a multiple of {warp} to threadIdx.x (a cooperative copy) or "
+            f"none")
+
+    def visit(s: S.Stmt, xs: set, around: list[E.Expr]) -> None:
+        if isinstance(s, S.For) and s.thread_tag == "threadIdx.x":
+            xs = xs | {s.var}
+        if isinstance(s, S.LetStmt) and E.free_vars(s.value) & xs:
+            xs = xs | {s.var}
+        if isinstance(s, S.Evaluate) and isinstance(s.value, E.Call) and s.value.name in wmma.OPS:
+            for e in [s.value, *around]:
+                if E.free_vars(e) & xs:
+                    what = "its tile" if e is s.value else f"a loop or condition ({e})"
+                    raise ScheduleError(
+                        f"kernel {func.name}: {s.value.name} on '{s.value.args[0]}': {what} depends on threadIdx.x, "
+                        f"so the threads of a warp would disagree; the warp's 32 threads must do it together: do "
+                        f"not bind the loops of the tensorized stages to threadIdx.x")
+        extra = [s.extent] if isinstance(s, S.For) else [s.cond] if isinstance(s, S.IfThenElse) else []
+        for c in S.stmt_children(s):
+            visit(c, xs, around + extra)
+
+    visit(func.body, set(), [])
+
+
 def _shared_bytes(func: S.PrimFunc, limit: int) -> int:
     bufs = {id(s.buffer): s.buffer for s in S.walk_stmts(func.body)
             if isinstance(s, S.Allocate) and s.buffer.scope == "shared"}
@@ -197,8 +254,16 @@ def _shared_bytes(func: S.PrimFunc, limit: int) -> int:
 
 
 # ------------------------------------------------------------------ barriers
+def _memory(buf: S.Buffer) -> int:
+    """A key for the memory a buffer (or a view of it) stands for: its data variable's."""
+    return id((buf.base or buf).data)
+
+
 def _written_shared(s: S.Stmt) -> set[int]:
-    return {id(x.buffer) for x in S.walk_stmts(s) if isinstance(x, S.BufferStore) and x.buffer.scope == "shared"}
+    """The shared memory that ``s`` writes (its stores, and the tiles its warp matrix operations store;
+    keys of :func:`_memory`, a store through a global pointer counting as one that may be shared)."""
+    out = {_memory(x.buffer) for x in S.walk_stmts(s) if isinstance(x, S.BufferStore) and x.buffer.scope == "shared"}
+    return out | wmma.memory_accesses(s)[1]
 
 
 def _read_shared(s: S.Stmt) -> set[int]:
@@ -207,8 +272,8 @@ def _read_shared(s: S.Stmt) -> set[int]:
         for e in S.stmt_exprs(x):
             for y in E.walk(e):
                 if isinstance(y, S.BufferLoad) and y.buffer.scope == "shared":
-                    out.add(id(y.buffer))
-    return out
+                    out.add(_memory(y.buffer))
+    return out | wmma.memory_accesses(s)[0]
 
 
 def _insert_barriers(s: S.Stmt) -> S.Stmt:
@@ -285,6 +350,7 @@ def serialize_bindings(func: S.PrimFunc) -> S.PrimFunc:
     if "launch" not in func.attrs:
         raise ScheduleError(f"serialize_bindings of kernel {func.name}: it has no barriers yet; pass what "
                             f"prepare_kernel returns (the kernel with its barriers), not the lowered function")
+    func = wmma.emulate(func)  # each thread does its warp's matrix operations on whole tiles of its own
     extents = _bound_extents(func)
     threads = [(tag, int(extents.get(tag, 1))) for tag in ("threadIdx.z", "threadIdx.y", "threadIdx.x")]
     ids = {tag: E.Var(tag.replace("threadIdx.", "t"), "int64") for tag, _ in threads}
@@ -348,7 +414,7 @@ class _Lockstep:
                 return self.stretches(s.body, [*lets, s])  # a thread's own value: bound again in each stretch
             return [S.LetStmt(s.var, s.value, S.seq(self.stretches(s.body, lets)))]
         if isinstance(s, S.Allocate):
-            if s.buffer.scope == "local":  # lives across barriers: one copy per thread
+            if s.buffer.scope == "local" or wmma.is_fragment_scope(s.buffer.scope):  # one copy per thread
                 wide, body = self.one_per_thread(s.buffer, s.body)
                 return [S.Allocate(wide, S.seq(self.stretches(body, lets)))]
             return [S.Allocate(s.buffer, S.seq(self.stretches(s.body, lets)))]

@@ -19,6 +19,7 @@ from autosched.te.stage import leaf_pos
 from autosched.tir import stmt as S
 from autosched.tir.arith import conj, interval, simplify
 from autosched.tir.extern import bind_placeholder, dense_strides, rebind_buffers
+from autosched.tir.wmma import is_fragment_scope
 
 
 def _same(a: Expr, b: Expr) -> bool:
@@ -29,6 +30,9 @@ def _same(a: Expr, b: Expr) -> bool:
 def _view(where: str, ph: S.Buffer, actual: S.Buffer, lo: list[Expr], ext: list[Expr], bmap: dict,
           vmap: dict) -> None:
     """Bind intrinsic buffer ``ph`` to the region (``lo``, ``ext``) of ``actual``."""
+    if is_fragment_scope(actual.scope):
+        _fragment_view(where, ph, actual, lo, ext, bmap, vmap)
+        return
     strides = list(actual.strides or dense_strides(actual.shape))
     dims = list(range(len(actual.shape)))
     while len(dims) > len(ph.shape) and _same(ext[dims[0]], IntImm(1)):
@@ -57,6 +61,34 @@ def _view(where: str, ph: S.Buffer, actual: S.Buffer, lo: list[Expr], ext: list[
             f"(default_buffer_params={{'offset_factor': 1}}) so they can start anywhere")
     bmap[ph] = S.Buffer(ph.name, ph.shape, ph.dtype, actual.scope, view_strides, offset, base=actual)
     bind_placeholder(ph, actual, vmap, offset, view_strides)
+
+
+def _fragment_view(where: str, ph: S.Buffer, actual: S.Buffer, lo: list[Expr], ext: list[Expr], bmap: dict,
+                   vmap: dict) -> None:
+    """Bind ``ph`` to a tile of a tensor-core fragment buffer. Such a buffer is laid out in whole tiles (each
+    rows x columns tile of its last two dimensions contiguous, the tiles row-major), whatever its shape: only
+    the warp matrix builtins touch it, each naming a tile by its number (``elem_offset // (rows * columns)``)."""
+    rows, cols = (int(d.value) for d in ph.shape)  # type: ignore[attr-defined]
+    dims = [int(d.value) if isinstance(d, IntImm) else None for d in actual.shape]
+    if len(dims) < 2 or None in dims or dims[-2] % rows or dims[-1] % cols:
+        raise ScheduleError(f"{where}: fragment buffer '{actual.name}' has shape [{', '.join(map(str, actual.shape))}]"
+                            f"; its last two dimensions must be constant multiples of the {rows}x{cols} tile")
+    if not all(_same(e, IntImm(1)) for e in ext[:-2]) or not (_same(ext[-2], IntImm(rows))
+                                                               and _same(ext[-1], IntImm(cols))):
+        raise ScheduleError(f"{where}: the loops cover [{', '.join(map(str, ext))}] of fragment '{actual.name}', "
+                            f"not one {rows}x{cols} tile")
+    for start, n in ((lo[-2], rows), (lo[-1], cols)):
+        if not _same(E.FloorMod(start, IntImm(n)), IntImm(0)):
+            raise ScheduleError(f"{where}: a tile of fragment '{actual.name}' starts at {start}, not at a multiple "
+                                f"of {n}")
+    tile: Expr = IntImm(0)
+    for d in range(len(dims) - 2):
+        tile = tile * dims[d] + lo[d]
+    tile = (tile * (dims[-2] // rows) + E.FloorDiv(lo[-2], IntImm(rows))) * (dims[-1] // cols) + \
+        E.FloorDiv(lo[-1], IntImm(cols))
+    offset = simplify(tile * (rows * cols))
+    bmap[ph] = S.Buffer(ph.name, ph.shape, ph.dtype, actual.scope, None, offset, base=actual)
+    bind_placeholder(ph, actual, vmap, offset, dense_strides(ph.shape))
 
 
 def emit_tensorize(lw: Any, st: Any) -> S.Stmt:
@@ -133,11 +165,14 @@ def emit_tensorize(lw: Any, st: Any) -> S.Stmt:
                                 f"intrinsic, so it needs a reset and an update (fcompute returning (body, reset, "
                                 f"update))")
         p0 = outer_red[0]
-        for k in range(p0, pt):
-            if leaves[k].kind != "reduce":
-                raise ScheduleError(f"{where}: spatial loop '{leaves[k].name}' runs between the outer reduction "
-                                    f"loops and the tensorized ones; reorder it outside them")
         init = rebind_buffers(intrin.reduce_init, bmap, vmap)
+        for k in reversed(range(p0, pt)):  # spatial loops among them: the reset runs in a nest of its own
+            if leaves[k].kind != "reduce":
+                if k in guards:
+                    raise ScheduleError(f"{where}: spatial loop '{leaves[k].name}' runs between the outer "
+                                        f"reduction loops and the tensorized ones with a split tail; reorder it "
+                                        f"outside them or choose factors that divide it")
+                init = lw.make_for(st, leaves[k], info.extent[leaves[k]], init)
         stmt = rebind_buffers(intrin.reduce_update, bmap, vmap)
     else:
         p0 = None
