@@ -1,7 +1,11 @@
 """GPU kernels (``cuda`` target) tuned by autosched next to PyTorch (cuBLAS / cuDNN, fp32, TF32 off), in one run.
 
-    python benchmarks/bench_gpu.py [--trials 200] [--workloads matmul1024 conv2d] [--policy evolutionary]
-                                   [--out benchmarks/results]
+    python benchmarks/bench_gpu.py [--trials 200] [--workloads matmul1024 conv2d matmul1024_fp16]
+                                   [--policy evolutionary] [--out benchmarks/results]
+
+``matmul1024_fp16`` is the tensor-core case (``matmul_mixed``: float16 operands, float32 sums and result)
+against PyTorch's float16 matmul (cuBLAS on tensor cores, reduced-precision reductions off); it is not in
+the default list.
 
 Needs a CUDA GPU (and ``ptxas``); PyTorch is optional (without it only autosched's figures are printed).
 For each workload: ``autosched.tune`` on the GPU for ``--trials`` candidates (generated space, local
@@ -36,7 +40,9 @@ HERE = Path(__file__).resolve().parent
 WORKLOADS = {
     "matmul1024": ("matmul", dict(M=1024, N=1024, K=1024)),
     "conv2d": ("conv2d", {}),  # 1x64x56x56, 64 filters 3x3, stride 1, padding 1
+    "matmul1024_fp16": ("matmul_mixed", dict(M=1024, N=1024, K=1024)),  # tensor cores
 }
+DEFAULT_WORKLOADS = ["matmul1024", "conv2d"]
 
 
 def median_time(fn, seconds: float = 1.0) -> float:
@@ -63,10 +69,11 @@ def torch_caller(name: str, ins: list[np.ndarray], params: dict):
     except ImportError:
         return None
     torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False  # float32 sums, as ours
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
     xs = [torch.from_numpy(a).cuda() for a in ins]
-    if name == "matmul":
+    if name in ("matmul", "matmul_mixed"):
         op = lambda: torch.matmul(xs[0], xs[1])
     elif name == "conv2d":
         stride, padding = params.get("stride", 1), params.get("padding", 1)
@@ -94,8 +101,8 @@ def bench(wl: str, trials: int, policy: str, dbdir: Path, arch: str) -> dict:
     sch, args = task.apply(best.trace)
     mod = autosched.build(sch, args, target=target)
     rng = np.random.default_rng(0)
-    ins = [rng.standard_normal([int(d) for d in a.shape]).astype("float32") for a in args[:-1]]
-    out = np.zeros([int(d) for d in args[-1].shape], "float32")
+    ins = [rng.standard_normal([int(d) for d in a.shape]).astype(a.dtype) for a in args[:-1]]
+    out = np.zeros([int(d) for d in args[-1].shape], args[-1].dtype)
     mod(*ins, out)
     ref_sch, ref_args = cpu_task.default_schedule()
     ref = np.zeros_like(out)
@@ -117,6 +124,7 @@ def bench(wl: str, trials: int, policy: str, dbdir: Path, arch: str) -> dict:
     ours, theirs = best["autosched"], best.get("torch")
     flop = task.flop
     return {"workload": wl, "task": task.label, "trials": trials, "policy": policy, "tune_seconds": tune_s,
+            "tensor_cores": "wmma.mma.sync" in mod.get_source("ptx"), "fp32": all(a.dtype == "float32" for a in args),
             "autosched_us": ours * 1e6, "autosched_gflops": flop / ours / 1e9, "max_rel_err": err,
             "torch_us": None if theirs is None else theirs * 1e6,
             "torch_gflops": None if theirs is None else flop / theirs / 1e9,
@@ -147,7 +155,7 @@ def ablations(task, trace) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    ap.add_argument("--workloads", nargs="+", default=DEFAULT_WORKLOADS, choices=list(WORKLOADS))
     ap.add_argument("--policy", default="evolutionary")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
@@ -175,8 +183,10 @@ def main() -> int:
     for r in rows:
         torch_s = "n/a" if r["torch_us"] is None else f"{r['torch_us']:.1f} us ({r['torch_gflops']:.0f} GFLOPS)"
         ratio = "n/a" if r["torch_us"] is None else f"{r['torch_us'] / r['autosched_us']:.2f}x"
-        print(f"| {r['task']} | {r['trials']} | {r['autosched_us']:.1f} us ({r['autosched_gflops']:.0f} GFLOPS) "
-              f"| {torch_s} | {ratio} | {r['autosched_gflops'] / peak:.0%} |")
+        share = f"{r['autosched_gflops'] / peak:.0%}" if r["fp32"] else "n/a (fp16)"
+        tc = " (tensor cores)" if r["tensor_cores"] else ""
+        print(f"| {r['task']}{tc} | {r['trials']} | {r['autosched_us']:.1f} us ({r['autosched_gflops']:.0f} GFLOPS) "
+              f"| {torch_s} | {ratio} | {share} |")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu.json").write_text(json.dumps({"gpu": gpu, "arch": arch, "peak_gflops": peak, "rows": rows},
                                                   indent=1))

@@ -3,6 +3,9 @@
 prepare:
   ``gpu_inline``              inline every elementwise, non-output stage (a kernel keeps no intermediate
                               in global memory)
+  ``gpu_tensor_core``         a mixed-precision matmul (float16 operands) on sm_70 or newer: maybe the whole
+                              WMMA kernel (space/tensor_core.py); the stages it makes are claimed, no other
+                              rule touches them
   ``gpu_multi_level_tiling``  a reduction with data reuse gets a ``local`` cache_write stage: its
                               accumulators live in registers; an elementwise consumer (a fused kernel's
                               epilogue) reads them directly and is tiled in its place
@@ -40,6 +43,7 @@ from autosched.space.base import CandidateError, split_hint
 from autosched.space.config import factorizations
 from autosched.space.rules import MultiLevelTilingPlan, static_extents, unroll_inner
 from autosched.space.sketch import SketchContext, SketchRule
+from autosched.space.tensor_core import GPUTensorCore
 from autosched.te.expr import DTYPE_BYTES
 from autosched.te.schedule import Stage
 from autosched.tir import stmt as S
@@ -94,6 +98,9 @@ class GPUMultiLevelTilingPlan(MultiLevelTilingPlan):
     accumulators in registers), where the CPU rule may fuse into an elementwise consumer instead."""
 
     name = "gpu_multi_level_tiling"
+
+    def condition(self, ctx, st):
+        return "claimed" not in ctx.info(st) and super().condition(ctx, st)
 
     def apply(self, ctx, st):
         cache = ctx.cache_write(st, "local")
@@ -238,6 +245,9 @@ class GPUDefault(SketchRule):
 
     name = "gpu_default"
 
+    def condition(self, ctx, st):
+        return "claimed" not in ctx.info(st)
+
     def apply(self, ctx, st):
         key = ctx.key(st)
         if not st.is_output:
@@ -295,7 +305,8 @@ class GPUPadSharedRows(SketchRule):
     phase = "finish"
 
     def condition(self, ctx, st):
-        return st.scope == "shared" and st.attach_type == "scope" and len(st.op.axis) > 1 and not st.aligned
+        return (st.scope == "shared" and st.attach_type == "scope" and len(st.op.axis) > 1 and not st.aligned
+                and "claimed" not in ctx.info(st))
 
     def apply(self, ctx, st):
         choices = ctx.memo.get(self.name)
@@ -337,4 +348,5 @@ def _bytes(buf: S.Buffer) -> int:
     return (buf.const_size() or 0) * DTYPE_BYTES[buf.dtype]
 
 
-GPU_RULES: list[SketchRule] = [GPUInline(), GPUMultiLevelTilingPlan(), GPUTile(), GPUDefault(), GPUPadSharedRows()]
+GPU_RULES: list[SketchRule] = [GPUInline(), GPUTensorCore(), GPUMultiLevelTilingPlan(), GPUTile(), GPUDefault(),
+                               GPUPadSharedRows()]

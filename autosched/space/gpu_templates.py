@@ -15,6 +15,8 @@ consecutive addresses; a thread's register tile spans the other axes.
 
 from __future__ import annotations
 
+from autosched.errors import ScheduleError
+from autosched.space import tensor_core
 from autosched.space.config import factorizations
 from autosched.space.gpu_rules import COALESCED_RUN, K_STEPS, VECTOR_WIDTHS
 from autosched.space.template import register_template
@@ -174,3 +176,24 @@ def elementwise_cuda(cfg, sch, tensors, N, C, H, W, op, dtype, **_):
     sch[out].bind(bx, "blockIdx.x")
     sch[out].bind(tx, "threadIdx.x")
     sch[out].unroll(inner)
+
+
+@register_template("matmul_mixed", "cuda")
+def matmul_mixed_cuda(cfg, sch, tensors, M, N, K, dtype, out_dtype, **_):
+    """Tensor cores (WMMA, 16x16x16 float16 tiles; :mod:`autosched.space.tensor_core`): a block's warps on a
+    grid of warp tiles of C, each accumulating fragments x fragments 16x16 tiles in registers; A's and B's
+    tiles for a step of k in shared memory (128-bit loads, rows maybe padded), multiplied by
+    ``wmma.mma.sync``; the accumulators stored straight to C."""
+    A, B, C = tensors
+    mm = tensor_core.match(sch[C])
+    if mm is None:
+        raise ScheduleError(f"the tensor-core template takes float16 inputs, a float32 or float16 result and "
+                            f"M, N, K multiples of 16; got {dtype} -> {out_dtype}, M={M}, N={N}, K={K}")
+    cfg.define_split("tile_i", M, num_outputs=4, policy="candidate",
+                     candidate=tensor_core.spatial_tiles(M))
+    cfg.define_split("tile_j", N, num_outputs=4, policy="candidate",
+                     candidate=tensor_core.spatial_tiles(N))
+    cfg.define_split("tile_k", K, num_outputs=3, policy="candidate", candidate=tensor_core.k_tiles(K))
+    cfg.define_knob("pad_shared", list(tensor_core.PADS))
+    tensor_core.schedule(sch, C, mm, tuple(cfg["tile_i"].size), tuple(cfg["tile_j"].size),
+                         tuple(cfg["tile_k"].size), cfg["pad_shared"].val)

@@ -1,5 +1,6 @@
 """The tensor-expression language: describe what to compute, then schedule how."""
 
+from autosched.te import tensor_core  # noqa: F401,I001 - the tensor-core intrinsics, declared on demand by name
 from autosched.te.expr import (
     Expr,
     Var,

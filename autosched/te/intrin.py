@@ -22,6 +22,9 @@ from autosched.tir.extern import decl_buffer
 #: the intrinsics declared in this process, by name: a trace names the intrinsic it tensorizes with
 _INTRINSICS: dict[str, TensorIntrin] = {}
 _counter = itertools.count(1)
+#: functions that declare a known intrinsic from its name (None if it is not theirs): what a trace replayed in a
+#: fresh process tensorizes with (autosched.te.tensor_core's)
+PROVIDERS: list[Callable[[str], TensorIntrin | None]] = []
 
 
 def _stmt(x: Any, what: str, name: str) -> S.Stmt | None:
@@ -173,6 +176,10 @@ def decl_tensor_intrin(op: Operation, fcompute: Callable[..., Any], name: str = 
 
 def get_intrin(name: str) -> TensorIntrin:
     intrin = _INTRINSICS.get(name)
+    for provide in PROVIDERS if intrin is None else ():
+        intrin = provide(name)
+        if intrin is not None:
+            break
     if intrin is None:
         raise ScheduleError(f"tensorize: no tensor intrinsic named {name!r} was declared in this process "
                             f"(te.decl_tensor_intrin); declare it before replaying the trace")

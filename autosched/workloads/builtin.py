@@ -36,6 +36,18 @@ def matmul(M: int = 1024, N: int = 1024, K: int = 1024, dtype: str = "float32"):
     return [A, B, C]
 
 
+@register_workload("matmul_mixed")
+def matmul_mixed(M: int = 1024, N: int = 1024, K: int = 1024, dtype: str = "float16", out_dtype: str = "float32"):
+    """C[M, N] = A[M, K] @ B[K, N], A and B in ``dtype``, the products summed in ``out_dtype``: the mixed-
+    precision matmul of tensor cores (float16 in, float32 out)."""
+    A = te.placeholder((M, K), dtype, name="A")
+    B = te.placeholder((K, N), dtype, name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype(out_dtype) * B[k, j].astype(out_dtype), axis=k),
+                   name="C")
+    return [A, B, C]
+
+
 @register_workload("batch_matmul")
 def batch_matmul(B: int = 12, M: int = 128, N: int = 128, K: int = 64, dtype: str = "float32"):
     """C[b, M, N] = X[b, M, K] @ Y[b, K, N]."""

@@ -85,6 +85,12 @@ def matmul_ref(inputs, **_):
     return a @ b
 
 
+@register_reference("matmul_mixed")
+def matmul_mixed_ref(inputs, **_):
+    a, b = inputs  # float64 here; the result is cast to out_dtype
+    return a @ b
+
+
 @register_reference("batch_matmul")
 def batch_matmul_ref(inputs, **_):
     x, y = inputs
