@@ -51,6 +51,7 @@ import numpy as np
 from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES
 from autosched.tir import stmt as S
+from autosched.tir import wmma
 from autosched.tir.arith import ANY_RANGES, linear, simplify
 
 N_ACCESS = 3
@@ -219,7 +220,9 @@ def _count_ops(e: E.Expr, loads: list | None = None) -> dict[str, float]:
 
 
 def extract(func: S.PrimFunc) -> np.ndarray:
-    """The feature vector (``FEATURE_NAMES``) of one lowered kernel."""
+    """The feature vector (``FEATURE_NAMES``) of one lowered kernel (a tensor-core kernel's warp builtins read
+    as the loops over tiles they do, so their arithmetic and memory traffic count)."""
+    func = wmma.emulate(func)
     stores: list[tuple[float, list[float]]] = []
     totals = dict.fromkeys(_TOTALS, 0.0)
     par_extent, n_par, lanes, max_alloc = 1.0, 0, 1.0, 0.0
