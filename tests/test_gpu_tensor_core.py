@@ -255,6 +255,25 @@ def test_template_kernels_are_tensor_core_kernels_that_ptxas_accepts():
         assert regs and all(r <= 255 for r in regs.values())
 
 
+def test_double_buffered_tensor_core_tiles_are_pipelined_and_right():
+    """With its shared tiles doubled, the WMMA kernel issues the next k step's global loads (into registers,
+    ``X.next``) before this step's wmma builtins, stores them after, and still computes the product."""
+    task = autosched.Task("matmul_mixed", MIXED, target="cuda")
+    space = task.space("template")
+    traces = [t for t in space.sample(24, np.random.default_rng(3)) if space.point_of(t)["double_buffer"]
+              and space.point_of(t)["tile_k"][0] > 1]
+    assert traces
+    a, b = halves((128, 64), 6), halves((64, 128), 7)
+    for trace in traces[:2]:
+        kernel, _ = prepare_kernel(autosched.lower(*task.apply(trace)))
+        staged = {x.buffer.name for x in S.walk_stmts(kernel.body) if isinstance(x, S.Allocate)}
+        assert {"A.shared.next", "B.shared.next"} <= staged, "no pipelined loop"
+        body = str(kernel)
+        assert body.index("A.shared.next[") < body.index("tvm_mma_sync") < body.rindex("= A.shared.next[")
+        got = run_on_cpu(*task.apply(trace), a, b, out_shape=(128, 128))
+        np.testing.assert_array_equal(got, a.astype(np.float64) @ b.astype(np.float64), err_msg=trace.dumps())
+
+
 @needs_ptxas
 def test_candidates_build_in_worker_processes():
     """A worker replays the trace in a fresh process: the tensor-core intrinsics it names are declared there

@@ -183,7 +183,7 @@ def matmul_mixed_cuda(cfg, sch, tensors, M, N, K, dtype, out_dtype, **_):
     """Tensor cores (WMMA, 16x16x16 float16 tiles; :mod:`autosched.space.tensor_core`): a block's warps on a
     grid of warp tiles of C, each accumulating fragments x fragments 16x16 tiles in registers; A's and B's
     tiles for a step of k in shared memory (128-bit loads, rows maybe padded), multiplied by
-    ``wmma.mma.sync``; the accumulators stored straight to C."""
+    ``wmma.mma.sync``, maybe double-buffered; the accumulators stored straight to C."""
     A, B, C = tensors
     mm = tensor_core.match(sch[C])
     if mm is None:
@@ -195,5 +195,6 @@ def matmul_mixed_cuda(cfg, sch, tensors, M, N, K, dtype, out_dtype, **_):
                      candidate=tensor_core.spatial_tiles(N))
     cfg.define_split("tile_k", K, num_outputs=3, policy="candidate", candidate=tensor_core.k_tiles(K))
     cfg.define_knob("pad_shared", list(tensor_core.PADS))
+    cfg.define_knob("double_buffer", [False, True])  # the next k step's loads under this one's wmma.mma
     tensor_core.schedule(sch, C, mm, tuple(cfg["tile_i"].size), tuple(cfg["tile_j"].size),
-                         tuple(cfg["tile_k"].size), cfg["pad_shared"].val)
+                         tuple(cfg["tile_k"].size), cfg["pad_shared"].val, cfg["double_buffer"].val)

@@ -7,7 +7,8 @@ threadIdx.y); each warp accumulates ``frags_i x frags_j`` 16x16 tiles of C in fr
 (``wmma.accumulator``); per step of k, A's and B's tiles are copied to shared memory by all the block's
 threads (128-bit loads, rows maybe padded by 8 halves against bank conflicts), each warp loads its A and B
 fragments from there (``wmma.load``) and multiplies them (``wmma.mma.sync``); the accumulators are stored to
-C (``wmma.store``). threadIdx.x is the warp's 32 lanes, bound only in the copies.
+C (``wmma.store``). threadIdx.x is the warp's 32 lanes, bound only in the copies. The shared tiles may be
+double-buffered: the next step's global loads then run under this step's multiplications.
 """
 
 from __future__ import annotations
@@ -89,8 +90,10 @@ def k_tiles(n: int) -> list[tuple[int, int, int]]:
 
 
 def schedule(sch: Any, out: Tensor, mm: MixedMatmul, tile_i: tuple, tile_j: tuple, tile_k: tuple,
-             pad: int) -> list[Stage]:
-    """Schedule ``out`` as the WMMA kernel of the module docstring; returns the stages it made."""
+             pad: int, double_buffer: bool = False) -> list[Stage]:
+    """Schedule ``out`` as the WMMA kernel of the module docstring; returns the stages it made.
+    ``double_buffer``: two copies of each shared tile, the next step's global loads issued before this
+    step's multiplications (tir/pipeline.py), where k takes more than one step."""
     acc = out.dtype
     before = set(map(id, sch.stages))
     CF = sch.cache_write(out, "wmma.accumulator")
@@ -145,6 +148,8 @@ def schedule(sch: Any, out: Tensor, mm: MixedMatmul, tile_i: tuple, tile_j: tupl
         sch[cache].bind(ty, "threadIdx.y")
         sch[cache].bind(tz, "threadIdx.z")
         sch[cache].vectorize(vec)
+        if double_buffer and tile_k[0] > 1:
+            sch[cache].double_buffer()
     return made
 
 
@@ -181,7 +186,8 @@ class GPUTensorCore(SketchRule):
         if tiles[0][1] * tiles[1][1] * 32 > ctx.target.gpu.max_threads_per_block:
             raise CandidateError(f"{tiles[0][1] * tiles[1][1]} warps per block")
         pad = ctx.decide(f"tensor_core/{key}/pad", PADS, kind="structure")
-        for made in [st, *schedule(ctx.sch, st.op.output(0), mm, *tiles, pad)]:  # type: ignore[arg-type]
+        double = tiles[2][0] > 1 and ctx.decide(f"tensor_core/{key}/double_buffer", (False, True), kind="structure")
+        for made in [st, *schedule(ctx.sch, st.op.output(0), mm, *tiles, pad, double)]:  # type: ignore[arg-type]
             ctx.info(made)["claimed"] = self.name
 
 

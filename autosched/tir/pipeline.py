@@ -47,7 +47,8 @@ def _pipeline(loop: S.For) -> S.Stmt | None:
         body = body.body
     if not isinstance(body, S.SeqStmt):
         return None
-    halves = {id(b) for b in allocs if b.scope == "shared" and _alternates(b, loop.var, body)}
+    two = isinstance(loop.extent, IntImm) and loop.extent.value == 2  # its parity is the loop variable itself
+    halves = {id(b) for b in allocs if b.scope == "shared" and _alternates(b, loop.var, body, two)}
     if not halves:
         return None
     producers: list[S.Stmt] = []
@@ -86,12 +87,13 @@ def _pipeline(loop: S.For) -> S.Stmt | None:
     return out
 
 
-def _alternates(buf: S.Buffer, var: E.Var, body: S.Stmt) -> bool:
-    """Whether every store to ``buf`` in ``body`` picks its copy by ``var % 2`` (what ``double_buffer`` makes)."""
+def _alternates(buf: S.Buffer, var: E.Var, body: S.Stmt, two: bool = False) -> bool:
+    """Whether every store to ``buf`` in ``body`` picks its copy by ``var % 2`` (what ``double_buffer`` makes;
+    by ``var`` where the loop runs twice: lowering simplifies the parity away)."""
     stores = [x for x in S.walk_stmts(body) if isinstance(x, S.BufferStore) and x.buffer is buf]
     lead = buf.shape[0] if buf.shape else None
     return bool(stores) and len(buf.shape) > 1 and isinstance(lead, IntImm) and lead.value == 2 and all(
-        isinstance(i, E.FloorMod) and i.a is var and isinstance(i.b, IntImm) and i.b.value == 2
+        (isinstance(i, E.FloorMod) and i.a is var and isinstance(i.b, IntImm) and i.b.value == 2) or (two and i is var)
         for i in (x.indices[0] for x in stores))
 
 
