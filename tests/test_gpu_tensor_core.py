@@ -216,6 +216,58 @@ def test_a_tvm_style_tensor_core_convolution_computes_the_convolution():
         assert ptx.count("wmma.mma.sync") >= 1 and "wmma.store.d" in ptx
 
 
+@pytest.mark.parametrize("shape", [(32, 8, 16), (8, 32, 16)], ids=["m32n8k16", "m8n32k16"])
+def test_blocked_matmuls_on_the_other_tile_shapes(shape):
+    """A matmul in blocked layouts whose innermost tiles are the fragments (A: m x k, B: k x n, C: m x n
+    tiles, as TVM's tensor-core batch matmul lays them out), with the ready intrinsics of each shape."""
+    m, n, kt = shape
+    bi, bj, bk = 4, 4, 4  # tiles of C along i and j, of the reduction
+    A = te.placeholder((bi, bk, m, kt), "float16", name="A")
+    B = te.placeholder((bk, bj, kt, n), "float16", name="B")
+    k1, k2 = te.reduce_axis((0, bk), name="k1"), te.reduce_axis((0, kt), name="k2")
+    C = te.compute((bi, bj, m, n), lambda i, j, ii, jj: te.sum(
+        A[i, k1, ii, k2].astype("float32") * B[k1, j, k2, jj].astype("float32"), axis=[k1, k2]), name="C")
+    s = te.create_schedule(C.op)
+    AS, BS = s.cache_read(A, "shared", [C]), s.cache_read(B, "shared", [C])
+    AF, BF = s.cache_read(AS, "wmma.matrix_a", [C]), s.cache_read(BS, "wmma.matrix_b", [C])
+    CF = s.cache_write(C, "wmma.accumulator")
+    i, j, ii, jj = C.op.axis
+    io, wi = s[C].split(i, factor=2)
+    jo, wj = s[C].split(j, factor=2)
+    s[C].reorder(io, jo, wi, wj, ii, jj)
+    s[C].bind(io, te.thread_axis("blockIdx.y"))
+    s[C].bind(jo, te.thread_axis("blockIdx.x"))
+    s[C].bind(wi, te.thread_axis("threadIdx.z"))
+    s[C].bind(wj, te.thread_axis("threadIdx.y"))
+    s[CF].compute_at(s[C], wj)
+    _, _, fi, fj = CF.op.axis
+    ko, ki = s[CF].split(k1, factor=2)
+    s[CF].reorder(ko, ki, fi, fj, k2)
+    for T in (AF, BF):
+        s[T].compute_at(s[CF], ki)
+    for T in (AS, BS):
+        s[T].compute_at(s[CF], ko)
+        fused = s[T].fuse(*T.op.axis)
+        fused, tx = s[T].split(fused, 32)
+        fused, ty = s[T].split(fused, 2)
+        _, tz = s[T].split(fused, 2)
+        s[T].bind(tx, te.thread_axis("threadIdx.x"))
+        s[T].bind(ty, te.thread_axis("threadIdx.y"))
+        s[T].bind(tz, te.thread_axis("threadIdx.z"))
+    s[AF].tensorize(AF.op.axis[-2], wmma_load("a", shape=shape))
+    s[BF].tensorize(BF.op.axis[-2], wmma_load("b", shape=shape))
+    s[CF].tensorize(fi, wmma_mma(shape))
+    s[C].tensorize(ii, wmma_store(shape))
+    a, b = halves(tuple(int(d) for d in A.shape), 8), halves(tuple(int(d) for d in B.shape), 9)
+    got = run_on_cpu(s, [A, B, C], a, b, out_shape=tuple(int(d) for d in C.shape))
+    a2 = a.astype(np.float64).transpose(0, 2, 1, 3).reshape(bi * m, bk * kt)
+    b2 = b.astype(np.float64).transpose(0, 2, 1, 3).reshape(bk * kt, bj * n)
+    np.testing.assert_array_equal(got.transpose(0, 2, 1, 3).reshape(bi * m, bj * n), a2 @ b2)
+    if ptxas_path() is not None:
+        ptx = autosched.build(s, [A, B, C], target="cuda -arch=sm_80").get_source("ptx")
+        assert f"wmma.mma.sync.aligned.row.row.m{m}n{n}k{kt}.f32.f32" in ptx
+
+
 # --------------------------------------------------------------- the matmul_mixed template
 MIXED = dict(M=128, N=128, K=64)
 

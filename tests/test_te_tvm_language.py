@@ -371,3 +371,26 @@ def test_tuple_reducer_that_reads_the_output_axis_with_cache_write():
         want.append(acc)
     np.testing.assert_array_equal(c, n)
     np.testing.assert_array_equal(t, want)
+
+
+def test_short_type_names_and_the_original_reduce_axis_on_a_cache_write_stage():
+    """TVM code writes ``x.astype("float")`` and splits the reduction it declared (``k``) on the stage that
+    ``cache_write`` made, whose reduce axis is that ``k`` in TVM: both work here."""
+    n = 32
+    A = te.placeholder((n, n), "float16", name="A")
+    B = te.placeholder((n, n), "float16", name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k].astype("float") * B[k, j].astype("float"), axis=k),
+                   name="C")
+    assert C.dtype == "float32" and te.var("x", "int").dtype == "int32"
+    s = te.create_schedule(C.op)
+    CL = s.cache_write(C, "local")
+    ko, ki = s[CL].split(k, factor=8)
+    s[CL].reorder(ko, *s[CL].op.axis, ki)
+    f = autosched.build(s, [A, B, C])
+    a, b = _rand(n, n, dtype="float16"), _rand(n, n, dtype="float16")
+    c = np.zeros((n, n), "float32")
+    f(a, b, c)
+    np.testing.assert_allclose(c, a.astype("float32") @ b.astype("float32"), rtol=1e-4, atol=1e-4)
+    with pytest.raises(TypeError, match="unsupported dtype 'floot'"):
+        te.placeholder((2,), "floot")

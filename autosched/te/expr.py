@@ -32,8 +32,14 @@ def is_int(dtype: str) -> bool:
     return dtype in _INT
 
 
+#: TVM's short names of types: ``x.astype("float")`` is float32
+DTYPE_ALIASES = {"float": "float32", "int": "int32", "uint": "uint32"}
+
+
 def check_dtype(dtype: str) -> str:
+    """``dtype`` by its canonical name (TVM's aliases resolved), or a TypeError naming the supported ones."""
     dtype = str(dtype)
+    dtype = DTYPE_ALIASES.get(dtype, dtype)
     if dtype not in DTYPES:
         raise TypeError(f"unsupported dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
     return dtype

@@ -148,6 +148,8 @@ class Stage:
         self.double_buffered = False
         self.prefetches: list[tuple[Tensor, IterVar, int]] = []
         self.tensorized: tuple[IterVar, Any] | None = None  # (leaf, TensorIntrin) of tensorize
+        # a cache_write stage's reduce axes by the original stage's (TVM users split the original ``k`` on it)
+        self.axis_aliases: dict[int, IterVar] = {}
         call = getattr(op, "tensor_intrin_call", None)
         if call is not None:  # a compute of a tensor intrinsic on regions: tensorized by definition
             intrin, n_outer, n_red = call
@@ -208,6 +210,8 @@ class Stage:
             raise ScheduleError(
                 f"{primitive} on stage '{self.name}': expected an axis (IterVar), got {iv!r}"
             )
+        if all(x is not iv for x in self.all_iter_vars):
+            iv = self.axis_aliases.get(id(iv), iv)
         for i, x in enumerate(self.leaf_iter_vars):
             if x is iv:
                 return i
@@ -825,7 +829,9 @@ class Schedule:
         copy_op = ComputeOp(op.name, op.axis, copies if multi else copies[0], op.tag, op.attrs)
         if from_op:  # a compute of a tensor intrinsic: the cache computes it, the stage copies
             cache_op.tensor_intrin_call = op.tensor_intrin_call
-        return self._install_cache(stage, step, cache_op, copy_op)
+        out = self._install_cache(stage, step, cache_op, copy_op)
+        self.stage_map[cache_op].axis_aliases = {id(a): b for a, b in zip(op.reduce_axis, cache_op.reduce_axis)}
+        return out
 
     def _install_cache(self, stage: Stage, step: CacheWrite, cache_op: ComputeOp, copy_op: ComputeOp) -> Tensor:
         """The stage now copies from ``cache_op``'s stage, inserted before it; its loops start afresh."""
