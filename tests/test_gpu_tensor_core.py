@@ -150,6 +150,16 @@ def test_tvm_style_tensor_core_matmul_computes_the_product(b_transposed):
     np.testing.assert_array_equal(run_on_cpu(s, args, a, b, out_shape=(64, 64)), want)
 
 
+def test_a_partial_block_of_warps_skips_its_tiles_but_not_the_copies():
+    """48 x 48 in blocks of 2 x 2 warps: the last block's second row and column of warps are past the end.
+    Their guard stays outside the 16x16 tiles (it is decided at the warp), they still help fill the shared
+    tiles and reach every barrier, and they load, multiply and store nothing."""
+    s, args = user_matmul(48)
+    a, b = halves((48, 48), 0), halves((48, 48), 1)
+    np.testing.assert_array_equal(run_on_cpu(s, args, a, b, out_shape=(48, 48)),
+                                  a.astype(np.float64) @ b.astype(np.float64))
+
+
 @needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_tvm_style_tensor_core_ptx_has_the_warp_matrix_instructions(arch):

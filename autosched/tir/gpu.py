@@ -72,7 +72,7 @@ def prepare_kernel(func: S.PrimFunc, gpu: GPUDescription | None = None) -> tuple
             f"{block[2]}); a block has at most {gpu.max_threads_per_block}: split the thread-bound loops smaller")
     shared = _shared_bytes(func, gpu.shared_bytes_per_block)
     _check_warp_ops(func, block, gpu.warp_size)
-    body = pipeline_double_buffers(_insert_barriers(func.body))
+    body = pipeline_double_buffers(_insert_barriers(_widen_thread_loops(func.body, extents)))
     _check_barriers(body, func.name, extents)
     out = S.PrimFunc(func.name, func.params, func.scalar_params, body, dict(func.attrs))
     launch = Launch(grid, block, shared, extents)  # type: ignore[arg-type]
@@ -254,6 +254,45 @@ def _shared_bytes(func: S.PrimFunc, limit: int) -> int:
 
 
 # ------------------------------------------------------------------ barriers
+def _widen_thread_loops(s: S.Stmt, extents: dict) -> S.Stmt:
+    """A loop bound to a thread index but shorter than the block (a split tail: 2 warps' tiles in a block of
+    4) that holds shared copies runs for every thread of the block, its bound kept as a guard on everything
+    but the copies: the threads past it help fill the shared tiles and reach every barrier, and compute
+    nothing (TVM places such guards at the stores the same way)."""
+    if isinstance(s, S.For) and s.kind == "thread_binding" and s.thread_tag.startswith("threadIdx"):
+        full = extents.get(s.thread_tag)
+        if isinstance(s.extent, IntImm) and isinstance(full, int) and s.extent.value < full and _fills_shared(
+                s.body) and not _only_copies(s.body):
+            body = _guard_all_but_copies(_widen_thread_loops(s.body, extents), E.LT(s.var, s.extent))
+            return S.For(s.var, IntImm(full, s.extent.dtype), s.kind, body, s.thread_tag)
+    return S.map_children(s, lambda c: _widen_thread_loops(c, extents))
+
+
+def _fills_shared(s: S.Stmt) -> bool:
+    return any(isinstance(x, S.BufferStore) and x.buffer.scope == "shared" for x in S.walk_stmts(s))
+
+
+def _only_copies(s: S.Stmt) -> bool:
+    """Whether every store in ``s`` is into shared memory: a cooperative copy, whose thread loops may be
+    shorter than the block (the threads past them idle; no barrier is inside)."""
+    return not any((isinstance(x, S.BufferStore) and x.buffer.scope != "shared") or (
+        isinstance(x, S.Evaluate) and isinstance(x.value, E.Call) and x.value.name in wmma.OPS)
+        for x in S.walk_stmts(s))
+
+
+def _guard_all_but_copies(s: S.Stmt, cond: E.Expr) -> S.Stmt:
+    """``s`` with ``cond`` guarding every statement except the stores into shared memory (and the loops,
+    allocations and conditions around them)."""
+    if not _fills_shared(s):
+        return S.IfThenElse(cond, s)
+    if isinstance(s, S.BufferStore):
+        return s
+    if isinstance(s, S.For) and E.free_vars(s.extent) & E.free_vars(cond):
+        raise ScheduleError(f"a shared copy inside loop '{s.var.name}', whose extent {s.extent} depends on a "
+                            f"thread index past its loop's end ({cond}): every thread of the block must run it")
+    return S.map_children(s, lambda c: _guard_all_but_copies(c, cond))
+
+
 def _memory(buf: S.Buffer) -> int:
     """A key for the memory a buffer (or a view of it) stands for: its data variable's."""
     return id((buf.base or buf).data)

@@ -781,7 +781,7 @@ class _Lowerer:
         for c in self.compute_stages:
             if c.attach_type == "scope" and c.attach_stage is st:
                 attached.setdefault(leaf_pos(st, c.attach_ivar), []).append(c)
-        shared = [lvl for lvl, cs in attached.items() if any(c.scope == "shared" for c in cs)]
+        shared = [lvl for lvl, cs in attached.items() if any(self.holds_shared(c) for c in cs)]
         if shared:  # a shared copy is every thread's work: no guard of this stage's own may skip it
             deep = max(shared)
             moved = {lvl: guards.pop(lvl) for lvl in list(guards) if lvl <= deep}
@@ -815,6 +815,13 @@ class _Lowerer:
         if top_guards:
             stmt = S.IfThenElse(conj(top_guards), stmt)
         return stmt
+
+    def holds_shared(self, st: Stage) -> bool:
+        """Whether ``st`` is a shared copy or has one computed inside it (at any depth): every thread of the
+        block must run it, whatever guards the stage it is attached to has. Inside, a stage's own guards
+        keep it within its tensor, so a thread past a split tail computes only what no one stores."""
+        return st.scope == "shared" or any(
+            c.attach_type == "scope" and c.attach_stage is st and self.holds_shared(c) for c in self.compute_stages)
 
     def make_for(self, st: Stage, iv, extent: Expr, body: S.Stmt, var: Var | None = None) -> S.For:
         """The loop of leaf ``iv`` of ``st`` with its annotation (and its pragmas' effect)."""

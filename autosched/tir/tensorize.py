@@ -9,6 +9,7 @@ the intrinsic's reset before them and its update inside them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from autosched.errors import ScheduleError
@@ -17,7 +18,7 @@ from autosched.te.expr import Expr, IntImm
 from autosched.te.intrin import shape_of_expr
 from autosched.te.stage import leaf_pos
 from autosched.tir import stmt as S
-from autosched.tir.arith import conj, interval, simplify
+from autosched.tir.arith import conj, interval, linear, simplify
 from autosched.tir.extern import bind_placeholder, dense_strides, rebind_buffers
 from autosched.tir.wmma import is_fragment_scope
 
@@ -61,6 +62,34 @@ def _view(where: str, ph: S.Buffer, actual: S.Buffer, lo: list[Expr], ext: list[
             f"(default_buffer_params={{'offset_factor': 1}}) so they can start anywhere")
     bmap[ph] = S.Buffer(ph.name, ph.shape, ph.dtype, actual.scope, view_strides, offset, base=actual)
     bind_placeholder(ph, actual, vmap, offset, view_strides)
+
+
+def _tile_bound(value: Expr, extent: Expr, inner: dict) -> Expr | None:
+    """``value < extent`` without the tensorized loops (``inner``: variable -> (first, last)) where that is the same
+    condition: the rest of ``value`` and ``extent`` are multiples of some g and the inner part stays in
+    [0, g) (48 rows in 16-row tiles: ``32 * b + 16 * w + r < 48`` is ``32 * b + 16 * w < 48``); else None."""
+    if not isinstance(extent, IntImm):
+        return None
+    lin = linear(simplify(value))
+    g = extent.value
+    outer: Expr = IntImm(lin.const, value.dtype)
+    g = math.gcd(g, lin.const)
+    low = high = 0
+    for c, atom in lin.terms.values():
+        if isinstance(atom, E.Var) and atom in inner:
+            first, last = inner[atom]  # inclusive
+            if not (isinstance(first, IntImm) and isinstance(last, IntImm)):
+                return None
+            lo, hi = c * first.value, c * last.value
+            low, high = low + min(lo, hi), high + max(lo, hi)
+        elif E.free_vars(atom) & inner.keys():
+            return None
+        else:
+            g = math.gcd(g, c)
+            outer = outer + atom * c
+    if g <= 0 or low < 0 or high >= g:
+        return None
+    return simplify(E.LT(outer, extent))
 
 
 def _fragment_view(where: str, ph: S.Buffer, actual: S.Buffer, lo: list[Expr], ext: list[Expr], bmap: dict,
@@ -121,6 +150,9 @@ def emit_tensorize(lw: Any, st: Any) -> S.Stmt:
             continue
         c = info.simp.run(info.value[ax] < info.extent[ax])
         vs = [pos_of[v] for v in E.free_vars(c) if v in pos_of]
+        if any(v >= pt for v in vs):  # a tail at a tile boundary is decided by the loops outside the tiles
+            c = _tile_bound(info.value[ax], info.extent[ax], {x.var: lw.loop_range[x.var] for x in leaves[pt:]})
+            vs = [pos_of[v] for v in E.free_vars(c) if v in pos_of] if c is not None else [pt]
         if any(v >= pt for v in vs):
             raise ScheduleError(f"{where}: axis '{ax.name}' does not split evenly inside the tensorized loops "
                                 f"(a tail would need a guard inside the intrinsic); choose factors that divide it")
@@ -192,6 +224,13 @@ def emit_tensorize(lw: Any, st: Any) -> S.Stmt:
                 raise ScheduleError(f"{where}: stage '{c.name}' is computed at loop '{c.attach_ivar.name}', which "
                                     f"the intrinsic replaces; compute it at an outer loop")
             attached.setdefault(lvl, []).append(c)
+    shared = [lvl for lvl, cs in attached.items() if any(lw.holds_shared(c) for c in cs)]
+    if shared:  # shared copies inside are every thread's work: the guards around them move onto the intrinsic
+        moved = [c for lvl in sorted(guards) if lvl <= max(shared) for c in guards.pop(lvl)]
+        if moved:
+            stmt = S.IfThenElse(conj(moved), stmt)
+            if init is not None:
+                init = S.IfThenElse(conj(moved), init)
     for level in range(pt - 1, -1, -1):
         parts: list[S.Stmt] = [lw.emit(c) for c in attached.get(level, [])]
         if init is not None and level == p0 - 1:
