@@ -7,7 +7,7 @@ import llvmlite: only building does, so exported libraries load without it.
 
 from __future__ import annotations
 
-from autosched import container, contrib, errors, runtime, target, te, testing, tir
+from autosched import container, contrib, errors, runtime, target, te, testing, tir, transform
 from autosched import errors as error  # TVM's name for the module of error classes
 from autosched import task as _task
 from autosched import workloads as _workloads
@@ -126,6 +126,7 @@ __all__ = [
     "runtime",
     "te",
     "tir",
+    "transform",
     "error",
     "errors",
     "container",

@@ -9,7 +9,8 @@ import pytest
 
 import autosched
 from autosched import te
-from autosched.contrib import cc, utils
+from autosched.contrib import cc, nvcc, utils
+from autosched.tir import stmt as S
 
 
 def _vadd(n=None):
@@ -187,3 +188,27 @@ def test_cuda_function_takes_ndarrays_and_times_on_the_gpu(tmp_path, monkeypatch
     assert len(res.results) == 2 and res.mean >= 0
     assert stub.stub_launch_count() == 1 + 4 * 2 and stub.stub_counter(1) == 3
     cuda._Driver._instance = None
+
+
+def test_pass_context_unroll_and_the_tensor_core_checks_of_tvm_examples():
+    """TVM's tensor-core example builds inside ``PassContext(config={"tir.UnrollLoop": {"auto_max_step": 16}})``
+    after ``nvcc.have_tensorcore(dev.compute_version)``: the unroll option is honoured (a short serial loop is
+    unrolled, a long one is not), the others are accepted; the checks answer as TVM's do."""
+    tvm = autosched
+    A = te.placeholder((8, 64), name="A")
+    B = te.compute((8, 64), lambda i, j: A[i, j] * 2, name="B")
+    s = te.create_schedule(B.op)
+    kinds = lambda f: {x.var.name: x.kind for x in S.walk_stmts(f.body) if isinstance(x, S.For)}  # noqa: E731
+    assert set(kinds(tvm.lower(s, [A, B])).values()) == {"serial"}
+    with tvm.transform.PassContext(config={"tir.UnrollLoop": {"auto_max_step": 64}, "tir.disable_vectorize": True}):
+        got = kinds(tvm.lower(s, [A, B]))
+        f = tvm.build(s, [A, B])
+    assert got == {"i": "serial", "j": "unrolled"}  # 64 steps fit, 8 x 64 do not
+    a = np.arange(512, dtype="float32").reshape(8, 64)
+    b = np.zeros_like(a)
+    f(a, b)
+    np.testing.assert_array_equal(b, 2 * a)
+    assert nvcc.have_tensorcore("7.0") and nvcc.have_tensorcore("9.0") and not nvcc.have_tensorcore("6.1")
+    assert nvcc.have_tensorcore(target="cuda -arch=sm_80") and tvm.cpu(0).compute_version is None
+    with pytest.raises(ValueError, match="not of the form"):
+        nvcc.parse_compute_version("sm_80")

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from autosched.runtime.cuda_driver import cuda_available
+from autosched.runtime.cuda_driver import cuda_available, device_info
 
 #: TVM's (DLPack's) device type codes
 _TYPE_CODES = {"cpu": 1, "cuda": 2}
@@ -53,6 +53,15 @@ class Device:
         if self.device_type == "cpu":
             return self.device_id == 0
         return cuda_available()
+
+    @property
+    def compute_version(self) -> str | None:
+        """A GPU's compute capability, ``"9.0"`` on an H100 (TVM's); None for the CPU. Asking a cuda device
+        on a machine without one raises the driver's error."""
+        if self.device_type == "cpu":
+            return None
+        digits = device_info()[1].removeprefix("sm_").rstrip("a")
+        return f"{digits[:-1]}.{digits[-1]}"
 
     def sync(self) -> None:
         """Wait for the device's work: autosched's calls return when their kernel has finished."""

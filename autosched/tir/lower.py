@@ -37,6 +37,7 @@ from autosched.tir.partition import partition_loops
 from autosched.tir.tensorize import emit_tensorize
 from autosched.tir.transform import free_vars_stmt, simplify_stmt
 from autosched.tir.xthread import cross_thread_leaf, emit_cross_thread
+from autosched.transform import PassContext
 
 _KIND = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
 
@@ -67,7 +68,11 @@ def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", *, partitio
     have)."""
     lw = _Lowerer(sch, args, name)
     lw.binds = dict(binds or {})
-    return lw.run(partition)
+    func = lw.run(partition)
+    step = PassContext.current().unroll_max_step  # TVM's tir.UnrollLoop auto_max_step
+    if step:
+        func = S.PrimFunc(func.name, func.params, func.scalar_params, _auto_unroll(func.body, step), dict(func.attrs))
+    return func
 
 
 class _Lowerer:
