@@ -1,10 +1,11 @@
 """The import layering of autosched's packages, kept true by a test.
 
 Bottom to top: errors; the target description (``autosched.target``: what a target is, what the host CPU is
-called); te and tir; runtime; codegen; workloads; space; task; the neutral results module
-(``autosched.result``); worker processes (``autosched.process``); measure, database and cost_model beside each
-other (none imports another); search; relay; the command line (the ``autosched/cli`` package, one module per
-command, ``__main__`` and the package facade ``autosched/__init__``). A module may import its own package and
+called); TVM's PassContext (``autosched.transform``); te and tir; runtime; codegen; workloads; space; task;
+the neutral results module (``autosched.result``); worker processes (``autosched.process``); measure,
+database and cost_model beside each other (none imports another); search; relay; the command line (the
+``autosched/cli`` package, one module per command, ``__main__`` and the package facade
+``autosched/__init__``). A module may import its own package and
 anything below its layer; the facade itself (``import autosched``, ``from autosched import lower``) only the
 command line imports. The check reads every ``import`` in the source (function-level ones too, which a fresh
 interpreter's ``sys.modules`` would not show until called), and a second check imports each package in a fresh
@@ -33,6 +34,7 @@ LAYERS: list[set[str]] = [
     {"container"},  # TVM's Map and Array: plain containers every layer may return
     {"target"},  # parsing targets and naming the host CPU: below the code generator and the database
     {"isa"},  # the instruction-set extensions code uses and the host has (no llvmlite needed at run time)
+    {"transform"},  # TVM's PassContext: build options that lowering reads
     {"te", "tir"},  # the expression and loop IRs use each other's nodes
     {"runtime"},
     {"contrib", "testing"},  # TVM's contrib helpers (cc.create_shared, utils.tempdir), testing.assert_allclose
