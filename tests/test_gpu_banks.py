@@ -20,11 +20,11 @@ from autosched.workloads.reference import get_reference
 TARGET = "cuda -arch=sm_80"
 
 
-def transpose(pad=None, vector=1):
+def transpose(pad=None, vector=1, dtype="float32"):
     """B = A^T through a 32 x 32 shared tile: the tile is filled row by row (threadIdx.x along a row) and read
     down a column (threadIdx.x along the column), the classic case of a 32-way conflict."""
     n = 64
-    A = te.placeholder((n, n), name="A")
+    A = te.placeholder((n, n), dtype, name="A")
     B = te.compute((n, n), lambda i, j: A[j, i], name="B")
     s = te.create_schedule(B.op)
     AA = s.cache_read(A, "shared", [B])
@@ -66,6 +66,13 @@ def test_vector_accesses_are_served_a_quarter_warp_at_a_time():
     assert (store.lanes, store.wavefronts) == (4, 1)
     store = next(a for a in bank_conflicts(transpose(pad=(32, 1), vector=4)[0]) if a.write)
     assert (store.lanes, store.executions) == (1, 32 * 4)
+
+
+def test_a_128_bit_access_of_halves_is_eight_lanes():
+    """A float16 tile copied 8 halves (16 bytes) at a time, as the tensor-core kernels' copies are: one
+    access of 8 lanes per thread, each quarter warp's 16-byte accesses side by side: one pass."""
+    store = next(a for a in bank_conflicts(transpose(vector=8, dtype="float16")[0]) if a.write)
+    assert (store.lanes, store.wavefronts, store.ideal) == (8, 1, 1)
 
 
 def test_a_broadcast_is_one_pass():

@@ -113,14 +113,14 @@ def _flat(buf: S.Buffer, indices, strides=None) -> E.Expr:
 
 def _vector(addr: E.Expr, used, loops: tuple, elem: int) -> tuple[S.For | None, int]:
     """The loop whose consecutive iterations make one vector access (a vectorized loop, or an unrolled one that
-    LLVM merges: consecutive elements, 2 or 4 of them within 128 bits), and its lanes."""
+    LLVM merges: consecutive elements, 2, 4 or (16-bit ones) 8 of them within 128 bits), and its lanes."""
     for f in reversed(loops):
         if f.var not in used or f.kind not in ("vectorized", "unrolled") or not isinstance(f.extent, IntImm):
             continue
         step = simplify(E.substitute(addr, {f.var: IntImm(1)}) - E.substitute(addr, {f.var: IntImm(0)}))
         if not (isinstance(step, IntImm) and step.value == 1):
             continue
-        lanes = next((w for w in (4, 2) if f.extent.value % w == 0 and w * elem <= 16), 1)
+        lanes = next((w for w in (8, 4, 2) if f.extent.value % w == 0 and w * elem <= 16), 1)  # halves: 8
         return (f, lanes) if lanes > 1 else (None, 1)
     return None, 1
 
