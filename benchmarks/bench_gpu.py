@@ -32,6 +32,7 @@ import numpy as np
 from _timing import alternating_medians
 
 import autosched
+from autosched.errors import ScheduleError
 from autosched.runtime.cuda import cuda_available, device_info
 from autosched.space.base import SpaceError
 from autosched.te.trace import Trace
@@ -141,10 +142,14 @@ def ablations(task, trace) -> dict:
         point = space.point_of(trace)
     except SpaceError:
         point = None
-    keys = [k for k in point or () if k.startswith("double_buffer/")]
+    keys = [k for k in point or () if k.startswith("double_buffer/") or k.endswith("/double_buffer")]  # + WMMA
     if keys:
         on = any(point[k] for k in keys)
-        flipped = space.generate({**point, **{k: not on for k in keys}})[0]
+        try:
+            flipped = space.generate({**point, **{k: not on for k in keys}})[0]
+        except (ScheduleError, SpaceError) as e:  # doubled tiles over the block's shared memory, say
+            print(f"{task.label}: double buffering {'off' if on else 'on'} is not a kernel ({e}); not timed")
+            flipped = trace
         if flipped != trace:
             out["double buffering " + ("off" if on else "on")] = flipped
     if any(st.kind == "storage_align" for st in steps):
