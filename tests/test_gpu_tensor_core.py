@@ -373,15 +373,32 @@ def dense_f16():
     return "test_dense_f16"
 
 
-@pytest.mark.parametrize("which", ["matmul_mixed", "dense"])
-def test_the_generated_space_reaches_tensor_cores_for_any_mixed_matmul(which, dense_f16):
-    """The generated space's gpu_tensor_core rule recognises C = A @ B and A @ B^T in float16 (any te
-    computation of that form), most of its samples are WMMA kernels, and every sample computes the product."""
-    name, args = ("matmul_mixed", dict(M=128, N=64, K=64)) if which == "matmul_mixed" else (dense_f16, {})
+@pytest.fixture(scope="module")
+def batched_f16():
+    """Attention's scores in float16: Q [b, n, d] times K [b, n, d] transposed, summed in float32."""
+    @autosched.register_workload("test_batched_f16", override=True)
+    def scores(B=2, N=32, D=48):
+        q = te.placeholder((B, N, D), "float16", name="q")
+        k = te.placeholder((B, N, D), "float16", name="k")
+        d = te.reduce_axis((0, D), name="d")
+        s = te.compute((B, N, N), lambda b, i, j: te.sum(q[b, i, d].astype("float32") * k[b, j, d].astype(
+            "float32"), axis=d), name="s")
+        return [q, k, s]
+
+    return "test_batched_f16"
+
+
+@pytest.mark.parametrize("which", ["matmul_mixed", "dense", "batched"])
+def test_the_generated_space_reaches_tensor_cores_for_any_mixed_matmul(which, dense_f16, batched_f16):
+    """The generated space's gpu_tensor_core rule recognises C = A @ B, A @ B^T and their batched form in
+    float16 (any te computation of that form), most of its samples are WMMA kernels, and every sample
+    computes the product."""
+    name, args = {"matmul_mixed": ("matmul_mixed", dict(M=128, N=64, K=64)), "dense": (dense_f16, {}),
+                  "batched": (batched_f16, {})}[which]
     task = autosched.Task(name, args, target="cuda -arch=sm_80")
     ins = [halves(tuple(int(d) for d in t.shape), k) for k, t in enumerate(task.tensors()[:-1])]
     a, b = (x.astype(np.float64) for x in ins)
-    want = a @ (b if which == "matmul_mixed" else b.T)
+    want = a @ (b if which == "matmul_mixed" else np.swapaxes(b, -1, -2))
     wmma = 0
     for trace in task.space("generated").sample(6, np.random.default_rng(0)):
         sch, targs = task.apply(trace)

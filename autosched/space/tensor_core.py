@@ -45,10 +45,11 @@ def _loads(e: E.Expr) -> E.TensorLoad | None:
 
 def match(st: Stage) -> MixedMatmul | None:
     """The operands when ``st`` computes ``C[i, j] = sum_k cast(A[i, k]) * cast(B[k, j])`` (or ``B[j, k]``) with
-    float16 A and B, a float32 or float16 C, and every extent a multiple of 16."""
+    float16 A and B, a float32 or float16 C, and the extents of i, j and k multiples of 16; or the batched
+    form ``C[b, i, j]``, each operand indexed by ``b`` first or shared by the batch."""
     op = st.op
     body = getattr(op, "body", None)
-    if not (isinstance(body, E.Reduce) and len(op.axis) == 2 and len(op.reduce_axis) == 1
+    if not (isinstance(body, E.Reduce) and len(op.axis) in (2, 3) and len(op.reduce_axis) == 1
             and body.combiner.name == "sum" and body.condition is None and body.dtype in ("float32", "float16")):
         return None
     if not isinstance(body.source, E.Mul):
@@ -56,17 +57,26 @@ def match(st: Stage) -> MixedMatmul | None:
     la, lb = _loads(body.source.a), _loads(body.source.b)
     if la is None or lb is None or la.dtype != "float16" or lb.dtype != "float16":
         return None
-    i, j = (ax.var for ax in op.axis)
+    *batch, i, j = (ax.var for ax in op.axis)
     k = op.reduce_axis[0].var
-    if not (len(la.indices) == 2 and la.indices[0] is i and la.indices[1] is k and len(lb.indices) == 2):
+
+    def rows(load: E.TensorLoad) -> tuple | None:
+        """The load's last two indices, once its batch index (if any) is the stage's own."""
+        idx = list(load.indices)
+        if len(idx) == 3 and batch and idx[0] is batch[0]:
+            idx = idx[1:]
+        return tuple(idx) if len(idx) == 2 else None
+
+    ra, rb = rows(la), rows(lb)
+    if ra is None or rb is None or ra[0] is not i or ra[1] is not k:
         return None
-    if lb.indices[0] is k and lb.indices[1] is j:
+    if rb[0] is k and rb[1] is j:
         transposed = False
-    elif lb.indices[0] is j and lb.indices[1] is k:
+    elif rb[0] is j and rb[1] is k:
         transposed = True
     else:
         return None
-    extents = [ax.dom.extent for ax in (*op.axis, *op.reduce_axis)]
+    extents = [ax.dom.extent for ax in (*op.axis[-2:], *op.reduce_axis)]
     if not all(isinstance(n, E.IntImm) and n.value % TILE == 0 for n in extents):
         return None
     return MixedMatmul(la.tensor, lb.tensor, transposed)
@@ -102,22 +112,24 @@ def schedule(sch: Any, out: Tensor, mm: MixedMatmul, tile_i: tuple, tile_j: tupl
     AF = sch.cache_read(AS, "wmma.matrix_a", [CF])
     BF = sch.cache_read(BS, "wmma.matrix_b", [CF])
     made = [s for s in sch.stages if id(s) not in before]
-    i, j = sch[out].op.axis
+    *batch, i, j = sch[out].op.axis
     bi, wi, fi, ii = _split(sch[out], i, tile_i)
     bj, wj, fj, jj = _split(sch[out], j, tile_j)
-    sch[out].reorder(bi, bj, wi, wj, fi, fj, ii, jj)
+    sch[out].reorder(*batch, bi, bj, wi, wj, fi, fj, ii, jj)
+    if batch:
+        sch[out].bind(batch[0], "blockIdx.z")
     sch[out].bind(bi, "blockIdx.y")
     sch[out].bind(bj, "blockIdx.x")
     sch[out].bind(wi, "threadIdx.z")
     sch[out].bind(wj, "threadIdx.y")
     sch[out].tensorize(ii, wmma_store(acc=acc))
     sch[CF].compute_at(sch[out], wj)
-    ci, cj = sch[CF].op.axis
+    *cb, ci, cj = sch[CF].op.axis  # (a batch loop of one iteration here)
     (k,) = sch[CF].op.reduce_axis
     ko, kc, ki = _split(sch[CF], k, tile_k)
     cfi, cii = sch[CF].split(ci, factor=TILE)
     cfj, cjj = sch[CF].split(cj, factor=TILE)
-    sch[CF].reorder(ko, kc, cfi, cfj, cii, cjj, ki)
+    sch[CF].reorder(*cb, ko, kc, cfi, cfj, cii, cjj, ki)
     for loop in (kc, cfi, cfj):  # constant fragment numbers: the fragments stay in registers
         sch[CF].unroll(loop)
     sch[out].unroll(fi)
@@ -126,7 +138,7 @@ def schedule(sch: Any, out: Tensor, mm: MixedMatmul, tile_i: tuple, tile_j: tupl
     sch[CF].tensorize(cii, wmma_mma(acc=acc, b_layout=layout))
     for frag, role in ((AF, "a"), (BF, "b")):
         sch[frag].compute_at(sch[CF], kc)
-        r, c = sch[frag].op.axis
+        r, c = sch[frag].op.axis[-2:]
         if role == "a" or mm.b_transposed:  # rows of 16 x a 16-wide slice of k
             outer, ri = sch[frag].split(r, factor=TILE)
             sch[frag].tensorize(ri, wmma_load(role, layout if role == "b" else "row_major"))
@@ -137,11 +149,11 @@ def schedule(sch: Any, out: Tensor, mm: MixedMatmul, tile_i: tuple, tile_j: tupl
         sch[frag].unroll(outer)
     for cache in (AS, BS):
         sch[cache].compute_at(sch[CF], ko)
-        x, y = sch[cache].op.axis
+        *lead, x, y = sch[cache].op.axis
         if pad:  # rows (multiples of 16 halves) pad halves longer
             sch[cache].storage_align(x, TILE, pad)
         y, vec = sch[cache].split(y, factor=8)  # 8 halves: one 128-bit load
-        rest, tx = sch[cache].split(sch[cache].fuse(x, y), factor=32)
+        rest, tx = sch[cache].split(sch[cache].fuse(*lead, x, y), factor=32)
         rest, ty = sch[cache].split(rest, factor=tile_j[1])
         _, tz = sch[cache].split(rest, factor=tile_i[1])
         sch[cache].bind(tx, "threadIdx.x")
@@ -179,7 +191,7 @@ class GPUTensorCore(SketchRule):
         if not ctx.decide(f"tensor_core/{key}", (True, False), kind="structure", weights=(3.0, 1.0)):
             return
         mm = match(st)
-        m, n = (int(ax.dom.extent.value) for ax in st.op.axis)
+        m, n = (int(ax.dom.extent.value) for ax in st.op.axis[-2:])
         kk = int(st.op.reduce_axis[0].dom.extent.value)
         tiles = [ctx.decide(f"tensor_core/{key}/{name}", tuple(cands), kind="tile")
                  for name, cands in (("i", spatial_tiles(m)), ("j", spatial_tiles(n)), ("k", k_tiles(kk)))]
