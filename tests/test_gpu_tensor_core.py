@@ -84,6 +84,17 @@ def user_store():
     return te.decl_tensor_intrin(c.op, body, binds={a: ba, c: bc})
 
 
+def fetch_by_the_block(s, T):
+    """A shared copy filled by the 2 x 2 warps of a block: its elements fused, 32 lanes along threadIdx.x."""
+    fused = s[T].fuse(*T.op.axis)
+    fused, tx = s[T].split(fused, 32)
+    fused, ty = s[T].split(fused, 2)
+    _, tz = s[T].split(fused, 2)
+    s[T].bind(tx, te.thread_axis("threadIdx.x"))
+    s[T].bind(ty, te.thread_axis("threadIdx.y"))
+    s[T].bind(tz, te.thread_axis("threadIdx.z"))
+
+
 def user_matmul(n=64, b_transposed=False, warp_axis="threadIdx.y", pad=None):
     """C = A @ B (or A @ B^T) on tensor cores: 32x32 per block, a 16x16 tile per warp (2x2 warps), k in
     steps of 16 through shared memory."""
@@ -116,13 +127,7 @@ def user_matmul(n=64, b_transposed=False, warp_axis="threadIdx.y", pad=None):
     for T in (AS, BS):
         if pad is not None:
             s[T].storage_align(T.op.axis[0], 16, pad)
-        fused = s[T].fuse(*T.op.axis)
-        fused, tx = s[T].split(fused, 32)
-        fused, ty = s[T].split(fused, 2)
-        _, tz = s[T].split(fused, 2)
-        s[T].bind(tx, te.thread_axis("threadIdx.x"))
-        s[T].bind(ty, te.thread_axis("threadIdx.y"))
-        s[T].bind(tz, te.thread_axis("threadIdx.z"))
+        fetch_by_the_block(s, T)
     s[AF].tensorize(AF.op.axis[0], user_load("wmma.matrix_a"))
     s[BF].tensorize(BF.op.axis[0], user_load("wmma.matrix_b", "col_major" if b_transposed else "row_major"))
     s[CF].tensorize(ci, user_gemm(b_transposed))
@@ -257,13 +262,7 @@ def test_blocked_matmuls_on_the_other_tile_shapes(shape):
         s[T].compute_at(s[CF], ki)
     for T in (AS, BS):
         s[T].compute_at(s[CF], ko)
-        fused = s[T].fuse(*T.op.axis)
-        fused, tx = s[T].split(fused, 32)
-        fused, ty = s[T].split(fused, 2)
-        _, tz = s[T].split(fused, 2)
-        s[T].bind(tx, te.thread_axis("threadIdx.x"))
-        s[T].bind(ty, te.thread_axis("threadIdx.y"))
-        s[T].bind(tz, te.thread_axis("threadIdx.z"))
+        fetch_by_the_block(s, T)
     s[AF].tensorize(AF.op.axis[-2], wmma_load("a", shape=shape))
     s[BF].tensorize(BF.op.axis[-2], wmma_load("b", shape=shape))
     s[CF].tensorize(fi, wmma_mma(shape))
