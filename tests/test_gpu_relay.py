@@ -13,6 +13,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
+import autosched  # noqa: E402
 from _onnx_models import make_resnet50, make_single_op, random_inputs, run_onnxruntime  # noqa: E402
 from _transformer_models import make_decoder, make_encoder, token_inputs  # noqa: E402
 from autosched import relay  # noqa: E402
@@ -213,6 +214,25 @@ def test_conv_tiles_of_resnet50_at_224():
         assert threads >= min(65536, co * hw * hw), (co, hw, threads)
         if co * hw * hw >= 4 * 65536:
             assert rn * rm >= 4, (co, hw, rn, rm)
+
+
+@pytest.mark.parametrize("ci,co,hw,k,stride", [(64, 256, 56, 1, 1), (1024, 256, 14, 1, 1), (512, 512, 14, 3, 2),
+                                                (2048, 512, 7, 1, 1)])
+def test_conv_weight_tiles_are_read_without_bank_conflicts(ci, co, hw, k, stride):
+    """ResNet-50's layers at batch 1: the channel groups of a warp read weight rows a register tile apart,
+    which fall in one bank unless the shared rows are padded (the bank model's passes, reads only: the copy's
+    writes cross a padded row now and then)."""
+    from autosched.tir.banks import bank_conflicts
+
+    w = np.random.default_rng(0).standard_normal((co, ci, k, k)).astype("float32")
+    model = make_single_op("Conv", [("x", (1, ci, hw, hw))], initializers={"w": w}, extra_inputs=["w"],
+                           kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
+    mod, params = relay.frontend.from_onnx(model)
+    (task,) = relay.extract_tasks(mod, params, target="cuda -arch=sm_90")
+    func = autosched.lower(*task.default_schedule(), target=task.target)
+    reads = [a for a in bank_conflicts(func, task.target.gpu) if not a.write and a.buffer.endswith(".shared")]
+    assert {a.buffer for a in reads} >= {"p1.shared"}, reads  # (the weights)
+    assert all(a.wavefronts == a.ideal for a in reads), reads
 
 
 @needs_ptxas

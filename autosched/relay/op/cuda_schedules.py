@@ -240,9 +240,9 @@ def conv2d(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     ``ty * rm`` output channels of ``rn`` rows of ``tx`` pixels; threadIdx.x along the row (coalesced stores),
     threadIdx.y over channel groups; a thread a register tile of ``rm`` channels x ``rn`` rows; per step of
     the reduction, ``ct`` input channels of the block's input window (the padding filled in as the window is
-    copied) and the matching weights staged in shared memory by the block's threads together, the step's
-    kernel window and channels unrolled over the registers. Grouped convolutions, other layouts and rows no
-    divisor of at most 16 threads covers take :func:`generic`."""
+    copied) and the matching weights (their rows padded against bank conflicts) staged in shared memory by the
+    block's threads together, the step's kernel window and channels unrolled over the registers. Grouped
+    convolutions, other layouts and rows no divisor of at most 16 threads covers take :func:`generic`."""
     if (len(out.shape) != 4 or shape_of(out) != shape_of(anchor) or int(attrs.get("groups", 1)) != 1
             or str(attrs.get("data_layout", "NCHW")) != "NCHW" or int(out.shape[3]) == 1):
         return generic(sch, out)  # (a one-pixel-wide output: its rows run along the channels)
@@ -259,7 +259,7 @@ def conv2d(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     dh, dw = (list(attrs.get("dilation", (1, 1))) * 2)[:2]
     window = ((rn - 1) * int(sh) + (KH - 1) * int(dh) + 1) * ((tx - 1) * int(sw) + (KW - 1) * int(dw) + 1)
     ct = divisor(CI, max(1, min(2 * K_TILE, 72 // (KH * KW))))  # 32 channels a step (1x1), 8 (3x3), 1 (7x7)
-    while ct > 1 and 4 * ct * (window + ty * rm * KH * KW) > SHARED_LIMIT:
+    while ct > 1 and 4 * (ct * window + ty * rm * (ct * KH * KW + 16)) > SHARED_LIMIT:  # (+16: a row's padding)
         ct = divisor(CI, ct - 1)
 
     OL = _block_stage(sch, out, anchor)
@@ -295,6 +295,8 @@ def conv2d(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     for c in caches:
         sch[c].compute_at(sch[OL], ko)
         _coop_fetch(sch, c, tx, ty)
+    if ty > 1:  # a warp's channel groups read weight rows rm apart, in one bank unless rows are padded
+        sch[caches[1]].storage_align(sch[caches[1]].op.axis[0], 16, 1)
 
 
 # ------------------------------------------------------------------ row reductions
