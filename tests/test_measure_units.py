@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 
 import autosched
@@ -101,6 +102,32 @@ def test_reference_falls_back_to_the_untransformed_kernel_in_a_separate_process(
     np.testing.assert_allclose(ref, (arrays[0].astype(np.float64) ** 2).sum(axis=1), rtol=1e-6)
     with pytest.raises(NoReferenceError, match="crashed .*SIGSEGV"):
         reference_outputs(autosched.Task("measure_oob"), make_inputs(autosched.Task("measure_oob"))[:-1])
+
+
+def test_a_gpu_task_without_a_numpy_reference_is_checked_against_its_cpu_build():
+    """Untransformed, a GPU computation is no kernel (its padding would be computed for the whole grid before
+    the convolution that reads it), so the reference of a cuda task is its untransformed schedule built for
+    this CPU: a model's fused kernels tuned for a GPU are checked, not recorded as unchecked."""
+    import onnx.helper as oh
+
+    from autosched import relay
+
+    x = oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 6, 6])
+    y = oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    w = oh.make_tensor("w", onnx.TensorProto.FLOAT, [8, 4, 3, 3], np.linspace(-1, 1, 288).tolist())
+    graph = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                           oh.make_node("Relu", ["c"], ["y"])], "g", [x], [y], [w])
+    mod, params = relay.frontend.from_onnx(oh.make_model(graph))
+    (task,) = relay.extract_tasks(mod, params, target="cuda -arch=sm_80")
+    data = prepare_task_data(task)
+    assert data.reference is not None
+    a, wt = (data.arrays[0].astype(np.float64), data.arrays[1].astype(np.float64))
+    xp = np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((1, 8, 6, 6))
+    for i in range(6):
+        for j in range(6):
+            want[0, :, i, j] = np.tensordot(wt, xp[0, :, i:i + 3, j:j + 3], axes=3)
+    np.testing.assert_allclose(data.reference, np.maximum(want, 0), rtol=1e-6, atol=1e-6)
 
 
 def test_summarize_errors_names_the_most_common_kinds_with_an_example():

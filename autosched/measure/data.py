@@ -103,7 +103,8 @@ def reference_outputs(task: Any, inputs: list[np.ndarray], isolate: bool = True,
     """The output a correct kernel of ``task`` writes for ``inputs`` (the input arrays, without the output).
 
     Uses the workload's numpy reference when it has one; otherwise compiles the
-    workload's untransformed schedule with autosched and runs it, in a separate
+    workload's untransformed schedule with autosched (for this CPU when the task
+    is a GPU's) and runs it, in a separate
     process when ``isolate`` (the default), so a workload that segfaults raises
     :class:`NoReferenceError` here instead of killing the caller.
     """
@@ -123,7 +124,9 @@ def _naive_outputs(task: Any, inputs: list[np.ndarray]) -> np.ndarray:
     from autosched.codegen.build import build  # llvmlite: only where a reference is computed
 
     sch, args = task.schedule()
-    mod = build(sch, args, target=task.target, name="reference")
+    # on this CPU for a GPU task: untransformed, a GPU computation is no kernel (nothing bound to its grid)
+    target = task.target if task.target.kind == "llvm" else "llvm"
+    mod = build(sch, args, target=target, name="reference")
     arrays = [np.array(a, copy=True) for a in inputs]
     out_t = task.tensors()[-1]
     out = np.zeros(_shape_of(out_t), dtype=out_t.dtype)
