@@ -452,6 +452,20 @@ def test_peak_for_a_cuda_target_without_a_gpu_says_so(capsys):
     assert "no CUDA" in capsys.readouterr().err
 
 
+def test_tune_for_a_cuda_target_without_a_gpu_stops_before_it_starts(capsys, tmp_path):
+    """Every candidate would fail to run: one line says why, with the way out, and no database is made."""
+    from autosched.cli import main
+
+    if cuda_available():
+        pytest.skip("this checks the error on a machine without a GPU, and a GPU is here")
+    db = tmp_path / "t.db"
+    assert main(["tune", "--workload", "matmul", "--target", "cuda", "--trials", "4", "--backend", "local",
+                 "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "--target cuda: no CUDA" in err and "--ray-address" in err and err.count("\n") == 1, err
+    assert not db.exists()
+
+
 @needs_gpu
 def test_a_cuda_target_builds_for_the_gpu_here():
     """``cuda`` without -arch is the GPU's own architecture (sm_90 on an H100), in the target string that keys

@@ -53,6 +53,7 @@ from autosched.measure.measurer import Measurer
 from autosched.measure.peak import PeakWatch, cached_peak, share_of_peak
 from autosched.measure.runner import RunConfig
 from autosched.result import ResultFlag, count_summary
+from autosched.runtime.cuda_driver import CUDAError, device_info
 from autosched.search.callbacks import AppendLog, BestOverTime, SharedWork, TimeBudget
 from autosched.search.policy import check_policy_options, get_policy
 from autosched.search.progress import TuneProgress, fewer_flops
@@ -274,10 +275,21 @@ def _prepare(args: argparse.Namespace) -> tuple[list, list[float], Any, dict[str
         args.ray_address = ray_address()  # $AUTOSCHED_RAY_ADDRESS: checked like the option
     if args.ray_address:
         _check_ray_address(args.ray_address)
+    elif tasks[0].target.kind == "cuda":
+        _check_gpu_here()
     if args.log:
         _open_log(args.log).close()
     _open_db(args.db).close()  # opened again where the run goes on (an SQLite handle is not carried over a fork)
     return tasks, weights, policy_cls, options
+
+
+def _check_gpu_here() -> None:
+    """A cuda task's candidates run where its workers are: without a cluster address, on this machine's GPU."""
+    try:
+        device_info()
+    except CUDAError as e:
+        raise UsageError(f"--target cuda: {e}. The candidates run on this machine: tune on one with an NVIDIA GPU, "
+                         "or give --ray-address of a Ray cluster whose workers have one") from None
 
 
 def _run(args: argparse.Namespace, tasks: list, weights: list[float], policy_cls: Any,
