@@ -12,6 +12,7 @@ import pytest
 import autosched
 from _gpu_checks import assert_coalesced, store_runs
 from autosched import te
+from autosched.cli import main
 from autosched.codegen.nvptx import ptxas_path
 from autosched.runtime.cuda import cuda_available
 from autosched.te import expr as E
@@ -444,8 +445,6 @@ def test_the_gpu_peak_kernel_assembles():
 
 
 def test_peak_for_a_cuda_target_without_a_gpu_says_so(capsys):
-    from autosched.cli import main
-
     if cuda_available():
         pytest.skip("this checks the error on a machine without a GPU, and a GPU is here")
     assert main(["peak", "--target", "cuda"]) == 2
@@ -454,8 +453,6 @@ def test_peak_for_a_cuda_target_without_a_gpu_says_so(capsys):
 
 def test_tune_for_a_cuda_target_without_a_gpu_stops_before_it_starts(capsys, tmp_path):
     """Every candidate would fail to run: one line says why, with the way out, and no database is made."""
-    from autosched.cli import main
-
     if cuda_available():
         pytest.skip("this checks the error on a machine without a GPU, and a GPU is here")
     db = tmp_path / "t.db"

@@ -16,11 +16,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 import autosched
 from _gpu_checks import assert_coalesced
+from _onnx_models import make_single_op
 from autosched import relay, te
+from autosched.cli import main
 from autosched.codegen.nvptx import ptxas_check, ptxas_path
 from autosched.runtime import cuda, load_module
 from autosched.runtime.graph_executor import GraphModule
@@ -527,13 +530,11 @@ def test_without_nvml_the_clocks_are_unknown(gpu_candidate, monkeypatch):
 
 
 @pytest.mark.parametrize("target", ["cuda", "llvm"])
-def test_tune_cold_cache_sets_the_runners_cold_cache_option(target, tmp_path, monkeypatch, fresh_arch):
+def test_tune_cold_cache_sets_the_runners_cold_cache_option(target, tmp_path, monkeypatch, fresh_arch, driver):
     """`autosched tune --cold-cache` is the runner's flush_cache: on a GPU every timed launch follows an L2
     flush (number and min_repeat_ms as usual); on a CPU a repeat is one run after the caches are flushed."""
     import autosched.cli.tune as tune_cli
-    from autosched.cli import main
 
-    monkeypatch.setenv("AUTOSCHED_LIBCUDA", "/nonexistent/libcuda.so.1")
     seen = {}
 
     def measurer(*args, config=None, **kwargs):
@@ -547,3 +548,20 @@ def test_tune_cold_cache_sets_the_runners_cold_cache_option(target, tmp_path, mo
     assert cfg.flush_cache
     assert (cfg.number, cfg.min_repeat_ms) == ((1, 10.0) if target == "cuda" else (1, 0.0))
 
+
+
+@needs_cc
+def test_tune_model_for_cuda_fails_when_every_candidate_of_every_task_fails(driver, tmp_path, capsys):
+    """The stand-in runs no kernel, so every output is wrong, and each task's reference (its untransformed
+    schedule, built for the CPU) says so: `tune --model` ends with exit 1 and one line that says why, not a
+    summary of nothing with exit 0."""
+    w = np.random.default_rng(0).standard_normal((8, 4, 3, 3)).astype("float32")
+    path = tmp_path / "conv.onnx"
+    onnx.save(make_single_op("Conv", [("x", (1, 4, 8, 8))], initializers={"w": w}, extra_inputs=["w"],
+                             kernel_shape=[3, 3], pads=[1, 1, 1, 1]), str(path))
+    rc = main(["tune", "--model", str(path), "--target", "cuda -arch=sm_80", "--trials", "8", "--backend", "local",
+               "--db", str(tmp_path / "t.db"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    last = err.splitlines()[-1]
+    assert last.startswith("autosched tune: error: no candidate could be measured") and "wrong_result" in last, err

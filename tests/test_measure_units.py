@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx.helper as oh
 import pytest
 
 import autosched
 from _measure_workloads import INVALID, small_matmul, tiled_matmul_trace
+from autosched import relay
 from autosched.measure import (
     BuildResult,
     ErrorKind,
@@ -108,10 +110,6 @@ def test_a_gpu_task_without_a_numpy_reference_is_checked_against_its_cpu_build()
     """Untransformed, a GPU computation is no kernel (its padding would be computed for the whole grid before
     the convolution that reads it), so the reference of a cuda task is its untransformed schedule built for
     this CPU: a model's fused kernels tuned for a GPU are checked, not recorded as unchecked."""
-    import onnx.helper as oh
-
-    from autosched import relay
-
     x = oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 6, 6])
     y = oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
     w = oh.make_tensor("w", onnx.TensorProto.FLOAT, [8, 4, 3, 3], np.linspace(-1, 1, 288).tolist())

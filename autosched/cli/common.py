@@ -19,6 +19,7 @@ from typing import Any
 
 import psutil
 
+from autosched.runtime.cuda_driver import CUDAError, device_info
 from autosched.target import check_target
 from autosched.task import Task
 from autosched.workloads import get_workload
@@ -152,6 +153,14 @@ def make_task(workload: str, params: dict[str, Any], target: str) -> Any:
     except ValueError as e:
         raise UsageError(f"workload {workload}: {e}") from None
     return task
+
+
+def check_gpu_here(way_out: str) -> None:
+    """A cuda task's candidates run where the workers are: on this machine's GPU, which must be there."""
+    try:
+        device_info()
+    except CUDAError as e:
+        raise UsageError(f"--target cuda: {e}. The candidates run on this machine: {way_out}") from None
 
 
 def supervised(work: Any, command: str, enabled: bool = True) -> int:

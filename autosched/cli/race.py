@@ -28,6 +28,7 @@ from autosched.cli.common import (
     UsageError,
     add_verbosity,
     at_least,
+    check_gpu_here,
     make_task,
     parse_params,
     setup_logging,
@@ -86,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         args.models = {m: m for m in models} or None
         if not policies or not seeds or args.trials < 1:
             raise UsageError("give at least one policy, one seed and --trials >= 1")
+        if task.target.kind == "cuda":
+            check_gpu_here("race on one with an NVIDIA GPU")
     except UsageError as e:
         print(f"autosched race: error: {e}", file=sys.stderr)
         return EXIT_USAGE

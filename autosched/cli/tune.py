@@ -40,6 +40,7 @@ from autosched.cli.common import (
     above_zero,
     add_verbosity,
     at_least,
+    check_gpu_here,
     duration,
     first_line,
     make_task,
@@ -52,8 +53,7 @@ from autosched.errors import ClusterError, ClusterLost
 from autosched.measure.measurer import Measurer
 from autosched.measure.peak import PeakWatch, cached_peak, share_of_peak
 from autosched.measure.runner import RunConfig
-from autosched.result import ResultFlag, count_summary
-from autosched.runtime.cuda_driver import CUDAError, device_info
+from autosched.result import ResultFlag, count_summary, summarize_errors
 from autosched.search.callbacks import AppendLog, BestOverTime, SharedWork, TimeBudget
 from autosched.search.policy import check_policy_options, get_policy
 from autosched.search.progress import TuneProgress, fewer_flops
@@ -276,20 +276,11 @@ def _prepare(args: argparse.Namespace) -> tuple[list, list[float], Any, dict[str
     if args.ray_address:
         _check_ray_address(args.ray_address)
     elif tasks[0].target.kind == "cuda":
-        _check_gpu_here()
+        check_gpu_here("tune on one with an NVIDIA GPU, or give --ray-address of a Ray cluster whose workers have one")
     if args.log:
         _open_log(args.log).close()
     _open_db(args.db).close()  # opened again where the run goes on (an SQLite handle is not carried over a fork)
     return tasks, weights, policy_cls, options
-
-
-def _check_gpu_here() -> None:
-    """A cuda task's candidates run where its workers are: without a cluster address, on this machine's GPU."""
-    try:
-        device_info()
-    except CUDAError as e:
-        raise UsageError(f"--target cuda: {e}. The candidates run on this machine: tune on one with an NVIDIA GPU, "
-                         "or give --ray-address of a Ray cluster whose workers have one") from None
 
 
 def _run(args: argparse.Namespace, tasks: list, weights: list[float], policy_cls: Any,
@@ -356,12 +347,17 @@ def _tune(args: argparse.Namespace, tasks: list, weights: list[float], policy_cl
                           callbacks=callbacks, measure_default=True, policy_options=options)
             try:
                 if len(tasks) == 1:
-                    tune(tasks[0], args.trials, **common)
+                    found = tune(tasks[0], args.trials, **common) is not None
                 else:
                     # rounds small enough that every task gets one when the budget allows it
                     rounds = max(args.batch_size, min(32, args.trials // len(tasks)))
-                    tune_tasks(tasks, weights, args.trials, round_trials=rounds,
-                               should_stop=lambda: stopper.signal is not None or budget.spent(), **common)
+                    progress = tune_tasks(tasks, weights, args.trials, round_trials=rounds,
+                                          should_stop=lambda: stopper.signal is not None or budget.spent(), **common)
+                    found = any(math.isfinite(p.best_cost) for p in progress)
+                if not found and stopper.signal is None:  # (a run stopped by the user says so itself)
+                    tried = [r.result for t in tasks for r in db.records(t)]
+                    raise TuningFailed(f"no candidate could be measured: {summarize_errors(tried)}" if tried else
+                                       "no candidate was measured before the time budget ended")
             except TuningFailed as e:
                 print(f"autosched tune: error: {e}", file=sys.stderr)
                 return EXIT_FAILED
