@@ -20,6 +20,7 @@ from autosched import relay  # noqa: E402
 from autosched.codegen.nvptx import ptxas_path  # noqa: E402
 from autosched.te import expr as E  # noqa: E402
 from autosched.tir import stmt as S  # noqa: E402
+from autosched.tir.banks import bank_conflicts  # noqa: E402
 
 needs_ptxas = pytest.mark.skipif(ptxas_path() is None, reason="ptxas (CUDA's PTX assembler) is not installed")
 ARCHS = ("sm_80", "sm_90")
@@ -222,8 +223,6 @@ def test_conv_weight_tiles_are_read_without_bank_conflicts(ci, co, hw, k, stride
     """ResNet-50's layers at batch 1: the channel groups of a warp read weight rows a register tile apart,
     which fall in one bank unless the shared rows are padded (the bank model's passes, reads only: the copy's
     writes cross a padded row now and then)."""
-    from autosched.tir.banks import bank_conflicts
-
     w = np.random.default_rng(0).standard_normal((co, ci, k, k)).astype("float32")
     model = make_single_op("Conv", [("x", (1, ci, hw, hw))], initializers={"w": w}, extra_inputs=["w"],
                            kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
