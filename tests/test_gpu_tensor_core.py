@@ -176,6 +176,13 @@ def test_tvm_style_tensor_core_ptx_has_the_warp_matrix_instructions(arch):
     assert ptxas_registers(ptxas_check(ptx, arch))
 
 
+def test_an_output_written_only_by_warp_stores_is_copied_back_from_the_gpu():
+    """C's only writes are wmma.store builtins, not element stores: the host function must still list it
+    among the outputs it downloads after the launch (on an H200 C came back all zeros)."""
+    func = autosched.build(*user_matmul(64, True), target="cuda -arch=sm_80")["main"]
+    assert [func.sig["args"][k]["name"] for k in func.sig["outputs"]] == ["C"]
+
+
 def test_a_tvm_style_tensor_core_convolution_computes_the_convolution():
     """The blocked layout of TVM's tensor-core convolution example (batch and channels in 16-blocks, the
     fragments 6-D with 16x16 tiles innermost, the reductions over the window and the channel blocks split

@@ -35,7 +35,7 @@ from autosched.tir import stmt as S
 from autosched.tir.gpu import prepare_kernel
 from autosched.tir.lower import lower
 from autosched.tir.stmt import dim_to_json
-from autosched.tir.wmma import has_warp_ops
+from autosched.tir.wmma import has_warp_ops, memory_accesses
 
 _lock = threading.RLock()
 
@@ -50,7 +50,10 @@ _cache: OrderedDict[str, LLVMModule] = OrderedDict()
 
 
 def signature(func: S.PrimFunc) -> dict:
+    """The JSON description of ``func``'s arguments a host caller checks against; ``outputs`` are those
+    it writes, by a store or by a warp matrix store (what a GPU call copies back)."""
     written = {id(s.buffer) for s in S.walk_stmts(func.body) if isinstance(s, S.BufferStore)}
+    _, warp_written = memory_accesses(func.body)
     sig = {
         "name": func.name,
         "args": [
@@ -58,7 +61,7 @@ def signature(func: S.PrimFunc) -> dict:
             for b in func.params
         ],
         "vars": [v.name for v in func.scalar_params],
-        "outputs": [k for k, b in enumerate(func.params) if id(b) in written],
+        "outputs": [k for k, b in enumerate(func.params) if id(b) in written or id(b.data) in warp_written],
     }
     if func.attrs.get("scalar_args"):  # te.var arguments: [position in the call, index in "vars"]
         sig["scalar_args"] = [list(x) for x in func.attrs["scalar_args"]]
