@@ -113,8 +113,10 @@ def arrays(n: int, seed: int = 0) -> list[np.ndarray]:
 
 @pytest.fixture(scope="module")
 def myadd():
+    """Built for the oldest of ARCHS, so that ptxas checks it for each (a plain "cuda" names the GPU's own
+    arch where there is one: sm_90 PTX is no sm_80 code)."""
     s, args = vector_add()
-    return autosched.build(s, args, target="cuda", name="myadd")
+    return autosched.build(s, args, target=f"cuda -arch={ARCHS[0]}", name="myadd")
 
 
 # ----------------------------------------------------------------------------- the tutorial's vector add
@@ -213,7 +215,7 @@ def resnet():
 @pytest.fixture(scope="module")
 def resnet_cuda(resnet):
     mod, params = resnet
-    return relay.build(mod, target="cuda", params=params)
+    return relay.build(mod, target=f"cuda -arch={ARCHS[0]}", params=params)  # checked for each of ARCHS
 
 
 @needs_ptxas
@@ -507,10 +509,12 @@ def test_the_runner_times_gpu_candidates_with_events_and_records_the_clocks(gpu_
     stub.reset()
     costs, _, _, machine = service.time(3, 2, 0.0, cold)
     assert len(costs) == 2 and all(c >= 2e-6 for c in costs)
+    # one timing of 2 repeats, or more where the load meter saw other processes on the cores (pytest -n 8 on
+    # the GPU machine) and the worker timed again
     if cold:
-        assert re.fullmatch(rf"((M{2 << 20} R\d+ L R\d+ ){{3}}S\d+ ){{2}}", stub.ops), stub.ops
+        assert re.fullmatch(rf"(((M{2 << 20} R\d+ L R\d+ ){{3}}S\d+ ){{2}})+", stub.ops), stub.ops
     else:
-        assert re.fullmatch(r"(R\d+ L L L R\d+ S\d+ ){2}", stub.ops), stub.ops
+        assert re.fullmatch(r"((R\d+ L L L R\d+ S\d+ ){2})+", stub.ops), stub.ops
     assert {k: machine[k] for k in ("gpu", "gpu_arch", "sm_clock_mhz", "mem_clock_mhz", "pstate")} == {
         "gpu": "autosched driver stub", "gpu_arch": "sm_90", "sm_clock_mhz": "1755", "mem_clock_mhz": "2619",
         "pstate": "P0"}
