@@ -11,6 +11,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import autosched
@@ -18,6 +19,7 @@ from autosched.database import Database
 from autosched.database.query import trusted
 from autosched.measure import MeasureResult, TooManyFailures
 from autosched.search import SearchPolicy, TuningFailed, list_policies, register_policy, tune, unregister_policy
+from autosched.search.callbacks import StopCondition
 
 TASK = autosched.Task("matmul", dict(M=64, N=64, K=64))
 SMALL = {"annealing": dict(parallel_size=16, n_iter=3, scout=32),
@@ -195,6 +197,42 @@ def test_grid_stops_when_the_space_is_exhausted(db, caplog):
     assert "proposed nothing new" in states[-1].stop_reason and "proposed nothing new" in caplog.text
     with pytest.raises(ValueError, match="template space"):
         tune(task, 4, policy="grid", space="generated", database=db, measurer=m)
+
+
+def test_a_space_that_ran_dry_is_sampled_from_what_it_found():
+    """A sample that drew nothing new 200 times in a row found every trace a draw reaches; later samples pick
+    from those (seeded) instead of drawing hundreds of duplicates again (on a GPU, 20-100 ms a draw)."""
+    space = autosched.Task("matmul", dict(M=2, N=2, K=2)).space("generated")
+    found = space.sample(1000, np.random.default_rng(0))
+    assert 10 < len(found) < 1000 and sorted(t.dumps() for t in found) == [t.dumps() for t in space.dry_sample]
+
+    def no_draws(*a):
+        raise AssertionError("drew again")
+
+    space._try = no_draws
+    again = space.sample(8, np.random.default_rng(1))
+    assert len({t.dumps() for t in again}) == 8 and set(again) <= set(found)
+    assert again == space.sample(8, np.random.default_rng(1))
+    assert len(space.sample(10_000, np.random.default_rng(2))) == len(found)
+
+
+def test_a_stop_condition_is_asked_after_a_proposal_that_brought_nothing_new(db):
+    """A time budget or a signal ends the run between the proposals of a dry space too, not only after a
+    measured batch (tune --model on a GPU overran its budget by a minute in max pooling's 15-trace space)."""
+
+    class StopWhenIdle(StopCondition):
+        def __init__(self):
+            self.batches = []
+
+        def __call__(self, state, inputs, results):
+            self.batches.append(len(inputs))
+            if not inputs:
+                state.stop_reason = "asked to stop"
+
+    task, stop, states = autosched.Task("matmul", dict(M=4, N=4, K=4)), StopWhenIdle(), []
+    tune(task, 1000, policy="random", space="template", database=db, measurer=FakeMeasurer(), batch_size=16,
+         callbacks=[stop, lambda s, i, r: states.append(s)])
+    assert stop.batches[-1] == 0 and stop.batches.count(0) == 1 and states[-1].stop_reason == "asked to stop"
 
 
 def test_everything_fails_ends_with_a_clear_error(db):

@@ -54,7 +54,7 @@ from autosched.measure.measurer import Measurer
 from autosched.measure.peak import PeakWatch, cached_peak, share_of_peak
 from autosched.measure.runner import RunConfig
 from autosched.result import ResultFlag, count_summary, summarize_errors
-from autosched.search.callbacks import AppendLog, BestOverTime, SharedWork, TimeBudget
+from autosched.search.callbacks import AppendLog, BestOverTime, SharedWork, StopCondition, TimeBudget
 from autosched.search.policy import check_policy_options, get_policy
 from autosched.search.progress import TuneProgress, fewer_flops
 from autosched.search.scheduler import tune_tasks
@@ -167,7 +167,7 @@ def _policy(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------- signals
-class StopOnSignal:
+class StopOnSignal(StopCondition):
     """First SIGINT/SIGTERM: finish the batch in flight, commit it, stop. Second: stop now (KeyboardInterrupt).
     Also a tune callback that ends the run once a signal came."""
 

@@ -11,7 +11,16 @@ from typing import Any
 from autosched.database.record import TuningRecord
 
 
-class TimeBudget:
+class StopCondition:
+    """A tune callback that only decides whether the run stops (it reads no results): the tuning loop also
+    calls it, with empty batches, after a proposal that brought nothing new, so that a run in a space that
+    ran dry stops on time."""
+
+    def __call__(self, state: Any, inputs: Any, results: Any) -> None:
+        raise NotImplementedError
+
+
+class TimeBudget(StopCondition):
     """A tune callback (and ``should_stop`` of the task scheduler) that ends the run once ``seconds`` passed."""
 
     def __init__(self, seconds: float | None) -> None:

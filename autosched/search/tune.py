@@ -37,6 +37,7 @@ from autosched.cost_model.transfer import pretrain
 from autosched.errors import AutoschedError
 from autosched.measure.measurer import Measurer, TooManyFailures
 from autosched.measure.result import MeasureInput
+from autosched.search.callbacks import StopCondition
 from autosched.search.policy import SearchPolicy, TuneContext, check_policy_options, get_policy, log
 from autosched.target import check_target
 
@@ -390,7 +391,10 @@ def _loop(state: TuneState, measurer: Any, db: Any, run: Any, batch_size: int, e
         traces = ctx.new_only(first + proposed)[:want]
         if not traces:
             stale += 1
-            if stale >= stale_rounds:
+            for cb in callbacks:  # a time budget or a signal ends the run here too (a proposal can take a minute)
+                if isinstance(cb, StopCondition):
+                    cb(state, [], [])
+            if stale >= stale_rounds and state.stop_reason is None:
                 state.stop_reason = (f"the {state.policy.name} policy proposed nothing new {stale} times in a row "
                                      f"(space exhausted? {len(ctx.measured)} traces measured for this task)")
             continue

@@ -229,6 +229,9 @@ class Space(abc.ABC):
         self.validate = validate
         self._points: OrderedDict[Trace, Point] = OrderedDict()
         self._failures: dict[str, int] = {}
+        #: the distinct traces a :meth:`sample` that ran dry found (a small space: max pooling on a GPU has 15),
+        #: sorted; later samples draw from them instead of drawing hundreds of duplicates again
+        self.dry_sample: list[Trace] | None = None
 
     # -------------------------------------------------------------- program
     @abc.abstractmethod
@@ -293,9 +296,12 @@ class Space(abc.ABC):
         """``n`` distinct random traces (fewer only when the space has fewer distinct ones).
 
         Bounded: after ``20 n + 50`` draws, or 200 draws in a row that give nothing new, it returns
-        what it has; when no draw gave a legal trace it raises :class:`SpaceError` naming the
-        commonest failures."""
+        what it has (after the latter, later calls draw from what it found); when no draw gave a legal
+        trace it raises :class:`SpaceError` naming the commonest failures."""
         rng = _rng(rng)
+        if self.dry_sample is not None:  # every trace a draw reaches is known: no draws needed
+            pick = rng.choice(len(self.dry_sample), size=min(n, len(self.dry_sample)), replace=False)
+            return [self.dry_sample[i] for i in pick]
         out: dict[Trace, None] = {}
         attempts, limit, stale = 0, 20 * n + 50, 0
         while len(out) < n and attempts < limit and stale < 200:
@@ -308,6 +314,8 @@ class Space(abc.ABC):
                 stale += 1  # 200 draws in a row without a new trace: the space is (nearly) exhausted
         if not out and n > 0:
             raise self._fail("no legal trace could be sampled", attempts)
+        if stale >= 200:  # ran dry: these are all the traces a draw reaches (on a GPU, 20-100 ms a draw)
+            self.dry_sample = sorted(out, key=lambda t: t.dumps())
         return list(out)
 
     def mutate(self, trace: Trace, rng: np.random.Generator | None = None, tries: int = 32) -> Trace:
