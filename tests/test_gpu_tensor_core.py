@@ -181,6 +181,10 @@ def test_an_output_written_only_by_warp_stores_is_copied_back_from_the_gpu():
     among the outputs it downloads after the launch (on an H200 C came back all zeros)."""
     func = autosched.build(*user_matmul(64, True), target="cuda -arch=sm_80")["main"]
     assert [func.sig["args"][k]["name"] for k in func.sig["outputs"]] == ["C"]
+    task = autosched.Task("matmul_mixed", dict(M=64, N=64, K=64), target="cuda -arch=sm_80")
+    trace = task.space("template").sample(1, np.random.default_rng(0))[0]  # (the runner checked garbage: every
+    func = autosched.build(*task.apply(trace), target=task.target)["main"]  # tensor-core candidate was 'wrong')
+    assert func.sig["outputs"] == [2]
 
 
 def test_a_tvm_style_tensor_core_convolution_computes_the_convolution():
