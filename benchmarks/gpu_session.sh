@@ -4,17 +4,20 @@
 # JSON files and tune.db (the ResNet-50 records), at most 8 files.
 #
 #   bash benchmarks/gpu_session.sh wheels                 # HERE, before the loan: what the GPU machine lacks
-#   bash benchmarks/gpu_session.sh env tests kernels tune fp16   # THERE, one call: at most 570 s of caps
-#   bash benchmarks/gpu_session.sh models                 # THERE, a second call if time is left (3 minutes)
+#   bash benchmarks/gpu_session.sh env tests kernels fp16 models   # THERE, plan A, one call: 560 s of caps
+#   bash benchmarks/gpu_session.sh env tune               # THERE, plan B, one call: ResNet-50 tuned, 570 s of caps
+#
+# A loan is 15 minutes of device time, start-up included: one plan per loan (the first call starts the machine,
+# a minute or more). Plan A ran on an H200 on 2026-11-27 (docs/gpu.md); plan B has not run yet.
 #
 # Steps (caps in seconds, overridable as CAP_<step>=N):
 #   env      the GPU, driver, clocks and package versions (10)
 #   tests    pytest -n 8 on every tests/test_gpu*.py: the real-GPU tests run instead of skipping (90)
-#   kernels  bench_gpu.py: matmul 1024 (200 trials) and conv2d (120 trials) tuned, against PyTorch (240)
+#   kernels  bench_gpu.py: matmul 1024 (200 trials) and conv2d (64 trials) tuned, against PyTorch (280)
 #   tune     ResNet-50: built untuned, `autosched tune --model ... --target cuda` for $TUNE_BUDGET (default
-#            90s), built with those records; each against PyTorch eager (170)
+#            7m), built with those records; each against PyTorch eager (560)
 #   fp16     bench_gpu.py --workloads matmul1024_fp16: the tensor-core kernel, 64 trials (60)
-#   models   bench_gpu_models.py untuned: ResNet-50, BERT-base, GPT-2-small (GPT-2's pow fix) (180)
+#   models   bench_gpu_models.py untuned: ResNet-50, BERT-base, GPT-2-small (120; 76 s on the H200)
 #
 # Wheels: the GPU machine's Python (3.12) has PyTorch, numpy, llvmlite, onnx and onnxruntime but not
 # xgboost, SQLAlchemy or platformdirs; `wheels` downloads them into .whl/ (ignored by git: carry it), and
@@ -44,7 +47,7 @@ wheels() {  # on the development machine: the device's missing packages, pinned 
 }
 
 if [ "${1:-}" = wheels ]; then wheels; exit; fi
-if [ $# -eq 0 ]; then sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; fi
+if [ $# -eq 0 ]; then sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; fi
 
 for step in "$@"; do  # every step known before any runs
     case $step in env|tests|kernels|tune|fp16|models) ;;
@@ -73,7 +76,7 @@ run() {  # run STEP CAP CMD...: the command under its cap, its output in the log
     local var="CAP_$step"; cap=${!var:-$cap}
     echo "=== $step (cap ${cap}s): $*" | tee -a "$LOG"
     local t0=$SECONDS
-    timeout --signal=INT --kill-after=15 "$cap" "$@" 2>&1 | tee -a "$LOG"
+    timeout --signal=INT --kill-after=30 "$cap" "$@" 2>&1 | tee -a "$LOG"
     local rc=$?
     echo "=== $step: exit $rc after $((SECONDS - t0)) s" | tee -a "$LOG"  # (124: stopped at its cap)
 }
@@ -86,19 +89,19 @@ for step in "$@"; do
         run tests 90 python3 -m pytest -q -n 8 -p no:cacheprovider tests/test_gpu.py tests/test_gpu_host.py \
             tests/test_gpu_space.py tests/test_gpu_banks.py tests/test_gpu_relay.py tests/test_gpu_tensor_core.py ;;
     kernels)
-        run kernels 240 bash -c "python3 benchmarks/bench_gpu.py --trials 200 --workloads matmul1024 --out '$OUT/k1' \
-            && python3 benchmarks/bench_gpu.py --trials 120 --workloads conv2d --out '$OUT/k2'"
+        run kernels 280 bash -c "python3 benchmarks/bench_gpu.py --trials 200 --workloads matmul1024 --out '$OUT/k1' \
+            && python3 benchmarks/bench_gpu.py --trials 64 --workloads conv2d --out '$OUT/k2'"
         for d in k1 k2; do [ -f "$OUT/$d/gpu.json" ] && mv "$OUT/$d/gpu.json" "$OUT/kernels_$d.json"; rmdir "$OUT/$d" 2>/dev/null; done ;;
     tune)
-        run tune 170 bash -c "python3 -c 'import sys; sys.path.insert(0, \"tests\"); import onnx, _onnx_models; onnx.save(_onnx_models.make_resnet50(image=224), \"/tmp/resnet50.onnx\")' \
+        run tune 560 bash -c "python3 -c 'import sys; sys.path.insert(0, \"tests\"); import onnx, _onnx_models; onnx.save(_onnx_models.make_resnet50(image=224), \"/tmp/resnet50.onnx\")' \
             && python3 benchmarks/bench_gpu_models.py --models resnet50 --json '$OUT/resnet50_untuned.json' \
-            && python3 -m autosched tune --model /tmp/resnet50.onnx --target cuda --time-budget ${TUNE_BUDGET:-90s} --backend local --db '$OUT/tune.db' \
+            && python3 -m autosched tune --model /tmp/resnet50.onnx --target cuda --time-budget ${TUNE_BUDGET:-7m} --backend local --db '$OUT/tune.db' \
             && python3 benchmarks/bench_gpu_models.py --models resnet50 --database '$OUT/tune.db' --json '$OUT/resnet50_tuned.json'" ;;
     fp16)
         run fp16 60 python3 benchmarks/bench_gpu.py --trials 64 --workloads matmul1024_fp16 --out "$OUT/f"
         [ -f "$OUT/f/gpu.json" ] && mv "$OUT/f/gpu.json" "$OUT/fp16.json"; rmdir "$OUT/f" 2>/dev/null ;;
     models)
-        run models 180 python3 benchmarks/bench_gpu_models.py --json "$OUT/models.json" ;;
+        run models 120 python3 benchmarks/bench_gpu_models.py --json "$OUT/models.json" ;;
     esac
 done
 grep "^=== .*: exit" "$LOG"
