@@ -1,4 +1,5 @@
-"""Compilation targets: ``llvm`` (the host CPU) with ``-mcpu=``, ``-mattr=`` and ``-num-cores=`` options, and
+"""Compilation targets: ``llvm`` (the host CPU) with ``-mcpu=``, ``-mattr=``, ``-num-cores=`` and ``-opt-level=``
+(LLVM's pipeline, ``-O3`` by default: lower compiles faster, for code whose speed does not matter) options, and
 ``cuda`` (NVIDIA GPUs through NVPTX) with ``-arch=sm_XY``: without one, the architecture of the GPU here
 (``sm_90`` on an H100, asked of the CUDA driver once per process), or ``sm_80`` where there is none.
 
@@ -329,7 +330,7 @@ class Target:
             if not p.startswith("-") or "=" not in p:
                 raise ValueError(f"target option {p!r} in {spec!r} must look like -key=value")
             k, v = p.lstrip("-").split("=", 1)
-            if k not in ("mcpu", "mattr", "num-cores", "mtriple", "arch"):
+            if k not in ("mcpu", "mattr", "num-cores", "mtriple", "arch", "opt-level"):
                 raise ValueError(f"unknown target option -{k} in {spec!r}")
             self.options[k] = v
         if "num-cores" in self.options:
@@ -338,6 +339,8 @@ class Target:
                     raise ValueError
             except ValueError:
                 raise ValueError(f"-num-cores must be a positive integer in {spec!r}") from None
+        if self.options.get("opt-level", "3") not in ("0", "1", "2", "3"):
+            raise ValueError(f"-opt-level must be 0, 1, 2 or 3 (LLVM's -O levels; 3 by default) in {spec!r}")
         if self.kind == "cuda" and "arch" not in self.options:
             self.options["arch"] = host_gpu_arch() or DEFAULT_CUDA_ARCH
 
@@ -407,6 +410,11 @@ class Target:
 
     def __exit__(self, *exc) -> None:
         _CURRENT.reset(self._token)
+
+    @property
+    def opt_level(self) -> int:
+        """LLVM's optimisation level for the code of this target (``-opt-level``, TVM's spelling; 3 by default)."""
+        return int(self.options.get("opt-level", 3))
 
     @property
     def key(self) -> str:

@@ -31,3 +31,7 @@ def skip_if_the_host_build_is_this_isa(target: str) -> None:
     if (host.isa, host.vector_bytes, host.vector_registers, host.fma) == (
             other.isa, other.vector_bytes, other.vector_registers, other.fma):
         pytest.skip(f"this CPU's own build ({host_cpu()}: {host.isa}) already has the vector ISA of {target!r}")
+
+#: the target a GPU kernel's grid is built for when the tests run it on this CPU (``serialize_bindings``): only
+#: its result matters, and LLVM's -O3 spent a second or more on each kernel's lockstep code
+SERIAL_CPU = "llvm -opt-level=0"

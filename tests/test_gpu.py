@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import autosched
+from _cpus import SERIAL_CPU
 from _gpu_checks import assert_coalesced, store_runs
 from autosched import te
 from autosched.cli import main
@@ -86,7 +87,7 @@ def test_the_grid_computes_the_right_thing(name, args, kind):
         sch, targs = task.apply(trace)
         kernel, _ = prepare_kernel(autosched.lower(sch, targs))
         out = out0.copy()
-        autosched.build(serialize_bindings(kernel), target="llvm")(*ins, out)
+        autosched.build(serialize_bindings(kernel), target=SERIAL_CPU)(*ins, out)
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5, err_msg=trace.dumps())
 
 
@@ -267,7 +268,7 @@ def test_a_split_tail_around_a_shared_copy_leaves_the_copy_to_every_thread():
     kernel, _ = prepare_kernel(autosched.lower(s, [A, B]))  # _check_barriers: none under a guard on a thread
     a = np.random.default_rng(0).standard_normal((60, 64)).astype("float32")
     out = np.full(60, np.nan, "float32")
-    autosched.build(serialize_bindings(kernel), target="llvm")(a, out)
+    autosched.build(serialize_bindings(kernel), target=SERIAL_CPU)(a, out)
     np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-5, atol=1e-5)
     if ptxas_path() is not None:
         assert "bar.sync" in autosched.build(s, [A, B], target="cuda -arch=sm_80").get_source("ptx")
@@ -325,7 +326,7 @@ def test_a_stage_guard_never_skips_a_shared_copy():
             assert isinstance(loop.extent, IntImm), f"a barrier inside a loop of {loop.extent} iterations"
     ins, out = inputs(task)
     want = get_reference("conv2d")([a.astype(np.float64) for a in ins], **task.args).astype("float32")
-    autosched.build(serialize_bindings(kernel), target="llvm")(*ins, out)
+    autosched.build(serialize_bindings(kernel), target=SERIAL_CPU)(*ins, out)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
     if ptxas_path() is not None:
         autosched.build(s, args, target="cuda -arch=sm_80")
@@ -341,7 +342,7 @@ def test_the_cpu_run_of_the_grid_shows_a_missing_barrier():
 
     def run(k):
         c = np.zeros((64, 64), "float32")
-        autosched.build(serialize_bindings(k), target="llvm")(a, b, c)
+        autosched.build(serialize_bindings(k), target=SERIAL_CPU)(a, b, c)
         return c
 
     np.testing.assert_allclose(run(kernel), a @ b, rtol=1e-4, atol=1e-4)

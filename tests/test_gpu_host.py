@@ -20,6 +20,7 @@ import onnx
 import pytest
 
 import autosched
+from _cpus import SERIAL_CPU
 from _gpu_checks import assert_coalesced
 from _onnx_models import make_single_op
 from autosched import relay, te
@@ -252,7 +253,7 @@ def test_the_cuda_kernels_of_a_model_compute_what_the_cpu_build_does(resnet):
         fused = optimize(mod, params)
     gb = _GraphBuilder(fused["main"], "cuda", use_records=False)
     graph_json = gb.run()
-    serial = build_many([serialize_bindings(prepare_kernel(f)[0]) for f in gb.prims], "llvm")
+    serial = build_many([serialize_bindings(prepare_kernel(f)[0]) for f in gb.prims], SERIAL_CPU)
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype("float32")
     got = GraphModule(graph_json, serial, gb.params)
     got.run(data=x)
@@ -337,7 +338,7 @@ def test_the_generated_cuda_space_tunes_fused_kernels(resnet):
     for trace in conv.space("generated").sample(3, np.random.default_rng(1)):
         kernel, _ = prepare_kernel(autosched.lower(*conv.apply(trace)))
         got = np.zeros_like(want)
-        autosched.build(serialize_bindings(kernel), target="llvm")(*ins, got)
+        autosched.build(serialize_bindings(kernel), target=SERIAL_CPU)(*ins, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=trace.dumps())
 
 

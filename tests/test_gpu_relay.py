@@ -14,6 +14,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 import autosched  # noqa: E402
+from _cpus import SERIAL_CPU  # noqa: E402
 from _onnx_models import make_resnet50, make_single_op, random_inputs, run_onnxruntime  # noqa: E402
 from _transformer_models import make_decoder, make_encoder, token_inputs  # noqa: E402
 from autosched import relay  # noqa: E402
@@ -48,7 +49,7 @@ def serial_error(model, inputs) -> tuple[float, list]:
     from autosched.tir.gpu import serialize_bindings
 
     kernels, graph_json, params, _ = cuda_kernels(model, inputs)
-    lib = build_many([serialize_bindings(k) for k, _ in kernels], "llvm")
+    lib = build_many([serialize_bindings(k) for k, _ in kernels], SERIAL_CPU)
     m = GraphModule(graph_json, lib, params)
     for k, v in inputs.items():
         m.set_input(k, v)
@@ -288,7 +289,7 @@ def test_power_of_a_negative_base_by_a_tensor_exponent_is_cs_pow_on_the_gpu():
     pows = [c for s in S.walk_stmts(func.body) for e in S.stmt_exprs(s) for c in E.walk(e)
             if isinstance(c, E.Call) and c.name == "pow"]
     assert pows and all(isinstance(c.args[0], E.Call) and c.args[0].name == "fabs" for c in pows)
-    m = GraphModule(graph_json, build_many([serialize_bindings(prepare_kernel(func)[0])], "llvm"), gb.params)
+    m = GraphModule(graph_json, build_many([serialize_bindings(prepare_kernel(func)[0])], SERIAL_CPU), gb.params)
     m.run(x=xs, y=ys)
     np.testing.assert_allclose(m.get_output(0), want, rtol=1e-6, equal_nan=True)
 
@@ -330,7 +331,7 @@ def test_a_cross_thread_reduction_computed_at_its_readers_block_loop():
     assert launch.grid == (6, 1, 1) and launch.block == (32, 1, 1)
     xv = np.random.default_rng(0).standard_normal((6, 100)).astype("float32")
     got = np.zeros_like(xv)
-    autosched.build(serialize_bindings(kernel), target="llvm")(xv, got)
+    autosched.build(serialize_bindings(kernel), target=SERIAL_CPU)(xv, got)
     e = np.exp(xv - xv.max(1, keepdims=True))
     np.testing.assert_allclose(got, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
     if ptxas_path() is not None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import autosched
+from _cpus import SERIAL_CPU
 from autosched import te
 from autosched.codegen.nvptx import ptxas_check, ptxas_path, ptxas_registers
 from autosched.tir import stmt as S
@@ -80,7 +81,7 @@ def test_vendor_like_kernels_compute_the_right_thing(name, args):
     want = get_reference(name)([a.astype(np.float64) for a in ins], **cpu.args).astype("float32")
     kernel, _ = prepare_kernel(autosched.lower(*task.apply(trace)))
     got = np.full(want.shape, np.nan, "float32")
-    autosched.build(serialize_bindings(kernel), target="llvm")(*ins, got)
+    autosched.build(serialize_bindings(kernel), target=SERIAL_CPU)(*ins, got)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=trace.dumps())
 
 
@@ -151,7 +152,7 @@ def test_double_buffered_copies_load_the_next_tile_while_this_one_is_computed(na
            for t in cpu.tensors()[:-1]]
     want = get_reference(name)([a.astype(np.float64) for a in ins], **cpu.args).astype("float32")
     got = np.full(want.shape, np.nan, "float32")
-    autosched.build(serialize_bindings(func), target="llvm")(*ins, got)
+    autosched.build(serialize_bindings(func), target=SERIAL_CPU)(*ins, got)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=trace.dumps())
 
 
@@ -215,5 +216,5 @@ def test_a_te_double_buffer_of_one_operand_stays_correct():
         func = autosched.lower(s, [A, B, C], target="cuda -arch=sm_80")
         assert len(pipelined_loops(func)) == (len(doubled) == 2), func
         got = np.full((n, n), np.nan, "float32")
-        autosched.build(serialize_bindings(func), target="llvm")(a, b, got)
+        autosched.build(serialize_bindings(func), target=SERIAL_CPU)(a, b, got)
         np.testing.assert_array_equal(got, a @ b)

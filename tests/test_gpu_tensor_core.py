@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import autosched
+from _cpus import SERIAL_CPU
 from autosched import te, tir
 from autosched.codegen.nvptx import ptxas_check, ptxas_path, ptxas_registers
 from autosched.errors import CodegenError, ScheduleError
@@ -143,7 +144,7 @@ def halves(shape, seed):
 def run_on_cpu(s, args, *ins, out_shape, out_dtype="float32"):
     kernel, _ = prepare_kernel(autosched.lower(s, args))
     out = np.full(out_shape, np.nan, out_dtype)
-    autosched.build(serialize_bindings(kernel), target="llvm")(*ins, out)
+    autosched.build(serialize_bindings(kernel), target=SERIAL_CPU)(*ins, out)
     return out
 
 

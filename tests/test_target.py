@@ -43,6 +43,26 @@ def test_mattr_overrides_the_cpu_and_cores_come_from_the_target():
     assert host.name in str(host) and f"{host.vector_bytes * 8}-bit" in str(host)
 
 
+def test_opt_level_sets_llvms_pipeline():
+    """``-opt-level`` (TVM's spelling) picks LLVM's -O level: code whose speed is moot (a GPU grid run on the
+    CPU in a test) compiles faster at 0, and is as right; the default is -O3, and other values are refused."""
+    assert Target("llvm").opt_level == 3 and Target("llvm -opt-level=0").opt_level == 0
+    with pytest.raises(ValueError, match="-opt-level must be 0, 1, 2 or 3"):
+        Target("llvm -opt-level=fast")
+    A = te.placeholder((1024,), name="A")
+    B = te.compute((1024,), lambda i: A[i] * 2.0 + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    a = np.arange(1024, dtype="float32")
+    irs = []
+    for target in ("llvm -opt-level=0", "llvm"):
+        mod = autosched.build(s, [A, B], target=target)
+        b = np.zeros(1024, "float32")
+        mod(a, b)
+        np.testing.assert_array_equal(b, a * 2 + 1)
+        irs.append(mod.opt_ir)
+    assert "x float>" not in irs[0] and "x float>" in irs[1]  # only -O3 vectorised the loop
+
+
 def test_current_target_is_the_innermost_with_block():
     assert Target.current(allow_none=True) is None
     assert Target.current().kind == "llvm"

@@ -98,7 +98,7 @@ class LLVMModule(Module):
             tm = target_machine(target)
             mod.triple = llvm.get_process_triple()
             mod.data_layout = str(tm.target_data)
-            optimize(mod, tm)
+            optimize(mod, tm, target.opt_level)
             self.opt_ir = str(mod)
             engine = llvm.create_mcjit_compiler(mod, tm)
             engine.finalize_object()
@@ -183,7 +183,8 @@ def generate_ir(func: S.PrimFunc, target: Target) -> tuple[str, dict, list[str]]
 
 
 def compile_object(ir_text: str, target: Target) -> bytes:
-    """Optimise IR at -O3 for ``target`` and emit position-independent object code (no JIT engine).
+    """Optimise IR for ``target`` (-O3 unless its ``-opt-level`` says less) and emit position-independent
+    object code (no JIT engine).
 
     Each call parses into an LLVM context of its own, freed at the end: LLVM keeps every type and
     constant a module uses in its context until the context goes, so a builder that compiled thousands
@@ -198,7 +199,7 @@ def compile_object(ir_text: str, target: Target) -> bytes:
                 tm = target_machine(target, for_object=True)
                 mod.triple = llvm.get_process_triple()
                 mod.data_layout = str(tm.target_data)
-                optimize(mod, tm)
+                optimize(mod, tm, target.opt_level)
                 return tm.emit_object(mod)
             finally:
                 mod.close()

@@ -803,11 +803,12 @@ def _gomp_available() -> bool:
     return bool(_gomp_state["ok"])
 
 
-def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
-    """LLVM's -O3 pipeline (loop and SLP vectorizers on) over a parsed module, for the CPU and the GPU alike."""
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
+def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> None:
+    """LLVM's -O``level`` pipeline over a parsed module, for the CPU and the GPU alike (-O3, loop and SLP
+    vectorizers on, unless a target's ``-opt-level`` asks for less)."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_vectorization = level >= 2
+    pto.slp_vectorization = level >= 2
     pb = llvm.create_pass_builder(tm, pto)
     pm = pb.getModulePassManager()
     pm.run(mod, pb)
