@@ -91,17 +91,26 @@ class GraphBuilder:
         ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs]
         outs = [helper.make_tensor_value_info(o[0], TensorProto.FLOAT, list(o[1])) if isinstance(o, tuple)
                 else helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs]
-        graph = helper.make_graph(self.nodes, name, ins, outs, initializer=self.initializers)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)],
-                                  producer_name="autosched-tests")
-        model.ir_version = IR_VERSION
+
+        def assemble(graph_inputs: list, initializers: list) -> onnx.ModelProto:
+            graph = helper.make_graph(self.nodes, name, graph_inputs, outs, initializer=initializers)
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)],
+                                      producer_name="autosched-tests")
+            model.ir_version = IR_VERSION
+            return model
+
+        # shape inference and the checker serialise the whole model: they see the large weights as typed
+        # inputs instead (VGG-11's 500 MB took 10 s); small initializers (shapes, scales) stay values
+        large = [t for t in self.initializers if len(t.raw_data) > 1 << 16]
+        light_inputs = ins + [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in large]
+        small = [t for t in self.initializers if len(t.raw_data) <= 1 << 16]
         # the checker wants every graph output typed with a shape: take them from onnx's shape inference
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-        for vi, typed in zip(model.graph.output, inferred.graph.output):
+        inferred = onnx.shape_inference.infer_shapes(assemble(light_inputs, small), strict_mode=True)
+        for vi, typed in zip(outs, inferred.graph.output):
             if typed.type.tensor_type.HasField("shape"):
                 vi.CopyFrom(typed)
-        onnx.checker.check_model(model, full_check=True)
-        return model
+        onnx.checker.check_model(assemble(light_inputs, small), full_check=True)
+        return assemble(ins, self.initializers)
 
 
 def _residual(b, x, y, cin: int, cout: int, stride: int, p: str) -> str:
