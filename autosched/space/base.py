@@ -142,6 +142,9 @@ class DecisionRun:
         self.rng = rng
         self.decisions: dict[str, Decision] = {}
         self.sch: Any = None  # the schedule being built (set by the space)
+        #: (trace length, PrimFunc): the schedule as a rule lowered it (partition=False); the check of a GPU's
+        #: limits reuses it when no step came after (GPUPadSharedRows lowers every candidate it pads or not)
+        self.lowered: tuple[int, Any] | None = None
         # recovery mode (see Space.point_of)
         self._prefix: list[int] | None = None
         self._target: Trace | None = None
@@ -249,12 +252,15 @@ class Space(abc.ABC):
             sch.trace = _CheckingTrace(run._target)
         with self.task.target:  # templates and rules size their blocks from Target.current().cpu
             self._run(run)
-        gpu = self.task.target.kind == "cuda"
-        if (self.validate == "lower" or gpu) and run._prefix is None:
-            func = lower(sch, args)
-            if gpu:  # a schedule over the GPU's limits (threads, shared memory) is not a point: draw another
-
-                prepare_kernel(func, self.task.target.gpu)
+        if run._prefix is not None:
+            return sch.trace
+        if self.validate == "lower":
+            lower(sch, args)
+        if self.task.target.kind == "cuda":  # a schedule over the GPU's limits (threads, shared memory) is not a
+            # point: draw another. Unpartitioned loops give the same launch and verdict, in two thirds the time
+            done = run.lowered
+            func = done[1] if done is not None and done[0] == len(sch.trace) else lower(sch, args, partition=False)
+            prepare_kernel(func, self.task.target.gpu)
         return sch.trace
 
     def generate(self, point: Point | None = None, rng: np.random.Generator | None = None) -> tuple[Trace, Point]:
