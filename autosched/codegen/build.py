@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -16,7 +18,7 @@ from typing import Any
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from autosched.codegen.llvm import CodeGenLLVM, optimize
+from autosched.codegen.llvm import CodeGenLLVM
 from autosched.codegen.nvptx import (
     check_registers,
     compile_ptx,
@@ -25,6 +27,7 @@ from autosched.codegen.nvptx import (
     ptxas_path,
     ptxas_registers,
 )
+from autosched.codegen.objcompile import Machine, balance, build_jobs, compile_in_workers, compile_units, optimize
 from autosched.errors import CodegenError
 from autosched.isa import check_runs_here, code_features
 from autosched.runtime.module import ISA_SYMBOL, METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
@@ -37,6 +40,7 @@ from autosched.tir.lower import lower
 from autosched.tir.stmt import dim_to_json
 from autosched.tir.wmma import has_warp_ops, memory_accesses
 
+logger = logging.getLogger("autosched.codegen")
 _lock = threading.RLock()
 
 
@@ -164,6 +168,111 @@ def _ir_bytes(data: bytes) -> str:
     return "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}" for b in data)
 
 
+#: a build_many whose IR is smaller than this compiles in this process (starting workers would cost more)
+PARALLEL_MIN_BYTES = 256 * 1024
+#: at most one worker process per this much IR
+GROUP_MIN_BYTES = 128 * 1024
+
+
+def _free_workspaces(engine: Any, addresses: list[int]) -> None:
+    """Run the compile units' workspace destructors (the JIT runs static destructors of IR modules only)."""
+    for a in addresses:
+        ctypes.CFUNCTYPE(None)(a)()
+    del engine  # (kept alive until now: the code above lives in it)
+
+
+class LLVMUnitsModule(LLVMModule):
+    """Many kernels (``build_many``: a model's) compiled as separate units into object code, the units in
+    worker processes, one per core (``AUTOSCHED_BUILD_JOBS``), when the IR is large enough to pay for them,
+    then loaded into one JIT engine with the module that defines what they share (the metadata, the thread
+    count). Exporting links the same objects; ``get_source`` gives each unit's text in turn."""
+
+    def __init__(self, units: list[str], root: str, sigs: list[dict], target: Target, entry: str,
+                 destructors: list[str], jobs: int | None = None):
+        self.unhonoured = []
+        self.sigs = sigs
+        self.target = target
+        self.root = root
+        self.ir_text = _join(units + [root])
+        t0 = time.perf_counter()
+        init_llvm()
+        machine = Machine(llvm.get_process_triple(), target.mcpu, target.mattr, target.opt_level)
+        total = sum(len(u) for u in units)
+        jobs = build_jobs() if jobs is None else jobs
+        n = min(jobs, total // GROUP_MIN_BYTES) if total >= PARALLEL_MIN_BYTES else 1
+        groups = [[units[i] for i in g] for g in balance([len(u) for u in units], max(1, n))]
+        compiled = None
+        if len(groups) > 1:
+            try:
+                compiled = compile_in_workers(groups, machine)
+            except OSError as e:  # no process could start (a sandbox): compile here
+                logger.warning("build_many: cannot start LLVM compile workers (%s); compiling in this process", e)
+        if compiled is None:
+            with _lock:
+                compiled = [compile_units(g, machine) for g in groups]
+        self.objects = [obj for obj, _ in compiled]
+        self._unit_irs = [text for _, text in compiled] + [root]
+        self.opt_ir = _join(self._unit_irs)
+        with _lock:
+            mod = llvm.parse_assembly(root)
+            mod.verify()
+            tm = target_machine(target)
+            mod.triple = machine.triple
+            mod.data_layout = str(tm.target_data)
+            engine = llvm.create_mcjit_compiler(mod, tm)
+            for obj in self.objects:
+                engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            engine.finalize_object()
+            self._engine = engine
+            self._tm = tm
+            funcs = {s["name"]: PackedFunc(s, engine.get_function_address(s["name"]), self) for s in sigs}
+            if destructors:
+                weakref.finalize(self, _free_workspaces, engine,
+                                 [engine.get_function_address(d) for d in destructors])
+            self.num_threads_address = (engine.get_global_value_address(NUM_THREADS_SYMBOL)
+                                        if NUM_THREADS_SYMBOL in root else 0)
+        env = os.environ.get("AUTOSCHED_NUM_THREADS")
+        if env:
+            self.set_num_threads(int(env))
+        self.compile_seconds = time.perf_counter() - t0
+        self.compile_groups = len(groups)
+        Module.__init__(self, funcs, entry)
+        self._features = None
+        if "mcpu" in target.options or "mattr" in target.options:
+            for f in funcs.values():
+                f.isa_check = functools.partial(self.check_runs_here, f.name)
+
+    def get_source(self, fmt: str = "ll") -> str:
+        """The optimised IR (``ll``), the IR as generated (``ll-unopt``) or the assembly (``asm``) of every
+        compile unit in turn, each after a ``; compile unit k of n`` line."""
+        if fmt in ("asm", "s"):
+            with _lock:
+                tm = target_machine(self.target, for_object=True)
+                return _join([tm.emit_assembly(llvm.parse_assembly(t)) for t in self._unit_irs], comment="#")
+        return super().get_source(fmt)
+
+    def _object_files(self, prefix: str) -> tuple[list[str], bool, list[str]]:
+        """The units' objects as compiled, and the shared module's with the CPU and extensions the code uses."""
+        if SYMBOL in self.ir_text:
+            return super()._object_files(prefix)  # (raises: such code runs only here)
+        isa = json.dumps({"cpu": self.target.mcpu, "features": sorted(self.features)}).encode() + b"\0"
+        isa_global = f'@{ISA_SYMBOL} = constant [{len(isa)} x i8] c"{_ir_bytes(isa)}"'
+        machine = Machine(llvm.get_process_triple(), self.target.mcpu, self.target.mattr, self.target.opt_level)
+        with _lock:
+            root_obj, _ = compile_units([f"{self.root}\n{isa_global}\n"], machine)
+        paths = []
+        for k, obj in enumerate([*self.objects, root_obj]):
+            paths.append(f"{prefix}_{k}.o")
+            with open(paths[-1], "wb") as f:
+                f.write(obj)
+        return paths, True, (["-lgomp", "-lm"] if "GOMP_parallel" in self.opt_ir else ["-lm"])
+
+
+def _join(texts: list[str], comment: str = ";") -> str:
+    """Texts of several compile units as one, each after a ``; compile unit k of n`` line."""
+    return "\n".join(f"{comment} compile unit {k + 1} of {len(texts)}\n{t}" for k, t in enumerate(texts))
+
+
 def _add_metadata(module: ir.Module, sigs: list[dict], entry: str) -> None:
     data = json.dumps({"version": 1, "entry": entry, "functions": sigs}).encode() + b"\0"
     ty = ir.ArrayType(ir.IntType(8), len(data))
@@ -220,15 +329,25 @@ def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | N
         return build_cuda(funcs, tgt, entry)
     if tgt.kind != "llvm":
         raise CodegenError(f"target {tgt} is not supported by build (llvm or cuda)")
-    cg = CodeGenLLVM(names[0], int(tgt.options.get("num-cores", 0)), tgt.cpu.vector_bytes)
-    sigs = []
-    for f in funcs:
+    num_threads = int(tgt.options.get("num-cores", 0))
+    units, sigs, destructors, unhonoured, parallel = [], [], [], set(), False
+    for f in funcs:  # one compile unit per function: the units compile in parallel
+        cg = CodeGenLLVM(f.name, num_threads, tgt.cpu.vector_bytes, unit=True)
         cg.add_function(f)
+        units.append(str(cg.finish()))
         sigs.append(signature(f))
+        destructors += [cg.workspace_destructor] if cg.workspace_destructor else []
+        unhonoured |= set(cg.unhonoured)
+        parallel |= cg.uses_parallel
     entry = entry or names[0]
-    _add_metadata(cg.module, sigs, entry)
-    mod = LLVMModule(str(cg.finish()), sigs, tgt, entry)
-    mod.unhonoured = sorted(cg.unhonoured)
+    root = ir.Module(name="autosched_shared")
+    root.triple = llvm.get_process_triple()
+    _add_metadata(root, sigs, entry)
+    if parallel:  # the thread count every unit's parallel loops read
+        g = ir.GlobalVariable(root, ir.IntType(32), NUM_THREADS_SYMBOL)
+        g.initializer = ir.Constant(ir.IntType(32), num_threads)
+    mod = LLVMUnitsModule(units, str(root), sigs, tgt, entry, destructors)
+    mod.unhonoured = sorted(unhonoured)
     return mod
 
 

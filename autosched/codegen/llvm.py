@@ -88,8 +88,12 @@ class _Fn:
 class CodeGenLLVM:
     """Builds one LLVM module from PrimFuncs."""
 
-    def __init__(self, module_name: str = "autosched", num_threads: int = 0, vector_bytes: int = 16):
+    def __init__(self, module_name: str = "autosched", num_threads: int = 0, vector_bytes: int = 16,
+                 unit: bool = False):
         self.module = ir.Module(name=module_name)
+        # one compile unit of several (build_many): the thread count is declared here and defined once, by the
+        # module that gathers the units, and the workspaces' destructor is a named function the JIT can call
+        self.unit = unit
         # the target's native vector (Target.cpu.vector_bytes): vectorized loops are emitted in chunks of at
         # most this width, since LLVM legalises wider vectors into pieces (slowly, and on AVX2 it miscompiled
         # masked loads split that way: an all-false half read memory its mask excluded)
@@ -503,11 +507,19 @@ class CodeGenLLVM:
         self.stmt(s.body)
         ops.branch(self, taken, give_back, release, "ws_done")
 
+    @property
+    def workspace_destructor(self) -> str | None:
+        """The function that frees the workspaces this module keeps (None when it keeps none)."""
+        if not self._workspaces:
+            return None
+        return f"__autosched_free_workspaces.{self.module.name}" if self.unit else "__autosched_free_workspaces"
+
     def finish(self) -> ir.Module:
         """The module, with the destructor that frees its kept workspaces (when it has any)."""
         if self._workspaces and "llvm.global_dtors" not in self.module.globals:
-            fn = ir.Function(self.module, ir.FunctionType(VOID, []), "__autosched_free_workspaces")
-            fn.linkage = "internal"
+            fn = ir.Function(self.module, ir.FunctionType(VOID, []), self.workspace_destructor)
+            if not self.unit:
+                fn.linkage = "internal"
             b = ir.IRBuilder(fn.append_basic_block("entry"))
             free = self._decl("free", VOID, [PTR])
             for slot in self._workspaces:
@@ -742,8 +754,9 @@ class CodeGenLLVM:
         g = self.module.globals.get("__autosched_num_threads")
         if g is None:
             g = ir.GlobalVariable(self.module, I32, "__autosched_num_threads")
-            g.initializer = ir.Constant(I32, self.num_threads)
-            g.linkage = "weak"
+            if not self.unit:  # (a unit's is defined by the module that gathers the units)
+                g.initializer = ir.Constant(I32, self.num_threads)
+                g.linkage = "weak"
         return g
 
 
@@ -801,14 +814,3 @@ def _gomp_available() -> bool:
                 why = f"libgomp ({path}) does not load: {e}"
         _gomp_state.update(ok=ok, path=path, why=why)
     return bool(_gomp_state["ok"])
-
-
-def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, level: int = 3) -> None:
-    """LLVM's -O``level`` pipeline over a parsed module, for the CPU and the GPU alike (-O3, loop and SLP
-    vectorizers on, unless a target's ``-opt-level`` asks for less)."""
-    pto = llvm.create_pipeline_tuning_options(speed_level=level)
-    pto.loop_vectorization = level >= 2
-    pto.slp_vectorization = level >= 2
-    pb = llvm.create_pass_builder(tm, pto)
-    pm = pb.getModulePassManager()
-    pm.run(mod, pb)

@@ -35,7 +35,8 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from autosched.codegen import ops
-from autosched.codegen.llvm import I32, I64, VOID, CodeGenLLVM, flat_index, ltype, optimize
+from autosched.codegen.llvm import I32, I64, VOID, CodeGenLLVM, flat_index, ltype
+from autosched.codegen.objcompile import optimize
 from autosched.codegen.vectorize import vector_blocker
 from autosched.errors import CodegenError, ScheduleError
 from autosched.target import GPUDescription

@@ -1,0 +1,147 @@
+"""``build_many`` (a model's kernels): one compile unit per kernel, compiled to object code in worker processes
+when the IR is large enough (``AUTOSCHED_BUILD_JOBS``, else every core), loaded into one JIT engine, and
+exported as the same objects."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+from autosched import te
+from autosched.codegen import build as codegen_build
+from autosched.codegen import objcompile
+from autosched.runtime.module import load_module
+from autosched.target import Target
+from autosched.tir.lower import lower
+
+
+def _kernels(count: int, n: int = 4096) -> list:
+    """``count`` different kernels out[i] = A[i] * k + B[i] (the odd ones parallel, with unrolled bodies that
+    make their IR big), as PrimFuncs named ``k0``, ``k1``, ..."""
+    funcs = []
+    for k in range(count):
+        A = te.placeholder((n,), name="A")
+        B = te.placeholder((n,), name="B")
+        C = te.compute((n,), lambda i, k=k: A[i] * float(k + 1) + B[i], name="C")
+        s = te.create_schedule(C.op)
+        outer, inner = s[C].split(C.op.axis[0], factor=64)
+        s[C].unroll(inner)
+        if k % 2:
+            s[C].parallel(outer)
+        funcs.append(lower(s, [A, B, C], name=f"k{k}"))
+    return funcs
+
+
+def _check(mod, count: int, n: int = 4096) -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(n).astype("float32"), rng.standard_normal(n).astype("float32")
+    for k in range(count):
+        c = np.zeros(n, "float32")
+        mod[f"k{k}"](a, b, c)
+        np.testing.assert_allclose(c, a * (k + 1) + b, rtol=1e-6, atol=1e-6)  # (fused multiply-adds)
+
+
+def test_kernels_compile_in_worker_processes_and_run_as_one_module(monkeypatch, tmp_path):
+    """With two workers allowed and IR over the thresholds, the units compile in two processes; the module
+    runs every kernel right, sets its parallel loops' thread count, and exports to a library that does too
+    (with the CPU record a library carries)."""
+    monkeypatch.setenv(objcompile.JOBS_ENV, "2")
+    monkeypatch.setattr(codegen_build, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(codegen_build, "GROUP_MIN_BYTES", 1)
+    funcs = _kernels(6)
+    mod = codegen_build.build_many(funcs, "llvm")
+    assert mod.compile_groups == 2 and len(mod.objects) == 2
+    _check(mod, 6)
+    assert mod.num_threads_address
+    mod.set_num_threads(1)
+    _check(mod, 6)
+    text = mod.get_source()
+    assert text.startswith("; compile unit 1 of 3") and "define" in text and "__autosched_metadata" in text
+    assert "compile unit 3 of 3" in mod.get_source("asm")
+    mod.export_library(tmp_path / "units.so")
+    lib = load_module(tmp_path / "units.so")
+    assert lib.cpu == Target("llvm").mcpu
+    _check(lib, 6)
+
+
+def test_one_job_compiles_in_this_process(monkeypatch):
+    monkeypatch.setenv(objcompile.JOBS_ENV, "1")
+    monkeypatch.setattr(codegen_build, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(codegen_build, "GROUP_MIN_BYTES", 1)
+    started = []
+    monkeypatch.setattr(objcompile, "_in_worker", lambda *a: started.append(a))
+    mod = codegen_build.build_many(_kernels(3), "llvm")
+    assert mod.compile_groups == 1 and not started
+    _check(mod, 3)
+
+
+@pytest.mark.parametrize("value", ["0", "two"])
+def test_a_bad_job_count_is_refused_by_name(monkeypatch, value):
+    monkeypatch.setenv(objcompile.JOBS_ENV, value)
+    with pytest.raises(ValueError, match=f"AUTOSCHED_BUILD_JOBS={value!r}"):
+        codegen_build.build_many(_kernels(1), "llvm")
+
+
+def test_a_workers_llvm_error_comes_back_with_llvms_message():
+    """IR that LLVM refuses fails the build with LLVM's own words, from the worker process."""
+    machine = objcompile.Machine(llvm.get_process_triple(), Target("llvm").mcpu, "", 3)
+    bad = "define i32 @f() {\n  ret i64 0\n}\n"
+    good = "define i32 @g() {\n  ret i32 0\n}\n"
+    with pytest.raises(RuntimeError, match="(?s)LLVM compile worker failed.*ret i64 0"):
+        objcompile.compile_in_workers([[good], [bad]], machine)
+    (obj, text), = objcompile.compile_in_workers([[good]], machine)
+    assert obj and "@g()" in text
+
+
+def test_balance_spreads_the_largest_units_first():
+    assert objcompile.balance([5, 1, 4, 2, 3], 2) == [[0, 1, 3], [2, 4]]
+    assert objcompile.balance([1, 1], 4) == [[0], [1]]  # never an empty group
+
+
+def test_the_units_kept_workspaces_are_freed_with_their_module(monkeypatch):
+    """A unit's heap workspaces are freed when the module goes (the JIT does not run an object's static
+    destructors: the module calls each unit's destructor itself). Counted by glibc's mallinfo2."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    if not hasattr(libc, "mallinfo2"):
+        pytest.skip("this C library has no mallinfo2 (glibc >= 2.33)")
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                          "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    libc.mallinfo2.restype = MallInfo2
+
+    def in_use() -> int:
+        info = libc.mallinfo2()
+        return info.uordblks + info.hblkhd
+
+    monkeypatch.setenv(objcompile.JOBS_ENV, "2")
+    monkeypatch.setattr(codegen_build, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(codegen_build, "GROUP_MIN_BYTES", 1)
+    n = 1 << 21  # 8 MiB of float32: a heap workspace the module keeps
+    funcs = []
+    for k in range(2):
+        A = te.placeholder((n,), name="A")
+        B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+        C = te.compute((n,), lambda i, k=k: B[i] * float(k + 2), name="C")
+        funcs.append(lower(te.create_schedule(C.op), [A, C], name=f"w{k}"))
+    gc.collect()
+    before = in_use()
+    mod = codegen_build.build_many(funcs, "llvm")
+    a = np.ones(n, "float32")
+    for k in range(2):
+        c = np.zeros(n, "float32")
+        mod[f"w{k}"](a, c)
+        assert c[-1] == 2.0 * (k + 2)
+    del c
+    held = in_use() - before - a.nbytes
+    assert held > 2 * 8 * 2**20, f"{held / 2**20:.0f} MiB held by a module with two 8 MiB workspaces"
+    del mod
+    gc.collect()
+    left = in_use() - before - a.nbytes
+    assert left < 8 * 2**20, f"{left / 2**20:.0f} MiB still held after the module went"
