@@ -60,6 +60,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--plot", default="race.png", metavar="FILE.png", help="the curves (default race.png)")
     p.add_argument("--json", action="store_true",
                    help="every run's curve as JSON on standard output instead of the table (for scripts)")
+    p.add_argument("--startup", type=float, default=None, metavar="SECONDS",
+                   help="the seconds each run counts for starting a command, in time to quality (default: "
+                        "measured now, the best of three launches of this interpreter; 0: the search alone)")
     p.add_argument("--workdir", default=None, metavar="DIR",
                    help="keep each run's database here (default: a temporary directory)")
     add_verbosity(p)
@@ -85,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise UsageError(f"unknown cost model {unknown[0]!r}; use {', '.join(COST_MODELS)}")
         args.models = {m: m for m in models} or None
+        if args.startup is not None and not args.startup >= 0:
+            raise UsageError(f"--startup must be 0 or more seconds, got {args.startup}")
         if not policies or not seeds or args.trials < 1:
             raise UsageError("give at least one policy, one seed and --trials >= 1")
         if task.target.kind == "cuda":
@@ -110,7 +115,7 @@ def _race(args: argparse.Namespace, task: Any, policies: list[str], seeds: list[
 
     runs = race(task, policies, args.trials, seeds, backend=args.backend, batch_size=args.batch_size,
                 workdir=args.workdir, progress=None if args.quiet else progress, cost_models=args.models,
-                measure_default=not args.from_scratch)
+                measure_default=not args.from_scratch, startup=args.startup)
     for r in runs:
         if r.error:
             print(f"  {r.policy} seed {r.seed} failed: {r.error}", file=out)
