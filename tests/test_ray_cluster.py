@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autosched.database import Database
+from autosched.database import Database, DatabaseError
 from autosched.measure.result import ErrorKind
 
 HERE = Path(__file__).resolve().parent
@@ -92,8 +92,11 @@ def wait_for_records(db: Path, n: int, proc: subprocess.Popen, timeout: float = 
     while time.monotonic() < end:
         if proc.poll() is not None:
             pytest.fail(f"the tune ended before {n} records: {proc.stderr.read()[-2000:]}")
-        if db.exists() and len(records(db)) >= n:
-            return
+        try:
+            if db.exists() and len(records(db)) >= n:
+                return
+        except DatabaseError:  # the tuner created the file and is creating its tables right now
+            pass
         time.sleep(0.2)
     pytest.fail(f"fewer than {n} records after {timeout} s")
 
