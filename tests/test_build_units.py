@@ -98,6 +98,20 @@ def test_a_workers_llvm_error_comes_back_with_llvms_message():
     assert obj and "@g()" in text
 
 
+def test_a_worker_that_cannot_run_leaves_the_compile_to_this_process(monkeypatch, caplog):
+    """An interpreter that is not Python (an embedded or frozen one) or a worker that dies: the build warns
+    once and compiles the units here, to the same working module."""
+    monkeypatch.setenv(objcompile.JOBS_ENV, "2")
+    monkeypatch.setattr(codegen_build, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(codegen_build, "GROUP_MIN_BYTES", 1)
+    monkeypatch.setattr(objcompile.sys, "executable", "/bin/false")
+    with caplog.at_level("WARNING", logger="autosched.codegen"):
+        mod = codegen_build.build_many(_kernels(3), "llvm")
+    assert "LLVM compile worker exited with status 1" in caplog.text and "compiling in this process" in caplog.text
+    assert len(mod.objects) == 2
+    _check(mod, 3)
+
+
 def test_balance_spreads_the_largest_units_first():
     assert objcompile.balance([5, 1, 4, 2, 3], 2) == [[0, 1, 3], [2, 4]]
     assert objcompile.balance([1, 1], 4) == [[0], [1]]  # never an empty group

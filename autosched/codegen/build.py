@@ -27,7 +27,15 @@ from autosched.codegen.nvptx import (
     ptxas_path,
     ptxas_registers,
 )
-from autosched.codegen.objcompile import Machine, balance, build_jobs, compile_in_workers, compile_units, optimize
+from autosched.codegen.objcompile import (
+    Machine,
+    WorkerUnavailable,
+    balance,
+    build_jobs,
+    compile_in_workers,
+    compile_units,
+    optimize,
+)
 from autosched.errors import CodegenError
 from autosched.isa import check_runs_here, code_features
 from autosched.runtime.module import ISA_SYMBOL, METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
@@ -205,8 +213,8 @@ class LLVMUnitsModule(LLVMModule):
         if len(groups) > 1:
             try:
                 compiled = compile_in_workers(groups, machine)
-            except OSError as e:  # no process could start (a sandbox): compile here
-                logger.warning("build_many: cannot start LLVM compile workers (%s); compiling in this process", e)
+            except WorkerUnavailable as e:  # (LLVM's own errors are raised: they would recur here)
+                logger.warning("build_many: %s; compiling in this process instead", e)
         if compiled is None:
             with _lock:
                 compiled = [compile_units(g, machine) for g in groups]

@@ -104,22 +104,32 @@ def balance(sizes: Sequence[int], groups: int) -> list[list[int]]:
 _RUNNER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
 
 
+class WorkerUnavailable(RuntimeError):
+    """A worker process did not run to the end (it could not start, crashed or answered garbage): the build
+    compiles in its own process instead. LLVM's own errors are plain RuntimeErrors."""
+
+
 def _in_worker(units: Sequence[str], machine: Machine) -> tuple[bytes, str]:
     """``compile_units`` in a fresh Python process that runs this file (not the package: no autosched import)."""
+    if not sys.executable or getattr(sys, "frozen", False):
+        raise WorkerUnavailable("this interpreter cannot start another (sys.executable is not Python)")
     request = pickle.dumps((list(units), dataclasses.asdict(machine)))  # plain data: the worker has no autosched
-    proc = subprocess.run([sys.executable, "-c", _RUNNER, os.path.abspath(__file__)],
-                          input=request, capture_output=True, check=False)
-    if proc.returncode == 0:
-        try:
-            status, payload = pickle.loads(proc.stdout)
-        except Exception:  # noqa: BLE001  (a worker that printed something else: reported below)
-            status, payload = "garbled", proc.stdout[-400:]
-        if status == "ok":
-            return payload
+    try:
+        proc = subprocess.run([sys.executable, "-c", _RUNNER, os.path.abspath(__file__)],
+                              input=request, capture_output=True, check=False)
+    except OSError as e:
+        raise WorkerUnavailable(f"cannot start {sys.executable}: {e}") from e
+    if proc.returncode != 0:
+        tail = proc.stderr.decode(errors="replace").strip()[-800:]
+        raise WorkerUnavailable(f"the LLVM compile worker exited with status {proc.returncode}"
+                                + (f": {tail}" if tail else ""))
+    try:
+        status, payload = pickle.loads(proc.stdout)
+    except Exception as e:  # noqa: BLE001  (a worker that printed something else)
+        raise WorkerUnavailable(f"the LLVM compile worker's answer is not readable ({e})") from e
+    if status != "ok":
         raise RuntimeError(f"the LLVM compile worker failed: {payload}")
-    tail = proc.stderr.decode(errors="replace").strip()[-800:]
-    raise RuntimeError(f"the LLVM compile worker exited with status {proc.returncode}"
-                       + (f": {tail}" if tail else ""))
+    return payload
 
 
 def compile_in_workers(groups: Sequence[Sequence[str]], machine: Machine) -> list[tuple[bytes, str]]:
