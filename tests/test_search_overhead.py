@@ -308,3 +308,48 @@ def test_a_run_with_helpers_searches_as_one_without(monkeypatch):
         assert model.cache.helpers is None  # the run's helpers are the run's
         runs.append(m.seen)
     assert runs[0] == runs[1]
+
+
+def test_helpers_draw_shares_of_a_sample_and_the_traces_are_the_same():
+    """A tuning run's space draws its fresh samples in seeded shares, the helpers' and its own at once: the same
+    traces (and the points they come from) whether a helper or this process drew a share; a sample of 8 or
+    fewer is one sequence of draws, as outside a tuning run."""
+    import numpy as np
+
+    task = autosched.Task("matmul", dict(M=48, N=64, K=32))
+    space = task.space("generated")
+    here = FeatureHelpers(0)  # no processes: every share drawn here
+    space.helpers = here
+    try:
+        alone = space.sample(40, np.random.default_rng(7))
+        with FeatureHelpers(1) as helpers:
+            assert helpers.wait_ready() == 1
+            answers = []
+            receive = helpers.receive
+            helpers.receive = lambda h, t: answers.append(got := receive(h, t)) or got
+            space.helpers = helpers
+            space._points.clear()
+            both = space.sample(40, np.random.default_rng(7))
+        assert len(answers) == 1 and len(answers[0]) == 2  # 5 shares of 8: the last 2 drawn by the helper
+        assert [t.dumps() for t in both] == [t.dumps() for t in alone] and len(both) == 40
+        assert all(space.trace_of(space.point_of(t)) == t for t in both[-16:])  # the helper's points came back
+        space.helpers = here
+        few = space.sample(8, np.random.default_rng(3))
+        space.helpers = None
+        assert few == space.sample(8, np.random.default_rng(3))
+    finally:
+        space.helpers = None
+
+
+def test_a_space_drawn_in_shares_still_runs_dry():
+    """Shares of a tiny space repeat each other; the sample makes up the rest with draws of its own, which
+    find it dry, and later samples pick from what it found."""
+    import numpy as np
+
+    space = autosched.Task("matmul", dict(M=2, N=2, K=2)).space("generated")
+    space.helpers = FeatureHelpers(0)
+    try:
+        found = space.sample(1000, np.random.default_rng(0))
+    finally:
+        space.helpers = None
+    assert 10 < len(found) < 1000 and sorted(t.dumps() for t in found) == [t.dumps() for t in space.dry_sample]

@@ -5,7 +5,10 @@ the search's time), and it runs while the builders and the runner are idle: one 
 wait. :class:`FeatureHelpers` gives :class:`~autosched.cost_model.model.FeatureCache` processes that take a
 share of each large batch of unseen candidates while this process computes its own share; they work only
 while it waits for them (never beside a build or a timing of the tuner's), and the features are the same
-wherever they are computed, so the search is unchanged. A helper is a worker process of
+wherever they are computed, so the search is unchanged. They also draw shares of a space's fresh samples
+(:meth:`~autosched.space.Space.sample` with ``helpers`` set, as the tuning loop sets it: on a GPU each draw
+lowers the kernel to check the device's limits, about 25 ms on a Zen 3 core); a share is the same wherever
+it is drawn. A helper is a worker process of
 :mod:`autosched.process` serving :class:`~autosched.cost_model.model.FeatureService` (not a
 ``multiprocessing`` child, so a user's script needs no ``__main__`` guard); it starts in the background, and
 until it says it is ready (or after it failed) this process computes everything itself.
@@ -21,6 +24,8 @@ from typing import Any
 
 from autosched.process import WorkerProcess
 from autosched.shipment import task_state, workload_shipment
+from autosched.space.base import point_from_json
+from autosched.te.trace import Trace
 
 log = logging.getLogger("autosched.cost_model")
 
@@ -88,15 +93,42 @@ class FeatureHelpers:
     def send(self, helper: _Helper, task: Any, texts: list[str]) -> bool:
         """Ask ``helper`` for the features of ``texts`` (trace texts) of ``task``, which travels as the
         measurement workers' tasks do (:mod:`autosched.shipment`: a workload of the user's script by value)."""
+        return self._ask(helper, "features", (workload_shipment(task), task_state(task), texts))
+
+    def _ask(self, helper: _Helper, method: str, args: tuple) -> bool:
         try:
-            helper.conn.send(("features", (workload_shipment(task), task_state(task), texts)))
+            helper.conn.send((method, args))
             return True
         except (OSError, ValueError):
             helper.dead = True
             return False
 
+    def sample_shares(self, space: Any, shares: list[tuple[int, int]]) -> list[list[tuple[Trace, dict]]]:
+        """Each ``(n, seed)`` share of a sample of ``space`` (:meth:`~autosched.space.Space.draw_share`): the
+        last shares drawn by the ready helpers, the first ones here meanwhile; a helper that fails leaves its
+        shares to be drawn here. A share is the same wherever it is drawn."""
+        task = space.task
+        ready = self.ready(task)
+        size = len(shares) // (len(ready) + 1)
+        sent: list[tuple[_Helper, int, int]] = []
+        for k, helper in enumerate(ready if size else ()):
+            lo, hi = len(shares) - (k + 1) * size, len(shares) - k * size
+            if self._ask(helper, "sample_shares",
+                         (workload_shipment(task), task_state(task), space.kind, shares[lo:hi])):
+                sent.append((helper, lo, hi))
+        away = {i for _, lo, hi in sent for i in range(lo, hi)}
+        out: list[Any] = [None if i in away else space.draw_share(*share) for i, share in enumerate(shares)]
+        for helper, lo, hi in sent:
+            got = self.receive(helper, task)
+            for i in range(lo, hi):
+                if got is not None and len(got) == hi - lo:
+                    out[i] = [(Trace.from_json(t), point_from_json(p)) for t, p in got[i - lo]]
+                else:  # the helper failed: its shares are drawn here
+                    out[i] = space.draw_share(*shares[i])
+        return out
+
     def receive(self, helper: _Helper, task: Any) -> Any:
-        """The features ``helper`` computed (an array), or None: then the caller computes them."""
+        """What ``helper`` computed (features: an array; samples: shares), or None: then the caller does it."""
         try:
             if not helper.conn.poll(ANSWER_TIMEOUT):
                 log.warning("a feature helper did not answer in %.0f s; stopping it", ANSWER_TIMEOUT)
@@ -108,7 +140,7 @@ class FeatureHelpers:
             helper.dead = True
             return None
         if kind != "done":
-            log.debug("a feature helper cannot compute features of %s (%s): computed here", task.name, value)
+            log.debug("a feature helper cannot serve %s (%s): done here", task.name, value)
             self._refused.add(repr(task_state(task)))
             return None
         return value

@@ -20,6 +20,7 @@ import numpy as np
 from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract
 from autosched.result import MeasureInput, MeasureResult
 from autosched.shipment import Shipment, make_task
+from autosched.space.base import point_to_json
 from autosched.tir.lower import lower
 
 log = logging.getLogger("autosched.cost_model")
@@ -61,12 +62,20 @@ def candidate_features(task: Any, trace: Any) -> np.ndarray:
 
 class FeatureService:
     """What a feature helper process serves (:mod:`autosched.cost_model.helpers`): the features of candidates
-    of a task that travels as the measurement workers' tasks do (:mod:`autosched.shipment`)."""
+    of a task that travels as the measurement workers' tasks do (:mod:`autosched.shipment`), and shares of
+    samples of its space."""
 
     def features(self, shipment: Shipment, state: tuple, texts: list[str]) -> np.ndarray:
         """One row per trace text, as :func:`candidate_features` computes it."""
         task = make_task(shipment, state)
         return np.stack([candidate_features(task, t) for t in texts])
+
+    def sample_shares(self, shipment: Shipment, state: tuple, kind: str,
+                      shares: list[tuple[int, int]]) -> list[list[tuple[list, dict]]]:
+        """Shares of a sample of the task's ``kind`` space (:meth:`Space.draw_share` of each ``(n, seed)``),
+        as ``(trace JSON, point JSON)`` pairs. The task's space is kept, as the tuner's is, between calls."""
+        space = make_task(shipment, state).space(kind)
+        return [[(t.to_json(), point_to_json(p)) for t, p in space.draw_share(n, seed)] for n, seed in shares]
 
 
 #: unseen candidates of one task in one call before helper processes take a share of them

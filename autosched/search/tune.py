@@ -218,11 +218,16 @@ def tune(task: Any, trials: int, *, policy: str | type[SearchPolicy] = "evolutio
             state.run = run
             _hook(callbacks, "on_start", state)
             helpers = _feature_helpers(state, measurer)
+            own_space = space is None or isinstance(space, str)
+            if own_space:  # a space of the task's own kind draws its samples in shares, the helpers' and its own
+                ctx.space.helpers = helpers if helpers is not None else FeatureHelpers(0)  # (the same either way)
             try:
                 _loop(state, measurer, db, run, batch_size, early_stopping, callbacks, stale_rounds)
             finally:
                 if helpers is not None:  # they stay up for the next run of this process (stopped at exit)
                     ctx.cost_model.cache.helpers = None
+                if own_space:
+                    ctx.space.helpers = None
                 _hook(callbacks, "on_end", state)
             state.best_in_run = state.best_cost
             remeasured = False

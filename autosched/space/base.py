@@ -235,6 +235,9 @@ class Space(abc.ABC):
         #: the distinct traces a :meth:`sample` that ran dry found (a small space: max pooling on a GPU has 15),
         #: sorted; later samples draw from them instead of drawing hundreds of duplicates again
         self.dry_sample: list[Trace] | None = None
+        #: while a tuning run goes on, its feature helpers (:mod:`autosched.cost_model.helpers`; none on one
+        #: core): :meth:`sample` draws in shares, theirs and this process's; None: one sequence of draws, here
+        self.helpers: Any = None
 
     # -------------------------------------------------------------- program
     @abc.abstractmethod
@@ -298,17 +301,33 @@ class Space(abc.ABC):
         )
 
     # --------------------------------------------------------------- search
+    #: traces per share of a sample drawn in shares (:attr:`helpers` set)
+    SAMPLE_SHARE = 8
+
     def sample(self, n: int, rng: np.random.Generator | None = None) -> list[Trace]:
         """``n`` distinct random traces (fewer only when the space has fewer distinct ones).
 
         Bounded: after ``20 n + 50`` draws, or 200 draws in a row that give nothing new, it returns
         what it has (after the latter, later calls draw from what it found); when no draw gave a legal
-        trace it raises :class:`SpaceError` naming the commonest failures."""
+        trace it raises :class:`SpaceError` naming the commonest failures.
+
+        With :attr:`helpers` set, the draws come in shares of ``SAMPLE_SHARE`` traces, each from a generator
+        seeded by ``rng``, drawn by the helper processes and here at once; a share is the same wherever it is
+        drawn, so a seeded search repeats however many helpers answer. The shares' traces come first, in share
+        order; draws here make up what repeats left out."""
         rng = _rng(rng)
         if self.dry_sample is not None:  # every trace a draw reaches is known: no draws needed
             pick = rng.choice(len(self.dry_sample), size=min(n, len(self.dry_sample)), replace=False)
             return [self.dry_sample[i] for i in pick]
         out: dict[Trace, None] = {}
+        if self.helpers is not None and n > self.SAMPLE_SHARE:
+            seeds = [int(x) for x in rng.integers(2**63 - 1, size=-(-n // self.SAMPLE_SHARE))]
+            for share in self.helpers.sample_shares(self, [(self.SAMPLE_SHARE, seed) for seed in seeds]):
+                for trace, point in share:
+                    self._remember(trace, point)
+                    out[trace] = None
+            if len(out) >= n:
+                return list(out)[:n]
         attempts, limit, stale = 0, 20 * n + 50, 0
         while len(out) < n and attempts < limit and stale < 200:
             attempts += 1
@@ -323,6 +342,19 @@ class Space(abc.ABC):
         if stale >= 200:  # ran dry: these are all the traces a draw reaches (on a GPU, 20-100 ms a draw)
             self.dry_sample = sorted(out, key=lambda t: t.dumps())
         return list(out)
+
+    def draw_share(self, n: int, seed: int) -> list[tuple[Trace, Point]]:
+        """One share of a sample drawn in shares: up to ``n`` distinct legal traces (and their points) from a
+        generator seeded with ``seed``, in at most ``4 n + 8`` draws; the same in every process."""
+        rng = np.random.default_rng(seed)
+        out: dict[Trace, Point] = {}
+        for _ in range(4 * n + 8):
+            got = self._try(None, rng)
+            if got is not None and got[0] not in out:
+                out[got[0]] = got[1]
+                if len(out) == n:
+                    break
+        return list(out.items())
 
     def mutate(self, trace: Trace, rng: np.random.Generator | None = None, tries: int = 32) -> Trace:
         """A trace that differs from ``trace`` in one decision (a neighbour in the space)."""
