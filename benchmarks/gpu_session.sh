@@ -15,7 +15,8 @@
 #   tests    pytest -n 8 on every tests/test_gpu*.py: the real-GPU tests run instead of skipping (90)
 #   kernels  bench_gpu.py: matmul 1024 (200 trials) and conv2d (64 trials) tuned, against PyTorch (280)
 #   tune     ResNet-50: built untuned, `autosched tune --model ... --target cuda` for $TUNE_BUDGET (default
-#            7m), built with those records; each against PyTorch eager (560)
+#            7m; $TUNE_HELPERS feature helpers, default 6 of the 16 cores: they also draw the search's samples),
+#            built with those records; each against PyTorch eager (560)
 #   fp16     bench_gpu.py --workloads matmul1024_fp16: the tensor-core kernel, 64 trials (60)
 #   models   bench_gpu_models.py untuned: ResNet-50, BERT-base, GPT-2-small (120; 76 s on the H200)
 #
@@ -95,7 +96,7 @@ for step in "$@"; do
     tune)
         run tune 560 bash -c "python3 -c 'import sys; sys.path.insert(0, \"tests\"); import onnx, _onnx_models; onnx.save(_onnx_models.make_resnet50(image=224), \"/tmp/resnet50.onnx\")' \
             && python3 benchmarks/bench_gpu_models.py --models resnet50 --json '$OUT/resnet50_untuned.json' \
-            && python3 -m autosched tune --model /tmp/resnet50.onnx --target cuda --time-budget ${TUNE_BUDGET:-7m} --backend local --db '$OUT/tune.db' \
+            && AUTOSCHED_FEATURE_HELPERS=${TUNE_HELPERS:-6} python3 -m autosched tune --model /tmp/resnet50.onnx --target cuda --time-budget ${TUNE_BUDGET:-7m} --backend local --db '$OUT/tune.db' \
             && python3 benchmarks/bench_gpu_models.py --models resnet50 --database '$OUT/tune.db' --json '$OUT/resnet50_tuned.json'" ;;
     fp16)
         run fp16 60 python3 benchmarks/bench_gpu.py --trials 64 --workloads matmul1024_fp16 --out "$OUT/f"
