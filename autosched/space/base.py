@@ -235,8 +235,8 @@ class Space(abc.ABC):
         #: the distinct traces a :meth:`sample` that ran dry found (a small space: max pooling on a GPU has 15),
         #: sorted; later samples draw from them instead of drawing hundreds of duplicates again
         self.dry_sample: list[Trace] | None = None
-        #: while a tuning run goes on, its feature helpers (:mod:`autosched.cost_model.helpers`; none on one
-        #: core): :meth:`sample` draws in shares, theirs and this process's; None: one sequence of draws, here
+        #: while a tuning run for a GPU goes on, its feature helpers (:mod:`autosched.cost_model.helpers`; none
+        #: on one core): :meth:`sample` draws in shares, theirs and this process's; None: one sequence of draws
         self.helpers: Any = None
 
     # -------------------------------------------------------------- program
