@@ -353,3 +353,32 @@ def test_a_space_drawn_in_shares_still_runs_dry():
     finally:
         space.helpers = None
     assert 10 < len(found) < 1000 and sorted(t.dumps() for t in found) == [t.dumps() for t in space.dry_sample]
+
+
+def test_a_gpu_tuning_run_draws_in_shares_and_a_cpu_run_in_one_sequence(monkeypatch):
+    """The tuning loop lends its space the run's helpers (an empty pool without any: every share here) for a
+    cuda target only, and takes them back at the end; the GPU run's samples are its shares' traces."""
+    import numpy as np
+
+    monkeypatch.setenv("AUTOSCHED_FEATURE_HELPERS", "0")
+    seen = {}
+    for target in ("cuda -arch=sm_80", "llvm"):
+        task = autosched.Task("matmul", dict(M=64, N=64, K=64), target=target)
+        lent = []
+        m = AheadMeasurer()
+        m.accepts_during_build = False
+        with Database(":memory:") as db:
+            tune(task, 16, policy="random", database=db, measurer=m, batch_size=16, seed=2, remeasure=0,
+                 callbacks=[lambda s, i, r: lent.append(s.context.space.helpers)])
+        assert task.space("generated").helpers is None  # given back
+        seen[target] = (lent, m.seen)
+    lent, traces = seen["cuda -arch=sm_80"]
+    assert isinstance(lent[0], FeatureHelpers) and lent[0].size == 0
+    assert seen["llvm"][0] == [None]
+    space = autosched.Task("matmul", dict(M=64, N=64, K=64), target="cuda -arch=sm_80").space("generated")
+    space.helpers = FeatureHelpers(0)
+    try:  # the random policy's batch: sample_new(16), two shares from the run's seeded generator
+        again = space.sample(16, np.random.default_rng(2))
+    finally:
+        space.helpers = None
+    assert [t.dumps() for t in again] == traces
