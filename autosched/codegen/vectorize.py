@@ -256,10 +256,13 @@ class VectorEmitter:
         """Whole-vector access (``plain``) when the vector lies inside a stack buffer, else ``masked``.
 
         Masked intrinsics on a stack buffer stop LLVM from keeping it in registers; when the index is known to
-        stay inside (constant, or within its loops' bounds) there is no check, only ``plain``.
+        stay inside (constant, or within its loops' bounds) there is no check, only ``plain``. Only a buffer of
+        this function's own frame: a parallel loop's threads share their caller's buffers, and a whole-vector
+        store there rewrites lanes that another thread may be writing (a row's last partial vector covers the
+        start of the next row: garbage in a parallel matmul's result, now and then).
         """
         size = self.cg.stack_bufs.get(buf)
-        if size is None:
+        if size is None or not isinstance(self.cg.cur.bufs.get(buf), ir.AllocaInstr):
             return masked()
         known = self.cg._known(E.And(E.GE(base_e, IntImm(0, base_e.dtype)),
                                      E.LE(base_e, IntImm(size - self.lanes, base_e.dtype))))
