@@ -157,6 +157,9 @@ def test_a_peak_measured_under_load_is_not_cached(lock_dir, tmp_path, monkeypatc
     assert peak.cached_peak(2) is None  # nothing cached that cannot be trusted
     watch = peak.PeakWatch(2)  # a tune started now: measures again, quietly, and caches
     assert watch.peak.trusted and peak.cached_peak(2) == watch.peak
-    quiet = peak.measure_peak(2)
+    for _ in range(3):  # a quiet figure taken while the hypervisor ran another guest (steal, which the load
+        quiet = peak.measure_peak(2)  # meter does not count) came out at half once in CI: up to three tries
+        if abs(watch.gflops - quiet.gflops) <= 0.1 * quiet.gflops:
+            break
     assert abs(watch.gflops - quiet.gflops) <= 0.1 * quiet.gflops, (watch.peak, quiet)
     assert json.loads((tmp_path / "cache" / "peak.json").read_text())
