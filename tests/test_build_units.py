@@ -4,14 +4,13 @@ exported as the same objects."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
+from _malloc import malloc_in_use
 from autosched import te
 from autosched.codegen import build as codegen_build
 from autosched.codegen import objcompile
@@ -120,19 +119,9 @@ def test_balance_spreads_the_largest_units_first():
 def test_the_units_kept_workspaces_are_freed_with_their_module(monkeypatch):
     """A unit's heap workspaces are freed when the module goes (the JIT does not run an object's static
     destructors: the module calls each unit's destructor itself). Counted by glibc's mallinfo2."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    if not hasattr(libc, "mallinfo2"):
+    in_use = malloc_in_use()
+    if in_use is None:
         pytest.skip("this C library has no mallinfo2 (glibc >= 2.33)")
-
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                          "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-    libc.mallinfo2.restype = MallInfo2
-
-    def in_use() -> int:
-        info = libc.mallinfo2()
-        return info.uordblks + info.hblkhd
 
     monkeypatch.setenv(objcompile.JOBS_ENV, "2")
     monkeypatch.setattr(codegen_build, "PARALLEL_MIN_BYTES", 1)

@@ -11,6 +11,7 @@ import pytest
 
 import autosched
 from _cpus import host_runs
+from _malloc import malloc_in_use
 from autosched import te
 from autosched.codegen import build as codegen_build
 from autosched.target import Target
@@ -627,23 +628,11 @@ def test_kept_workspaces_are_freed_with_their_module():
     once they are dropped the memory malloc hands out is back where it was: the module's destructor frees
     what it kept (JIT-compiled: when the module object goes). Counted by glibc's mallinfo2, not the RSS, which
     malloc may keep."""
-    import ctypes
-    import ctypes.util
     import gc
 
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    if not hasattr(libc, "mallinfo2"):
+    in_use = malloc_in_use()
+    if in_use is None:
         pytest.skip("this C library has no mallinfo2 (glibc >= 2.33)")
-
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                          "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-    libc.mallinfo2.restype = MallInfo2
-
-    def in_use() -> int:
-        info = libc.mallinfo2()
-        return info.uordblks + info.hblkhd
 
     codegen_build._cache.clear()
     gc.collect()
