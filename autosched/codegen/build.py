@@ -114,20 +114,25 @@ class LLVMModule(Module):
             self.opt_ir = str(mod)
             engine = llvm.create_mcjit_compiler(mod, tm)
             engine.finalize_object()
-            self._engine = engine
-            self._tm = tm
             if "llvm.global_dtors" in ir_text:  # the workspaces the code keeps go with the module
                 weakref.finalize(self, _run_destructors, engine)
-            funcs = {s["name"]: PackedFunc(s, engine.get_function_address(s["name"]), self) for s in sigs}
-            self.num_threads_address = (engine.get_global_value_address(NUM_THREADS_SYMBOL)
-                                        if "GOMP_parallel" in ir_text else 0)
-            env = os.environ.get("AUTOSCHED_NUM_THREADS")
-            if env:
-                self.set_num_threads(int(env))
+            self._open(engine, tm, entry, "GOMP_parallel" in ir_text, t0)
+
+    def _open(self, engine: Any, tm: llvm.TargetMachine, entry: str, threads: bool, t0: float) -> None:
+        """Make the functions compiled into ``engine`` callable: their addresses, the parallel loops' thread
+        count (``threads``: the code has one; AUTOSCHED_NUM_THREADS sets it), and a check of the
+        instruction set before the first call when the target names a CPU other than this host's own."""
+        self._engine = engine
+        self._tm = tm
+        funcs = {s["name"]: PackedFunc(s, engine.get_function_address(s["name"]), self) for s in self.sigs}
+        self.num_threads_address = engine.get_global_value_address(NUM_THREADS_SYMBOL) if threads else 0
+        env = os.environ.get("AUTOSCHED_NUM_THREADS")
+        if env:
+            self.set_num_threads(int(env))
         self.compile_seconds = time.perf_counter() - t0
-        super().__init__(funcs, entry)
+        Module.__init__(self, funcs, entry)
         self._features: frozenset[str] | None = None
-        if "mcpu" in target.options or "mattr" in target.options:  # not this host's own CPU: check before a call
+        if "mcpu" in self.target.options or "mattr" in self.target.options:
             for f in funcs.values():
                 f.isa_check = functools.partial(self.check_runs_here, f.name)
 
@@ -231,24 +236,11 @@ class LLVMUnitsModule(LLVMModule):
             for obj in self.objects:
                 engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
             engine.finalize_object()
-            self._engine = engine
-            self._tm = tm
-            funcs = {s["name"]: PackedFunc(s, engine.get_function_address(s["name"]), self) for s in sigs}
             if destructors:
                 weakref.finalize(self, _free_workspaces, engine,
                                  [engine.get_function_address(d) for d in destructors])
-            self.num_threads_address = (engine.get_global_value_address(NUM_THREADS_SYMBOL)
-                                        if NUM_THREADS_SYMBOL in root else 0)
-        env = os.environ.get("AUTOSCHED_NUM_THREADS")
-        if env:
-            self.set_num_threads(int(env))
-        self.compile_seconds = time.perf_counter() - t0
-        self.compile_groups = len(groups)
-        Module.__init__(self, funcs, entry)
-        self._features = None
-        if "mcpu" in target.options or "mattr" in target.options:
-            for f in funcs.values():
-                f.isa_check = functools.partial(self.check_runs_here, f.name)
+            self.compile_groups = len(groups)
+            self._open(engine, tm, entry, NUM_THREADS_SYMBOL in root, t0)
 
     def get_source(self, fmt: str = "ll") -> str:
         """The optimised IR (``ll``), the IR as generated (``ll-unopt``) or the assembly (``asm``) of every
