@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 import subprocess
 import sys
@@ -260,6 +261,24 @@ def test_compile_cache_reuses_identical_kernels():
     g = autosched.build(s2, args2)
     assert f is g
     assert f.compile_seconds > 0
+
+
+def test_two_builds_of_a_parallel_kernel_keep_their_own_thread_counts():
+    """set_num_threads on one build of a parallel kernel leaves another build of the same loops as it was."""
+    task = autosched.Task("matmul", dict(M=64, N=64, K=32))
+    f = autosched.build(*task.default_schedule())
+    g = autosched.build(*task.default_schedule())
+    assert f is not g and f.num_threads_address and g.num_threads_address
+    before = ctypes.c_int32.from_address(g.num_threads_address).value
+    f.set_num_threads(1)
+    g.set_num_threads(before + 2)
+    assert ctypes.c_int32.from_address(f.num_threads_address).value == 1
+    assert ctypes.c_int32.from_address(g.num_threads_address).value == before + 2
+    a, b = np.ones((64, 32), "float32"), np.ones((32, 64), "float32")
+    for mod in (f, g):
+        c = np.zeros((64, 64), "float32")
+        mod(a, b, c)
+        assert (c == 32).all()
 
 
 def _const_operand_instructions(ir_text: str) -> list[str]:

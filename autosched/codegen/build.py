@@ -352,7 +352,9 @@ def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | N
 
 
 def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", name: str = "main") -> Module:
-    """Compile a schedule (with its argument tensors) or a PrimFunc into a callable module."""
+    """Compile a schedule (with its argument tensors) or a PrimFunc into a callable module. Building the same
+    loops again for the same target returns the module already compiled, unless it has parallel loops (then
+    each build is a module of its own, whose ``set_num_threads`` affects no other)."""
     tgt = Target(target)
     if isinstance(sch, S.PrimFunc):
         func = sch
@@ -373,6 +375,8 @@ def build(sch: Any, args: Sequence[Any] | None = None, target: Any = "llvm", nam
             return hit
     mod = LLVMModule(ir_text, [sig], tgt, func.name)
     mod.unhonoured = unhonoured
+    if mod.num_threads_address:  # its thread count is its own (set_num_threads): not shared with a later build
+        return mod
     with _lock:
         _cache[key] = mod
         while len(_cache) > CACHE_SIZE:
