@@ -107,6 +107,15 @@ def test_the_load_meter_sees_other_processes(lock_dir):
     assert meter.foreign_cores > 0.5 and meter.disturbed()
 
 
+def test_the_hypervisors_steal_counts_as_another_programs_load():
+    """Ticks the hypervisor gave another guest count as busy (a timing taken then was slowed); idle and
+    iowait do not."""
+    line = b"cpu  100 2 30 5000 40 0 7 61 0 0\n"
+    assert machine.busy_in_stat_line(line) == 100 + 2 + 30 + 7 + 61
+    assert machine.busy_in_stat_line(b"cpu  100 2 30 5000 40 0 7\n") == 139  # no steal field: none counted
+    assert machine.busy_in_stat_line(b"intr 1 2 3") is None and machine.busy_in_stat_line(b"") is None
+
+
 def test_the_runner_waits_for_another_processs_measurement_and_says_so(lock_dir, caplog):
     task = small_matmul(64)
     inp = MeasureInput(task, tiled_matmul_trace(task))

@@ -193,17 +193,26 @@ def build_turn(wait: float = BUILD_WAIT) -> Iterator[bool]:
 
 
 def _busy_ticks() -> int | None:
-    """CPU ticks all cores spent busy since boot (user, nice, system, irq, softirq; not idle, iowait or the
-    hypervisor's steal), or None where /proc/stat is not there."""
+    """CPU ticks all cores spent busy since boot, or taken by the hypervisor for another guest (see
+    :func:`busy_in_stat_line`), or None where /proc/stat is not there."""
     try:
         with open("/proc/stat", "rb") as f:
-            fields = f.readline().split()
+            return busy_in_stat_line(f.readline())
     except OSError:
         return None
-    if not fields or fields[0] != b"cpu":
+
+
+def busy_in_stat_line(line: bytes) -> int | None:
+    """The busy ticks in /proc/stat's first (``cpu``) line: user, nice, system, irq, softirq and steal;
+    not idle or iowait. Steal counts because a timing taken while the hypervisor ran another guest on these
+    cores was slowed by it as by any other program (its wall time includes the stolen ticks, its own CPU
+    time does not)."""
+    fields = line.split()
+    if not fields or fields[0] != b"cpu" or len(fields) < 8:
         return None
     user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
-    return user + nice + system + irq + softirq
+    steal = int(fields[8]) if len(fields) > 8 else 0  # (kernels before 2.6.11 have no steal field)
+    return user + nice + system + irq + softirq + steal
 
 
 _TICK = 1.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
@@ -252,5 +261,5 @@ class LoadMeter:
         return self.foreign_seconds >= 3 * _TICK and self.foreign_cores > threshold
 
 
-__all__ = ["BUILD_WAIT", "DRAIN_WAIT", "LOCK_DIR_ENV", "LoadMeter", "MeasureTurn", "build_turn", "holder",
-           "lock_dir"]
+__all__ = ["BUILD_WAIT", "DRAIN_WAIT", "LOCK_DIR_ENV", "LoadMeter", "MeasureTurn", "build_turn",
+           "busy_in_stat_line", "holder", "lock_dir"]
