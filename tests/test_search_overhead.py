@@ -341,6 +341,39 @@ def test_helpers_draw_shares_of_a_sample_and_the_traces_are_the_same():
         space.helpers = None
 
 
+def test_helpers_breed_shares_of_offspring_and_the_children_are_the_same():
+    """Children bred in seeded shares are the same whether a helper or this process bred a share (mutations,
+    crossovers, and a parent of another space, which stands for its child); the helper's come with their points."""
+    import numpy as np
+
+    space = autosched.Task("matmul", dict(M=48, N=64, K=32)).space("generated")
+    parents = space.sample(6, np.random.default_rng(1))
+    conv = autosched.Task("conv2d", dict(N=1, H=8, W=8, CI=4, CO=8, KH=3, KW=3, stride=1, padding=1))
+    foreign = conv.space("generated").sample(1, np.random.default_rng(1))
+    requests = [(parents[k % 6], parents[(k + 1) % 6] if k % 3 == 0 else None) for k in range(19)]
+    requests.append((foreign[0], None))
+    kept = {t: space.point_of(t) for t in parents}
+    space.helpers = FeatureHelpers(0)  # every share bred here
+    try:
+        alone = space.offspring(requests, np.random.default_rng(5))
+        with FeatureHelpers(1) as helpers:
+            assert helpers.wait_ready() == 1
+            answers = []
+            receive = helpers.receive
+            helpers.receive = lambda h, t: answers.append(got := receive(h, t)) or got
+            space.helpers = helpers
+            space._points.clear()  # as before the first call: children of the same trace with other points go
+            space._points.update(kept)
+            both = space.offspring(requests, np.random.default_rng(5))
+    finally:
+        space.helpers = None
+    assert len(answers) == 1 and len(answers[0]) == 2  # 5 shares of 4: the last 2 bred by the helper
+    assert [t.dumps() for t in both] == [t.dumps() for t in alone] and len(both) == 20
+    assert both[-1] == foreign[0]  # no child of a trace this space does not make: the parent stands
+    assert sum(c != a for c, (a, _) in zip(both, requests)) >= 15
+    assert all(space.remembered(t) is not None and space.trace_of(space.remembered(t)) == t for t in both[12:19])
+
+
 def test_a_space_drawn_in_shares_still_runs_dry():
     """Shares of a tiny space repeat each other; the sample makes up the rest with draws of its own, which
     find it dry, and later samples pick from what it found."""

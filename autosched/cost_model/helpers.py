@@ -24,7 +24,7 @@ from typing import Any
 
 from autosched.process import WorkerProcess
 from autosched.shipment import task_state, workload_shipment
-from autosched.space.base import point_from_json
+from autosched.space.base import point_from_json, point_to_json
 from autosched.te.trace import Trace
 
 log = logging.getLogger("autosched.cost_model")
@@ -50,6 +50,10 @@ def default_helpers() -> int:
 
 #: what a helper process serves (:mod:`autosched.process` names it by text: this module imports no model)
 SERVICE = "autosched.cost_model.model:FeatureService"
+
+
+def _json_point(point: dict | None) -> dict | None:
+    return None if point is None else point_to_json(point)
 
 
 class _Helper:
@@ -104,27 +108,43 @@ class FeatureHelpers:
             return False
 
     def sample_shares(self, space: Any, shares: list[tuple[int, int]]) -> list[list[tuple[Trace, dict]]]:
-        """Each ``(n, seed)`` share of a sample of ``space`` (:meth:`~autosched.space.Space.draw_share`): the
-        last shares drawn by the ready helpers, the first ones here meanwhile; a helper that fails leaves its
-        shares to be drawn here. A share is the same wherever it is drawn."""
+        """Each ``(n, seed)`` share of a sample of ``space`` (:meth:`~autosched.space.Space.draw_share`)."""
+        return self._in_shares(space, "sample_shares", shares, lambda share: space.draw_share(*share))
+
+    def offspring_shares(self, space: Any, shares: list[tuple[list[tuple[Trace, Trace | None]], int, dict]]
+                         ) -> list[list[tuple[Trace, dict | None]]]:
+        """Each ``(requests, seed, parents' points)`` share of the offspring of ``space``
+        (:meth:`~autosched.space.Space.breed_share`)."""
+        def wire(share: tuple[list, int, dict]) -> tuple[list, int]:
+            requests, seed, points = share
+            return ([(a.to_json(), _json_point(points.get(a)), None if b is None else b.to_json(),
+                      None if b is None else _json_point(points.get(b))) for a, b in requests], seed)
+
+        return self._in_shares(space, "offspring_shares", shares, lambda share: space.breed_share(*share), wire)
+
+    def _in_shares(self, space: Any, method: str, shares: list, here: Any, wire: Any = None) -> list[list]:
+        """Each share of work on ``space``, as ``here(share)`` computes it: the last shares by the ready
+        helpers (``method`` of :class:`~autosched.cost_model.model.FeatureService`, each share sent as
+        ``wire(share)``), the first ones here meanwhile; a helper that fails leaves its shares to be done
+        here. A share's answer is ``[(trace, point)]``, the same wherever it is computed."""
         task = space.task
         ready = self.ready(task)
         size = len(shares) // (len(ready) + 1)
         sent: list[tuple[_Helper, int, int]] = []
         for k, helper in enumerate(ready if size else ()):
             lo, hi = len(shares) - (k + 1) * size, len(shares) - k * size
-            if self._ask(helper, "sample_shares",
-                         (workload_shipment(task), task_state(task), space.kind, shares[lo:hi])):
+            payload = [wire(x) for x in shares[lo:hi]] if wire is not None else shares[lo:hi]
+            if self._ask(helper, method, (workload_shipment(task), task_state(task), space.kind, payload)):
                 sent.append((helper, lo, hi))
         away = {i for _, lo, hi in sent for i in range(lo, hi)}
-        out: list[Any] = [None if i in away else space.draw_share(*share) for i, share in enumerate(shares)]
+        out: list[Any] = [None if i in away else here(share) for i, share in enumerate(shares)]
         for helper, lo, hi in sent:
             got = self.receive(helper, task)
             for i in range(lo, hi):
                 if got is not None and len(got) == hi - lo:
-                    out[i] = [(Trace.from_json(t), point_from_json(p)) for t, p in got[i - lo]]
-                else:  # the helper failed: its shares are drawn here
-                    out[i] = space.draw_share(*shares[i])
+                    out[i] = [(Trace.from_json(t), None if p is None else point_from_json(p)) for t, p in got[i - lo]]
+                else:  # the helper failed: its shares are done here
+                    out[i] = here(shares[i])
         return out
 
     def receive(self, helper: _Helper, task: Any) -> Any:

@@ -20,7 +20,8 @@ import numpy as np
 from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract
 from autosched.result import MeasureInput, MeasureResult
 from autosched.shipment import Shipment, make_task
-from autosched.space.base import point_to_json
+from autosched.space.base import point_from_json, point_to_json
+from autosched.te.trace import Trace
 from autosched.tir.lower import lower
 
 log = logging.getLogger("autosched.cost_model")
@@ -76,6 +77,22 @@ class FeatureService:
         as ``(trace JSON, point JSON)`` pairs. The task's space is kept, as the tuner's is, between calls."""
         space = make_task(shipment, state).space(kind)
         return [[(t.to_json(), point_to_json(p)) for t, p in space.draw_share(n, seed)] for n, seed in shares]
+
+    def offspring_shares(self, shipment: Shipment, state: tuple, kind: str,
+                         shares: list[tuple[list[tuple], int]]) -> list[list[tuple[list, dict | None]]]:
+        """Shares of the offspring of the task's ``kind`` space (:meth:`Space.breed_share` of each ``(requests,
+        seed)``; a request is ``(a, a's point, b, b's point)`` in JSON, ``b`` None for a mutation)."""
+        space = make_task(shipment, state).space(kind)
+        out = []
+        for requests, seed in shares:
+            pairs, points = [], {}
+            for a, pa, b, pb in requests:
+                ta, tb = Trace.from_json(a), None if b is None else Trace.from_json(b)
+                pairs.append((ta, tb))
+                points.update((t, point_from_json(p)) for t, p in ((ta, pa), (tb, pb)) if p is not None)
+            out.append([(t.to_json(), None if p is None else point_to_json(p))
+                        for t, p in space.breed_share(pairs, seed, points)])
+        return out
 
 
 #: unseen candidates of one task in one call before helper processes take a share of them

@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 
 from autosched.search.policy import SearchPolicy, register_policy
-from autosched.space.base import SpaceError
 from autosched.te.trace import Trace
 
 
@@ -35,12 +34,6 @@ class AnnealingPolicy(SearchPolicy):
         self.parallel_size, self.n_iter, self.temperature, self.eps = parallel_size, n_iter, temperature, eps
         self.diversity, self.scout = diversity, scout
         self.points: list[Trace] = []
-
-    def _mutate(self, trace: Trace) -> Trace:
-        try:
-            return self.context.space.mutate(trace, self.context.rng)
-        except SpaceError:  # no legal neighbour: stay
-            return trace
 
     def propose(self, n: int) -> list[Trace]:
         ctx = self.context
@@ -74,7 +67,7 @@ class AnnealingPolicy(SearchPolicy):
         t0, t1 = self.temperature
         for k in range(self.n_iter):
             t = t0 - (t0 - t1) * k / max(1, self.n_iter)
-            new = [self._mutate(p) for p in points]
+            new = ctx.space.offspring([(p, None) for p in points], ctx.rng)  # a walker with no move stays
             new_scores = ctx.predict(new)
             note(new, new_scores)
             scale = float(np.std(np.concatenate([scores, new_scores]))) or 1.0

@@ -32,7 +32,6 @@ from __future__ import annotations
 import numpy as np
 
 from autosched.search.policy import SearchPolicy, register_policy
-from autosched.space.base import SpaceError
 from autosched.te.trace import Trace
 
 
@@ -50,15 +49,11 @@ class EvolutionaryPolicy(SearchPolicy):
         self.population, self.generations, self.eps = population, generations, eps
         self.crossover_prob, self.seed_fraction, self.diversity = crossover_prob, seed_fraction, diversity
 
-    def _child(self, parents: list[Trace], weights: np.ndarray) -> Trace:
-        space, rng = self.context.space, self.context.rng
+    def _parents(self, parents: list[Trace], weights: np.ndarray) -> tuple[Trace, Trace | None]:
+        """A child's parents: two for a crossover (probability ``crossover_prob``), else one to mutate."""
+        rng = self.context.rng
         i, j = rng.choice(len(parents), size=2, p=weights)
-        try:
-            if rng.random() < self.crossover_prob and i != j:
-                return space.crossover(parents[i], parents[j], rng)
-            return space.mutate(parents[i], rng)
-        except SpaceError:  # no legal child of these parents
-            return parents[i]
+        return (parents[i], parents[j]) if rng.random() < self.crossover_prob and i != j else (parents[i], None)
 
     def propose(self, n: int) -> list[Trace]:
         ctx = self.context
@@ -76,7 +71,8 @@ class EvolutionaryPolicy(SearchPolicy):
             rank = np.empty(len(pop))
             rank[np.argsort(-scores)] = np.arange(len(pop))
             weights = 1.0 / (rank + 1.0)  # the best parents are drawn most often
-            children = [self._child(pop, weights / weights.sum()) for _ in range(self.population)]
+            requests = [self._parents(pop, weights / weights.sum()) for _ in range(self.population)]
+            children = ctx.space.offspring(requests, ctx.rng)  # (on a GPU: in shares, with the helpers)
             child_scores = ctx.predict(children)
             found.update((t.dumps(), (float(s), t)) for t, s in zip(children, child_scores) if ctx.is_new(t))
             both, both_scores = pop + children, np.concatenate([scores, child_scores])

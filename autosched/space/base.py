@@ -25,10 +25,11 @@ program and pruning decisions whose steps disagree with the trace
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,6 +279,10 @@ class Space(abc.ABC):
         """The trace of a point (``point_of``'s inverse)."""
         return self.generate(point_from_json(point) if isinstance(point, str) else point)[0]
 
+    def remembered(self, trace: Trace) -> Point | None:
+        """``trace``'s point if this space drew or placed it lately (no replay), else None."""
+        return self._points.get(trace)
+
     def _remember(self, trace: Trace, point: Point) -> None:
         self._points[trace] = point
         self._points.move_to_end(trace)
@@ -322,7 +327,9 @@ class Space(abc.ABC):
         out: dict[Trace, None] = {}
         if self.helpers is not None and n > self.SAMPLE_SHARE:
             seeds = [int(x) for x in rng.integers(2**63 - 1, size=-(-n // self.SAMPLE_SHARE))]
-            for share in self.helpers.sample_shares(self, [(self.SAMPLE_SHARE, seed) for seed in seeds]):
+            with self._as_shares_left_it():
+                answers = self.helpers.sample_shares(self, [(self.SAMPLE_SHARE, seed) for seed in seeds])
+            for share in answers:
                 for trace, point in share:
                     self._remember(trace, point)
                     out[trace] = None
@@ -355,6 +362,69 @@ class Space(abc.ABC):
                 if len(out) == n:
                     break
         return list(out.items())
+
+    #: requests per share of offspring bred in shares (:attr:`helpers` set): a GPU mutation lowers the kernel
+    #: for each try, about 0.17 s a child on a Zen 3 core, so small shares spread well over many helpers
+    OFFSPRING_SHARE = 4
+
+    def offspring(self, requests: Sequence[tuple[Trace, Trace | None]],
+                  rng: np.random.Generator | None = None) -> list[Trace]:
+        """One child per ``(a, b)`` request: a :meth:`mutate` of ``a`` (``b`` None) or a :meth:`crossover` of
+        ``a`` and ``b``; ``a`` itself where the space has no legal child of them. What search policies breed.
+
+        With :attr:`helpers` set, the requests go in shares of ``OFFSPRING_SHARE``, each bred from a generator
+        seeded by ``rng``, by the helper processes and here at once; a share is the same wherever it is bred,
+        so a seeded search repeats however many helpers answer. Else one after another, from ``rng``."""
+        rng = _rng(rng)
+        if self.helpers is None or len(requests) <= self.OFFSPRING_SHARE:
+            return [self._child(a, b, rng) for a, b in requests]
+        k = self.OFFSPRING_SHARE
+        chunks = [list(requests[i:i + k]) for i in range(0, len(requests), k)]
+        seeds = [int(x) for x in rng.integers(2**63 - 1, size=len(chunks))]
+        # every share starts from the parents' points as they are now (a child bred here may be remembered
+        # with another point of the same trace before the next share runs)
+        known = {t: p for a, b in requests for t in (a, b) if t is not None and (p := self.remembered(t)) is not None}
+        shares = [(c, seed, {t: known[t] for a, b in c for t in (a, b) if t in known})
+                  for c, seed in zip(chunks, seeds)]
+        with self._as_shares_left_it():
+            answers = self.helpers.offspring_shares(self, shares)
+        out = []
+        for (_, _, points), share in zip(shares, answers):
+            for trace, point in [*points.items(), *share]:
+                if point is not None:
+                    self._remember(trace, point)
+            out += [trace for trace, _ in share]
+        return out
+
+    @contextlib.contextmanager
+    def _as_shares_left_it(self) -> Iterator[None]:
+        """Undo what work in shares here did to the remembered points: the tries of a share bred or drawn in this
+        process remember points that one in a helper would not (another point of a parent's trace, say), so the
+        caller remembers each share's answers alone, as a helper returned them, and the search goes on the same."""
+        before = list(self._points.items())
+        try:
+            yield
+        finally:
+            self._points.clear()
+            self._points.update(before)
+
+    def breed_share(self, requests: Sequence[tuple[Trace, Trace | None]], seed: int,
+                    points: dict[Trace, Point] | None = None) -> list[tuple[Trace, Point | None]]:
+        """One share of :meth:`offspring` bred in shares: each request's child, with its point (None for a
+        parent this space cannot place), from a generator seeded with ``seed``; the same in every process.
+        ``points``: the parents' points (remembered first), so that every process starts from the same ones and
+        one that did not draw the parents need not replay them."""
+        for trace, point in (points or {}).items():
+            self._remember(trace, point)
+        rng = np.random.default_rng(seed)
+        children = [self._child(a, b, rng) for a, b in requests]
+        return [(c, self.remembered(c)) for c in children]
+
+    def _child(self, a: Trace, b: Trace | None, rng: np.random.Generator) -> Trace:
+        try:
+            return self.mutate(a, rng) if b is None else self.crossover(a, b, rng)
+        except SpaceError:  # no legal child of these parents
+            return a
 
     def mutate(self, trace: Trace, rng: np.random.Generator | None = None, tries: int = 32) -> Trace:
         """A trace that differs from ``trace`` in one decision (a neighbour in the space)."""
