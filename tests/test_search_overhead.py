@@ -310,6 +310,21 @@ def test_a_run_with_helpers_searches_as_one_without(monkeypatch):
     assert runs[0] == runs[1]
 
 
+def test_a_gpu_run_with_helpers_proposes_what_one_without_does(monkeypatch):
+    """A cuda run's samples, children and features in shares: the same candidates with a helper as without."""
+    task = autosched.Task("matmul", dict(M=64, N=64, K=64), target="cuda -arch=sm_80")
+    runs = []
+    for n in ("1", "0"):
+        monkeypatch.setenv("AUTOSCHED_FEATURE_HELPERS", n)
+        m = AheadMeasurer()
+        m.accepts_during_build = False
+        with Database(":memory:") as db:
+            tune(task, 24, policy="evolutionary", database=db, measurer=m, batch_size=8, seed=4,
+                 cost_model=XGBCostModel(seed=4), policy_options=SMALL, remeasure=0)
+        runs.append(m.seen)
+    assert len(runs[0]) == 24 and runs[0] == runs[1]
+
+
 def test_helpers_draw_shares_of_a_sample_and_the_traces_are_the_same():
     """A tuning run's space draws its fresh samples in seeded shares, the helpers' and its own at once: the same
     traces (and the points they come from) whether a helper or this process drew a share; a sample of 8 or
@@ -356,6 +371,7 @@ def test_helpers_breed_shares_of_offspring_and_the_children_are_the_same():
     space.helpers = FeatureHelpers(0)  # every share bred here
     try:
         alone = space.offspring(requests, np.random.default_rng(5))
+        memory_alone = list(space._points.items())
         with FeatureHelpers(1) as helpers:
             assert helpers.wait_ready() == 1
             answers = []
@@ -369,6 +385,8 @@ def test_helpers_breed_shares_of_offspring_and_the_children_are_the_same():
         space.helpers = None
     assert len(answers) == 1 and len(answers[0]) == 2  # 5 shares of 4: the last 2 bred by the helper
     assert [t.dumps() for t in both] == [t.dumps() for t in alone] and len(both) == 20
+    # the points it remembers, and their order (which goes first when the memory is full), are the same too
+    assert list(space._points.items()) == memory_alone
     assert both[-1] == foreign[0]  # no child of a trace this space does not make: the parent stands
     assert sum(c != a for c, (a, _) in zip(both, requests)) >= 15
     assert all(space.remembered(t) is not None and space.trace_of(space.remembered(t)) == t for t in both[12:19])
