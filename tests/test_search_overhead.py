@@ -7,6 +7,7 @@ Fakes only (no compiling, no timing), so the tests are fast and check order, not
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 import autosched
 from autosched import te
 from autosched.cost_model import XGBCostModel
-from autosched.cost_model.helpers import FeatureHelpers
+from autosched.cost_model.helpers import FeatureHelpers, default_helpers
 from autosched.cost_model.model import HELPER_MIN_BATCH, FeatureCache
 from autosched.database import Database
 from autosched.measure import MeasureInput, Measurer, MeasureResult
@@ -308,6 +309,15 @@ def test_a_run_with_helpers_searches_as_one_without(monkeypatch):
         assert model.cache.helpers is None  # the run's helpers are the run's
         runs.append(m.seen)
     assert runs[0] == runs[1]
+
+
+def test_a_gpu_run_takes_more_helpers_than_a_cpu_run_where_the_cores_allow(monkeypatch):
+    monkeypatch.delenv("AUTOSCHED_FEATURE_HELPERS", raising=False)
+    for cores, cpu, gpu in ((16, 3, 7), (4, 3, 3), (2, 1, 1), (1, 0, 0)):
+        monkeypatch.setattr(os, "cpu_count", lambda c=cores: c)
+        assert (default_helpers(), default_helpers(gpu=True)) == (cpu, gpu)
+    monkeypatch.setenv("AUTOSCHED_FEATURE_HELPERS", "5")
+    assert default_helpers() == default_helpers(gpu=True) == 5
 
 
 def test_a_gpu_run_with_helpers_proposes_what_one_without_does(monkeypatch):

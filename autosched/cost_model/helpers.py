@@ -37,15 +37,18 @@ ANSWER_TIMEOUT = 120.0
 HELPERS_ENV = "AUTOSCHED_FEATURE_HELPERS"
 
 
-def default_helpers() -> int:
-    """``$AUTOSCHED_FEATURE_HELPERS`` if set, else one helper per core beyond this process's, at most 3."""
+def default_helpers(gpu: bool = False) -> int:
+    """``$AUTOSCHED_FEATURE_HELPERS`` if set, else one helper per core beyond this process's: at most 3 for a
+    CPU target (the builders and the timed kernels need the cores), at most 7 for a GPU, where the search sets
+    the pace and its work comes in shares enough for 8 processes (an evolutionary proposal's 32 children in
+    8 shares, its 128 samples in 16)."""
     env = os.environ.get(HELPERS_ENV, "").strip()
     if env:
         try:
             return max(0, int(env))
         except ValueError:
             log.warning("%s=%r is not a number of helpers; using the default", HELPERS_ENV, env)
-    return max(0, min(3, (os.cpu_count() or 1) - 1))
+    return max(0, min(7 if gpu else 3, (os.cpu_count() or 1) - 1))
 
 
 #: what a helper process serves (:mod:`autosched.process` names it by text: this module imports no model)

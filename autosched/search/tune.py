@@ -363,7 +363,7 @@ def _feature_helpers(state: TuneState, measurer: Any) -> FeatureHelpers | None:
     cache = getattr(state.context.cost_model, "cache", None)
     if not isinstance(cache, FeatureCache) or cache.helpers is not None:
         return None
-    n = default_helpers()
+    n = default_helpers(gpu=state.task.target.kind == "cuda")
     builder = getattr(measurer, "builder", None)
     if _proposes_ahead(state, measurer) and builder is not None and not getattr(builder, "cluster", False):
         # the search runs beside the builds then: only the cores the builders leave idle
