@@ -1,19 +1,20 @@
-"""``build_many`` (a model's kernels): one compile unit per kernel, compiled to object code in worker processes
-when the IR is large enough (``AUTOSCHED_BUILD_JOBS``, else every core), loaded into one JIT engine, and
-exported as the same objects."""
+"""``build_many`` (a model's kernels): one compile unit per kernel, generated and compiled to object code in
+chunks, by worker processes when the kernels are many (``AUTOSCHED_BUILD_JOBS``, else every core), loaded
+into one JIT engine, and exported as the same objects."""
 
 from __future__ import annotations
 
 import gc
+import sys
 
-import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
 from _malloc import malloc_in_use
 from autosched import te
 from autosched.codegen import build as codegen_build
-from autosched.codegen import objcompile
+from autosched.codegen import objcompile, units
+from autosched.errors import ScheduleError
 from autosched.runtime.module import load_module
 from autosched.target import Target
 from autosched.tir.lower import lower
@@ -46,22 +47,24 @@ def _check(mod, count: int, n: int = 4096) -> None:
 
 
 def test_kernels_compile_in_worker_processes_and_run_as_one_module(monkeypatch, tmp_path):
-    """With two workers allowed and IR over the thresholds, the units compile in two processes; the module
-    runs every kernel right, sets its parallel loops' thread count, and exports to a library that does too
-    (with the CPU record a library carries)."""
+    """With two workers allowed and kernels over the threshold, the chunks are generated and compiled in two
+    processes; the module runs every kernel right, sets its parallel loops' thread count, and exports to a
+    library that does too (with the CPU record a library carries)."""
     monkeypatch.setenv(objcompile.JOBS_ENV, "2")
-    monkeypatch.setattr(codegen_build, "PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(codegen_build, "GROUP_MIN_BYTES", 1)
+    monkeypatch.setattr(units, "PARALLEL_MIN_BYTES", 1)
     funcs = _kernels(6)
     mod = codegen_build.build_many(funcs, "llvm")
-    assert mod.compile_groups == 2 and len(mod.objects) == 2
+    assert mod.compile_groups == 2 and len(mod.objects) == units.CHUNKS_PER_JOB * 2
     _check(mod, 6)
     assert mod.num_threads_address
     mod.set_num_threads(1)
+    mod.set_num_threads(1)
     _check(mod, 6)
     text = mod.get_source()
-    assert text.startswith("; compile unit 1 of 3") and "define" in text and "__autosched_metadata" in text
-    assert "compile unit 3 of 3" in mod.get_source("asm")
+    parts = len(mod.objects) + 1
+    assert text.startswith(f"; compile unit 1 of {parts}") and "define" in text and "__autosched_metadata" in text
+    assert f"compile unit {parts} of {parts}" in mod.get_source("asm")
+    assert mod.get_source("ll-unopt").startswith('; compile unit 1 of 7\n; ModuleID = "k0"')  # kernel by kernel
     mod.export_library(tmp_path / "units.so")
     lib = load_module(tmp_path / "units.so")
     assert lib.cpu == Target("llvm").mcpu
@@ -70,12 +73,11 @@ def test_kernels_compile_in_worker_processes_and_run_as_one_module(monkeypatch, 
 
 def test_one_job_compiles_in_this_process(monkeypatch):
     monkeypatch.setenv(objcompile.JOBS_ENV, "1")
-    monkeypatch.setattr(codegen_build, "PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(codegen_build, "GROUP_MIN_BYTES", 1)
+    monkeypatch.setattr(units, "PARALLEL_MIN_BYTES", 1)
     started = []
-    monkeypatch.setattr(objcompile, "_in_worker", lambda *a: started.append(a))
+    monkeypatch.setattr(units, "WorkerProcess", lambda *a, **k: started.append(a))
     mod = codegen_build.build_many(_kernels(3), "llvm")
-    assert mod.compile_groups == 1 and not started
+    assert mod.compile_groups == 1 and len(mod.objects) == 1 and not started
     _check(mod, 3)
 
 
@@ -86,34 +88,39 @@ def test_a_bad_job_count_is_refused_by_name(monkeypatch, value):
         codegen_build.build_many(_kernels(1), "llvm")
 
 
-def test_a_workers_llvm_error_comes_back_with_llvms_message():
-    """IR that LLVM refuses fails the build with LLVM's own words, from the worker process."""
-    machine = objcompile.Machine(llvm.get_process_triple(), Target("llvm").mcpu, "", 3)
-    bad = "define i32 @f() {\n  ret i64 0\n}\n"
-    good = "define i32 @g() {\n  ret i32 0\n}\n"
-    with pytest.raises(RuntimeError, match="(?s)LLVM compile worker failed.*ret i64 0"):
-        objcompile.compile_in_workers([[good], [bad]], machine)
-    (obj, text), = objcompile.compile_in_workers([[good]], machine)
-    assert obj and "@g()" in text
+def test_a_kernel_that_fails_in_a_worker_fails_the_build_with_its_own_error(monkeypatch, caplog):
+    """A kernel the code generator refuses (a GPU thread binding on a CPU target) fails in its worker; the
+    build redoes that chunk here and raises the generator's own error, with its type and message."""
+    monkeypatch.setenv(objcompile.JOBS_ENV, "2")
+    monkeypatch.setattr(units, "PARALLEL_MIN_BYTES", 1)
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    bx, tx = s[B].split(B.op.axis[0], factor=32)
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    funcs = _kernels(5) + [lower(s, [A, B], name="bound")]
+    with caplog.at_level("WARNING", logger="autosched.codegen"), pytest.raises(ScheduleError, match="bound to"):
+        codegen_build.build_many(funcs, "llvm")
+    assert "failed in a build worker (ScheduleError" in caplog.text
 
 
 def test_a_worker_that_cannot_run_leaves_the_compile_to_this_process(monkeypatch, caplog):
     """An interpreter that is not Python (an embedded or frozen one) or a worker that dies: the build warns
-    once and compiles the units here, to the same working module."""
+    once and compiles the chunks here, to the same working module."""
     monkeypatch.setenv(objcompile.JOBS_ENV, "2")
-    monkeypatch.setattr(codegen_build, "PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(codegen_build, "GROUP_MIN_BYTES", 1)
-    monkeypatch.setattr(objcompile.sys, "executable", "/bin/false")
+    monkeypatch.setattr(units, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(sys, "executable", "/bin/false")
     with caplog.at_level("WARNING", logger="autosched.codegen"):
         mod = codegen_build.build_many(_kernels(3), "llvm")
-    assert "LLVM compile worker exited with status 1" in caplog.text and "compiling in this process" in caplog.text
-    assert len(mod.objects) == 2
+    assert "build worker" in caplog.text and "/bin/false" in caplog.text and "in this process instead" in caplog.text
+    assert caplog.text.count("build_many:") == 1 and mod.compile_groups == 1
     _check(mod, 3)
 
 
-def test_balance_spreads_the_largest_units_first():
-    assert objcompile.balance([5, 1, 4, 2, 3], 2) == [[0, 1, 3], [2, 4]]
-    assert objcompile.balance([1, 1], 4) == [[0], [1]]  # never an empty group
+def test_chunks_take_the_largest_kernels_first():
+    assert units.chunks_of([5, 1, 4, 2, 3], 3) == [[0], [2], [4, 3], [1]]
+    assert units.chunks_of([1, 1], 4) == [[0], [1]]  # never an empty chunk
+    assert sorted(i for c in units.chunks_of(list(range(1, 30)), 6) for i in c) == list(range(29))
 
 
 def test_the_units_kept_workspaces_are_freed_with_their_module(monkeypatch):
@@ -124,8 +131,7 @@ def test_the_units_kept_workspaces_are_freed_with_their_module(monkeypatch):
         pytest.skip("this C library has no mallinfo2 (glibc >= 2.33)")
 
     monkeypatch.setenv(objcompile.JOBS_ENV, "2")
-    monkeypatch.setattr(codegen_build, "PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(codegen_build, "GROUP_MIN_BYTES", 1)
+    monkeypatch.setattr(units, "PARALLEL_MIN_BYTES", 1)
     n = 1 << 21  # 8 MiB of float32: a heap workspace the module keeps
     funcs = []
     for k in range(2):

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent / "autosched"
 
 LAYERS: list[set[str]] = [
     {"errors", "version"},  # the error classes; the version string records and compile caches stamp
+    {"process"},  # worker processes serving an object named by text (a model build's, measurement's, the search's)
     {"container"},  # TVM's Map and Array: plain containers every layer may return
     {"target"},  # parsing targets and naming the host CPU: below the code generator and the database
     {"isa"},  # the instruction-set extensions code uses and the host has (no llvmlite needed at run time)
@@ -44,7 +45,7 @@ LAYERS: list[set[str]] = [
     {"space"},
     {"task"},
     {"result"},
-    {"process", "shipment"},  # worker processes serving an object named by text, and how a task travels to them
+    {"shipment"},  # how a task travels to the worker processes
     {"measure", "database", "cost_model"},  # beside each other: none imports another
     {"search"},
     {"relay"},

@@ -18,7 +18,7 @@ from typing import Any
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from autosched.codegen.llvm import CodeGenLLVM
+from autosched.codegen.llvm import CodeGenLLVM, gomp_available
 from autosched.codegen.nvptx import (
     check_registers,
     compile_ptx,
@@ -27,15 +27,8 @@ from autosched.codegen.nvptx import (
     ptxas_path,
     ptxas_registers,
 )
-from autosched.codegen.objcompile import (
-    Machine,
-    WorkerUnavailable,
-    balance,
-    build_jobs,
-    compile_in_workers,
-    compile_units,
-    optimize,
-)
+from autosched.codegen.objcompile import Machine, build_jobs, compile_units, optimize
+from autosched.codegen.units import Chunk, compile_chunks
 from autosched.errors import CodegenError
 from autosched.isa import check_runs_here, code_features
 from autosched.runtime.module import ISA_SYMBOL, METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
@@ -181,12 +174,6 @@ def _ir_bytes(data: bytes) -> str:
     return "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}" for b in data)
 
 
-#: a build_many whose IR is smaller than this compiles in this process (starting workers would cost more)
-PARALLEL_MIN_BYTES = 256 * 1024
-#: at most one worker process per this much IR
-GROUP_MIN_BYTES = 128 * 1024
-
-
 def _free_workspaces(engine: Any, addresses: list[int]) -> None:
     """Run the compile units' workspace destructors (the JIT runs static destructors of IR modules only)."""
     for a in addresses:
@@ -195,42 +182,31 @@ def _free_workspaces(engine: Any, addresses: list[int]) -> None:
 
 
 class LLVMUnitsModule(LLVMModule):
-    """Many kernels (``build_many``: a model's) compiled as separate units into object code, the units in
-    worker processes, one per core (``AUTOSCHED_BUILD_JOBS``), when the IR is large enough to pay for them,
-    then loaded into one JIT engine with the module that defines what they share (the metadata, the thread
-    count). Exporting links the same objects; ``get_source`` gives each unit's text in turn."""
+    """Many kernels (``build_many``: a model's), each a compile unit of its own, compiled in chunks to object
+    code (:mod:`autosched.codegen.units`: on every core when they are many), then loaded into one JIT engine
+    with the module that defines what they share (the metadata, the thread count). Exporting links the same
+    objects; ``get_source`` gives each chunk's text in turn."""
 
-    def __init__(self, units: list[str], root: str, sigs: list[dict], target: Target, entry: str,
-                 destructors: list[str], jobs: int | None = None):
+    def __init__(self, chunks: list[Chunk], root: str, sigs: list[dict], target: Target, entry: str,
+                 processes: int = 1, t0: float | None = None):
         self.unhonoured = []
         self.sigs = sigs
         self.target = target
         self.root = root
-        self.ir_text = _join(units + [root])
-        t0 = time.perf_counter()
-        init_llvm()
-        machine = Machine(llvm.get_process_triple(), target.mcpu, target.mattr, target.opt_level)
-        total = sum(len(u) for u in units)
-        jobs = build_jobs() if jobs is None else jobs
-        n = min(jobs, total // GROUP_MIN_BYTES) if total >= PARALLEL_MIN_BYTES else 1
-        groups = [[units[i] for i in g] for g in balance([len(u) for u in units], max(1, n))]
-        compiled = None
-        if len(groups) > 1:
-            try:
-                compiled = compile_in_workers(groups, machine)
-            except WorkerUnavailable as e:  # (LLVM's own errors are raised: they would recur here)
-                logger.warning("build_many: %s; compiling in this process instead", e)
-        if compiled is None:
-            with _lock:
-                compiled = [compile_units(g, machine) for g in groups]
-        self.objects = [obj for obj, _ in compiled]
-        self._unit_irs = [text for _, text in compiled] + [root]
+        t0 = time.perf_counter() if t0 is None else t0
+        order = {s["name"]: k for k, s in enumerate(sigs)}  # the kernels' units in the order they were given
+        self.ir_text = _join([u.text for u in sorted((u for c in chunks for u in c.units),
+                                                     key=lambda u: order[u.name])] + [root])
+        self.objects = [c.object for c in chunks]
+        self._unit_irs = [c.opt_ir for c in chunks] + [root]
         self.opt_ir = _join(self._unit_irs)
+        destructors = [u.destructor for c in chunks for u in c.units if u.destructor]
         with _lock:
+            init_llvm()
             mod = llvm.parse_assembly(root)
             mod.verify()
             tm = target_machine(target)
-            mod.triple = machine.triple
+            mod.triple = llvm.get_process_triple()
             mod.data_layout = str(tm.target_data)
             engine = llvm.create_mcjit_compiler(mod, tm)
             for obj in self.objects:
@@ -239,12 +215,13 @@ class LLVMUnitsModule(LLVMModule):
             if destructors:
                 weakref.finalize(self, _free_workspaces, engine,
                                  [engine.get_function_address(d) for d in destructors])
-            self.compile_groups = len(groups)
+            self.compile_groups = processes  # how many processes generated and compiled the chunks
             self._open(engine, tm, entry, NUM_THREADS_SYMBOL in root, t0)
 
     def get_source(self, fmt: str = "ll") -> str:
-        """The optimised IR (``ll``), the IR as generated (``ll-unopt``) or the assembly (``asm``) of every
-        compile unit in turn, each after a ``; compile unit k of n`` line."""
+        """The optimised IR (``ll``: each chunk's, then the shared module's), the IR as generated (``ll-unopt``:
+        each kernel's unit, then the shared module) or the assembly (``asm``: as ``ll``), each part after a
+        ``; compile unit k of n`` line."""
         if fmt in ("asm", "s"):
             with _lock:
                 tm = target_machine(self.target, for_object=True)
@@ -330,24 +307,23 @@ def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | N
     if tgt.kind != "llvm":
         raise CodegenError(f"target {tgt} is not supported by build (llvm or cuda)")
     num_threads = int(tgt.options.get("num-cores", 0))
-    units, sigs, destructors, unhonoured, parallel = [], [], [], set(), False
-    for f in funcs:  # one compile unit per function: the units compile in parallel
-        cg = CodeGenLLVM(f.name, num_threads, tgt.cpu.vector_bytes, unit=True)
-        cg.add_function(f)
-        units.append(str(cg.finish()))
-        sigs.append(signature(f))
-        destructors += [cg.workspace_destructor] if cg.workspace_destructor else []
-        unhonoured |= set(cg.unhonoured)
-        parallel |= cg.uses_parallel
+    t0 = time.perf_counter()
+    init_llvm()
+    machine = Machine(llvm.get_process_triple(), tgt.mcpu, tgt.mattr, tgt.opt_level)
+    chunks, processes = compile_chunks(funcs, num_threads, tgt.cpu.vector_bytes, machine, build_jobs(), _lock)
+    units = {u.name: u for c in chunks for u in c.units}
+    if any(u.parallel for u in units.values()):
+        gomp_available()  # libgomp into this process too (a worker that generated a parallel loop found it)
     entry = entry or names[0]
+    sigs = [signature(f) for f in funcs]
     root = ir.Module(name="autosched_shared")
     root.triple = llvm.get_process_triple()
     _add_metadata(root, sigs, entry)
-    if parallel:  # the thread count every unit's parallel loops read
+    if any(u.parallel for u in units.values()):  # the thread count every unit's parallel loops read
         g = ir.GlobalVariable(root, ir.IntType(32), NUM_THREADS_SYMBOL)
         g.initializer = ir.Constant(ir.IntType(32), num_threads)
-    mod = LLVMUnitsModule(units, str(root), sigs, tgt, entry, destructors)
-    mod.unhonoured = sorted(unhonoured)
+    mod = LLVMUnitsModule(chunks, str(root), sigs, tgt, entry, processes, t0)
+    mod.unhonoured = sorted({flag for u in units.values() for flag in u.unhonoured})
     return mod
 
 

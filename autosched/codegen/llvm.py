@@ -67,6 +67,13 @@ def _warn_once(flag: str, message: str) -> None:
         log.warning("%s (said once per process; results measured from such builds are flagged %r)",
                     message, flag)
 
+def warn_unhonoured(flags: dict[str, str]) -> None:
+    """Say each fallback of ``flags`` (flag -> what happened, a unit's ``unhonoured``), once per process, as a
+    build in this process would have (a kernel compiled in a build worker said it there)."""
+    for flag, message in flags.items():
+        _warn_once(flag, message)
+
+
 class _Fn:
     """Per-LLVM-function state: builder, entry block for allocas, variable and buffer bindings."""
 
@@ -539,7 +546,7 @@ class CodeGenLLVM:
                     f"loop '{s.var.name}' is parallel inside another parallel loop; nested parallel loops are "
                     "not supported: fuse them into one parallel loop or keep one"
                 )
-            if _gomp_available():
+            if gomp_available():
                 self._parallel_for(s)
                 return
             self._fallback(SERIAL, f"parallel loop '{s.var.name}' compiles serial: {_gomp_state['why']}; install "
@@ -801,7 +808,7 @@ def _ident(name: str) -> str:
 _gomp_state: dict[str, Any] = {}
 
 
-def _gomp_available() -> bool:
+def gomp_available() -> bool:
     """Whether libgomp is found and loads into this process (checked once); ``_gomp_state['why']`` says why not."""
     if "ok" not in _gomp_state:
         path = ctypes.util.find_library("gomp")

@@ -1,20 +1,14 @@
-"""LLVM's optimisation pipeline and object code for compile units, in this process or in worker processes.
+"""LLVM's optimisation pipeline and object code for compile units (llvmlite only).
 
-LLVM spends most of a model build in its -O3 pipeline and instruction selection, and llvmlite serialises
-every call into LLVM behind one lock, so threads cannot share that work. ``compile_in_workers`` runs this
-file as a script in one process per group of units (it imports only llvmlite: a worker starts in about
-0.2 s), and ``relay.build`` compiles a model's kernels on every core.
+What :mod:`autosched.codegen.units` runs for each chunk of a model's kernels, in the build's process or in
+its worker processes; and the number of those workers (``AUTOSCHED_BUILD_JOBS``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import pickle
-import subprocess
-import sys
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import llvmlite.binding as llvm
 
@@ -86,74 +80,3 @@ def build_jobs() -> int:
             raise ValueError(f"{JOBS_ENV}={env!r}: give at least 1 (1 compiles in this process)")
         return jobs
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def balance(sizes: Sequence[int], groups: int) -> list[list[int]]:
-    """Indices of ``sizes`` in ``groups`` groups of nearly equal total size (largest first, each to the
-    lightest group), each group in the original order; no group is empty."""
-    groups = max(1, min(groups, len(sizes)))
-    load = [0] * groups
-    out: list[list[int]] = [[] for _ in range(groups)]
-    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-        g = min(range(groups), key=load.__getitem__)
-        out[g].append(i)
-        load[g] += sizes[i]
-    return [sorted(g) for g in out]
-
-
-_RUNNER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
-
-
-class WorkerUnavailable(RuntimeError):
-    """A worker process did not run to the end (it could not start, crashed or answered garbage): the build
-    compiles in its own process instead. LLVM's own errors are plain RuntimeErrors."""
-
-
-def _in_worker(units: Sequence[str], machine: Machine) -> tuple[bytes, str]:
-    """``compile_units`` in a fresh Python process that runs this file (not the package: no autosched import)."""
-    if not sys.executable or getattr(sys, "frozen", False):
-        raise WorkerUnavailable("this interpreter cannot start another (sys.executable is not Python)")
-    request = pickle.dumps((list(units), dataclasses.asdict(machine)))  # plain data: the worker has no autosched
-    try:
-        proc = subprocess.run([sys.executable, "-c", _RUNNER, os.path.abspath(__file__)],
-                              input=request, capture_output=True, check=False)
-    except OSError as e:
-        raise WorkerUnavailable(f"cannot start {sys.executable}: {e}") from e
-    if proc.returncode != 0:
-        tail = proc.stderr.decode(errors="replace").strip()[-800:]
-        raise WorkerUnavailable(f"the LLVM compile worker exited with status {proc.returncode}"
-                                + (f": {tail}" if tail else ""))
-    try:
-        status, payload = pickle.loads(proc.stdout)
-    except Exception as e:  # noqa: BLE001  (a worker that printed something else)
-        raise WorkerUnavailable(f"the LLVM compile worker's answer is not readable ({e})") from e
-    if status != "ok":
-        raise RuntimeError(f"the LLVM compile worker failed: {payload}")
-    return payload
-
-
-def compile_in_workers(groups: Sequence[Sequence[str]], machine: Machine) -> list[tuple[bytes, str]]:
-    """``compile_units`` of each group, each in a worker process, all at once: ``[(object, optimised IR)]``
-    in the order of ``groups``."""
-    with ThreadPoolExecutor(len(groups), thread_name_prefix="autosched-llvm") as pool:
-        return list(pool.map(lambda g: _in_worker(g, machine), groups))
-
-
-def _main() -> None:
-    """The worker: a pickled ``(units, machine fields)`` on stdin, a pickled ``("ok", (object, IR))`` or
-    ``("error", message)`` on stdout."""
-    units, fields = pickle.loads(sys.stdin.buffer.read())
-    machine = Machine(**fields)
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    llvm.initialize_native_asmparser()
-    try:
-        result: tuple = ("ok", compile_units(units, machine))
-    except Exception as e:  # noqa: BLE001  (LLVM's parse and verify errors go back to the build)
-        result = ("error", f"{type(e).__name__}: {e}")
-    sys.stdout.buffer.write(pickle.dumps(result))
-    sys.stdout.buffer.flush()
-
-
-if __name__ == "__main__":
-    _main()
