@@ -5,6 +5,7 @@ into one JIT engine, and exported as the same objects."""
 from __future__ import annotations
 
 import gc
+import re
 import sys
 
 import numpy as np
@@ -112,7 +113,9 @@ def test_a_worker_that_cannot_run_leaves_the_compile_to_this_process(monkeypatch
     monkeypatch.setattr(sys, "executable", "/bin/false")
     with caplog.at_level("WARNING", logger="autosched.codegen"):
         mod = codegen_build.build_many(_kernels(3), "llvm")
-    assert "build worker" in caplog.text and "/bin/false" in caplog.text and "in this process instead" in caplog.text
+    # (it fails as it starts, or before it says it is ready: either way the message names the interpreter)
+    assert re.search(r"build_many: (cannot start a build worker|a build worker did not start) with /bin/false",
+                     caplog.text) and "in this process instead" in caplog.text
     assert caplog.text.count("build_many:") == 1 and mod.compile_groups == 1
     _check(mod, 3)
 

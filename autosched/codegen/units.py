@@ -184,7 +184,7 @@ def _wait_ready(worker: WorkerProcess, problems: list[str]) -> bool:
                 return True
     except (EOFError, OSError):
         pass
-    problems.append(f"a build worker did not start ({worker.exit_description()})")
+    problems.append(f"a build worker did not start with {sys.executable} ({worker.exit_description()})")
     return False
 
 
