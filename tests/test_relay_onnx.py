@@ -27,6 +27,7 @@ from _onnx_models import (  # noqa: E402
 )
 from autosched import relay  # noqa: E402
 from autosched.relay.frontend import OnnxImportError, OpNotImplemented, from_onnx  # noqa: E402
+from autosched.relay.frontend.onnx import importer  # noqa: E402
 
 R = np.random.default_rng(1234)
 
@@ -679,3 +680,22 @@ def test_resnet18_import_signature() -> None:
     assert set(params) == set(names[1:])
     mod = relay.transform.InferType()(mod)
     assert tuple(mod["main"].body.checked_type.shape) == (1, 10)
+
+
+def test_shape_inference_sees_the_weights_as_typed_inputs_and_the_small_constants_as_values():
+    """ONNX's shape inference gets a copy without the big weights (each a typed graph input instead), so a
+    model's import does not serialise its megabytes twice; shapes that data propagation follows stay values."""
+    w = numpy_helper.from_array(np.ones((64, 4096), "float32"), "W")
+    shape = numpy_helper.from_array(np.array([1, 64, 64], "int64"), "shape")
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"]), helper.make_node("Reshape", ["y", "shape"], ["out"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], [w, shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    copy = importer._without_big_weights(model)
+    assert [t.name for t in copy.graph.initializer] == ["shape"]
+    typed = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in copy.graph.input}
+    assert typed == {"x": [1, 64], "W": [64, 4096]}
+    assert len(model.graph.initializer) == 2 and copy.opset_import[0].version == 13  # the model is untouched
+    mod, params = from_onnx(model)
+    ret = relay.transform.InferType()(mod)["main"].checked_type.ret_type
+    assert tuple(int(d) for d in ret.shape) == (1, 64, 64) and "W" in params

@@ -26,6 +26,7 @@ every unsupported op type with its count (:class:`OpNotImplemented`).
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -210,8 +211,7 @@ class _GraphConverter:
         """Static shapes of intermediate values from ONNX's shape inference, run with the inputs' final shapes."""
         import onnx
 
-        m = onnx.ModelProto()
-        m.CopyFrom(self.model)
+        m = _without_big_weights(self.model)
         for vi in m.graph.input:
             if vi.name in self.onnx_shapes:
                 dims = vi.type.tensor_type.shape.dim
@@ -320,3 +320,39 @@ class _GraphConverter:
     def optional(self, node: onnx.NodeProto, i: int) -> str | None:
         """Input ``i`` of ``node``, or None when it is absent (past the end, or the empty name)."""
         return node.input[i] if len(node.input) > i and node.input[i] else None
+
+
+#: initializers with more elements than this go to shape inference as typed inputs, without their values
+SHAPE_DATA_MAX = 1024
+
+
+def _without_big_weights(model: Any) -> Any:
+    """A copy of ``model`` for ONNX's shape inference, its big initializers (the weights) given as typed graph
+    inputs: inference serialises and parses the model, about 7 s of VGG-11's 530 MB, and reads the values of
+    small tensors only (shapes, axes, the constants data propagation follows)."""
+    import onnx
+
+    m = onnx.ModelProto()
+    _copy_fields(model, m, skip="graph")
+    src, g = model.graph, m.graph
+    _copy_fields(src, g, skip="initializer")
+    typed = {vi.name for vi in src.input}
+    for t in src.initializer:
+        if math.prod(t.dims) <= SHAPE_DATA_MAX:
+            g.initializer.append(t)
+        elif t.name not in typed:
+            g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return m
+
+
+def _copy_fields(src: Any, dst: Any, skip: str) -> None:
+    """Copy the protobuf message ``src``'s set fields into ``dst``, all but ``skip``."""
+    for field, value in src.ListFields():
+        if field.name == skip:
+            continue
+        if hasattr(value, "extend"):  # a repeated field (protobuf's descriptors name that differently by version)
+            getattr(dst, field.name).extend(value)
+        elif hasattr(value, "CopyFrom"):
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)
