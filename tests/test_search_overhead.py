@@ -335,6 +335,14 @@ def test_a_gpu_run_with_helpers_proposes_what_one_without_does(monkeypatch):
     assert len(runs[0]) == 24 and runs[0] == runs[1]
 
 
+def _note_answers(helpers: FeatureHelpers) -> list:
+    """The list each answer of ``helpers`` is appended to (None for one that failed), as they are received."""
+    answers: list = []
+    receive = helpers.receive
+    helpers.receive = lambda h, t: answers.append(got := receive(h, t)) or got
+    return answers
+
+
 def test_helpers_draw_shares_of_a_sample_and_the_traces_are_the_same():
     """A tuning run's space draws its fresh samples in seeded shares, the helpers' and its own at once: the same
     traces (and the points they come from) whether a helper or this process drew a share; a sample of 8 or
@@ -349,9 +357,7 @@ def test_helpers_draw_shares_of_a_sample_and_the_traces_are_the_same():
         alone = space.sample(40, np.random.default_rng(7))
         with FeatureHelpers(1) as helpers:
             assert helpers.wait_ready() == 1
-            answers = []
-            receive = helpers.receive
-            helpers.receive = lambda h, t: answers.append(got := receive(h, t)) or got
+            answers = _note_answers(helpers)
             space.helpers = helpers
             space._points.clear()
             both = space.sample(40, np.random.default_rng(7))
@@ -384,9 +390,7 @@ def test_helpers_breed_shares_of_offspring_and_the_children_are_the_same():
         memory_alone = list(space._points.items())
         with FeatureHelpers(1) as helpers:
             assert helpers.wait_ready() == 1
-            answers = []
-            receive = helpers.receive
-            helpers.receive = lambda h, t: answers.append(got := receive(h, t)) or got
+            answers = _note_answers(helpers)
             space.helpers = helpers
             space._points.clear()  # as before the first call: children of the same trace with other points go
             space._points.update(kept)

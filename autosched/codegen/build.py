@@ -6,7 +6,6 @@ import ctypes
 import functools
 import hashlib
 import json
-import logging
 import os
 import threading
 import time
@@ -41,7 +40,6 @@ from autosched.tir.lower import lower
 from autosched.tir.stmt import dim_to_json
 from autosched.tir.wmma import has_warp_ops, memory_accesses
 
-logger = logging.getLogger("autosched.codegen")
 _lock = threading.RLock()
 
 
