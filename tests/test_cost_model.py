@@ -22,7 +22,7 @@ import pytest
 
 import autosched
 from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract, extract_batch
-from autosched.cost_model.model import CostModel, RandomCostModel, XGBCostModel, normalised_throughput
+from autosched.cost_model.model import CostModel, RandomCostModel, XGBCostModel, kendall_tau, normalised_throughput
 from autosched.database.record import TuningRecord
 from autosched.measure.result import MeasureInput, MeasureResult
 
@@ -136,6 +136,20 @@ def test_failed_candidates_rank_last_and_throughput_is_normalised():
     results = [MeasureResult(costs=[2.0]), MeasureResult(costs=[1.0]), MeasureResult(error_kind="compile_error"),
                MeasureResult(costs=[4.0])]
     np.testing.assert_allclose(normalised_throughput(cands, results), [0.5, 1.0, 0.0, 0.25])
+
+
+def test_kendall_tau_is_scipys_tau_b_with_ties():
+    """The base model's check computes Kendall's tau itself (scipy.stats costs a run 2 s to import): the same
+    tau-b as scipy's, with ties on either side, across the blocks it sums in, and NaN for a constant side."""
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    for n in (2, 16, 300, 600):
+        a = rng.integers(0, 20, n).astype(float)  # many ties
+        b = a + rng.normal(0, 5, n)
+        b[::3] = 1.0
+        assert kendall_tau(a, b) == pytest.approx(stats.kendalltau(a, b).statistic, abs=1e-12)
+    assert kendall_tau(np.arange(5.0), -np.arange(5.0)) == pytest.approx(-1.0)
+    assert np.isnan(kendall_tau(np.ones(5), np.arange(5.0)))
 
 
 def test_random_model_is_seeded():

@@ -19,6 +19,7 @@ from typing import Any
 
 from autosched.cost_model.features import feature_fingerprint
 from autosched.cost_model.model import XGBCostModel
+from autosched.cost_model.xgb import xgboost
 
 log = logging.getLogger("autosched.cost_model")
 
@@ -70,7 +71,7 @@ def pretrained_booster(where: str | Path | None = None) -> Any:
             _warned.add(key)
             log.warning("%s; starting from a cold model instead", got)
         return None
-    import xgboost as xgb
+    xgb = xgboost()
 
     booster = xgb.Booster()
     booster.load_model(bytearray(got[0]))

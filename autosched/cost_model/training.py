@@ -22,6 +22,7 @@ import numpy as np
 from autosched.cost_model.features import FEATURE_NAMES, FEATURES_VERSION, feature_fingerprint
 from autosched.cost_model.model import FeatureCache, _throughput, train_ranker, xgb_params
 from autosched.cost_model.shipped import META_FILE, MODEL_FILE, RETRAIN, _loaded
+from autosched.cost_model.xgb import xgboost
 from autosched.result import MeasureInput
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -71,7 +72,7 @@ def fit(data: LogData, seed: int = 0, num_rounds: int = NUM_ROUNDS) -> Any:
 def save(booster: Any, data: LogData, out: str | Path, heldout: dict | None = None,
          excluded: Sequence[str] = ()) -> Path:
     """Write ``booster`` and its metadata (``META_FILE``) into the folder ``out``; returns the model's path."""
-    import xgboost as xgb  # heavy: loaded when a model is written or evaluated
+    xgb = xgboost()  # heavy: loaded when a model is written or evaluated
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -120,7 +121,7 @@ def evaluate(data: LogData, seed: int = 0, num_rounds: int = NUM_ROUNDS, k: int 
     """Leave-one-workload-out figures: per workload name, a model trained on the others ranks its records
     (each task separately; figures averaged over its tasks); ``mean`` averages the workloads, and ``random``
     gives the same figures for a random order (seeded), what the model is to beat."""
-    import xgboost as xgb
+    xgb = xgboost()
     from sklearn.model_selection import LeaveOneGroupOut
 
     rng = np.random.default_rng(seed)
