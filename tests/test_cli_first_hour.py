@@ -113,7 +113,8 @@ def test_each_bad_log_line_is_reported_once(env, tmp_path):
 
 def test_a_crash_of_the_run_leaves_no_process_behind(env, tmp_path):
     """The tuning process dies of SIGSEGV (native code crashing, as LLVM did on an unknown CPU) after the local
-    Ray started: one line says so, exit 1, and no process of the command's session outlives it."""
+    Ray started: one line says so, exit 1, and no process of the command's session outlives it, nor its
+    temporary library directory (in the run's own TMPDIR here; Ray's stays where it always is)."""
     pytest.importorskip("psutil")
     script = tmp_path / "crash.py"
     script.write_text(textwrap.dedent("""
@@ -131,14 +132,18 @@ def test_a_crash_of_the_run_leaves_no_process_behind(env, tmp_path):
 
         sys.exit(main(sys.argv[1:]))
     """))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     p = subprocess.Popen([sys.executable, str(script), "tune", *SMALL, "--trials", "4", "--policy", "crash-test",
-                          "--no-compare", "--db", str(tmp_path / "c.db")], env=env, text=True,
+                          "--no-compare", "--db", str(tmp_path / "c.db")], text=True,
+                         env=dict(env, TMPDIR=str(tmp), RAY_TMPDIR=os.environ.get("RAY_TMPDIR", "/tmp")),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     out, err = p.communicate(timeout=240)
     assert p.returncode == 1, err
     assert err.strip().splitlines()[-1].startswith("autosched tune: error: the run died of SIGSEGV"), err
     left = session_processes(p.pid)  # the command's session (start_new_session): all it started is in it
     assert left == [], left
+    assert list(tmp.glob("autosched-build-*")) == []  # (the machine's lock files stay: other runs share them)
 
 
 def session_processes(sid: int) -> list[tuple[int, str]]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import psutil
 
+from autosched.measure.engine import remove_cache_dirs_of
 from autosched.runtime.cuda_driver import CUDAError, device_info
 from autosched.target import check_target
 from autosched.task import Task
@@ -166,10 +167,11 @@ def check_gpu_here(way_out: str) -> None:
 def supervised(work: Any, command: str, enabled: bool = True) -> int:
     """Run ``work()`` (returns an exit code) in a forked child, wait for it, then end every process the run
     left behind: the local Ray's daemons and workers that a crash (LLVM aborting, a segmentation fault) or an
-    abrupt exit does not stop. This process becomes the "subreaper" of what the child starts (Linux), so
-    those orphans stay its descendants and are found (psutil) however they regrouped. Ctrl-C reaches the
-    child as before (same process group; ignored here); SIGTERM and SIGHUP are passed on to it. A child that
-    died of a signal is said in one line (exit 1). Without ``fork``, or not ``enabled``, ``work()`` runs here."""
+    abrupt exit does not stop, and the temporary library directories of a child killed by a signal. This
+    process becomes the "subreaper" of what the child starts (Linux), so those orphans stay its descendants
+    and are found (psutil) however they regrouped. Ctrl-C reaches the child as before (same process group;
+    ignored here); SIGTERM and SIGHUP are passed on to it. A child that died of a signal is said in one line
+    (exit 1). Without ``fork``, or not ``enabled``, ``work()`` runs here."""
     ray = sys.modules.get("ray")
     if not enabled or not hasattr(os, "fork") or (ray is not None and ray.is_initialized()):
         return work()  # (a Ray this process already runs, a caller's, is used here: it does not survive a fork)
@@ -219,6 +221,7 @@ def supervised(work: Any, command: str, enabled: bool = True) -> int:
             if subreaper:
                 _set_subreaper(False)
     if os.WIFSIGNALED(status):
+        remove_cache_dirs_of(pid)
         name = signal.Signals(os.WTERMSIG(status)).name
         print(f"autosched {command}: error: the run died of {name} (a crash in native code: the compiler or a "
               f"driver); its workers are stopped. What was measured before is in the database: run the same "

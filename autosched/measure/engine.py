@@ -12,7 +12,9 @@ processes over a socket, :mod:`autosched.measure.ray_backend` to Ray actors.
 from __future__ import annotations
 
 import abc
+import glob
 import math
+import os
 import shutil
 import tempfile
 import time
@@ -259,6 +261,19 @@ class BuildJob(Job):
                                                build_seconds=self.clock.elapsed())
 
 
+def own_cache_dir() -> str:
+    """A fresh temporary directory for this process's libraries, named by its pid (see
+    :func:`remove_cache_dirs_of`)."""
+    return tempfile.mkdtemp(prefix=f"autosched-build-{os.getpid()}-")
+
+
+def remove_cache_dirs_of(pid: int) -> None:
+    """Remove the library directories that process ``pid``, now dead of a signal, left behind: it could not
+    run the exit handlers that remove them."""
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), f"autosched-build-{int(pid)}-*")):
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _close(transport: Transport | None, rmdir: str | None) -> None:
     if transport is not None:
         transport.close()
@@ -276,7 +291,7 @@ class EngineBuilder(Builder):
                  cache_dir: str | None, stop_at_exit: bool = True):
         self.parallelism, self.timeout = int(parallelism), float(timeout)
         self._own_dir = cache_dir is None
-        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="autosched-build-")
+        self.cache_dir = cache_dir or own_cache_dir()
         self._closed = False
         self._pool = make_pool(self.cache_dir)
         self._finalizer = weakref.finalize(self, _close, self._pool if stop_at_exit else None,
@@ -481,4 +496,4 @@ class EngineRunner(Runner):
 
 
 __all__ = ["BuildJob", "EngineBuilder", "EngineRunner", "Job", "Reply", "RunJob", "Slot", "Transport",
-           "candidate_key", "dispatch"]
+           "candidate_key", "dispatch", "own_cache_dir", "remove_cache_dirs_of"]
