@@ -35,6 +35,7 @@ from autosched.runtime.module import Module
 from autosched.runtime.registry import get_global_func
 from autosched.target import Target
 from autosched.task import Task
+from autosched.tir import stmt as S
 from autosched.tir.lower import lower
 
 logger = logging.getLogger("autosched.relay")
@@ -121,9 +122,9 @@ def extract_tasks(mod: IRModule | Function, params: dict[str, Any] | None = None
     return out
 
 
-def _schedule(task: Any, use_records: bool) -> tuple[Any, list, Any]:
-    """``(schedule, args, record or None)``: the best record of the active apply_history_best contexts that
-    replays and lowers, else the default schedule."""
+def _schedule(task: Any, use_records: bool) -> tuple[Any, list, Any, S.PrimFunc | None]:
+    """``(schedule, args, record or None, its lowered function or None)``: the best record of the active
+    apply_history_best contexts that replays and lowers, else the default schedule (not lowered yet)."""
     if use_records and "autosched.database.apply" in sys.modules:  # records only when the user loaded them
         from autosched.database.apply import current_contexts  # (SQLAlchemy: not imported otherwise)
 
@@ -131,14 +132,14 @@ def _schedule(task: Any, use_records: bool) -> tuple[Any, list, Any]:
             for rec in ctx.candidates(task):
                 try:
                     sch, args = task.apply(rec.trace)
-                    lower(sch, args, name="check")
+                    func = lower(sch, args)
                 except Exception as e:  # a record that no longer replays: try the next one
                     logger.warning("record %s of kernel %s (key %s) does not apply (%s: %s); trying the next",
                                    getattr(rec, "id", "?"), task.name, task.workload_key[:16], type(e).__name__, e)
                     continue
-                return sch, args, rec
+                return sch, args, rec, func
     sch, args = task.default_schedule()
-    return sch, args, None
+    return sch, args, None, None
 
 
 class _GraphBuilder:
@@ -180,9 +181,10 @@ class _GraphBuilder:
         if got is not None:
             return got
         task = Task("relay.fused", {"graph": desc}, self.target)
-        sch, args, rec = _schedule(task, self.use_records)
+        sch, args, rec, func = _schedule(task, self.use_records)
         name = f"{kernel_name(fn)}_{len(self.kernels)}"
-        self.prims.append(lower(sch, args, name=name))
+        self.prims.append(lower(sch, args, name=name) if func is None else  # (a record's: lowered as it was checked)
+                          S.PrimFunc(name, func.params, func.scalar_params, func.body, func.attrs))
         self.kernels[desc] = (name, task, rec)
         return self.kernels[desc]
 
