@@ -13,6 +13,7 @@ DenseNet-121, VGG-11; tests/test_onnx_families.py). Benchmarks reuse them with::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,7 +80,8 @@ class GraphBuilder:
 
     def gemm_fc(self, x: str, cin: int, cout: int, name: str = "fc") -> str:
         """The classifier: Gemm with ``transB=1`` (weight [out, in], as PyTorch exports Linear)."""
-        w = (self.rng.standard_normal((cout, cin)) * np.sqrt(1.0 / cin)).astype(np.float32)
+        w = self.rng.standard_normal((cout, cin), dtype=np.float32)  # (in float32: VGG's are 120M)
+        w *= np.float32(np.sqrt(1.0 / cin))
         b = (self.rng.standard_normal(cout) * 0.1).astype(np.float32)
         return self.node("Gemm", [x, self.init(f"{name}.weight", w), self.init(f"{name}.bias", b)], name=name,
                          alpha=1.0, beta=1.0, transB=1)
@@ -101,9 +103,11 @@ class GraphBuilder:
 
         # shape inference and the checker serialise the whole model: they see the large weights as typed
         # inputs instead (VGG-11's 500 MB took 10 s); small initializers (shapes, scales) stay values
-        large = [t for t in self.initializers if len(t.raw_data) > 1 << 16]
+        big = [math.prod(t.dims) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize > 1 << 16
+               for t in self.initializers]  # (by their dims: reading raw_data copies it)
+        large = [t for t, b in zip(self.initializers, big) if b]
         light_inputs = ins + [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in large]
-        small = [t for t in self.initializers if len(t.raw_data) <= 1 << 16]
+        small = [t for t, b in zip(self.initializers, big) if not b]
         # the checker wants every graph output typed with a shape: take them from onnx's shape inference
         inferred = onnx.shape_inference.infer_shapes(assemble(light_inputs, small), strict_mode=True)
         for vi, typed in zip(outs, inferred.graph.output):
