@@ -3,7 +3,7 @@
 ``CostModel`` is the whole interface (MetaSchedule style): ``update`` with
 measured inputs and results, ``predict`` scores for a batch of candidates
 (higher is better; only the order matters), ``save``/``load``. XGBoost is
-imported only here, behind :class:`XGBCostModel`.
+used only behind :class:`XGBCostModel` (and imported by :mod:`autosched.cost_model.xgb`).
 """
 
 from __future__ import annotations
