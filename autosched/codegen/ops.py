@@ -67,7 +67,7 @@ def flat_index(buf: S.Buffer, indices) -> Expr:
 
 
 #: math functions that are LLVM intrinsics (``llvm.exp.f32``, ``llvm.sqrt.v16f32``)
-LLVM_INTRINSICS = {"exp", "log", "sqrt", "fabs", "floor", "ceil", "pow", "sin", "cos"}
+LLVM_INTRINSICS = {"exp", "log", "sqrt", "fabs", "floor", "ceil", "nearbyint", "pow", "sin", "cos"}
 #: math functions called from libm: (float32 name, float64 name)
 LIBM = {"tanh": ("tanhf", "tanh"), "erf": ("erff", "erf")}
 _ARITH = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/"}
@@ -378,8 +378,40 @@ def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.call(_decl(b, "llvm.copysign", fty, 2), [y, x])  # odd: the sign of x, -0 included
 
 
+#: log(1 + f) = f - f^2 / 2 + f^3 P(f) for f in [sqrt(1/2) - 1, sqrt(2) - 1] (Cephes' logf), highest degree first
+LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
+         2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
+
+
+def log_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """``log`` of float32 values inline (a softplus or Mish took one libm call per element): ``x = 2^e m``
+    with ``m`` in [sqrt(1/2), sqrt(2)) from the float's bits, ``log m`` by :data:`LOG_P`, ``e ln2`` added in two
+    parts; subnormals are scaled by 2^23 first. 0 gives -inf, inf inf, negatives and NaN NaN."""
+    fty, ity = x.type, shaped(x.type, ir.IntType(32))
+    c = lambda v: const(fty, v)  # noqa: E731
+    ci = lambda v: const(ity, v)  # noqa: E731
+    tiny = b.fcmp_ordered("<", x, c(1.1754943508222875e-38))
+    xs = b.select(tiny, b.fmul(x, c(8388608.0)), x)
+    bits = b.bitcast(xs, ity)
+    e = b.sub(b.ashr(bits, ci(23)), b.select(tiny, ci(126 + 23), ci(126)))
+    m = b.bitcast(b.or_(b.and_(bits, ci(0x007FFFFF)), ci(0x3F000000)), fty)  # in [0.5, 1)
+    low = b.fcmp_ordered("<", m, c(0.707106781186547524))
+    e = b.sub(e, b.zext(low, ity))
+    f = b.fsub(b.select(low, b.fadd(m, m), m), c(1.0))  # in [sqrt(1/2) - 1, sqrt(2) - 1)
+    ef = b.sitofp(e, fty)
+    fma = _decl(b, "llvm.fmuladd", fty, 3)
+    z = b.fmul(f, f)
+    y = b.fmul(b.fmul(f, z), _horner(b, LOG_P, f))
+    y = b.call(fma, [ef, c(-2.12194440e-4), y])
+    y = b.call(fma, [z, c(-0.5), y])
+    out = b.call(fma, [ef, c(0.693359375), b.fadd(f, y)])
+    out = b.select(b.fcmp_ordered("==", x, c(float("inf"))), x, out)
+    out = b.select(b.fcmp_ordered("==", x, c(0.0)), c(float("-inf")), out)
+    return b.select(b.fcmp_unordered("<", x, c(0.0)), c(float("nan")), out)  # negatives, and NaN itself
+
+
 #: float32 math of vectors emitted inline instead of a call per lane
-INLINE_F32 = {"exp": exp_f32, "erf": erf_f32, "tanh": tanh_f32}
+INLINE_F32 = {"exp": exp_f32, "erf": erf_f32, "tanh": tanh_f32, "log": log_f32}
 
 
 def _decl(b: ir.IRBuilder, name: str, ty: ir.Type, nargs: int = 1) -> ir.Function:

@@ -20,6 +20,8 @@ from autosched.te.expr import (
     if_then_else,
     indexdiv,
     indexmod,
+    isinf,
+    isnan,
     log,
     max,
     max_value,
@@ -28,6 +30,7 @@ from autosched.te.expr import (
     min_value,
     minimum,
     power,
+    round,
     sigmoid,
     sin,
     sqrt,
@@ -59,7 +62,8 @@ from autosched.te.trace import Step, Trace
 
 __all__ = [
     "Expr", "Var", "abs", "all", "any", "cast", "ceil", "comm_reducer", "const", "cos", "erf", "exp", "floor",
-    "if_then_else", "log", "max", "max_value", "maximum", "min", "min_value", "minimum", "power", "sigmoid", "sin",
+    "if_then_else", "isinf", "isnan", "log", "max", "max_value", "maximum", "min", "min_value", "minimum", "power",
+    "round", "sigmoid", "sin",
     "sqrt", "sum", "tanh", "floordiv", "floormod", "indexdiv", "indexmod", "truncdiv", "truncmod",
     "Schedule", "Stage", "create_schedule", "ScanOp", "scan",
     "ExternOp", "extern", "TensorIntrin", "decl_tensor_intrin", "ComputeOp", "IterVar", "Operation",

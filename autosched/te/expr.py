@@ -713,6 +713,26 @@ sin = _float_call("sin")
 cos = _float_call("cos")
 
 
+def round(x: Any) -> Expr:  # noqa: A001 - TVM's name
+    """The nearest integer, halves to even (as numpy's and ONNX's Round; LLVM's ``nearbyint``), as a float."""
+    x = convert(x)
+    if not is_float(x.dtype):
+        return x
+    return Call(x.dtype, "nearbyint", [x])
+
+
+def isnan(x: Any) -> Expr:
+    """Whether ``x`` is NaN (a bool; always false for integers): NaN is the one value unequal to itself."""
+    x = convert(x)
+    return NE(x, x) if is_float(x.dtype) else const(False)
+
+
+def isinf(x: Any) -> Expr:
+    """Whether ``x`` is +inf or -inf (a bool; always false for integers)."""
+    x = convert(x)
+    return EQ(abs(x), const(float("inf"), x.dtype)) if is_float(x.dtype) else const(False)
+
+
 def sigmoid(x: Any) -> Expr:
     x = convert(x)
     one = const(1.0, x.dtype)

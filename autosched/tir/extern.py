@@ -44,7 +44,7 @@ def call_extern(dtype: str, func_name: str, *args: Any) -> Call:
     return Call(check_dtype(dtype) if dtype != "handle" else dtype, EXTERN + str(func_name), [_arg(a) for a in args])
 
 
-_MATH = ("exp", "log", "sqrt", "fabs", "floor", "ceil", "pow", "sin", "cos", "tanh", "erf")
+_MATH = ("exp", "log", "sqrt", "fabs", "floor", "ceil", "nearbyint", "pow", "sin", "cos", "tanh", "erf")
 
 
 def call_intrin(dtype: str, op_name: str, *args: Any) -> Call:
