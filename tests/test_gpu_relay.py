@@ -15,8 +15,8 @@ pytest.importorskip("onnxruntime")
 
 import autosched  # noqa: E402
 from _cpus import SERIAL_CPU  # noqa: E402
-from _onnx_models import make_resnet50, make_single_op, random_inputs, run_onnxruntime  # noqa: E402
-from _transformer_models import make_decoder, make_encoder, token_inputs  # noqa: E402
+from _onnx_models import GraphBuilder, make_resnet50, make_single_op, random_inputs, run_onnxruntime  # noqa: E402
+from _transformer_models import make_decoder, make_encoder, make_typed_op, token_inputs  # noqa: E402
 from autosched import relay  # noqa: E402
 from autosched.codegen.nvptx import ptxas_path  # noqa: E402
 from autosched.te import expr as E  # noqa: E402
@@ -120,6 +120,37 @@ def test_transformer_blocks_assemble_for_sm80_and_sm90():
                   make_decoder(layers=1, d_model=64, heads=4, seq=16, vocab=100)):
         regs = assemble(model, token_inputs(model, 16, 100))
         assert regs and max(regs.values()) <= 128, regs
+
+
+# ----------------------------------------------------------------------------------------- the wider op set
+def _activations_and_layouts():
+    """Instance norm, Mish, a pixel shuffle, log-sum-exp, tile, sign, floor and round: the math calls (log, exp,
+    tanh, rounding) and index arithmetic of the ops added for CNN, detector and super-resolution exports."""
+    rng = np.random.default_rng(3)
+    b = GraphBuilder(opset=18)
+    b.init("s", (1 + 0.1 * rng.standard_normal(8)).astype("float32"))
+    b.init("bb", (0.1 * rng.standard_normal(8)).astype("float32"))
+    b.init("reps", np.array([1, 2, 1, 1], np.int64))
+    b.init("three", np.array(3.0, np.float32))
+    y = b.node("DepthToSpace", [b.node("Mish", [b.node("InstanceNormalization", ["x", "s", "bb"])])], blocksize=2)
+    z = b.node("Tile", [b.node("ReduceLogSumExp", [y, b.init("ax", np.array([1], np.int64))]), "reps"])
+    r = b.node("Round", [b.node("Mul", [y, "three"])])
+    out = b.node("Add", [b.node("Add", [z, b.node("Sign", [y])]), b.node("Add", [b.node("Floor", [y]), r])])
+    return b.model([("x", (1, 8, 6, 6))], [out])
+
+
+def test_wider_op_set_for_cuda_matches_onnxruntime():
+    model = _activations_and_layouts()
+    err, _ = serial_error(model, random_inputs(model))
+    assert err < 1e-4, f"largest difference {err:.2e} of the output's scale"
+
+
+@needs_ptxas
+def test_wider_op_set_assembles_for_sm80_and_sm90():
+    model = _activations_and_layouts()
+    assert assemble(model, random_inputs(model))
+    argmax = make_typed_op("ArgMax", [("x", "float32", (4, 37))], opset=13, axis=1)
+    assert assemble(argmax, random_inputs(argmax))
 
 
 # ----------------------------------------------------------------------------------------- row reductions

@@ -25,6 +25,8 @@ from _onnx_models import (  # noqa: E402
     random_inputs,
     run_onnxruntime,
 )
+from _transformer_models import OP_CASES as TRANSFORMER_CASES  # noqa: E402
+from _transformer_models import make_typed_op  # noqa: E402
 from autosched import relay  # noqa: E402
 from autosched.relay.frontend import OnnxImportError, OpNotImplemented, from_onnx  # noqa: E402
 from autosched.relay.frontend.onnx import importer  # noqa: E402
@@ -106,6 +108,15 @@ def _bn():
                           extra_inputs=["s", "bb", "m", "v"], epsilon=1e-3)
 
 
+def _channel_norm(op, x_shape, n, opset=13, **attrs):
+    """InstanceNormalization / GroupNormalization with ``n`` seeded scales and biases."""
+    b = GraphBuilder(opset=opset)
+    b.init("s", _f32(n, lo=0.5, hi=1.5))
+    b.init("bb", _f32(n))
+    y = b.node(op, ["x", "s", "bb"], name="y", **attrs)
+    return b.model([("x", x_shape)], [(y, x_shape)])  # (onnx infers no shape for GroupNormalization)
+
+
 def _reshape_const_node():
     b = GraphBuilder()
     shape = b.node("Constant", [], name="shape", value=numpy_helper.from_array(np.array([0, -1, 4], np.int64)))
@@ -169,6 +180,22 @@ def _after_relu(op, opset=13, n_outputs=1, extra_inputs=(), **kwargs):
     x = b.node("Relu", ["x"])
     y = b.node(op, [x, *extra_inputs], name="y", n_outputs=n_outputs, **kwargs)
     return b.model([("x", (3, 4))], [y])
+
+
+def _scaled_into(op, scale=3.0, opset=13, **attrs):
+    """``op`` of ``x * scale``: a wider range than the standard normal (roundings, large softplus arguments)."""
+    b = GraphBuilder(opset=opset)
+    b.init("k", np.array(scale, np.float32))
+    y = b.node(op, [b.node("Mul", ["x", "k"])], name="y", **attrs)
+    return b.model([("x", (2, 3, 17))], [y])
+
+
+def _positive_into(op, opset=13):
+    """``op`` of ``x * x + 1e-3`` (Log's domain), spanning small and large values."""
+    b = GraphBuilder(opset=opset)
+    b.init("eps", np.array(1e-3, np.float32))
+    y = b.node(op, [b.node("Add", [b.node("Mul", ["x", "x"]), "eps"])], name="y")
+    return b.model([("x", (2, 3, 17))], [y])
 
 
 def _gemm(a_shape, b_shape, c_shape=None, **attrs):
@@ -290,6 +317,24 @@ OP_CASES = {
     "leaky_relu_negative_alpha": lambda: make_single_op("LeakyRelu", [("x", (2, 3, 5))], alpha=-1.5),
     "hard_sigmoid": lambda: make_single_op("HardSigmoid", [("x", (2, 3, 5))], alpha=0.3, beta=0.4),
     "hard_swish": lambda: make_single_op("HardSwish", [("x", (2, 3, 5))], opset=14),
+    "log": lambda: _positive_into("Log"),
+    "abs": lambda: make_single_op("Abs", [("x", (2, 3, 17))]),
+    "floor": lambda: _scaled_into("Floor"),
+    "ceil": lambda: _scaled_into("Ceil"),
+    "round": lambda: _scaled_into("Round"),
+    "sign": lambda: _scaled_into("Sign"),
+    "sin": lambda: _scaled_into("Sin"),
+    "cos": lambda: _scaled_into("Cos"),
+    "tan": lambda: make_single_op("Tan", [("x", (2, 3, 17))]),
+    "elu": lambda: make_single_op("Elu", [("x", (2, 3, 17))], alpha=0.7),
+    "selu_defaults": lambda: make_single_op("Selu", [("x", (2, 3, 17))]),
+    "selu_attrs": lambda: make_single_op("Selu", [("x", (2, 3, 17))], alpha=1.5, gamma=2.0),
+    "celu": lambda: make_single_op("Celu", [("x", (2, 3, 17))], opset=12, alpha=0.6),
+    "softplus": lambda: _scaled_into("Softplus", 30.0),
+    "softsign": lambda: make_single_op("Softsign", [("x", (2, 3, 17))]),
+    "mish": lambda: _scaled_into("Mish", 10.0, opset=18),
+    "thresholded_relu": lambda: make_single_op("ThresholdedRelu", [("x", (2, 3, 17))], opset=10, alpha=0.4),
+    "shrink": lambda: make_single_op("Shrink", [("x", (2, 3, 17))], opset=9, bias=0.25, lambd=0.6),
     # pooling, normalisation
     "maxpool_3x3_s2_p1": lambda: make_single_op("MaxPool", [("x", (1, 3, 11, 11))], kernel_shape=[3, 3],
                                                 strides=[2, 2], pads=[1, 1, 1, 1]),
@@ -309,7 +354,29 @@ OP_CASES = {
     "reduce_mean_hw_opset18": lambda: make_single_op("ReduceMean", [("x", (2, 5, 7, 6))], opset=18,
                                                      initializers={"ax": np.array([-1, -2], np.int64)},
                                                      extra_inputs=["ax"], keepdims=0),
+    "reduce_prod_axis1": lambda: make_single_op("ReduceProd", [("x", (2, 5, 3))], axes=[1]),
+    "reduce_l1_all_no_keep": lambda: make_single_op("ReduceL1", [("x", (2, 5, 3))], keepdims=0),
+    "reduce_l2_last": lambda: make_single_op("ReduceL2", [("x", (2, 5, 7))], axes=[-1]),
+    "reduce_sum_square_opset18": lambda: make_single_op("ReduceSumSquare", [("x", (2, 5, 3))], opset=18,
+                                                        initializers={"ax": np.array([0, 2], np.int64)},
+                                                        extra_inputs=["ax"], keepdims=0),
+    "reduce_log_sum": lambda: _positive_into("ReduceLogSum"),
+    "reduce_log_sum_exp_keep": lambda: _scaled_into("ReduceLogSumExp", 40.0, axes=[1, 2]),
+    "reduce_log_sum_exp_no_keep": lambda: _scaled_into("ReduceLogSumExp", 40.0, axes=[0], keepdims=0),
+    "argmax_axis1": lambda: make_typed_op("ArgMax", [("x", "float32", (2, 5, 3))], opset=13, axis=1),
+    "argmax_last_no_keep": lambda: make_typed_op("ArgMax", [("x", "float32", (4, 9))], opset=13, axis=-1,
+                                                 keepdims=0),
+    "argmin_axis0": lambda: make_typed_op("ArgMin", [("x", "float32", (6, 4))], opset=13),
     "batch_norm": _bn,
+    "instance_norm": lambda: _channel_norm("InstanceNormalization", (2, 3, 5, 6), 3, epsilon=1e-3),
+    "instance_norm_1d": lambda: _channel_norm("InstanceNormalization", (2, 4, 7), 4),
+    "group_norm_opset21": lambda: _channel_norm("GroupNormalization", (2, 6, 4, 5), 6, opset=21, num_groups=2,
+                                                epsilon=1e-4),
+    "lp_norm_l2": lambda: make_single_op("LpNormalization", [("x", (3, 7))]),
+    "lp_norm_l1_axis1": lambda: make_single_op("LpNormalization", [("x", (2, 5, 3))], axis=1, p=1),
+    "mean_variance_norm": lambda: make_single_op("MeanVarianceNormalization", [("x", (2, 3, 4, 5))],
+                                                 axes=[0, 2, 3]),
+    "mean_variance_norm_axes": lambda: make_single_op("MeanVarianceNormalization", [("x", (2, 3, 4))], axes=[1]),
     "softmax_last": lambda: make_single_op("Softmax", [("x", (3, 10))]),
     "softmax_axis1_opset13": lambda: make_single_op("Softmax", [("x", (2, 4, 3, 5))], axis=1),
     "softmax_axis1_opset11_flattens": lambda: make_single_op("Softmax", [("x", (2, 4, 5))], opset=11, axis=1),
@@ -340,6 +407,14 @@ OP_CASES = {
     "pad_axes_opset18": lambda: _pad13([1, 2, 0, 3], value=-2.0, axes=[2, -1], opset=18),
     "pad_opset10_attrs": lambda: make_single_op("Pad", [("x", (1, 2, 3, 4))], opset=10,
                                                 pads=[0, 0, 1, 1, 0, 0, 2, 0], value=0.5),
+    "tile": lambda: make_single_op("Tile", [("x", (2, 3, 4))], initializers={"r": np.array([2, 1, 3], np.int64)},
+                                   extra_inputs=["r"]),
+    "tile_unit_axis": lambda: make_single_op("Tile", [("x", (1, 3))], initializers={"r": np.array([4, 2], np.int64)},
+                                             extra_inputs=["r"]),
+    "depth_to_space_dcr": lambda: make_single_op("DepthToSpace", [("x", (2, 12, 3, 4))], blocksize=2),
+    "depth_to_space_crd": lambda: make_single_op("DepthToSpace", [("x", (1, 18, 2, 3))], opset=13, blocksize=3,
+                                                 mode="CRD"),
+    "space_to_depth": lambda: make_single_op("SpaceToDepth", [("x", (2, 3, 4, 6))], blocksize=2),
     "constant": _constant_add,
     "shape_arithmetic_folded": _shape_arithmetic,
     "identity": lambda: _after_relu("Identity"),
@@ -373,6 +448,22 @@ OP_CASES = {
                                                                 nearest_mode="floor"),
     "resize_nearest_opset11_roi_input": lambda: _resize((2, 2, 3, 3), scales=[1, 1, 2, 4], opset=11),
     "resize_nearest_opset10": lambda: _resize((1, 2, 3, 4), scales=[1, 1, 3, 2], opset=10),
+    "resize_nearest_asymmetric_round_x3": lambda: _resize((1, 2, 3, 4), scales=[1, 1, 3, 3],
+                                                          coordinate_transformation_mode="asymmetric"),
+    "resize_nearest_downsample": lambda: _resize((1, 2, 8, 9), scales=[1, 1, 0.5, 0.5]),
+    "resize_nearest_channels_and_fractional": lambda: _resize((1, 2, 4, 5), sizes=[1, 4, 6, 7]),
+    "resize_linear_half_pixel_x2": lambda: _resize((1, 3, 5, 6), scales=[1, 1, 2, 2], mode="linear"),
+    "resize_linear_align_corners": lambda: _resize((2, 2, 5, 4), sizes=[2, 2, 9, 11], mode="linear",
+                                                   coordinate_transformation_mode="align_corners"),
+    "resize_linear_pytorch_half_pixel_down": lambda: _resize((1, 2, 9, 8), sizes=[1, 2, 4, 1], mode="linear",
+                                                             coordinate_transformation_mode="pytorch_half_pixel"),
+    "resize_linear_asymmetric_3d": lambda: _resize((2, 3, 7), scales=[1, 1, 1.5], mode="linear",
+                                                   coordinate_transformation_mode="asymmetric"),
+    "resize_linear_axes_opset18": lambda: _resize((1, 2, 5, 6), scales=[1.6, 0.5], opset=18, mode="linear",
+                                                  axes=[2, 3]),
+    "upsample_linear_opset9": lambda: make_single_op("Upsample", [("x", (1, 2, 3, 4))], opset=9,
+                                                     initializers={"s": np.array([1, 1, 2, 3], np.float32)},
+                                                     extra_inputs=["s"], mode="linear"),
     "upsample_opset9": lambda: make_single_op("Upsample", [("x", (1, 2, 3, 4))], opset=9,
                                               initializers={"s": np.array([1, 1, 2, 2], np.float32)},
                                               extra_inputs=["s"], mode="nearest"),
@@ -384,13 +475,76 @@ def test_op_matches_onnxruntime(case: str) -> None:
     check_against_onnxruntime(OP_CASES[case]())
 
 
-def test_every_supported_op_has_a_case() -> None:
-    """Each converter is tested against onnxruntime, here or (transformer ops) in test_relay_transformers.py."""
-    from _transformer_models import OP_CASES as TRANSFORMER_CASES
+SPECIAL = np.array([0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 1e-3, -1e-3, 1e-40, 3e38, -3e38, 100.0, -100.0,
+                    np.inf, -np.inf, np.nan], np.float32)
 
-    cases = list(OP_CASES.values()) + list(TRANSFORMER_CASES.values())
+
+@pytest.mark.parametrize("op,attrs", [
+    ("Round", {}), ("Sign", {}), ("Floor", {}), ("Ceil", {}), ("Abs", {}), ("Log", {}), ("Softplus", {}),
+    ("IsNaN", {}), ("IsInf", {}), ("IsInf", {"detect_negative": 0}), ("IsInf", {"detect_positive": 0}),
+    ("IsInf", {"detect_positive": 0, "detect_negative": 0}), ("Elu", {}), ("Softsign", {}),
+])
+def test_special_values_match_onnxruntime(op: str, attrs: dict) -> None:
+    """Halves (rounded to even), signed zeros, subnormals, the largest floats, infinities and NaN."""
+    model = make_typed_op(op, [("x", "float32", SPECIAL.shape)], opset=13, **attrs)
+    x = {"x": SPECIAL}
+    (expected,), (got,) = run_onnxruntime(model, x), run_relay(model, x)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-37)  # (exp of -100 is subnormal, flushed to 0)
+    if op in ("Round", "Sign", "Floor", "Ceil", "Abs"):  # exact, the zeros' signs included
+        assert np.array_equal(np.signbit(got), np.signbit(expected))
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_extremes_of_ties_take_the_first_or_last(op: str, last: int) -> None:
+    model = make_typed_op(op, [("x", "float32", (3, 6))], opset=12, axis=1, keepdims=0, select_last_index=last)
+    x = {"x": np.array([[1, 3, 3, 0, 3, 0], [2, 2, 2, 2, 2, 2], [-1, 5, -7, 5, -7, 0]], np.float32)}
+    (expected,), (got,) = run_onnxruntime(model, x), run_relay(model, x)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_group_norm_opset18_scales_per_group() -> None:
+    """Opset 18's GroupNormalization (scale and bias per group; onnx's checker calls it deprecated since 21, which
+    made them per channel, but exporters of opset 18-20 write it and onnxruntime runs it)."""
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3, epsilon=1e-4)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6, 4, 5])],
+                              initializer=[numpy_helper.from_array(_f32(3, lo=0.5, hi=1.5), "s"),
+                                           numpy_helper.from_array(_f32(3), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    check_against_onnxruntime(model)
+
+
+def test_xor_matches_onnxruntime() -> None:
+    model = make_typed_op("Xor", [("a", "bool", (3, 4)), ("b", "bool", (4,))], opset=13)
+    rng = np.random.default_rng(5)
+    x = {"a": rng.random((3, 4)) < 0.5, "b": np.array([True, False, True, False])}
+    np.testing.assert_array_equal(run_relay(model, x)[0], run_onnxruntime(model, x)[0])
+
+
+def test_every_supported_op_has_a_case() -> None:
+    """Each converter is tested against onnxruntime: here, in test_relay_transformers.py (transformer ops) or in
+    test_relay_onnx_conv.py (1-D and transposed convolutions)."""
+    from test_relay_onnx_conv import CONV_CASES  # (here: it imports this module's helpers)
+
+    cases = list(OP_CASES.values()) + list(TRANSFORMER_CASES.values()) + list(CONV_CASES.values())
     covered = {n.op_type for make in cases for n in make().graph.node}
+    covered |= {"IsNaN", "IsInf", "Xor"}  # bool tests with inputs of their own, above
     assert covered == set(relay.frontend.SUPPORTED_OPS)
+
+
+def test_every_supported_op_is_in_the_docs_table() -> None:
+    """docs/relay_onnx.md's table of supported operators lists exactly the converters there are."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "relay_onnx.md").read_text()
+    table = text[text.index("## Supported operators"):text.index("Any node whose inputs")]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| ") and "ONNX op" not in line]
+    listed = {name.strip().split(" ")[0] for row in rows for name in row.split(",")}
+    assert listed == set(relay.frontend.SUPPORTED_OPS)
 
 
 # ------------------------------------------------------------------------------------------ small graphs
@@ -501,18 +655,18 @@ def test_unsupported_ops_are_all_listed_in_one_error() -> None:
     b = GraphBuilder()
     x = b.node("Relu", ["x"])
     for _ in range(2):
-        x = b.node("Elu", [x], alpha=0.1)
-    x = b.node("Softplus", [x])
+        x = b.node("Hardmax", [x])
+    x = b.node("Acos", [x])
     for _ in range(3):
-        x = b.node("Log", [x])
+        x = b.node("Asinh", [x])
     model = b.model([("x", (2, 3))], [x])
     with pytest.raises(OpNotImplemented) as info:
         from_onnx(model)
     msg = str(info.value)
     assert "3 unsupported operator type(s) in 6 node(s)" in msg
-    assert "Log (x3)" in msg and "Elu (x2)" in msg and "Softplus (x1)" in msg
+    assert "Asinh (x3)" in msg and "Hardmax (x2)" in msg and "Acos (x1)" in msg
     assert "Relu" not in info.value.unsupported
-    assert info.value.unsupported == {"Log": 3, "Elu": 2, "Softplus": 1}
+    assert info.value.unsupported == {"Asinh": 3, "Hardmax": 2, "Acos": 1}
     assert isinstance(info.value, NotImplementedError)
 
 
@@ -587,25 +741,28 @@ def test_non_constant_pad_mode_is_refused() -> None:
 
 
 @pytest.mark.parametrize("attrs,match", [
-    ({"mode": "linear"}, r"mode 'linear' is not supported \(only 'nearest'\)"),
-    ({"coordinate_transformation_mode": "asymmetric"},  # round_prefer_floor: output pixel 2 reads 2/3 -> 1
-     r"coordinate_transformation_mode 'asymmetric' with nearest_mode 'round_prefer_floor' and scale 3.0 does "
-     r"not repeat each input pixel 3 times \(axis 2 reads input pixels \[0, 0, 1, 1, 1, 2, 2, 2\]"),
+    ({"mode": "cubic"}, r"mode 'cubic' is not supported \(only 'nearest' and 'linear'\)"),
+    ({"mode": "linear", "antialias": 1}, r"antialias=1 .* is not supported"),
     ({"coordinate_transformation_mode": "tf_crop_and_resize"},
      r"coordinate_transformation_mode 'tf_crop_and_resize' is not supported"),
 ])
-def test_resize_modes_other_than_replication_are_refused(attrs: dict, match: str) -> None:
-    model = _resize((1, 2, 3, 4), scales=[1, 1, 3, 3], **attrs)
+def test_resize_modes_without_a_converter_are_refused(attrs: dict, match: str) -> None:
+    model = _resize((1, 2, 3, 4), scales=[1, 1, 3, 3], opset=18 if "antialias" in attrs else 13, **attrs)
     with pytest.raises(OnnxImportError, match=r"node 'y' \(Resize\): " + match):
         from_onnx(model)
 
 
-def test_resize_downsampling_and_channel_scaling_are_refused() -> None:
-    with pytest.raises(OnnxImportError, match=r"node 'y' \(Resize\): only upsampling by integer factors.*axis 2 "
-                                              r"goes from 4 to 2"):
-        from_onnx(_resize((1, 2, 4, 4), scales=[1, 1, 0.5, 0.5]))
-    with pytest.raises(OnnxImportError, match=r"node 'y' \(Resize\): only H and W can be resized"):
-        from_onnx(_resize((1, 2, 4, 4), sizes=[1, 4, 4, 4]))
+def test_resize_replication_is_upsampling_and_other_resizes_are_gathers() -> None:
+    """Integer nearest replication of H and W stays ``nn.upsampling`` (it keeps a blocked layout); a linear or
+    downsampling resize is gathers at constant indices."""
+    def ops(model):
+        mod, _ = from_onnx(model)
+        return {n.op.name for n in relay.ir.expr.post_order(mod["main"].body) if isinstance(n, relay.Call)}
+
+    assert ops(_resize((1, 2, 3, 4), scales=[1, 1, 2, 2])) == {"nn.upsampling"}
+    assert ops(_resize((1, 2, 3, 4), scales=[1, 1, 2, 2], mode="linear")) == {"take", "add", "subtract",
+                                                                              "multiply"}
+    assert ops(_resize((1, 2, 4, 4), scales=[1, 1, 0.5, 0.5])) == {"take"}
 
 
 def test_split_into_unequal_parts_before_opset_18_is_refused() -> None:

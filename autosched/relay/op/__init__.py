@@ -11,11 +11,18 @@ Importing it gives ``Expr`` its ``+ - * /`` (op.py).
 from autosched.relay.op import blocked, elemwise, interp, nn, op, reduce, schedules, tensor
 from autosched.relay.op.common import broadcast_shape, pad4
 from autosched.relay.op.elemwise import (
+    abs,
     cast,
+    ceil,
     clip,
     compare,
+    cos,
     erf,
     exp,
+    floor,
+    isinf,
+    isnan,
+    log,
     logical_not,
     maximum,
     minimum,
@@ -24,8 +31,12 @@ from autosched.relay.op.elemwise import (
     power,
     prelu,
     reciprocal,
+    round,
     sigmoid,
+    sign,
+    sin,
     sqrt,
+    tan,
     tanh,
     where,
 )
@@ -59,6 +70,7 @@ from autosched.relay.op.tensor import (
     slice_range,
     strided_slice,
     take,
+    tile,
     transpose,
     trilu,
     upsampling,
@@ -71,5 +83,6 @@ __all__ = [
     "negative", "nn", "op", "pad4", "pad_nchw", "prelu", "register_op", "register_op_attr", "reshape",
     "reshape_shape", "schedules", "sigmoid", "slice_range", "sqrt", "strided_slice", "subtract", "tanh", "tensor",
     "transpose", "upsampling", "cast", "compare", "erf", "logical_not", "mod", "power", "reciprocal", "where",
-    "reduce", "layer_norm", "broadcast_to", "take", "trilu",
+    "reduce", "layer_norm", "broadcast_to", "take", "trilu", "abs", "ceil", "cos", "floor", "isinf", "isnan",
+    "log", "round", "sign", "sin", "tan", "tile",
 ]

@@ -65,6 +65,9 @@ _UNARY = {
     "sqrt": lambda x, a: te.sqrt(x),
     "negative": lambda x, a: _c(0, x.dtype) - x,
     "clip": lambda x, a: te.minimum(te.maximum(x, _c(a["a_min"], x.dtype)), _c(a["a_max"], x.dtype)),
+    "abs": lambda x, a: te.abs(x),
+    "sign": lambda x, a: te.if_then_else(x > _c(0, x.dtype), _c(1, x.dtype), te.if_then_else(
+        x < _c(0, x.dtype), _c(-1, x.dtype), te.if_then_else(te.isnan(x), x, _c(0, x.dtype)))),  # NaN stays NaN
 }
 
 
@@ -226,6 +229,28 @@ def _tanh(x: Any) -> Any:
 
 _float_unary("erf", _erf)
 _float_unary("reciprocal", lambda v: _c(1.0, v.dtype) / v)
+for _name, _fn in (("log", te.log), ("sin", te.sin), ("cos", te.cos), ("tan", lambda v: te.sin(v) / te.cos(v)),
+                   ("floor", te.floor), ("ceil", te.ceil), ("round", te.round)):
+    _float_unary(_name, _fn)
+
+
+def _float_test(name: str, fn):
+    """An elementwise test of a floating-point tensor, giving a bool tensor (isnan, isinf)."""
+    def rel(types, attrs):
+        (x,) = _operands(types, name, "")
+        if x.dtype not in ("float16", "float32", "float64"):
+            raise RelayError(f"{name}: needs a floating-point tensor, got {x.shape} {x.dtype}")
+        return TensorType(x.shape, "bool")
+
+    def compute(inputs, attrs, out_type):
+        (x,) = inputs
+        return te.compute(out_type.shape, lambda *i: fn(x[i]), name=name)
+
+    register_op(OpDef(name, rel, compute, ELEMWISE, num_inputs=1, doc=f"elementwise {name}, a bool tensor"))
+
+
+_float_test("isnan", te.isnan)
+_float_test("isinf", te.isinf)
 
 
 def _power_compute(inputs, attrs, out_type):
@@ -296,6 +321,7 @@ _COMPARE = {
     "greater_equal": lambda a, b: a >= b,
     "logical_and": lambda a, b: te.all(a, b),
     "logical_or": lambda a, b: te.any(a, b),
+    "logical_xor": lambda a, b: a != b,
 }
 
 
@@ -416,3 +442,26 @@ def where(condition: Any, x: Any, y: Any) -> Any:
 def cast(data: Any, dtype: str) -> Any:
     """``data`` converted to ``dtype``."""
     return make_call("cast", [data], dtype=str(dtype))
+
+
+def _call_of(name: str, doc: str):
+    def build(data: Any) -> Any:
+        return make_call(name, [data])
+
+    build.__name__ = build.__qualname__ = name
+    build.__doc__ = doc
+    return build
+
+
+# TVM's calls of the elementwise math above (relay.log, relay.abs, relay.isnan, ...)
+log = _call_of("log", "Natural logarithm.")
+sin = _call_of("sin", "Sine.")
+cos = _call_of("cos", "Cosine.")
+tan = _call_of("tan", "Tangent.")
+floor = _call_of("floor", "The largest integer not above x, as a float.")
+ceil = _call_of("ceil", "The smallest integer not below x, as a float.")
+round = _call_of("round", "The nearest integer, halves to even, as a float.")  # noqa: A001 - TVM's name
+abs = _call_of("abs", "Absolute value.")  # noqa: A001 - TVM's name
+sign = _call_of("sign", "-1, 0 or 1 by the sign of x, in x's type.")
+isnan = _call_of("isnan", "Whether x is NaN (a bool tensor).")
+isinf = _call_of("isinf", "Whether x is +-inf (a bool tensor).")

@@ -1,5 +1,5 @@
-"""Reductions over axes (sum, mean, max, min; ONNX ReduceSum/Mean/Max/Min) and layer normalisation, the
-row-wise reduction every transformer layer runs; their default CPU schedules are in ``schedules``."""
+"""Reductions over axes (sum, mean, max, min, prod; ONNX's Reduce ops), argmax / argmin and layer normalisation,
+the row-wise reduction every transformer layer runs; their default CPU schedules are in ``schedules``."""
 
 from __future__ import annotations
 
@@ -64,16 +64,71 @@ def _reduce_compute(name: str):
                 return red
             n = math.prod(shape[a] for a in axes)
             return te.compute(out_type.shape, lambda *i: red[i] / _c(float(n), x.dtype), name="mean")
-        fn = te.max if name == "max" else te.min
+        fn = {"max": te.max, "min": te.min, "prod": _product}[name]
         return te.compute(out_type.shape, lambda *i: fn(x[src(i)], axis=kl), name=name, tag=name)
 
     return compute
 
 
-for _name in ("sum", "mean", "max", "min"):
+_product = te.comm_reducer(lambda a, b: a * b, lambda t: te.const(1, t), name="prod")
+
+
+for _name in ("sum", "mean", "max", "min", "prod"):
     register_op(OpDef(_name, _reduce_rel(_name), _reduce_compute(_name), COMM_REDUCE,
                       attrs={"axis": None, "keepdims": False}, num_inputs=1, schedule=schedules.reduction,
                       doc=f"{_name} over axes (all by default), keeping them as size 1 with keepdims"))
+
+
+def _arg_rel(name: str):
+    def rel(types, attrs):
+        (x,) = _operands(types, name, "data")
+        if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
+            raise RelayError(f"{name}: axis {attrs['axis']} is out of range for data shape {x.shape}")
+        axis = attrs["axis"] % len(x.shape)
+        keep = bool(attrs["keepdims"])
+        return TensorType(tuple(1 if k == axis else d for k, d in enumerate(x.shape) if keep or k != axis), "int64")
+
+    return rel
+
+
+def _arg_compute(name: str):
+    def compute(inputs, attrs, out_type):
+        """The extremum along the axis, then the first (or last) index holding it: two plain reductions, which
+        the default reduction schedule runs in parallel."""
+        (x,) = inputs
+        shape = _ishape(x)
+        axis = attrs["axis"] % len(shape)
+        keep = bool(attrs["keepdims"])
+        n = shape[axis]
+
+        def src(i, k):
+            return tuple(i[:axis]) + (k,) + tuple(i[axis + (1 if keep else 0):])
+
+        outer = out_type.shape
+        k1 = te.reduce_axis((0, n), name="k")
+        fn = te.max if name == "argmax" else te.min
+        best = te.compute(outer, lambda *i: fn(x[src(i, k1)], axis=k1), name=f"{name}_value", tag=name)
+        k2 = te.reduce_axis((0, n), name="k")
+        last = bool(attrs["select_last_index"])
+
+        def index(*i):
+            hit = x[src(i, k2)] == best[i]
+            k = te.cast("int64", k2)
+            if last:
+                return te.max(te.if_then_else(hit, k, _c(-1, "int64")), axis=k2)
+            return te.min(te.if_then_else(hit, k, _c(n, "int64")), axis=k2)
+
+        return te.compute(outer, index, name=name)
+
+    return compute
+
+
+for _name in ("argmax", "argmin"):
+    register_op(OpDef(_name, _arg_rel(_name), _arg_compute(_name), OPAQUE,
+                      attrs={"axis": 0, "keepdims": False, "select_last_index": False}, num_inputs=1,
+                      schedule=schedules.reduction,
+                      doc=f"the index (int64) of the {_name[3:]}imum along one axis; the first, or the last with "
+                          "select_last_index"))
 
 
 def _layer_norm_rel(types, attrs):
@@ -156,6 +211,23 @@ def max(data: Any, axis: Sequence[int] | None = None, keepdims: bool = False) ->
 def min(data: Any, axis: Sequence[int] | None = None, keepdims: bool = False) -> Any:  # noqa: A001 - TVM's name
     """Minimum over ``axis`` (all axes by default)."""
     return _reduce("min", data, axis, keepdims)
+
+
+def prod(data: Any, axis: Sequence[int] | None = None, keepdims: bool = False) -> Any:
+    """Product over ``axis`` (all axes by default)."""
+    return _reduce("prod", data, axis, keepdims)
+
+
+def argmax(data: Any, axis: int = 0, keepdims: bool = False, select_last_index: bool = False) -> Any:
+    """The index (int64) of the largest value along ``axis``: the first one, or the last."""
+    return make_call("argmax", [data], axis=int(axis), keepdims=bool(keepdims),
+                     select_last_index=bool(select_last_index))
+
+
+def argmin(data: Any, axis: int = 0, keepdims: bool = False, select_last_index: bool = False) -> Any:
+    """The index (int64) of the smallest value along ``axis``: the first one, or the last."""
+    return make_call("argmin", [data], axis=int(axis), keepdims=bool(keepdims),
+                     select_last_index=bool(select_last_index))
 
 
 def _reduce(name: str, data: Any, axis: Any, keepdims: bool) -> Any:

@@ -336,6 +336,27 @@ register_op(OpDef("broadcast_to", _broadcast_to_rel, _broadcast_to_compute, INJE
                   num_inputs=1, doc="numpy broadcasting of data to a shape (ONNX Expand: the two shapes broadcast)"))
 
 
+def _tile_rel(types, attrs):
+    (x,) = _operands(types, "tile", "data")
+    reps = tuple(int(r) for r in attrs["reps"])
+    if any(r < 1 for r in reps):
+        raise RelayError(f"tile: reps {reps} must be positive (an empty result is not supported)")
+    shape = (1,) * (len(reps) - len(x.shape)) + tuple(x.shape)
+    reps = (1,) * (len(shape) - len(reps)) + reps
+    return TensorType(tuple(d * r for d, r in zip(shape, reps)), x.dtype)
+
+
+def _tile_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    nd, lead = len(x.shape), len(out_type.shape) - len(x.shape)
+    return te.compute(out_type.shape, lambda *i: x[tuple(te.floormod(v, x.shape[k]) if int(x.shape[k]) != 1 else 0
+                                                        for k, v in enumerate(i[lead:lead + nd]))], name="tile")
+
+
+register_op(OpDef("tile", _tile_rel, _tile_compute, INJECTIVE, attrs={"reps": None}, num_inputs=1,
+                  doc="data repeated reps[k] times along axis k (numpy's tile: reps and shape aligned at the end)"))
+
+
 def _take_rel(types, attrs):
     op = "take"
     x, idx = _operands(types, op, "data", "indices")
@@ -393,6 +414,11 @@ register_op(OpDef("trilu", _trilu_rel, _trilu_compute, INJECTIVE, attrs={"k": 0,
 def broadcast_to(data: Any, shape: Sequence[int]) -> Any:
     """``data`` broadcast (numpy's rules) with ``shape``."""
     return make_call("broadcast_to", [data], shape=tuple(int(d) for d in shape))
+
+
+def tile(data: Any, reps: Sequence[int]) -> Any:
+    """``data`` repeated ``reps[k]`` times along each axis ``k`` (numpy's ``tile``)."""
+    return make_call("tile", [data], reps=tuple(int(r) for r in reps))
 
 
 def take(data: Any, indices: Any, axis: int = 0) -> Any:

@@ -158,20 +158,6 @@ register("Erf")(_unary("erf"))
 register("Reciprocal")(_unary("reciprocal"))
 
 
-def _dtype_of(g: _GraphConverter, name: str) -> str:
-    """The element type of ONNX value ``name`` (an import-time value's, else by relay's type inference)."""
-    if g.is_const(name):
-        return str(g.value(name, "").dtype)
-    t = g.tensor(name)
-    ann = getattr(t, "type_annotation", None)
-    if ann is not None and getattr(ann, "dtype", None):
-        return str(ann.dtype)
-    params = list(g.input_vars) + list(g.param_vars.values())
-    func = relay_ir.Function(params, t)
-    relay_ir.infer_type(func)
-    return str(func.body.checked_type.dtype)
-
-
 def _operand(g: _GraphConverter, name: str, dtype: str) -> Expr:
     """``name`` as a relay expression of ``dtype`` (an import-time value is converted; a tensor must have it)."""
     if g.is_const(name) and str(g.value(name, "").dtype) != dtype:
@@ -183,9 +169,9 @@ def _operand(g: _GraphConverter, name: str, dtype: str) -> Expr:
 def _pow(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """x ** y; a constant exponent takes the base's type (ONNX allows them to differ), 2, 3 and 0.5 become products
     and a square root in the kernel."""
-    dt = _dtype_of(g, node.input[0])
-    if _dtype_of(g, node.input[1]) != dt and not g.is_const(node.input[1]):
-        g._fail(f"the exponent's type {_dtype_of(g, node.input[1])} differs from the base's {dt} and is not a "
+    dt = g.dtype(node.input[0])
+    if g.dtype(node.input[1]) != dt and not g.is_const(node.input[1]):
+        g._fail(f"the exponent's type {g.dtype(node.input[1])} differs from the base's {dt} and is not a "
                 "constant; only same-typed or constant exponents are supported")
     base, exp = node.input[0], node.input[1]
     if g.is_const(exp) and np.asarray(g.value(exp, "")).size == 1 and len(g.shape(base)) >= np.ndim(g.value(exp, "")):
@@ -199,7 +185,7 @@ def _pow(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
 def _mod(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """fmod=0: the remainder with the divisor's sign (integers); fmod=1: C's fmod (the dividend's sign)."""
     fmod = int(attrs.get("fmod", 0))
-    if not fmod and _dtype_of(g, node.input[0]).startswith("float"):
+    if not fmod and g.dtype(node.input[0]).startswith("float"):
         g._fail("fmod=0 on floating-point inputs is invalid in ONNX (floats need fmod=1)")
     return relay_op.mod(g.tensor(node.input[0]), g.tensor(node.input[1]), fmod=bool(fmod))
 
@@ -222,7 +208,7 @@ def _not(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
 def _where(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """x where the condition holds, else y; a constant branch takes the other's type (a mask's fill value)."""
     xn, yn = node.input[1], node.input[2]
-    dt = _dtype_of(g, yn if g.is_const(xn) else xn)
+    dt = g.dtype(yn if g.is_const(xn) else xn)
     return relay_op.where(g.tensor(node.input[0]), _operand(g, xn, dt), _operand(g, yn, dt))
 
 
@@ -236,7 +222,7 @@ def _cast(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(int(attrs["to"]))))
     if dtype not in ("float32", "float64", "float16", "int64", "int32", "int8", "uint8", "bool"):
         g._fail(f"casting to {dtype} is not supported")
-    if _dtype_of(g, node.input[0]) == dtype:
+    if g.dtype(node.input[0]) == dtype:
         return g.tensor(node.input[0])
     return relay_op.cast(g.tensor(node.input[0]), dtype)
 
@@ -260,3 +246,98 @@ def _gelu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     else:
         g._fail(f"approximate={approximate!r} is not supported (only 'none' and 'tanh')")
     return relay_op.multiply(relay_op.multiply(x, c(0.5)), relay_op.add(inner, c(1.0)))
+
+
+# ------------------------------------------------------------------ more math and activations (CNNs, detectors)
+for _op, _fn in (("Log", "log"), ("Abs", "abs"), ("Floor", "floor"), ("Ceil", "ceil"), ("Round", "round"),
+                 ("Sign", "sign"), ("Sin", "sin"), ("Cos", "cos"), ("Tan", "tan"), ("IsNaN", "isnan")):
+    register(_op)(_unary(_fn))
+
+
+@register("Xor")
+def _xor(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    return relay_op.compare("logical_xor", g.tensor(node.input[0]), g.tensor(node.input[1]))
+
+
+@register("IsInf")
+def _isinf(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """+inf and/or -inf, as ``detect_positive`` / ``detect_negative`` ask (both by default)."""
+    x = g.tensor(node.input[0])
+    pos, neg = bool(attrs.get("detect_positive", 1)), bool(attrs.get("detect_negative", 1))
+    if pos and neg:
+        return relay_op.isinf(x)
+    if pos or neg:
+        return relay_op.compare("equal", x, _scalar(g, node.input[0], float("inf") if pos else float("-inf")))
+    inf = relay_op.isinf(x)  # neither: all false, still computed from x (a graph output cannot be a constant)
+    return relay_op.compare("logical_and", inf, relay_op.logical_not(inf))
+
+
+def _exp_minus_one(g: _GraphConverter, name: str, x: Expr, alpha: float) -> Expr:
+    """alpha * (exp(x) - 1), the negative branch of the ELU family."""
+    return relay_op.multiply(relay_op.subtract(relay_op.exp(x), _scalar(g, name, 1.0)), _scalar(g, name, alpha))
+
+
+@register("Elu", "Selu")
+def _elu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """x for x > 0, else alpha (e^x - 1); Selu scales both branches by gamma (its defaults are SELU's constants)."""
+    name = node.input[0]
+    x = g.tensor(name)
+    selu = node.op_type == "Selu"
+    alpha = float(attrs.get("alpha", 1.6732632423543772 if selu else 1.0))
+    out = relay_op.where(relay_op.compare("greater", x, _scalar(g, name, 0.0)), x, _exp_minus_one(g, name, x, alpha))
+    return relay_op.multiply(out, _scalar(g, name, float(attrs.get("gamma", 1.0507009873554805)))) if selu else out
+
+
+@register("Celu")
+def _celu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """max(0, x) + min(0, alpha (e^(x / alpha) - 1))."""
+    name = node.input[0]
+    x = g.tensor(name)
+    alpha = float(attrs.get("alpha", 1.0))
+    neg = _exp_minus_one(g, name, relay_op.multiply(x, _scalar(g, name, 1.0 / alpha)), alpha)
+    return relay_op.add(relay_op.nn.relu(x), relay_op.minimum(neg, _scalar(g, name, 0.0)))
+
+
+def _softplus_of(g: _GraphConverter, name: str, x: Expr) -> Expr:
+    """log(1 + e^x) as max(x, 0) + log(1 + e^-|x|): no overflow for large x, exact to rounding for small."""
+    tail = relay_op.log(relay_op.add(relay_op.exp(relay_op.negative(relay_op.abs(x))), _scalar(g, name, 1.0)))
+    return relay_op.add(relay_op.nn.relu(x), tail)
+
+
+@register("Softplus")
+def _softplus(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    return _softplus_of(g, node.input[0], g.tensor(node.input[0]))
+
+
+@register("Mish")
+def _mish(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """x tanh(softplus(x)) (YOLOv4's activation)."""
+    x = g.tensor(node.input[0])
+    return relay_op.multiply(x, relay_op.tanh(_softplus_of(g, node.input[0], x)))
+
+
+@register("Softsign")
+def _softsign(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    x = g.tensor(node.input[0])
+    return relay_op.divide(x, relay_op.add(relay_op.abs(x), _scalar(g, node.input[0], 1.0)))
+
+
+@register("ThresholdedRelu")
+def _thresholded_relu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """x where x > alpha (default 1), else 0."""
+    name = node.input[0]
+    x = g.tensor(name)
+    above = relay_op.compare("greater", x, _scalar(g, name, float(attrs.get("alpha", 1.0))))
+    return relay_op.where(above, x, _scalar(g, name, 0.0))
+
+
+@register("Shrink")
+def _shrink(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """x + bias below -lambd, x - bias above lambd, 0 between (defaults: bias 0, lambd 0.5)."""
+    name = node.input[0]
+    x = g.tensor(name)
+    bias, lambd = float(attrs.get("bias", 0.0)), float(attrs.get("lambd", 0.5))
+    high = relay_op.where(relay_op.compare("greater", x, _scalar(g, name, lambd)),
+                          relay_op.subtract(x, _scalar(g, name, bias)), _scalar(g, name, 0.0))
+    return relay_op.where(relay_op.compare("less", x, _scalar(g, name, -lambd)),
+                          relay_op.add(x, _scalar(g, name, bias)), high)

@@ -283,6 +283,19 @@ class _GraphConverter:
             return tuple(self.consts[name].shape)
         return self._relay_shape(self.tensor(name))
 
+    def dtype(self, name: str) -> str:
+        """The element type of ONNX value ``name`` (an import-time value's, else by relay's type inference)."""
+        if self.is_const(name):
+            return str(self.value(name, "").dtype)
+        t = self.tensor(name)
+        ann = getattr(t, "type_annotation", None)
+        if ann is not None and getattr(ann, "dtype", None):
+            return str(ann.dtype)
+        params = list(self.input_vars) + list(self.param_vars.values())
+        func = relay_ir.Function(params, t)
+        relay_ir.infer_type(func)
+        return str(func.body.checked_type.dtype)
+
     def _relay_shape(self, expr: Expr) -> tuple[int, ...]:
         """Shape by relay's type inference of ``expr`` over the variables made so far."""
         params = list(self.input_vars) + list(self.param_vars.values())

@@ -32,12 +32,22 @@ def _same_pads(in_size: Sequence[int], kernel: Sequence[int], strides: Sequence[
     return begins + ends
 
 
+def _check_spatial(g: _GraphConverter, node: onnx.NodeProto, nd: int) -> None:
+    """Refuse all but 1-D (N, C, W) and 2-D (N, C, H, W) windows, naming the rank of the data."""
+    rank = len(g.shape(node.input[0]))
+    if nd not in (1, 2):
+        g._fail(f"{nd}-D {node.op_type} is not supported (the data {node.input[0]!r} has rank {rank}); only 1-D "
+                f"(rank 3, N x C x W) and 2-D (rank 4, N x C x H x W) are")
+    if rank != nd + 2:
+        g._fail(f"the data {node.input[0]!r} has rank {rank} but the kernel has {nd} spatial dimension(s)")
+
+
 def _spatial_attrs(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, kernel: Sequence[int]
                    ) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
-    """strides, dilations and (top, left, bottom, right) padding of a 2-D Conv/pool node, auto_pad resolved."""
+    """strides, dilations and (top, left, bottom, right) padding of a 1-D or 2-D Conv/pool node as the 2-D
+    window that computes it (a 1-D window is one of height 1), auto_pad resolved."""
     nd = len(kernel)
-    if nd != 2:
-        g._fail(f"only 2-D (NCHW) inputs are supported; the kernel has {nd} spatial dimension(s)")
+    _check_spatial(g, node, nd)
     strides = tuple(attrs.get("strides", [1] * nd))
     dilations = tuple(attrs.get("dilations", [1] * nd))
     auto_pad = attrs.get("auto_pad", "NOTSET") or "NOTSET"
@@ -52,33 +62,184 @@ def _spatial_attrs(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, kernel
         g._fail(f"unknown auto_pad {auto_pad!r} (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)")
     if len(pads) != 2 * nd or any(p < 0 for p in pads):
         g._fail(f"pads {pads} must be {2 * nd} non-negative integers")
-    return strides, dilations, (pads[0], pads[1], pads[2], pads[3])
+    if len(strides) != nd or len(dilations) != nd:
+        g._fail(f"strides {list(strides)} and dilations {list(dilations)} must have {nd} value(s) each")
+    if nd == 1:
+        return (1, strides[0]), (1, dilations[0]), (0, pads[0], 0, pads[1])
+    return (strides[0], strides[1]), (dilations[0], dilations[1]), (pads[0], pads[1], pads[2], pads[3])
+
+
+def _to_2d(g: _GraphConverter, name: str) -> Expr:
+    """The data ``name`` as 4-D: a 1-D problem's [N, C, W] becomes [N, C, 1, W]."""
+    shape = g.shape(name)
+    x = g.tensor(name)
+    return x if len(shape) == 4 else relay_op.reshape(x, (shape[0], shape[1], 1, shape[2]))
+
+
+def _from_2d(out: Expr, nd: int) -> Expr:
+    """A 2-D window's [N, C, 1, W] result back as the 1-D [N, C, W] (2-D results as they are)."""
+    return out if nd == 2 else relay_op.reshape(out, (0, 0, -1))
+
+
+def _weight(g: _GraphConverter, name: str, np_fn, relay_fn) -> Expr:
+    """Weight ``name`` rearranged for relay: in numpy at import when its value is embedded (a frozen initializer, a
+    Constant), else by relay ops on the parameter, which relay.build folds once the params are bound."""
+    if name in g.consts or (g.freeze and name in g.initializers):
+        return relay_ir.const(np.ascontiguousarray(np_fn(g.value(name, "the weight"))))
+    return relay_fn(g.tensor(name))
 
 
 @register("Conv")
 def _conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    wshape = g.shape(node.input[1])
-    if len(wshape) != 4:
-        g._fail(f"only 2-D convolutions are supported; the weight {node.input[1]!r} has shape {wshape}")
+    """2-D as nn.conv2d; 1-D as the nn.conv2d of height 1 (data [N, C, 1, W], weight [O, I/g, 1, k])."""
+    wname = node.input[1]
+    wshape = g.shape(wname)
+    nd = len(wshape) - 2
+    _check_spatial(g, node, nd)
     kernel = tuple(attrs.get("kernel_shape", wshape[2:]))
     if kernel != tuple(wshape[2:]):
         g._fail(f"kernel_shape {list(kernel)} does not match the weight's shape {wshape}")
     strides, dilations, padding = _spatial_attrs(g, node, attrs, kernel)
-    out = relay_op.nn.conv2d(g.tensor(node.input[0]), g.tensor(node.input[1]), strides=strides, padding=padding,
-                          dilation=dilations, groups=int(attrs.get("group", 1)), channels=wshape[0],
-                          kernel_size=kernel)
+    if nd == 1:
+        shape4 = (wshape[0], wshape[1], 1, wshape[2])
+        weight = _weight(g, wname, lambda w: w.reshape(shape4), lambda w: relay_op.reshape(w, shape4))
+        kernel = (1, kernel[0])
+    else:
+        weight = g.tensor(wname)
+    out = relay_op.nn.conv2d(_to_2d(g, node.input[0]), weight, strides=strides, padding=padding,
+                             dilation=dilations, groups=int(attrs.get("group", 1)), channels=wshape[0],
+                             kernel_size=kernel)
     bias = g.optional(node, 2)
     if bias is not None:
         out = relay_op.nn.bias_add(out, g.tensor(bias), axis=1)
-    return out
+    return _from_2d(out, nd)
+
+
+def _transposed_weight(w: np.ndarray, group: int) -> np.ndarray:
+    """ConvTranspose's [C_in, C_out/g, kH, kW] as the OIHW weight [C_out, C_in/g, kH, kW] of the equivalent
+    convolution: the in/out channel axes swapped within each group, the kernel flipped in H and W."""
+    cin, og, kh, kw = w.shape
+    w = w.reshape(group, cin // group, og, kh, kw).transpose(0, 2, 1, 3, 4).reshape(group * og, cin // group, kh, kw)
+    return w[:, :, ::-1, ::-1]
+
+
+def _transposed_weight_relay(w: Expr, shape: Sequence[int], group: int) -> Expr:
+    """What ``_transposed_weight`` does, as relay ops (for a weight that is a parameter)."""
+    cin, og, kh, kw = shape
+    w = relay_op.reshape(w, (group, cin // group, og, kh, kw))
+    w = relay_op.reshape(relay_op.transpose(w, (0, 2, 1, 3, 4)), (group * og, cin // group, kh, kw))
+    flip = [(a, k) for a, k in ((2, kh), (3, kw)) if k > 1]
+    if not flip:
+        return w
+    return relay_op.strided_slice(w, begin=[k - 1 for _, k in flip], end=[-k - 1 for _, k in flip],
+                                  strides=[-1] * len(flip), axes=[a for a, _ in flip])
+
+
+def _conv_transpose_pads(g: _GraphConverter, attrs: dict, in_size: Sequence[int], kernel: Sequence[int],
+                         strides: Sequence[int], dilations: Sequence[int], out_pad: Sequence[int]
+                         ) -> tuple[list[int], list[int]]:
+    """ConvTranspose's (begin, end) crops of the full output ``stride * (in - 1) + output_padding + (k - 1) * d + 1``
+    per axis: from ``pads``, or from ``output_shape`` / auto_pad SAME (ONNX's total padding, the odd pixel cropped
+    at the end for SAME_UPPER and at the beginning otherwise). A negative end crop (output_shape above the full
+    size, as onnxruntime allows) extends the output with zeros (plus the bias)."""
+    nd = len(kernel)
+    full = [s * (n - 1) + a + (k - 1) * d + 1 for n, k, s, d, a in zip(in_size, kernel, strides, dilations, out_pad)]
+    auto_pad = attrs.get("auto_pad", "NOTSET") or "NOTSET"
+    if auto_pad not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        g._fail(f"unknown auto_pad {auto_pad!r} (expected NOTSET, SAME_UPPER, SAME_LOWER or VALID)")
+    target = attrs.get("output_shape")
+    if target is not None:
+        target = [int(v) for v in target]
+        if len(target) != nd:
+            g._fail(f"output_shape {target} must give the {nd} spatial dimension(s) of the output (not N and C)")
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = [n * s for n, s in zip(in_size, strides)]
+    if target is None:
+        pads = [0] * 2 * nd if auto_pad == "VALID" else [int(p) for p in attrs.get("pads", [0] * 2 * nd)]
+        if len(pads) != 2 * nd or any(p < 0 for p in pads):
+            g._fail(f"pads {pads} must be {2 * nd} non-negative integers")
+        return pads[:nd], pads[nd:]
+    begins, ends = [], []
+    for f, t in zip(full, target):
+        total = f - t
+        if total < 0 and "output_shape" not in attrs:  # SAME with a stride above the kernel: nothing cropped
+            total = 0
+        if total < 0:
+            begins.append(0)
+            ends.append(total)
+        elif auto_pad == "SAME_UPPER":
+            begins.append(total // 2)
+            ends.append(total - total // 2)
+        else:
+            begins.append(total - total // 2)
+            ends.append(total // 2)
+    return begins, ends
+
+
+@register("ConvTranspose")
+def _conv_transpose(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """A transposed convolution as TVM's topi computes it: the stride-1 nn.conv2d of the input dilated by the
+    strides (nn.dilate), padded by dilation * (k - 1) - pad (+ output_padding at the end; a negative amount crops
+    the dilated input), with the weight's channel axes swapped per group and its kernel flipped (at import: the
+    weight must be a constant). 1-D as 2-D of height 1."""
+    xname, wname = node.input[0], node.input[1]
+    xshape, wshape = g.shape(xname), g.shape(wname)
+    nd = len(wshape) - 2
+    _check_spatial(g, node, nd)
+    if not g.is_const(wname):
+        g._fail(f"the weight {wname!r} must be a constant (an initializer or a Constant node): it is flipped and "
+                f"transposed at import, and a weight computed in the graph is not supported")
+    kernel = tuple(int(k) for k in attrs.get("kernel_shape", wshape[2:]))
+    if kernel != tuple(wshape[2:]):
+        g._fail(f"kernel_shape {list(kernel)} does not match the weight's shape {wshape}")
+    group = int(attrs.get("group", 1))
+    if group < 1 or xshape[1] != wshape[0] or wshape[0] % group:
+        g._fail(f"the data {xname!r} has {xshape[1]} channels but the weight {wname!r} of shape {wshape} needs "
+                f"{wshape[0]}, a multiple of group={group}")
+    strides = [int(v) for v in attrs.get("strides", [1] * nd)]
+    dilations = [int(v) for v in attrs.get("dilations", [1] * nd)]
+    out_pad = [int(v) for v in attrs.get("output_padding", [0] * nd)]
+    if not len(strides) == len(dilations) == len(out_pad) == nd or min(strides + dilations) < 1 or min(out_pad) < 0:
+        g._fail(f"strides {strides}, dilations {dilations} and output_padding {out_pad} must have {nd} value(s) "
+                f"each (strides and dilations positive, output_padding non-negative)")
+    begins, ends = _conv_transpose_pads(g, attrs, xshape[2:], kernel, strides, dilations, out_pad)
+    # the equivalent stride-1 convolution's padding of the dilated input, per spatial axis
+    lo = [d * (k - 1) - b for k, d, b in zip(kernel, dilations, begins)]
+    hi = [d * (k - 1) - e + a for k, d, e, a in zip(kernel, dilations, ends, out_pad)]
+    dilated = [(n - 1) * s + 1 for n, s in zip(xshape[2:], strides)]
+    out = [n + p + q - d * (k - 1) for n, p, q, k, d in zip(dilated, lo, hi, kernel, dilations)]
+    if min(out) < 1 or any(n + min(p, 0) + min(q, 0) < 1 for n, p, q in zip(dilated, lo, hi)):
+        g._fail(f"pads (begin {begins}, end {ends}) crop all of the output (full size "
+                f"{[n + d * (k - 1) + a for n, k, d, a in zip(dilated, kernel, dilations, out_pad)]})")
+    if nd == 1:
+        kernel, strides, dilations = (1, *kernel), [1, *strides], [1, *dilations]
+        lo, hi, dilated = [0, *lo], [0, *hi], [1, *dilated]
+    shape4 = (wshape[0], wshape[1], *kernel)
+    weight = _weight(g, wname, lambda w: _transposed_weight(w.reshape(shape4), group),
+                     lambda w: _transposed_weight_relay(relay_op.reshape(w, shape4) if nd == 1 else w, shape4, group))
+    x = _to_2d(g, xname)
+    if max(strides) > 1:
+        x = relay_op.nn.dilate(x, (1, 1, *strides))
+    if min(lo + hi) < 0:  # pads beyond the kernel's reach: crop the dilated input instead
+        x = relay_op.strided_slice(x, begin=[max(-p, 0) for p in lo],
+                                   end=[n - max(-q, 0) for n, q in zip(dilated, hi)], axes=[2, 3])
+    padding = (max(lo[0], 0), max(lo[1], 0), max(hi[0], 0), max(hi[1], 0))
+    y = relay_op.nn.conv2d(x, weight, strides=(1, 1), padding=padding, dilation=tuple(dilations), groups=group,
+                           channels=wshape[1] * group, kernel_size=kernel)
+    bias = g.optional(node, 2)
+    if bias is not None:
+        y = relay_op.nn.bias_add(y, g.tensor(bias), axis=1)
+    return _from_2d(y, nd)
 
 
 def _pool_common(g: _GraphConverter, node: onnx.NodeProto, attrs: dict):
+    """kernel, strides, dilations, padding (as the 2-D window: 1-D pools are of height 1) and ceil_mode."""
     if "kernel_shape" not in attrs:
         g._fail("the kernel_shape attribute is required")
     kernel = tuple(attrs["kernel_shape"])
     strides, dilations, padding = _spatial_attrs(g, node, attrs, kernel)
-    return kernel, strides, dilations, padding, bool(attrs.get("ceil_mode", 0))
+    kernel2 = kernel if len(kernel) == 2 else (1, kernel[0])
+    return kernel2, strides, dilations, padding, bool(attrs.get("ceil_mode", 0))
 
 
 @register("MaxPool")
@@ -86,17 +247,19 @@ def _max_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     if attrs.get("storage_order", 0) != 0:
         g._fail("storage_order=1 (column-major Indices) is not supported")
     kernel, strides, dilations, padding, ceil = _pool_common(g, node, attrs)
-    return relay_op.nn.max_pool2d(g.tensor(node.input[0]), pool_size=kernel, strides=strides, dilation=dilations,
-                               padding=padding, ceil_mode=ceil)
+    out = relay_op.nn.max_pool2d(_to_2d(g, node.input[0]), pool_size=kernel, strides=strides, dilation=dilations,
+                                 padding=padding, ceil_mode=ceil)
+    return _from_2d(out, len(attrs["kernel_shape"]))
 
 
 @register("AveragePool")
 def _avg_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     kernel, strides, dilations, padding, ceil = _pool_common(g, node, attrs)
     if any(d != 1 for d in dilations):
-        g._fail(f"dilations {list(dilations)} are not supported for AveragePool (only 1)")
-    return relay_op.nn.avg_pool2d(g.tensor(node.input[0]), pool_size=kernel, strides=strides, padding=padding,
-                               ceil_mode=ceil, count_include_pad=bool(attrs.get("count_include_pad", 0)))
+        g._fail(f"dilations {list(attrs['dilations'])} are not supported for AveragePool (only 1)")
+    out = relay_op.nn.avg_pool2d(_to_2d(g, node.input[0]), pool_size=kernel, strides=strides, padding=padding,
+                                 ceil_mode=ceil, count_include_pad=bool(attrs.get("count_include_pad", 0)))
+    return _from_2d(out, len(attrs["kernel_shape"]))
 
 
 @register("GlobalAveragePool")
@@ -259,3 +422,93 @@ def _layer_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.layer_norm(g.tensor(node.input[0]), g.tensor(node.input[1]),
                                g.tensor(bias) if bias else None, axis=axis,
                                epsilon=float(attrs.get("epsilon", 1e-5)))
+
+
+# ------------------------------------------------------------------ instance, group, Lp and mean-variance normalisation
+def _channel_param(g: _GraphConverter, name: str, size: int, what: str) -> Expr:
+    """A per-channel (or per-group) parameter of ``size`` values as a [size, 1] column, to scale rows."""
+    if math.prod(g.shape(name)) != size:
+        g._fail(f"{what} {name!r} has shape {list(g.shape(name))}; {size} values are needed")
+    return relay_op.reshape(g.tensor(name), (size, 1))
+
+
+def _normalised_rows(g: _GraphConverter, name: str, rows: tuple[int, ...], epsilon: float) -> Expr:
+    """Input ``name`` reshaped to ``rows`` (the last axis a row), each row normalised to mean 0 and variance 1 by
+    ``nn.layer_norm`` (the row-parallel kernel of transformers; gamma 1, the scale comes after)."""
+    x = relay_op.reshape(g.tensor(name), rows)
+    one = relay_ir.const(np.ones(1, dtype=g.dtype(name)))
+    return relay_op.layer_norm(x, one, axis=-1, epsilon=epsilon)
+
+
+@register("InstanceNormalization")
+def _instance_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Each (sample, channel) plane normalised, then scaled and shifted per channel (style transfer, GAN
+    generators): a layer norm over rows of the flattened planes."""
+    shape = tuple(g.shape(node.input[0]))
+    if len(shape) < 3:
+        g._fail(f"the input needs a batch, a channel and spatial axes, got shape {list(shape)}")
+    n, c = shape[:2]
+    y = _normalised_rows(g, node.input[0], (n, c, math.prod(shape[2:])), float(attrs.get("epsilon", 1e-5)))
+    y = relay_op.add(relay_op.multiply(y, _channel_param(g, node.input[1], c, "scale")),
+                     _channel_param(g, node.input[2], c, "B"))
+    return relay_op.reshape(y, shape)
+
+
+@register("GroupNormalization")
+def _group_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Each sample's channels normalised in ``num_groups`` groups (diffusion U-Nets), then scaled and shifted: per
+    group in opset 18 (scale and bias of num_groups values), per channel from opset 21."""
+    shape = tuple(g.shape(node.input[0]))
+    if len(shape) < 3:
+        g._fail(f"the input needs a batch, a channel and spatial axes, got shape {list(shape)}")
+    if "num_groups" not in attrs:
+        g._fail("the num_groups attribute is required")
+    groups = int(attrs["num_groups"])
+    n, c = shape[:2]
+    if groups < 1 or c % groups:
+        g._fail(f"num_groups {groups} does not divide the {c} channels")
+    plane = math.prod(shape[2:])
+    y = _normalised_rows(g, node.input[0], (n, groups, c // groups * plane), float(attrs.get("epsilon", 1e-5)))
+    if g.opset < 21 and math.prod(g.shape(node.input[1])) == groups:
+        y = relay_op.add(relay_op.multiply(y, _channel_param(g, node.input[1], groups, "scale")),
+                         _channel_param(g, node.input[2], groups, "bias"))
+        return relay_op.reshape(y, shape)
+    y = relay_op.reshape(y, (n, c, plane))
+    y = relay_op.add(relay_op.multiply(y, _channel_param(g, node.input[1], c, "scale")),
+                     _channel_param(g, node.input[2], c, "bias"))
+    return relay_op.reshape(y, shape)
+
+
+@register("LpNormalization")
+def _lp_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """x divided by its L1 or L2 norm along ``axis`` (default -1)."""
+    rank = len(g.shape(node.input[0]))
+    axis, p = int(attrs.get("axis", -1)), int(attrs.get("p", 2))
+    if not -rank <= axis < rank:
+        g._fail(f"axis {axis} is out of range for rank {rank}")
+    if p not in (1, 2):
+        g._fail(f"p={p} is not supported (1 or 2)")
+    x = g.tensor(node.input[0])
+    v = relay_op.abs(x) if p == 1 else relay_op.multiply(x, x)
+    norm = relay_op.make_call("sum", [v], axis=(axis % rank,), keepdims=True)
+    return relay_op.divide(x, norm if p == 1 else relay_op.sqrt(norm))
+
+
+@register("MeanVarianceNormalization")
+def _mean_variance_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """(x - mean) / (std + 1e-9) over ``axes`` (default [0, 2, 3]), the variance as E[x^2] - E[x]^2 (ONNX's
+    definition)."""
+    rank = len(g.shape(node.input[0]))
+    axes = [int(a) for a in attrs.get("axes", [0, 2, 3])]
+    if any(not -rank <= a < rank for a in axes):
+        g._fail(f"axes {axes} are out of range for rank {rank}")
+    axes = sorted({a % rank for a in axes})
+    x = g.tensor(node.input[0])
+
+    def mean(v: Expr) -> Expr:
+        return relay_op.make_call("mean", [v], axis=tuple(axes), keepdims=True)
+
+    m = mean(x)
+    std = relay_op.sqrt(relay_op.subtract(mean(relay_op.multiply(x, x)), relay_op.multiply(m, m)))
+    eps = relay_ir.const(np.array(1e-9, g.dtype(node.input[0])))
+    return relay_op.divide(relay_op.subtract(x, m), relay_op.add(std, eps))

@@ -71,16 +71,20 @@ def _squeeze(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.reshape(g.tensor(node.input[0]), tuple(d for i, d in enumerate(shape) if i not in drop))
 
 
-_REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}
+_REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod"}
+#: the reductions of a function of x (a square, an absolute value) or followed by one (a root, a logarithm)
+_COMPOSED = ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
 
 
-@register(*_REDUCE)
+@register(*_REDUCE, *_COMPOSED)
 def _reduce(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """ReduceMean/Sum/Max/Min over ``axes`` (an attribute, or an input from opset 13 for ReduceSum and 18 for the
-    others; none: all axes, or the input itself with noop_with_empty_axes), ``keepdims`` (default 1). The mean
-    over H and W of an NCHW tensor is global average pooling (it keeps a blocked layout)."""
+    """The Reduce ops over ``axes`` (an attribute, or an input from opset 13 for ReduceSum and 18 for the others;
+    none: all axes, or the input itself with noop_with_empty_axes), ``keepdims`` (default 1). The mean over H and
+    W of an NCHW tensor is global average pooling (it keeps a blocked layout); L1, L2, SumSquare, LogSum and
+    LogSumExp (by the maximum, so that exp cannot overflow) are sums with element-wise ops around them."""
+    op = node.op_type
     shape = g.shape(node.input[0])
-    axes = _axes(g, node, attrs, 13 if node.op_type == "ReduceSum" else 18)
+    axes = _axes(g, node, attrs, 13 if op == "ReduceSum" else 18)
     keep = bool(attrs.get("keepdims", 1))
     x = g.tensor(node.input[0])
     if not axes:
@@ -90,10 +94,38 @@ def _reduce(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     if any(not -len(shape) <= a < len(shape) for a in axes):
         g._fail(f"axes {axes} are out of range for shape {list(shape)}")
     axes = sorted({a % len(shape) for a in axes})
-    if node.op_type == "ReduceMean" and len(shape) == 4 and axes == [2, 3]:
+
+    def total(v: Expr, keepdims: bool = keep) -> Expr:
+        return relay_op.make_call("sum", [v], axis=tuple(axes), keepdims=keepdims)
+
+    if op == "ReduceMean" and len(shape) == 4 and axes == [2, 3]:
         out = relay_op.nn.global_avg_pool2d(x)
         return out if keep else relay_op.reshape(out, tuple(shape[:2]))
-    return relay_op.make_call(_REDUCE[node.op_type], [x], axis=tuple(axes), keepdims=keep)
+    if op in _REDUCE:
+        return relay_op.make_call(_REDUCE[op], [x], axis=tuple(axes), keepdims=keep)
+    if op == "ReduceL1":
+        return total(relay_op.abs(x))
+    if op in ("ReduceL2", "ReduceSumSquare"):
+        squares = total(relay_op.multiply(x, x))
+        return relay_op.sqrt(squares) if op == "ReduceL2" else squares
+    if op == "ReduceLogSum":
+        return relay_op.log(total(x))
+    peak = relay_op.make_call("max", [x], axis=tuple(axes), keepdims=True)
+    out = relay_op.log(total(relay_op.exp(relay_op.subtract(x, peak))))
+    kept = tuple(1 if k in axes else d for k, d in enumerate(shape) if keep or k not in axes)
+    return relay_op.add(out, relay_op.reshape(peak, kept))
+
+
+@register("ArgMax", "ArgMin")
+def _arg_extreme(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """The index (int64) of the first extremum along ``axis`` (default 0), the last with select_last_index."""
+    rank = len(g.shape(node.input[0]))
+    axis = int(attrs.get("axis", 0))
+    if not -rank <= axis < rank:
+        g._fail(f"axis {axis} is out of range for rank {rank}")
+    builder = relay_op.reduce.argmax if node.op_type == "ArgMax" else relay_op.reduce.argmin
+    return builder(g.tensor(node.input[0]), axis=axis % rank, keepdims=bool(attrs.get("keepdims", 1)),
+                   select_last_index=bool(attrs.get("select_last_index", 0)))
 
 
 @register("Transpose")
@@ -207,29 +239,39 @@ def _slice(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.strided_slice(g.tensor(node.input[0]), begin=starts, end=ends, strides=steps, axes=axes)
 
 
-def _nearest_source(out_size: int, in_size: int, scale: float, transform: str, rounding: str) -> list[int]:
-    """The input pixel ONNX's nearest Resize reads for each output pixel of one axis (float32, as onnxruntime)."""
+_RESIZE_TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+                      "tf_half_pixel_for_nn")
+
+
+def _source_coords(out_size: int, in_size: int, scale: float, transform: str) -> np.ndarray:
+    """The input coordinate ONNX's Resize samples for each output pixel of one axis (float32, as onnxruntime)."""
     f32 = np.float32
     o, s = np.arange(out_size, dtype=f32), f32(scale)
     if transform == "asymmetric":
-        x = o / s
-    elif transform in ("half_pixel", "half_pixel_symmetric"):
+        return o / s
+    if transform in ("half_pixel", "half_pixel_symmetric"):
         x = (o + f32(0.5)) / s - f32(0.5)
         if transform == "half_pixel_symmetric":
             adjustment = f32(out_size) / (s * f32(in_size))
             x = x + f32(in_size) / f32(2) * (f32(1) - adjustment)
-    elif transform == "pytorch_half_pixel":
-        x = (o + f32(0.5)) / s - f32(0.5) if out_size > 1 else np.zeros_like(o)
-    elif transform == "align_corners":
-        x = o * f32(in_size - 1) / f32(out_size - 1) if out_size > 1 else np.zeros_like(o)
-    elif transform == "tf_half_pixel_for_nn":
-        x = (o + f32(0.5)) / s
-    else:
-        raise ValueError(transform)
+        return x
+    if transform == "pytorch_half_pixel":
+        return (o + f32(0.5)) / s - f32(0.5) if out_size > 1 else np.zeros_like(o)
+    if transform == "align_corners":
+        return o * f32(in_size - 1) / f32(out_size - 1) if out_size > 1 else np.zeros_like(o)
+    if transform == "tf_half_pixel_for_nn":
+        return (o + f32(0.5)) / s
+    raise ValueError(transform)
+
+
+def _nearest_source(out_size: int, in_size: int, scale: float, transform: str, rounding: str) -> list[int]:
+    """The input pixel ONNX's nearest Resize reads for each output pixel of one axis."""
+    x = _source_coords(out_size, in_size, scale, transform)
+    half = x - np.floor(x) == np.float32(0.5)
     if rounding == "round_prefer_floor":
-        idx = np.where(x - np.floor(x) == f32(0.5), np.floor(x), np.round(x))
+        idx = np.where(half, np.floor(x), np.round(x))
     elif rounding == "round_prefer_ceil":
-        idx = np.where(x - np.floor(x) == f32(0.5), np.ceil(x), np.round(x))
+        idx = np.where(half, np.ceil(x), np.round(x))
     elif rounding == "floor":
         idx = np.floor(x)
     elif rounding == "ceil":
@@ -239,22 +281,42 @@ def _nearest_source(out_size: int, in_size: int, scale: float, transform: str, r
     return [int(v) for v in np.clip(idx, 0, in_size - 1)]
 
 
-_RESIZE_TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-                      "tf_half_pixel_for_nn")
+def _resize_axis(x: Expr, rank: int, axis: int, out_size: int, in_size: int, scale: float, transform: str,
+                 mode: str, rounding: str) -> Expr:
+    """One axis of a Resize as gathers at import-time indices: the nearest pixel, or the two neighbours (clamped at
+    the edges, as onnxruntime clamps the coordinate) weighted linearly; identity mappings are skipped."""
+    if mode == "nearest":
+        src = _nearest_source(out_size, in_size, scale, transform, rounding)
+        if src == list(range(in_size)):
+            return x
+        return relay_op.take(x, relay_ir.const(np.array(src, np.int64)), axis=axis)
+    coords = _source_coords(out_size, in_size, scale, transform)
+    low = np.floor(coords)
+    frac = (coords - low).astype(np.float32)
+    i0 = np.clip(low, 0, in_size - 1).astype(np.int64)
+    i1 = np.clip(low + 1, 0, in_size - 1).astype(np.int64)
+    if out_size == in_size and np.array_equal(i0, np.arange(in_size)) and not frac.any():
+        return x
+    a = relay_op.take(x, relay_ir.const(i0), axis=axis)
+    b = relay_op.take(x, relay_ir.const(i1), axis=axis)
+    w = relay_ir.const(frac.reshape((out_size,) + (1,) * (rank - axis - 1)))
+    return relay_op.add(a, relay_op.multiply(relay_op.subtract(b, a), w))
 
 
 @register("Resize", "Upsample")
 def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """Nearest-neighbour resizing of NCHW data by integer factors on H and W with constant scales or sizes, when
-    the coordinate transformation and rounding read input pixel o // factor for output pixel o (every input pixel
-    repeated factor times: the defaults, and asymmetric/floor) -> ``nn.upsampling``. Upsample (opset < 10) and
-    Resize-10 use asymmetric coordinates and floor."""
+    """Resizing with constant scales or sizes, nearest or (bi)linear, on any axes: nearest-neighbour replication of
+    NCHW data by integer factors on H and W (each input pixel repeated: the default modes, and asymmetric/floor)
+    is ``nn.upsampling``; any other resize is, per resized axis, gathers (``take``) at indices and weights computed
+    at import by ONNX's coordinate transformation, which fuse into one kernel. Upsample (opset < 10) and Resize-10
+    use asymmetric coordinates and floor."""
     mode = attrs.get("mode", "nearest")
-    if mode != "nearest":
-        g._fail(f"mode {mode!r} is not supported (only 'nearest')")
+    if mode not in ("nearest", "linear", "bilinear"):
+        g._fail(f"mode {mode!r} is not supported (only 'nearest' and 'linear')")
+    if attrs.get("antialias", 0) and mode != "nearest":
+        g._fail("antialias=1 (a filter wider than two pixels when downsampling) is not supported")
     shape = g.shape(node.input[0])
-    if len(shape) != 4:
-        g._fail(f"only 4-D (NCHW) inputs are supported, got shape {list(shape)}")
+    rank = len(shape)
     if node.op_type == "Upsample" or g.opset < 11:
         transform, rounding = "asymmetric", "floor"
         if node.op_type == "Upsample" and g.opset < 9:
@@ -278,33 +340,28 @@ def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         if sizes and attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
             g._fail(f"keep_aspect_ratio_policy {attrs['keep_aspect_ratio_policy']!r} is not supported (only "
                     "'stretch')")
-    axes = [int(a) % 4 for a in attrs.get("axes", range(4))]
+    axes = [int(a) % rank for a in attrs.get("axes", range(rank))]
     given = scales if not sizes else sizes
     if len(given) != len(axes):
         g._fail(f"{'scales' if not sizes else 'sizes'} {given} must have one value per axis {axes}")
-    full_scales, full_sizes = [1.0] * 4, list(shape)
+    full_scales, full_sizes = [1.0] * rank, list(shape)
     for a, v in zip(axes, given):
         if sizes:
             full_sizes[a], full_scales[a] = int(v), int(v) / shape[a]
         else:
             full_sizes[a], full_scales[a] = int(math.floor(shape[a] * v)), float(v)
-    if full_sizes[:2] != list(shape[:2]):
-        g._fail(f"only H and W can be resized; the output size would be {full_sizes} for input {list(shape)}")
-    factors = []
-    for a in (2, 3):
-        factor = full_sizes[a] // shape[a]
-        if full_sizes[a] != factor * shape[a] or factor < 1:
-            g._fail(f"only upsampling by integer factors is supported; axis {a} goes from {shape[a]} to "
-                    f"{full_sizes[a]} (scales {full_scales})")
-        src = _nearest_source(full_sizes[a], shape[a], full_scales[a], transform, rounding)
-        if src != [o // factor for o in range(full_sizes[a])]:
-            g._fail(f"coordinate_transformation_mode {transform!r} with nearest_mode {rounding!r} and scale "
-                    f"{full_scales[a]} does not repeat each input pixel {factor} times (axis {a} reads input pixels "
-                    f"{src[:8]}...); only such replication is supported")
-        factors.append(factor)
-    if factors == [1, 1]:
-        return g.tensor(node.input[0])
-    return relay_op.upsampling(g.tensor(node.input[0]), scale_h=factors[0], scale_w=factors[1])
+    if any(n < 1 for n in full_sizes):
+        g._fail(f"the output shape {full_sizes} would be empty")
+    x = g.tensor(node.input[0])
+    factors = [full_sizes[a] // shape[a] for a in (2, 3)] if rank == 4 else []
+    if (mode == "nearest" and rank == 4 and full_sizes[:2] == list(shape[:2])
+            and all(full_sizes[a] == f * shape[a] and f >= 1 and _nearest_source(
+                full_sizes[a], shape[a], full_scales[a], transform, rounding) == [o // f for o in range(full_sizes[a])]
+                    for a, f in zip((2, 3), factors))):
+        return x if factors == [1, 1] else relay_op.upsampling(x, scale_h=factors[0], scale_w=factors[1])
+    for a in range(rank):
+        x = _resize_axis(x, rank, a, full_sizes[a], shape[a], full_scales[a], transform, mode, rounding)
+    return x
 
 
 @register("Expand")
@@ -349,3 +406,46 @@ def _gather(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
             return relay_op.reshape(part, tuple(d for k, d in enumerate(shape) if k != axis))
         return relay_op.take(x, relay_ir.const(idx), axis=axis)
     return relay_op.take(x, g.tensor(node.input[1]), axis=axis)
+
+
+@register("Tile")
+def _tile(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """``repeats`` (a constant, one per axis) copies along each axis."""
+    rank = len(g.shape(node.input[0]))
+    reps = [int(r) for r in np.asarray(g.value(node.input[1], "the repeats")).reshape(-1)]
+    if len(reps) != rank:
+        g._fail(f"repeats {reps} must have one entry per axis of the rank-{rank} input")
+    if any(r < 1 for r in reps):
+        g._fail(f"repeats {reps} must be positive (an empty result is not supported)")
+    return relay_op.tile(g.tensor(node.input[0]), reps)
+
+
+@register("DepthToSpace", "SpaceToDepth")
+def _depth_space(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Channels to blocks of pixels and back (super-resolution models' pixel shuffle), as a reshape to 6-D, a
+    transpose and a reshape; DepthToSpace's DCR mode (the default) takes the block index before the channel,
+    CRD after it."""
+    shape = g.shape(node.input[0])
+    if len(shape) != 4:
+        g._fail(f"only 4-D (NCHW) inputs are supported, got shape {list(shape)}")
+    if "blocksize" not in attrs or int(attrs["blocksize"]) < 1:
+        g._fail("a positive blocksize attribute is required")
+    b = int(attrs["blocksize"])
+    n, c, h, w = shape
+    x = g.tensor(node.input[0])
+    if node.op_type == "SpaceToDepth":
+        if h % b or w % b:
+            g._fail(f"the height and width of {list(shape)} must be multiples of blocksize {b}")
+        x = relay_op.reshape(x, (n, c, h // b, b, w // b, b))
+        x = relay_op.transpose(x, axes=(0, 3, 5, 1, 2, 4))
+        return relay_op.reshape(x, (n, c * b * b, h // b, w // b))
+    if c % (b * b):
+        g._fail(f"the channels of {list(shape)} must be a multiple of blocksize^2 = {b * b}")
+    mode = attrs.get("mode", "DCR")
+    if mode == "DCR":
+        x = relay_op.transpose(relay_op.reshape(x, (n, b, b, c // (b * b), h, w)), axes=(0, 3, 4, 1, 5, 2))
+    elif mode == "CRD":
+        x = relay_op.transpose(relay_op.reshape(x, (n, c // (b * b), b, b, h, w)), axes=(0, 1, 4, 2, 5, 3))
+    else:
+        g._fail(f"unknown mode {mode!r} (DCR or CRD)")
+    return relay_op.reshape(x, (n, c // (b * b), h * b, w * b))

@@ -1,5 +1,5 @@
 """Neural-network ops: their calls (``nn``, which is TVM's ``relay.nn``) and their registrations (``_nn``: type
-relations, te computes and default schedules of conv2d, dense, matmul, pooling, normalisation, softmax)."""
+relations, te computes and default schedules of conv2d, dense, matmul, pooling, normalisation, softmax; dilate)."""
 
 from autosched.relay.op.nn import _nn
 from autosched.relay.op.nn.nn import (
@@ -10,6 +10,7 @@ from autosched.relay.op.nn.nn import (
     bias_add,
     conv2d,
     dense,
+    dilate,
     global_avg_pool2d,
     log_softmax,
     lrn,
@@ -23,5 +24,5 @@ from autosched.relay.op.nn.nn import (
 )
 
 __all__ = ["_nn", "avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv2d", "dense",
-           "global_avg_pool2d", "log_softmax", "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax",
-           "upsampling"]
+           "dilate", "global_avg_pool2d", "log_softmax", "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu",
+           "softmax", "upsampling"]

@@ -1,4 +1,5 @@
-"""Neural-network relay ops: conv2d, dense, matmul, batch_matmul, pooling, batch_norm, softmax, log_softmax, lrn."""
+"""Neural-network relay ops: conv2d, dense, matmul, batch_matmul, pooling, batch_norm, softmax, log_softmax, lrn,
+dilate."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from autosched.relay.ir.expr import RelayError, TensorType, TupleType
 from autosched.relay.op import schedules
 from autosched.relay.op.common import _c, _ishape, _nargs, _operands, _pair, _same_dtype, _tensor, pad4
 from autosched.relay.op.op import (
+    INJECTIVE,
     OPAQUE,
     OUT_ELEMWISE_FUSABLE,
     OpDef,
@@ -475,3 +477,39 @@ def lrn(data: Any, size: int = 5, axis: int = 1, bias: float = 2.0, alpha: float
     """Local response normalisation (TVM's arguments; alpha is divided by size, as ONNX's LRN does)."""
     return make_call("nn.lrn", [data], size=int(size), axis=int(axis), bias=float(bias), alpha=float(alpha),
                      beta=float(beta))
+
+
+def _dilate_rel(types, attrs):
+    op = "nn.dilate"
+    (x,) = _operands(types, op, "data")
+    strides = attrs["strides"]
+    if strides is None or len(strides) != len(x.shape) or any(int(s) < 1 for s in strides):
+        raise RelayError(f"{op}: strides {strides} must give one positive int per dimension of shape {x.shape}")
+    return TensorType(tuple((d - 1) * int(s) + 1 for d, s in zip(x.shape, strides)), x.dtype)
+
+
+def _dilate_compute(inputs, attrs, out_type):
+    """Element i of the input lands at i * stride on each axis; the positions between hold ``dilation_value``."""
+    (x,) = inputs
+    strides = [int(s) for s in attrs["strides"]]
+
+    def f(*i):
+        src = tuple(ik // s if s > 1 else ik for ik, s in zip(i, strides))
+        on_grid = [ik % s == 0 for ik, s in zip(i, strides) if s > 1]
+        if not on_grid:
+            return x[src]
+        return te.if_then_else(te.all(*on_grid), x[src], te.const(float(attrs["dilation_value"]), x.dtype))
+
+    return te.compute(out_type.shape, f, name="dilate")
+
+
+register_op(OpDef("nn.dilate", _dilate_rel, _dilate_compute, INJECTIVE, num_inputs=1,
+                  attrs={"strides": None, "dilation_value": 0.0},
+                  doc="stride - 1 copies of dilation_value between neighbouring elements of each axis (TVM's "
+                      "topi.nn.dilate): a transposed convolution is a stride-1 convolution of its dilated input"))
+
+
+def dilate(data: Any, strides: Any, dilation_value: float = 0.0) -> Any:
+    """TVM's ``relay.nn.dilate``: ``strides`` has one int per axis of ``data`` (1: that axis unchanged)."""
+    return make_call("nn.dilate", [data], strides=tuple(int(s) for s in strides),
+                     dilation_value=float(dilation_value))

@@ -7,7 +7,7 @@ from typing import Any
 
 from autosched.relay.ir.expr import Call, Expr, TupleGetItem
 from autosched.relay.op.elemwise import prelu
-from autosched.relay.op.nn._nn import log_softmax, lrn
+from autosched.relay.op.nn._nn import dilate, log_softmax, lrn
 from autosched.relay.op.op import make_call
 from autosched.relay.op.tensor import upsampling
 
@@ -113,6 +113,6 @@ def pad(data: Expr, pad_width: Sequence[Sequence[int]], pad_value: float = 0.0, 
                      pad_value=float(pad_value), pad_mode=pad_mode)
 
 
-__all__ = ["avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv2d", "dense",
+__all__ = ["avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv2d", "dense", "dilate",
            "global_avg_pool2d", "log_softmax", "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax",
            "upsampling"]

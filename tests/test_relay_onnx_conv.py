@@ -1,0 +1,181 @@
+"""The ONNX frontend's 1-D convolution and pooling, and ConvTranspose (1-D and 2-D), against onnxruntime: each
+case imports, builds for llvm and runs once; then the refusals (3-D convolution, a computed ConvTranspose weight)
+and a small U-Net (an encoder step down by a strided Conv, up by a ConvTranspose, joined with its skip)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx import numpy_helper  # noqa: E402
+
+from _onnx_models import GraphBuilder, make_single_op, random_inputs, run_onnxruntime  # noqa: E402
+from autosched import relay  # noqa: E402
+from autosched.relay.frontend import OnnxImportError, from_onnx  # noqa: E402
+from autosched.relay.ir.expr import Call, RelayError, const, post_order  # noqa: E402
+from autosched.relay.op import evaluate  # noqa: E402
+from test_gpu_relay import assemble, needs_ptxas, serial_error  # noqa: E402
+from test_relay_onnx import _f32, check_against_onnxruntime, run_relay  # noqa: E402
+
+
+def _conv(op: str, x_shape, w_shape, bias: bool = False, opset: int = 13, **attrs):
+    """One Conv or ConvTranspose node on input ``x`` with a seeded weight (and bias) as initializers."""
+    inits = {"w": _f32(*w_shape)}
+    extra = ["w"]
+    if bias:
+        inits["b"] = _f32(w_shape[0] if op == "Conv" else w_shape[1] * attrs.get("group", 1))
+        extra.append("b")
+    return make_single_op(op, [("x", x_shape)], initializers=inits, extra_inputs=extra, opset=opset, **attrs)
+
+
+def _ct(x_shape, w_shape, bias: bool = False, **attrs):
+    return _conv("ConvTranspose", x_shape, w_shape, bias=bias, **attrs)
+
+
+def _pool(op: str, x_shape, **attrs):
+    return make_single_op(op, [("x", x_shape)], **attrs)
+
+
+CONV_CASES = {
+    # Conv 1-D: [N, C, W] as a conv2d of height 1
+    "conv1d": lambda: _conv("Conv", (2, 3, 17), (5, 3, 3)),
+    "conv1d_bias_stride2_pads": lambda: _conv("Conv", (1, 4, 20), (6, 4, 5), bias=True, strides=[2], pads=[2, 1]),
+    "conv1d_dilation2": lambda: _conv("Conv", (1, 3, 16), (4, 3, 3), dilations=[2], pads=[2, 2]),
+    "conv1d_group2": lambda: _conv("Conv", (1, 4, 12), (6, 2, 3), group=2, pads=[1, 1]),
+    "conv1d_depthwise": lambda: _conv("Conv", (1, 8, 15), (8, 1, 5), bias=True, group=8, strides=[2], pads=[2, 2]),
+    "conv1d_same_upper": lambda: _conv("Conv", (1, 3, 11), (4, 3, 4), auto_pad="SAME_UPPER", strides=[2]),
+    "conv1d_same_lower": lambda: _conv("Conv", (1, 3, 11), (4, 3, 4), auto_pad="SAME_LOWER", strides=[2]),
+    # pooling 1-D
+    "maxpool1d_pads": lambda: _pool("MaxPool", (1, 3, 13), kernel_shape=[3], strides=[2], pads=[1, 1]),
+    "maxpool1d_ceil_dilation": lambda: _pool("MaxPool", (1, 2, 14), kernel_shape=[3], strides=[2], dilations=[2],
+                                             ceil_mode=1),
+    "maxpool1d_same_upper": lambda: _pool("MaxPool", (2, 2, 10), kernel_shape=[3], strides=[2],
+                                          auto_pad="SAME_UPPER"),
+    "avgpool1d_pads_exclude": lambda: _pool("AveragePool", (1, 3, 12), kernel_shape=[3], strides=[2], pads=[1, 1]),
+    "avgpool1d_count_include_pad": lambda: _pool("AveragePool", (1, 3, 12), kernel_shape=[3], strides=[2],
+                                                 pads=[1, 1], count_include_pad=1),
+    "avgpool1d_ceil": lambda: _pool("AveragePool", (1, 2, 10), kernel_shape=[3], strides=[2], ceil_mode=1),
+    # ConvTranspose 2-D: weight [C_in, C_out / group, kH, kW]
+    "convtranspose_stride1": lambda: _ct((1, 3, 6, 7), (3, 4, 3, 3)),
+    "convtranspose_stride2_pads": lambda: _ct((1, 4, 5, 6), (4, 3, 3, 3), strides=[2, 2], pads=[1, 0, 1, 2]),
+    "convtranspose_output_padding": lambda: _ct((1, 3, 5, 5), (3, 4, 3, 3), strides=[2, 3], pads=[1, 1, 1, 1],
+                                                output_padding=[1, 2]),
+    "convtranspose_dilation2": lambda: _ct((1, 3, 6, 5), (3, 2, 3, 3), dilations=[2, 2], pads=[1, 2, 0, 1]),
+    "convtranspose_group2_bias": lambda: _ct((1, 4, 5, 5), (4, 3, 3, 3), bias=True, group=2, strides=[2, 2]),
+    "convtranspose_depthwise": lambda: _ct((1, 6, 4, 4), (6, 1, 3, 3), group=6, strides=[2, 2], pads=[1, 1, 1, 1]),
+    "convtranspose_bias": lambda: _ct((2, 3, 4, 5), (3, 5, 2, 3), bias=True, strides=[1, 2]),
+    "convtranspose_same_upper": lambda: _ct((1, 3, 5, 6), (3, 2, 3, 3), auto_pad="SAME_UPPER", strides=[2, 2]),
+    "convtranspose_same_lower": lambda: _ct((1, 3, 5, 6), (3, 2, 3, 3), auto_pad="SAME_LOWER", strides=[2, 2]),
+    "convtranspose_output_shape": lambda: _ct((1, 3, 5, 5), (3, 2, 3, 3), strides=[2, 2], output_shape=[10, 9]),
+    "convtranspose_output_shape_odd_crop": lambda: _ct((1, 3, 5, 5), (3, 2, 3, 3), strides=[2, 2],
+                                                       output_shape=[8, 11], output_padding=[1, 0]),
+    "convtranspose_output_shape_above_full": lambda: _ct((1, 2, 5, 5), (2, 3, 3, 3), bias=True, strides=[2, 2],
+                                                         output_shape=[12, 11]),
+    "convtranspose_same_upper_stride_above_kernel": lambda: _ct((1, 2, 4, 4), (2, 3, 2, 2), strides=[3, 3],
+                                                                auto_pad="SAME_UPPER"),
+    "convtranspose_k4_s2_p1": lambda: _ct((1, 8, 4, 4), (8, 4, 4, 4), bias=True, strides=[2, 2], pads=[1, 1, 1, 1]),
+    "convtranspose_pads_beyond_kernel": lambda: _ct((1, 2, 6, 6), (2, 3, 3, 3), strides=[2, 2], pads=[3, 0, 2, 4]),
+    "convtranspose_opset1": lambda: _ct((1, 2, 4, 4), (2, 3, 3, 3), strides=[2, 2], opset=1),
+    # ConvTranspose 1-D
+    "convtranspose1d": lambda: _ct((1, 4, 9), (4, 3, 4), bias=True, strides=[2], pads=[1, 1]),
+    "convtranspose1d_group_dilation": lambda: _ct((2, 4, 7), (4, 1, 3), group=2, dilations=[2], strides=[3],
+                                                  output_padding=[1]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_conv_op_matches_onnxruntime(case: str) -> None:
+    check_against_onnxruntime(CONV_CASES[case]())
+
+
+def test_dilate_op() -> None:
+    """TVM's nn.dilate: stride - 1 copies of dilation_value between neighbours on each axis."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    want = np.full((3, 7), 1.5, np.float32)
+    want[::2, ::3] = x
+    np.testing.assert_array_equal(evaluate([relay.nn.dilate(const(x), (2, 3), dilation_value=1.5)])[0], want)
+    with pytest.raises(RelayError, match="nn.dilate: strides"):
+        evaluate([relay.nn.dilate(const(x), (2,))])
+
+
+def test_conv_transpose_is_a_stride1_conv2d_of_the_dilated_input() -> None:
+    """The imported ConvTranspose is nn.dilate -> a stride-1 nn.conv2d (so the CPU conv kernels take it); with the
+    weight as a parameter its flip and transpose are relay ops that relay.build folds."""
+    model = CONV_CASES["convtranspose_k4_s2_p1"]()
+    mod, params = from_onnx(model, shape={"x": (1, 8, 4, 4)}, freeze_params=True)
+    calls = {getattr(e.op, "name", None): e for e in post_order(mod["main"].body) if isinstance(e, Call)}
+    conv = calls["nn.conv2d"]
+    assert tuple(conv.attrs["strides"]) == (1, 1) and tuple(conv.attrs["padding"]) == (2, 2, 2, 2)
+    assert "nn.dilate" in calls and "transpose" not in calls and params == {}
+    mod, params = from_onnx(model, shape={"x": (1, 8, 4, 4)})
+    assert set(params) == {"w", "b"}
+
+
+@pytest.mark.parametrize("case", ["conv1d_depthwise", "convtranspose_group2_bias", "convtranspose1d_group_dilation"])
+def test_frozen_weights_are_rearranged_at_import(case: str) -> None:
+    """With freeze_params the weights are constants, reshaped / flipped / transposed in numpy at import."""
+    model = CONV_CASES[case]()
+    inputs = random_inputs(model)
+    np.testing.assert_allclose(run_relay(model, inputs, freeze_params=True)[0], run_onnxruntime(model, inputs)[0],
+                               atol=1e-4, rtol=1e-5)
+
+
+def test_3d_conv_is_refused_naming_the_rank() -> None:
+    model = _conv("Conv", (1, 2, 4, 4, 4), (3, 2, 3, 3, 3))
+    with pytest.raises(OnnxImportError, match=r"3-D Conv is not supported \(the data 'x' has rank 5\)"):
+        from_onnx(model)
+    model = _pool("MaxPool", (1, 2, 4, 4, 4), kernel_shape=[2, 2, 2])
+    with pytest.raises(OnnxImportError, match=r"3-D MaxPool is not supported .* rank 5"):
+        from_onnx(model)
+
+
+def test_conv_transpose_with_a_computed_weight_is_refused() -> None:
+    b = GraphBuilder()
+    w = b.node("Relu", ["w_in"], name="w_relu")
+    b.node("ConvTranspose", ["x", w], name="up", strides=[2, 2])
+    model = b.model([("x", (1, 2, 4, 4)), ("w_in", (2, 3, 3, 3))], ["up"])
+    with pytest.raises(OnnxImportError, match=r"node 'up' \(ConvTranspose\): the weight 'w_relu' must be a constant"):
+        from_onnx(model)
+
+
+def test_conv_transpose_with_a_constant_node_weight() -> None:
+    """A weight from a Constant node is flipped at import in numpy (no relay op rearranges it)."""
+    b = GraphBuilder()
+    w = b.node("Constant", [], name="wc", value=numpy_helper.from_array(_f32(3, 2, 3, 3)))
+    b.node("ConvTranspose", ["x", w], name="y", strides=[2, 2], pads=[1, 1, 1, 1])
+    check_against_onnxruntime(b.model([("x", (1, 3, 5, 5))], ["y"]))
+
+
+def _small_unet() -> onnx.ModelProto:
+    """Conv -> Relu (the skip) -> Conv stride 2 -> Relu -> ConvTranspose k4 s2 p1 -> Concat with the skip -> Conv."""
+    b = GraphBuilder(seed=3)
+    skip = b.node("Relu", [b.conv("x", 3, 8, 3, bias=True)])
+    down = b.node("Relu", [b.conv(skip, 8, 16, 3, stride=2, bias=True)])
+    w = (b.rng.standard_normal((16, 8, 4, 4)) * 0.1).astype(np.float32)
+    bias = (b.rng.standard_normal(8) * 0.1).astype(np.float32)
+    up = b.node("ConvTranspose", [down, b.init("up.weight", w), b.init("up.bias", bias)], name="up",
+                kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])
+    cat = b.node("Concat", [up, skip], axis=1)
+    out = b.conv(cat, 16, 2, 1, bias=True, name="head")
+    return b.model([("x", (1, 3, 16, 16))], [out], name="small_unet")
+
+
+def test_small_unet_matches_onnxruntime() -> None:
+    check_against_onnxruntime(_small_unet())
+
+
+def test_small_unet_for_cuda() -> None:
+    """Built for cuda (default GPU schedules), each kernel's grid run serially on the CPU matches onnxruntime."""
+    model = _small_unet()
+    err, kernels = serial_error(model, random_inputs(model))
+    assert err < 1e-5 and any("dilate" in k.name for k, _ in kernels)
+
+
+@needs_ptxas
+def test_small_unet_assembles_for_sm80_and_sm90() -> None:
+    model = _small_unet()
+    regs = assemble(model, random_inputs(model))
+    assert regs and max(regs.values()) <= 128, regs
