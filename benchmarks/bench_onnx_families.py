@@ -1,4 +1,5 @@
-"""The CNN classifier families of tests/test_onnx_families.py on autosched (untuned) and onnxruntime, side by side.
+"""The CNN families of tests/test_onnx_families.py (classifiers, a U-Net, a YOLO-style detector, ESPCN) on
+autosched (untuned) and onnxruntime, side by side.
 
     python benchmarks/bench_onnx_families.py [--threads 2] [--families resnet50,vgg11] [--rounds 5] [--seconds 1]
                                              [--pause 0.5]
@@ -6,7 +7,7 @@
 Each family (tests/_onnx_models.FAMILIES: batch 1, 3x224x224, seeded random weights) is imported with
 ``relay.frontend.from_onnx`` and built with ``relay.build`` (every kernel with its default schedule; the build
 time is measured), then the graph executor and an onnxruntime session (``--threads`` intra-op threads, all graph
-optimisations) run it; the logits are compared (max|diff| / max|ref|). The two are timed in ``--rounds``
+optimisations) run it; the outputs are compared (max|diff| / max|ref|). The two are timed in ``--rounds``
 alternating rounds, each block (the median of as many runs as fit in ``--seconds``, at least 10) after a
 ``--pause`` so that the other library's worker threads have parked, and each keeps its best block
 (``benchmarks/_timing.py``). Prints a markdown table; on a 2-core machine run
@@ -117,7 +118,7 @@ def main() -> int:
           f"onnxruntime {rows[0]['ort_version']}")
     print()
     print("| family | operators | nodes / kernels | build (s) | autosched untuned (ms) | onnxruntime (ms) | "
-          "autosched / onnxruntime | logits error |")
+          "autosched / onnxruntime | output error |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['family']} | {', '.join(r['ops'])} | {r['nodes']} / {r['kernels']} | {r['build_s']:.1f} | "

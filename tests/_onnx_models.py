@@ -413,6 +413,92 @@ def make_vgg11(batch: int = 1, image: int = 224, num_classes: int = 1000, fc_uni
     return b.model([(input_name, (batch, 3, image, image))], [out], name="vgg11")
 
 
+def make_unet(batch: int = 1, image: int = 224, num_classes: int = 21, base: int = 16, seed: int = 0,
+              input_name: str = "data") -> onnx.ModelProto:
+    """A segmentation U-Net as PyTorch exports it (opset 17): blocks of two 3x3 convs, each followed by group
+    normalisation (4 channels a group; exported as Reshape to [N, groups, -1], InstanceNormalization, Reshape
+    back, Mul and Add per channel) and SiLU (Sigmoid x Mul); three max-pooled levels; the decoder upsamples by a
+    2x2/2 ConvTranspose, a bilinear Resize + 1x1 conv and a 4x4/2 pad-1 ConvTranspose, each concatenated with
+    its skip; per-pixel logits from a 1x1 conv."""
+    b = GraphBuilder(seed, opset=17)
+    size = {}  # the spatial size of each level's channel count, for the reshapes
+
+    def norm_silu(x: str, c: int) -> str:
+        groups = c // 4
+        ones, zeros = np.ones(groups, np.float32), np.zeros(groups, np.float32)
+        g = b.node("Reshape", [x, b.init(b.fresh("gn.grouped"), np.array([batch, groups, -1], np.int64))])
+        g = b.node("InstanceNormalization", [g, b.init(b.fresh("gn.one"), ones), b.init(b.fresh("gn.zero"), zeros)],
+                   epsilon=1e-5)
+        g = b.node("Reshape", [g, b.init(b.fresh("gn.shape"), np.array([batch, c, size[c], size[c]], np.int64))])
+        scale = b.init(b.fresh("gn.weight"), b.rng.uniform(0.5, 1.5, (c, 1, 1)).astype(np.float32))
+        shift = b.init(b.fresh("gn.bias"), (b.rng.standard_normal((c, 1, 1)) * 0.1).astype(np.float32))
+        y = b.node("Add", [b.node("Mul", [g, scale]), shift])
+        return b.node("Mul", [y, b.node("Sigmoid", [y])])
+
+    def block(x: str, cin: int, cout: int) -> str:
+        return norm_silu(b.conv(norm_silu(b.conv(x, cin, cout, 3), cout), cout, cout, 3), cout)
+
+    def up_transposed(x: str, cin: int, cout: int, k: int, pad: int) -> str:
+        w = (b.rng.standard_normal((cin, cout, k, k)) * np.sqrt(1.0 / (cin * k * k / 4))).astype(np.float32)
+        return b.node("ConvTranspose", [x, b.init(b.fresh("up.weight"), w)], kernel_shape=[k, k], strides=[2, 2],
+                      pads=[pad] * 4)
+
+    def pool(x: str) -> str:
+        return b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+
+    c1, c2, c3, c4 = base, 2 * base, 4 * base, 8 * base
+    size.update({c1: image, c2: image // 2, c3: image // 4, c4: image // 8})
+    e1 = block(input_name, 3, c1)
+    e2 = block(pool(e1), c1, c2)
+    e3 = block(pool(e2), c2, c3)
+    mid = block(pool(e3), c3, c4)
+    d3 = block(b.node("Concat", [up_transposed(mid, c4, c3, 2, 0), e3], axis=1), 2 * c3, c3)
+    scales = b.init("up2.scales", np.array([1, 1, 2, 2], np.float32))
+    up2 = b.conv(b.node("Resize", [d3, "", scales], mode="linear"), c3, c2, 1)
+    d2 = block(b.node("Concat", [up2, e2], axis=1), 2 * c2, c2)
+    d1 = block(b.node("Concat", [up_transposed(d2, c2, c1, 4, 1), e1], axis=1), 2 * c1, c1)
+    out = b.conv(d1, c1, num_classes, 1, bias=True, name="head")
+    return b.model([(input_name, (batch, 3, image, image))], [out], name="unet")
+
+
+def make_yolo_neck(batch: int = 1, image: int = 224, num_classes: int = 20, seed: int = 0,
+                   input_name: str = "data") -> onnx.ModelProto:
+    """A YOLOv4-style detector at small width: conv + BatchNormalization + Mish down to 1/16, spatial pyramid
+    pooling (max pools 5, 9 and 13 at stride 1, concatenated), conv + LeakyRelu, a 2x nearest Resize to the
+    1/8 level and its concatenation with it, and a 1x1 head of 3 anchors x (5 + classes) per cell."""
+    b = GraphBuilder(seed, opset=18)
+
+    def cbm(x: str, cin: int, cout: int, k: int, stride: int = 1) -> str:
+        return b.node("Mish", [b.bn(b.conv(x, cin, cout, k, stride), cout)])
+
+    def cbl(x: str, cin: int, cout: int, k: int) -> str:
+        return b.node("LeakyRelu", [b.bn(b.conv(x, cin, cout, k), cout)], alpha=0.1)
+
+    x = cbm(input_name, 3, 16, 3, 2)
+    x = cbm(cbm(x, 16, 32, 3, 2), 32, 32, 3)
+    p3 = cbm(cbm(x, 32, 64, 3, 2), 64, 64, 3)
+    p4 = cbl(cbm(p3, 64, 128, 3, 2), 128, 128, 1)
+    pools = [b.node("MaxPool", [p4], kernel_shape=[k, k], strides=[1, 1], pads=[k // 2] * 4) for k in (5, 9, 13)]
+    spp = cbl(b.node("Concat", [p4, *pools], axis=1), 4 * 128, 128, 1)
+    scales = b.init("fpn.scales", np.array([1, 1, 2, 2], np.float32))
+    up = b.node("Resize", [cbl(spp, 128, 64, 1), "", scales], mode="nearest")
+    x = cbl(cbl(b.node("Concat", [up, p3], axis=1), 128, 64, 1), 64, 128, 3)
+    out = b.conv(x, 128, 3 * (5 + num_classes), 1, bias=True, name="head")
+    return b.model([(input_name, (batch, 3, image, image))], [out], name="yolo_neck")
+
+
+def make_espcn(batch: int = 1, image: int = 224, upscale: int = 3, seed: int = 0,
+               input_name: str = "data") -> onnx.ModelProto:
+    """ESPCN super-resolution: 5x5 conv 64 + Tanh, 3x3 conv 32 + Tanh, 3x3 conv to 3 x upscale^2 channels, then
+    the pixel shuffle (DepthToSpace) to an image upscale times larger."""
+    b = GraphBuilder(seed)
+    x = b.node("Tanh", [b.conv(input_name, 3, 64, 5, bias=True)])
+    x = b.node("Tanh", [b.conv(x, 64, 32, 3, bias=True)])
+    x = b.conv(x, 32, 3 * upscale * upscale, 3, bias=True)
+    out = b.node("DepthToSpace", [x], blocksize=upscale, mode="CRD")
+    return b.model([(input_name, (batch, 3, image, image))], [out], name="espcn")
+
+
 FAMILIES = {
     "resnet50": make_resnet50,
     "squeezenet1_1": make_squeezenet1_1,
@@ -420,6 +506,9 @@ FAMILIES = {
     "googlenet": make_googlenet,
     "densenet121": make_densenet121,
     "vgg11": make_vgg11,
+    "unet": make_unet,
+    "yolo_neck": make_yolo_neck,
+    "espcn": make_espcn,
 }
 
 

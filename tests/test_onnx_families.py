@@ -1,4 +1,5 @@
-"""The CNN classifier families people deploy, at their real sizes (batch 1, 3x224x224, seeded random weights
+"""The CNN families people deploy (classifiers, and a segmentation U-Net, a YOLO-style detector and ESPCN
+super-resolution), at their real sizes (batch 1, 3x224x224, seeded random weights
 built in the test with onnx.helper): each imports with ``relay.frontend.from_onnx``, builds with ``relay.build``
 (default schedules) and its logits match onnxruntime's to 1e-3 of their largest magnitude, built for this
 host and for AVX2 (``-mcpu=haswell``, which an AVX-512 host also runs: SqueezeNet once differed only there; an
@@ -31,7 +32,15 @@ SIGNATURE_OPS = {
     "densenet121": {"Conv", "BatchNormalization", "Relu", "MaxPool", "Concat", "AveragePool", "GlobalAveragePool",
                     "Flatten", "Gemm"},
     "vgg11": {"Conv", "Relu", "MaxPool", "Flatten", "Gemm", "Dropout"},
+    "unet": {"Conv", "InstanceNormalization", "Reshape", "Sigmoid", "Mul", "MaxPool", "ConvTranspose", "Resize",
+             "Concat"},
+    "yolo_neck": {"Conv", "BatchNormalization", "Mish", "LeakyRelu", "MaxPool", "Concat", "Resize"},
+    "espcn": {"Conv", "Tanh", "DepthToSpace"},
 }
+
+
+# the dense-prediction families' outputs (the classifiers' are 1000 logits)
+OUTPUT_SHAPES = {"unet": (1, 21, 224, 224), "yolo_neck": (1, 75, 28, 28), "espcn": (1, 3, 672, 672)}
 
 
 def relative_error(got: np.ndarray, ref: np.ndarray) -> float:
@@ -61,7 +70,7 @@ def test_family_matches_onnxruntime(family: str, target: str) -> None:
     got = m.get_output(0)
     got = np.asarray(got.numpy() if hasattr(got, "numpy") else got)
     (ref,) = run_onnxruntime(model, inputs)
-    assert got.shape == ref.shape == (1, 1000)
+    assert got.shape == ref.shape == OUTPUT_SHAPES.get(family, (1, 1000))
     assert np.abs(ref).max() > 0
     err = relative_error(got, ref)
     print(f"{family}: {sum(ops.values())} nodes, {len(lib.kernels)} kernels, import+build {t_build:.1f} s, "

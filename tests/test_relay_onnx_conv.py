@@ -77,6 +77,8 @@ CONV_CASES = {
     "convtranspose_same_upper_stride_above_kernel": lambda: _ct((1, 2, 4, 4), (2, 3, 2, 2), strides=[3, 3],
                                                                 auto_pad="SAME_UPPER"),
     "convtranspose_k4_s2_p1": lambda: _ct((1, 8, 4, 4), (8, 4, 4, 4), bias=True, strides=[2, 2], pads=[1, 1, 1, 1]),
+    "convtranspose_k3_s2_p1_output_padding1": lambda: _ct((1, 4, 5, 6), (4, 3, 3, 3), bias=True, strides=[2, 2],
+                                                          pads=[1, 1, 1, 1], output_padding=[1, 1]),
     "convtranspose_pads_beyond_kernel": lambda: _ct((1, 2, 6, 6), (2, 3, 3, 3), strides=[2, 2], pads=[3, 0, 2, 4]),
     "convtranspose_opset1": lambda: _ct((1, 2, 4, 4), (2, 3, 3, 3), strides=[2, 2], opset=1),
     # ConvTranspose 1-D
