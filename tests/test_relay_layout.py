@@ -81,6 +81,24 @@ def test_resnet_keeps_layouts_and_packs_weights_ahead_of_time():
                                 for w in conv_weights if w.shape[0] * w.shape[-1] >= 16)
 
 
+@pytest.mark.parametrize("channels", [27, 75])
+def test_odd_output_channels_are_padded_to_blocks(channels):
+    """A convolution whose output channels no block of 8 divides (ESPCN's 27, a YOLO head's 75) is computed
+    blocked on zero-padded filters, and only its real channels are kept: equal to the NCHW build."""
+    from _onnx_models import GraphBuilder
+
+    b = GraphBuilder(seed=4)
+    y = b.node("Tanh", [b.conv(b.node("Relu", [b.conv("data", 3, 32, 3)]), 32, channels, 3, bias=True)])
+    model = b.model([("data", (1, 3, 20, 20))], [y])
+    blocked, out = _build(model, 3)
+    _, ref = _build(model, 2)
+    assert out.shape == ref.shape == (1, channels, 20, 20)
+    kernels = _ops(blocked[0])
+    assert not any("conv2d" in k and "nchwc" not in k for k in kernels), kernels  # no plain NCHW conv
+    assert any("strided_slice" in k for k in kernels), kernels
+    assert float(np.abs(out - ref).max() / np.abs(ref).max()) <= 1e-4
+
+
 def test_a_tuned_records_layout_is_the_layout_built(tmp_path):
     model = make_resnet18(image=16, width=16, num_classes=10)
     x = random_inputs(model)["data"]

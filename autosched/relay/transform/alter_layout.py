@@ -7,6 +7,8 @@ Each 4-D activation gets a layout as the pass walks the graph in order:
   weights packed once here (OIHW -> OIHW[x]i[y]o, a numpy transform folded into the params), reading its input
   in the input's block when that divides its channels (else one ``layout_transform``); the 3-channel stem
   reads NCHW directly. Block sizes come from the target (one native vector: 16 floats on AVX-512, 8 on AVX2).
+  Output channels that no block of 8 divides (27, 75, 116) are padded with zero filters to a multiple of 8,
+  and the real channels are sliced out in NCHW.
 - Elementwise ops (pattern ELEMWISE, any op of the user's too), and broadcasting binary ones whose other operand
   is another activation in the same layout, a scalar or a constant broadcast per channel (a bias, a batch-norm
   scale or shift: re-laid out here), keep the layout;
@@ -44,6 +46,8 @@ from autosched.workloads.blocked_layout import winograd_weight
 from autosched.workloads.cpu import winograd_tile
 from autosched.workloads.reference import oihw_to_blocked
 from autosched.workloads.tile_sizes import channel_block, lanes
+
+_PAD_BLOCK = 8  # output channels that no block divides are padded to a multiple of this
 
 
 def _block_for(channels: int) -> int:
@@ -160,9 +164,11 @@ class _Alter:
         if not isinstance(weight, Constant) or tuple(node.attrs["dilation"]) != (1, 1) or \
                 node.attrs["data_layout"] != "NCHW" or node.attrs["kernel_layout"] != "OIHW":
             return None
-        x = self.new[id(data)]
-        w = weight.data
-        N, CI, H, W = data.checked_type.shape
+        return self._conv(node, self.new[id(data)], weight.data)
+
+    def _conv(self, node: Call, x: Expr, w: np.ndarray) -> tuple[Expr, int | None] | None:
+        """``node`` (an NCHW conv2d) on the rebuilt input ``x`` with weight ``w`` in a blocked layout."""
+        CI = node.args[0].checked_type.shape[1]
         CO = w.shape[0]
         g = int(node.attrs["groups"])
         have = self.block.get(id(x))
@@ -178,6 +184,16 @@ class _Alter:
                                  data_layout=f"NCHW{b}c", **common)
             return call, b
         cig, cog = CI // g, CO // g
+        if g == 1 and not _worth_blocking(CO) and CO > _PAD_BLOCK:
+            # output channels that divide into no block of 8 (a detector head's 75, a segmentation head's 21,
+            # ESPCN's 27): zero filters pad them to whole blocks, the real ones are kept, in NCHW (the plain
+            # NCHW kernel took twice as long)
+            padded = np.concatenate([w, np.zeros((-CO % _PAD_BLOCK, *w.shape[1:]), w.dtype)])
+            blocked = self._conv(node, x, padded)
+            if blocked is None:
+                return None
+            self.block[id(blocked[0])] = blocked[1]
+            return _op.strided_slice(self.nchw(blocked[0]), [0], [CO], axes=[1]), None
         if not _worth_blocking(cog):
             return None
         winograd = _winograd_tile(node, w) if have is not None and cig % have == 0 else None
