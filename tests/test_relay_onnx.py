@@ -350,6 +350,8 @@ OP_CASES = {
                                           strides=[2, 2]),
     "global_avg_pool": lambda: make_single_op("GlobalAveragePool", [("x", (2, 5, 7, 6))]),
     "global_max_pool": lambda: make_single_op("GlobalMaxPool", [("x", (2, 5, 7, 6))]),
+    "global_avg_pool_1d": lambda: make_single_op("GlobalAveragePool", [("x", (2, 5, 9))]),
+    "global_max_pool_3d": lambda: make_single_op("GlobalMaxPool", [("x", (1, 3, 4, 5, 6))]),
     "reduce_mean_hw_keepdims": lambda: make_single_op("ReduceMean", [("x", (2, 5, 7, 6))], axes=[2, 3]),
     "reduce_mean_hw_opset18": lambda: make_single_op("ReduceMean", [("x", (2, 5, 7, 6))], opset=18,
                                                      initializers={"ax": np.array([-1, -2], np.int64)},

@@ -264,10 +264,14 @@ def _avg_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
 
 @register("GlobalAveragePool")
 def _global_avg_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """NCHW: ``nn.global_avg_pool2d`` (it keeps a blocked layout); any other rank >= 3 (a 1-D audio model's
+    [N, C, W]): the mean over the spatial axes, kept as size 1."""
     rank = len(g.shape(node.input[0]))
-    if rank != 4:
-        g._fail(f"only 4-D (NCHW) inputs are supported, got rank {rank}")
-    return relay_op.nn.global_avg_pool2d(g.tensor(node.input[0]))
+    if rank < 3:
+        g._fail(f"the input needs a batch, a channel and spatial axes, got rank {rank}")
+    if rank == 4:
+        return relay_op.nn.global_avg_pool2d(g.tensor(node.input[0]))
+    return relay_op.make_call("mean", [g.tensor(node.input[0])], axis=tuple(range(2, rank)), keepdims=True)
 
 
 @register("BatchNormalization")
@@ -381,10 +385,13 @@ def _softmax(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
 
 @register("GlobalMaxPool")
 def _global_max_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """NCHW: a max pool over the whole H x W; any other rank >= 3: the maximum over the spatial axes."""
     shape = g.shape(node.input[0])
-    if len(shape) != 4:
-        g._fail(f"only 4-D (NCHW) inputs are supported, got shape {shape}")
-    return relay_op.nn.max_pool2d(g.tensor(node.input[0]), pool_size=shape[2:], strides=(1, 1))
+    if len(shape) < 3:
+        g._fail(f"the input needs a batch, a channel and spatial axes, got shape {list(shape)}")
+    if len(shape) == 4:
+        return relay_op.nn.max_pool2d(g.tensor(node.input[0]), pool_size=shape[2:], strides=(1, 1))
+    return relay_op.make_call("max", [g.tensor(node.input[0])], axis=tuple(range(2, len(shape))), keepdims=True)
 
 
 @register("Dropout")
