@@ -93,12 +93,20 @@ class _Builder(GraphBuilder):
                               self.node("Add", [t, self.const(1.0, "float32")])])
         return y
 
-    def embeddings(self, ids: str, vocab: int, d: int, max_pos: int, name: str) -> str:
+    def embeddings(self, ids: str, vocab: int, d: int, max_pos: int, name: str, roberta: bool = False) -> str:
         """Token embedding by Gather on the int64 ids plus a position embedding gathered at
-        ``Range(0, S) mod max_pos`` (S read from the ids' shape)."""
+        ``Range(0, S) mod max_pos`` (S read from the ids' shape), or with ``roberta`` at RoBERTa's positions,
+        computed from the ids at run time: padding tokens (id 1) at position 1, the others at 2, 3, ... by a
+        CumSum of the real-token mask."""
         wte = self.init(f"{name}.word", (self.rng.standard_normal((vocab, d)) * 0.02).astype(np.float32))
         wpe = self.init(f"{name}.position", (self.rng.standard_normal((max_pos, d)) * 0.02).astype(np.float32))
         tok = self.node("Gather", [wte, ids], axis=0)
+        if roberta:
+            real = self.node("Cast", [self.node("Not", [self.node("Equal", [ids, self.const(1, "int64")])])],
+                             to=TensorProto.INT64)
+            pos = self.node("Mul", [self.node("CumSum", [real, self.const(1, "int64")]), real])
+            pos = self.node("Add", [pos, self.const(1, "int64")])
+            return self.node("Add", [tok, self.node("Gather", [wpe, pos], axis=0)]), wte
         seq = self.node("Squeeze", [self.dim(ids, 1), self.const([0], "int64")])
         pos = self.node("Range", [self.const(0, "int64"), seq, self.const(1, "int64")])
         pos = self.node("Mod", [pos, self.const(max_pos, "int64")])
@@ -121,12 +129,14 @@ class _Builder(GraphBuilder):
 
 
 def make_encoder(layers: int = 2, d_model: int = 64, heads: int = 4, seq: int | str = 16, vocab: int = 100,
-                 ffn: int | None = None, num_classes: int = 2, seed: int = 0) -> onnx.ModelProto:
+                 ffn: int | None = None, num_classes: int = 2, seed: int = 0, roberta: bool = False
+                 ) -> onnx.ModelProto:
     """A BERT-style encoder: inputs ``input_ids`` and ``attention_mask`` (int64 [1, seq]; a string ``seq``
-    leaves the sequence axis symbolic), output ``logits`` [1, num_classes]."""
+    leaves the sequence axis symbolic), output ``logits`` [1, num_classes]; ``roberta``: RoBERTa's position
+    ids, counted over the non-padding tokens at run time."""
     ffn = ffn or 4 * d_model
     b = _Builder(seed, opset=OPSET)
-    x, _ = b.embeddings("input_ids", vocab, d_model, 512, "embeddings")
+    x, _ = b.embeddings("input_ids", vocab, d_model, 514 if roberta else 512, "embeddings", roberta=roberta)
     x = b.layer_norm(x, d_model, "embeddings.norm")
     # the padding mask: (1 - mask) * -10000, shaped [B, 1, 1, S] to add to every head's scores
     m = b.node("Cast", ["attention_mask"], to=TensorProto.FLOAT)
@@ -315,6 +325,13 @@ OP_CASES: dict = {
     "reduce_min_all": lambda: make_typed_op("ReduceMin", [("x", F, (2, 3, 5))], opset=13),
     "reduce_min_no_axes_opset18": lambda: make_typed_op("ReduceMin", [("x", F, (2, 3))], opset=18, keepdims=0),
     "reciprocal": lambda: make_typed_op("Reciprocal", [("x", F, (3, 5))]),
+    "cumsum_int64_positions": lambda: make_typed_op("CumSum", [("a", I, (2, 7))], initializers={"ax": _i64(1)},
+                                                    extra_inputs=["ax"]),
+    "cumsum_float_exclusive_reverse": lambda: make_typed_op("CumSum", [("x", F, (3, 5, 4))],
+                                                            initializers={"ax": _i64(-2)}, extra_inputs=["ax"],
+                                                            exclusive=1, reverse=1),
+    "cumsum_exclusive": lambda: make_typed_op("CumSum", [("x", F, (6, 3))], initializers={"ax": _i64(0)},
+                                              extra_inputs=["ax"], exclusive=1),
     "trilu_upper": lambda: make_typed_op("Trilu", [("x", F, (2, 5, 6))]),
     "trilu_lower_k": lambda: make_typed_op("Trilu", [("x", F, (5, 6))], initializers={"k": _i64(-1)},
                                            extra_inputs=["k"], upper=0),

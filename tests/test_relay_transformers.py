@@ -59,6 +59,17 @@ def test_op_matches_onnxruntime(case: str) -> None:
             np.testing.assert_array_equal(g, e)
 
 
+def test_roberta_positions_from_the_ids_match_onnxruntime() -> None:
+    """RoBERTa's position ids are computed from the token ids at run time (a CumSum of the non-padding mask):
+    padded inputs (id 1 at the end) give onnxruntime's logits."""
+    model = make_encoder(layers=1, d_model=32, heads=2, seq=12, vocab=50, roberta=True)
+    assert "CumSum" in {n.op_type for n in model.graph.node}
+    inputs = token_inputs(model, 12, 50, padding=4)
+    inputs["input_ids"][:, 8:] = 1
+    inputs["input_ids"][:, :8] = np.maximum(inputs["input_ids"][:, :8], 2)
+    _check_model(model, inputs, "llvm")
+
+
 def _check_model(model, inputs: dict[str, np.ndarray], target: str) -> float:
     ref = run_onnxruntime(model, inputs)[0]
     got = run_relay(model, inputs, target)

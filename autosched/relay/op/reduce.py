@@ -131,6 +131,41 @@ for _name in ("argmax", "argmin"):
                           "select_last_index"))
 
 
+def _cumsum_rel(types, attrs):
+    (x,) = _operands(types, "cumsum", "data")
+    if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
+        raise RelayError(f"cumsum: axis {attrs['axis']} is out of range for data shape {x.shape}")
+    return x
+
+
+def _cumsum_compute(inputs, attrs, out_type):
+    """Each output the sum of the inputs up to it along the axis (from the end with ``reverse``; itself left out
+    with ``exclusive``): a reduction over the axis masked by position, so n^2 / 2 additions a row (rows of
+    token positions: n in the hundreds), in parallel over the rows."""
+    (x,) = inputs
+    shape = _ishape(x)
+    axis = attrs["axis"] % len(shape)
+    k = te.reduce_axis((0, shape[axis]), name="k")
+    exclusive, reverse = bool(attrs["exclusive"]), bool(attrs["reverse"])
+
+    def f(*i):
+        j = i[axis]
+        if reverse:
+            take = k > j if exclusive else k >= j
+        else:
+            take = k < j if exclusive else k <= j
+        v = x[tuple(i[:axis]) + (k,) + tuple(i[axis + 1:])]
+        return te.sum(te.if_then_else(take, v, _c(0, x.dtype)), axis=k)
+
+    return te.compute(out_type.shape, f, name="cumsum", tag="cumsum")
+
+
+register_op(OpDef("cumsum", _cumsum_rel, _cumsum_compute, OPAQUE, attrs={"axis": 0, "exclusive": False,
+                                                                        "reverse": False},
+                  num_inputs=1, schedule=schedules.reduction,
+                  doc="the running sum along one axis (exclusive: without the element itself; reverse: from the end)"))
+
+
 def _layer_norm_rel(types, attrs):
     op = "nn.layer_norm"
     if len(types) not in (2, 3):
@@ -228,6 +263,11 @@ def argmin(data: Any, axis: int = 0, keepdims: bool = False, select_last_index: 
     """The index (int64) of the smallest value along ``axis``: the first one, or the last."""
     return make_call("argmin", [data], axis=int(axis), keepdims=bool(keepdims),
                      select_last_index=bool(select_last_index))
+
+
+def cumsum(data: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Any:
+    """The running sum along ``axis`` (TVM's ``relay.cumsum``; ``reverse`` sums from the end, as ONNX's)."""
+    return make_call("cumsum", [data], axis=int(axis), exclusive=bool(exclusive), reverse=bool(reverse))
 
 
 def _reduce(name: str, data: Any, axis: Any, keepdims: bool) -> Any:

@@ -30,7 +30,7 @@ FOLD_ONLY = frozenset({"Shape", "Size", "Slice", "ConstantOfShape", "Range"})
 # masks of transformer exports (positions by Range and Mod, a causal mask by Expand, Trilu and Equal, a position
 # embedding gathered at constant positions) become constants, so no kernel computes them at run time
 FOLD_ALWAYS = FOLD_ONLY | frozenset({"Gather", "Expand", "Trilu", "Equal", "Less", "Greater", "LessOrEqual",
-                                      "GreaterOrEqual", "Not", "And", "Or", "Where", "Mod"})
+                                      "GreaterOrEqual", "Not", "And", "Or", "Where", "Mod", "CumSum"})
 
 
 FOLD_LIMIT = 4096  # a node of constant inputs with at most this many elements in all is evaluated at import

@@ -116,6 +116,18 @@ def _reduce(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.add(out, relay_op.reshape(peak, kept))
 
 
+@register("CumSum")
+def _cumsum(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """The running sum along a constant ``axis`` input (RoBERTa's position ids: the count of real tokens so
+    far), ``exclusive`` and ``reverse`` as ONNX defines them."""
+    rank = len(g.shape(node.input[0]))
+    axis = int(np.asarray(g.value(node.input[1], "the axis")).reshape(-1)[0])
+    if not -rank <= axis < rank:
+        g._fail(f"axis {axis} is out of range for rank {rank}")
+    return relay_op.reduce.cumsum(g.tensor(node.input[0]), axis=axis % rank, exclusive=bool(attrs.get("exclusive", 0)),
+                                  reverse=bool(attrs.get("reverse", 0)))
+
+
 @register("ArgMax", "ArgMin")
 def _arg_extreme(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """The index (int64) of the first extremum along ``axis`` (default 0), the last with select_last_index."""
