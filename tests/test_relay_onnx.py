@@ -292,6 +292,18 @@ OP_CASES = {
     "matmul_batch": lambda: make_single_op("MatMul", [("a", (2, 3, 4, 6)), ("b", (2, 3, 6, 5))]),
     "matmul_batch_broadcast_a": lambda: make_single_op("MatMul", [("a", (1, 4, 6)), ("b", (3, 6, 5))]),
     "matmul_vector": lambda: make_single_op("MatMul", [("a", (6,)), ("b", (2, 6, 5))]),
+    # Einsum
+    "einsum_attention_scores": lambda: make_single_op("Einsum", [("q", (2, 3, 5, 4)), ("k", (2, 3, 6, 4))],
+                                                      equation="bhid,bhjd->bhij"),
+    "einsum_attention_values": lambda: make_single_op("Einsum", [("p", (2, 3, 5, 6)), ("v", (2, 3, 6, 4))],
+                                                      equation="bhij,bhjd->bhid"),
+    "einsum_linear_weight": lambda: make_single_op("Einsum", [("x", (2, 5, 6))], initializers={"w": _f32(7, 6)},
+                                                   extra_inputs=["w"], equation="bid,jd->bij"),
+    "einsum_implicit_matmul": lambda: make_single_op("Einsum", [("a", (4, 6)), ("b", (6, 3))], equation="ij,jk"),
+    "einsum_transpose": lambda: make_single_op("Einsum", [("a", (2, 3, 4))], equation="ijk->kij"),
+    "einsum_sum_and_outer": lambda: make_single_op("Einsum", [("a", (3, 4)), ("b", (5, 2))], equation="ij,kl->ik"),
+    "einsum_batch_out_of_order": lambda: make_single_op("Einsum", [("a", (3, 2, 4)), ("b", (2, 4, 5))],
+                                                        equation="ibk,bkj->jbi"),
     # elementwise, broadcasting
     "add_same": lambda: _binary("Add", (2, 3, 4), (2, 3, 4)),
     "add_channel_bias": lambda: _binary("Add", (2, 3, 4, 5), (3, 1, 1), b_init=True),
@@ -670,6 +682,21 @@ def test_unsupported_ops_are_all_listed_in_one_error() -> None:
     assert "Relu" not in info.value.unsupported
     assert info.value.unsupported == {"Asinh": 3, "Hardmax": 2, "Acos": 1}
     assert isinstance(info.value, NotImplementedError)
+
+
+@pytest.mark.parametrize("equation,match", [
+    ("...ij,...jk->...ik", "ellipses are not supported"),
+    ("ii,ij->j", "distinct letters"),
+    ("ij,jk->iz", "names indices no input has"),
+])
+def test_einsum_forms_without_a_converter_are_refused(equation: str, match: str) -> None:
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Einsum", ["a", "b"], ["y"], name="y", equation=equation)], "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 3]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(OnnxImportError, match=r"node 'y' \(Einsum\): .*" + match):
+        from_onnx(model, shape={"a": (3, 3), "b": (3, 3)})
 
 
 def test_ops_of_other_domains_are_listed_with_their_domain() -> None:

@@ -362,6 +362,67 @@ def _matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return out if got == final else relay_op.reshape(out, final)
 
 
+@register("Einsum")
+def _einsum(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Einsum of one or two operands as transposes, sums and one batch_matmul: indices in one operand only and not
+    in the output are summed first; shared ones in the output are the batch, shared ones not in it the
+    contraction; the kept indices of each side are its rows or columns (``bhid,bhjd->bhij`` is attention's
+    scores). Implicit outputs follow numpy (the indices seen once, sorted). Ellipses, repeated indices in one
+    operand (diagonals) and three or more operands are refused."""
+    eq = str(attrs.get("equation", "")).replace(" ", "")
+    if "..." in eq:
+        g._fail(f"equation {eq!r}: ellipses are not supported")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(node.input) or len(terms) not in (1, 2):
+        g._fail(f"equation {eq!r}: one or two operands are supported, and it must name one term per input")
+    if not arrow:
+        letters = "".join(terms)
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    dims: dict[str, int] = {}
+    for t, name in zip(terms, node.input):
+        shape = g.shape(name)
+        if len(t) != len(shape) or len(set(t)) != len(t) or not t.isalpha() and t:
+            g._fail(f"equation {eq!r}: term {t!r} does not name the {len(shape)} axes of {name!r} with distinct "
+                    "letters (diagonals are not supported)")
+        for c, d in zip(t, shape):
+            if dims.setdefault(c, d) != d:
+                g._fail(f"equation {eq!r}: index {c!r} has sizes {dims[c]} and {d}")
+    if set(out) - set(dims) or len(set(out)) != len(out):
+        g._fail(f"equation {eq!r}: the output {out!r} names indices no input has, or one twice")
+
+    def keep_only(x: Expr, t: str, keep: set[str]) -> tuple[Expr, str]:
+        axes = tuple(i for i, c in enumerate(t) if c not in keep)
+        if not axes:
+            return x, t
+        return relay_op.make_call("sum", [x], axis=axes, keepdims=False), "".join(c for c in t if c in keep)
+
+    def arrange(x: Expr, t: str, order: str) -> Expr:
+        return x if t == order else relay_op.transpose(x, tuple(t.index(c) for c in order))
+
+    if len(terms) == 1:
+        x, t = keep_only(g.tensor(node.input[0]), terms[0], set(out))
+        return arrange(x, t, out)
+    a, ta = keep_only(g.tensor(node.input[0]), terms[0], set(terms[1]) | set(out))
+    b, tb = keep_only(g.tensor(node.input[1]), terms[1], set(ta) | set(out))
+    batch = "".join(c for c in ta if c in tb and c in out)
+    contract = "".join(c for c in ta if c in tb and c not in out)
+    rows, cols = "".join(c for c in ta if c not in tb), "".join(c for c in tb if c not in ta)
+
+    def size(cs: str) -> int:
+        return math.prod(dims[c] for c in cs)
+
+    got = batch + rows + cols
+    if not batch and g.is_const(node.input[1]):  # by a weight (a linear layer): dense, its weight packed at build
+        x = relay_op.reshape(arrange(a, ta, rows + contract), (size(rows), size(contract)))
+        w = relay_op.reshape(arrange(b, tb, cols + contract), (size(cols), size(contract)))
+        return arrange(relay_op.reshape(relay_op.nn.dense(x, w), tuple(dims[c] for c in got)), got, out)
+    x = relay_op.reshape(arrange(a, ta, batch + rows + contract), (size(batch), size(rows), size(contract)))
+    y = relay_op.reshape(arrange(b, tb, batch + contract + cols), (size(batch), size(contract), size(cols)))
+    prod = relay_op.nn.batch_matmul(x, y, transpose_a=False, transpose_b=False)
+    return arrange(relay_op.reshape(prod, tuple(dims[c] for c in got)), got, out)
+
+
 def _is_transpose_2d(e: Expr) -> bool:
     return (isinstance(e, relay_ir.Call) and getattr(e.op, "name", "") == "transpose"
             and tuple(e.attrs.get("axes") or (1, 0)) == (1, 0) and len(e.args) == 1)
