@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import autosched  # noqa: E402
 from _cpus import skip_if_the_host_build_is_this_isa, skip_unless_host_runs  # noqa: E402
-from _onnx_models import make_densenet121, make_mobilenet_v2, make_resnet18, random_inputs  # noqa: E402
+from _onnx_models import GraphBuilder, make_densenet121, make_mobilenet_v2, make_resnet18, random_inputs  # noqa: E402
 from autosched import relay  # noqa: E402
 from autosched.relay.frontend import from_onnx  # noqa: E402
 from autosched.runtime.graph_executor import GraphModule  # noqa: E402
@@ -85,8 +85,6 @@ def test_resnet_keeps_layouts_and_packs_weights_ahead_of_time():
 def test_odd_output_channels_are_padded_to_blocks(channels):
     """A convolution whose output channels no block of 8 divides (ESPCN's 27, a YOLO head's 75) is computed
     blocked on zero-padded filters, and only its real channels are kept: equal to the NCHW build."""
-    from _onnx_models import GraphBuilder
-
     b = GraphBuilder(seed=4)
     y = b.node("Tanh", [b.conv(b.node("Relu", [b.conv("data", 3, 32, 3)]), 32, channels, 3, bias=True)])
     model = b.model([("data", (1, 3, 20, 20))], [y])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -552,8 +553,6 @@ def test_every_supported_op_has_a_case() -> None:
 
 def test_every_supported_op_is_in_the_docs_table() -> None:
     """docs/relay_onnx.md's table of supported operators lists exactly the converters there are."""
-    from pathlib import Path
-
     text = (Path(__file__).parent.parent / "docs" / "relay_onnx.md").read_text()
     table = text[text.index("## Supported operators"):text.index("Any node whose inputs")]
     rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| ") and "ONNX op" not in line]
