@@ -295,17 +295,18 @@ def gemm_pack_nest(sch: Any, out: te.Tensor, DL: Any, block: int, k_extent: int)
     broadcast of the input per row, one load per weight vector), tiles in parallel, the epilogue vectorized in
     the output's loops."""
     axes = list(sch[out].op.axis)
-    i = sch[out].fuse(*axes[:-1]) if len(axes) > 2 else axes[0]
+    # row tiles split the last leading axis only: a tile of the fused leading axes would cross their boundaries
+    # ([1, 14, 14, C], ConvNeXt's channels-last MLP), and the block it needs, a bounding box over every leading
+    # axis, would be whole planes (measured: 74x slower)
+    *outer, i = axes[:-1]
     j = axes[-1]
-    rows = 1
-    for d in out.shape[:-1]:
-        rows *= int(d)
+    rows = int(out.shape[-2])
     cols = int(out.shape[-1])
     r, nb = gemm_tile(rows, cols // block, block, k_extent, out.dtype)
     jo, ji = sch[out].split(j, factor=block * nb)
     io, ii = sch[out].split(i, factor=r)
-    sch[out].reorder(jo, io, ii, ji)
-    par = sch[out].fuse(jo, io)
+    sch[out].reorder(jo, *outer, io, ii, ji)
+    par = sch[out].fuse(jo, *outer, io)
     sch[out].parallel(par)
     jv, jl = sch[out].split(ji, factor=lanes(out.dtype))  # the epilogue one native vector at a time
     sch[out].vectorize(jl)
