@@ -19,7 +19,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import autosched  # noqa: E402
 from _cpus import skip_if_the_host_build_is_this_isa, skip_unless_host_runs  # noqa: E402
-from _onnx_models import GraphBuilder, make_densenet121, make_mobilenet_v2, make_resnet18, random_inputs  # noqa: E402
+from _onnx_models import (  # noqa: E402
+    GraphBuilder,
+    make_densenet121,
+    make_mobilenet_v2,
+    make_resnet18,
+    random_inputs,
+    run_onnxruntime,
+)
 from autosched import relay  # noqa: E402
 from autosched.relay.frontend import from_onnx  # noqa: E402
 from autosched.runtime.graph_executor import GraphModule  # noqa: E402
@@ -95,6 +102,25 @@ def test_odd_output_channels_are_padded_to_blocks(channels):
     assert not any("conv2d" in k and "nchwc" not in k for k in kernels), kernels  # no plain NCHW conv
     assert any("strided_slice" in k for k in kernels), kernels
     assert float(np.abs(out - ref).max() / np.abs(ref).max()) <= 1e-4
+
+
+def test_dilated_taps_that_read_only_padding_are_dropped():
+    """DeepLab's ASPP on a 10x10 map: at rate 12 every tap but the centre reads padding, so the 3x3 is a 1x1
+    conv, run blocked; at rate 4 the taps stay, dilated (NCHW). Both equal the unpruned NCHW build."""
+    b = GraphBuilder(seed=5)
+    x = b.node("Relu", [b.conv("data", 3, 16, 3)])
+    branches = []
+    for rate in (4, 12):
+        w = (b.rng.standard_normal((8, 16, 3, 3)) * 0.2).astype(np.float32)
+        branches.append(b.node("Conv", [x, b.init(f"aspp{rate}.weight", w)], kernel_shape=[3, 3],
+                               dilations=[rate, rate], pads=[rate] * 4))
+    model = b.model([("data", (1, 3, 10, 10))], [b.node("Concat", branches, axis=1)])
+    blocked, out = _build(model, 3)
+    _, ref = _build(model, 2)
+    plain = [k for k in _ops(blocked[0]) if "conv2d" in k and "nchwc" not in k]
+    assert len(plain) == 1, _ops(blocked[0])  # the rate-4 branch; rate 12 is a blocked 1x1
+    assert float(np.abs(out - ref).max() / np.abs(ref).max()) <= 1e-5
+    np.testing.assert_allclose(out, run_onnxruntime(model, random_inputs(model))[0], rtol=1e-4, atol=1e-4)
 
 
 def test_a_tuned_records_layout_is_the_layout_built(tmp_path):

@@ -8,7 +8,9 @@ Each 4-D activation gets a layout as the pass walks the graph in order:
   in the input's block when that divides its channels (else one ``layout_transform``); the 3-channel stem
   reads NCHW directly. Block sizes come from the target (one native vector: 16 floats on AVX-512, 8 on AVX2).
   Output channels that no block of 8 divides (27, 75, 116) are padded with zero filters to a multiple of 8,
-  and the real channels are sliced out in NCHW.
+  and the real channels are sliced out in NCHW. A dilated convolution loses the kernel rows and columns that
+  read only padding; one left with a single tap per axis (DeepLab's ASPP at high rates) runs blocked, any
+  other stays NCHW.
 - Elementwise ops (pattern ELEMWISE, any op of the user's too), and broadcasting binary ones whose other operand
   is another activation in the same layout, a scalar or a constant broadcast per channel (a bias, a batch-norm
   scale or shift: re-laid out here), keep the layout;
@@ -78,6 +80,39 @@ def _winograd_tile(node: Call, w: np.ndarray) -> int | None:
     _, _, oh, ow = node.checked_type.shape
     tile = winograd_tile(int(oh), int(ow))
     return tile if tile == 4 else None
+
+
+def _without_padding_taps(node: Call) -> Call | None:
+    """A dilated convolution without the kernel rows and columns that read only padding (an ASPP branch of
+    DeepLab: at rate 24 or 36 on a 14x14 map every tap but the centre does), its padding shifted to match; an
+    axis left with one tap needs no dilation, so a 3x3 at rate 36 becomes a 1x1 convolution, which runs
+    blocked. None when no tap can go."""
+    _, _, H, W = node.args[0].checked_type.shape
+    _, _, OH, OW = node.checked_type.shape
+    w = node.args[1].data
+    strides = _pair(node.attrs["strides"], "nn.conv2d", "strides")
+    dilation = _pair(node.attrs["dilation"], "nn.conv2d", "dilation")
+    pt, pl, pb, pr = pad4(node.attrs["padding"], "nn.conv2d")
+    kept = []
+    for k_size, d, s, before, n, out in ((w.shape[2], dilation[0], strides[0], pt, H, OH),
+                                         (w.shape[3], dilation[1], strides[1], pl, W, OW)):
+        taps = [k for k in range(k_size) if any(0 <= k * d - before + o * s < n for o in range(out))]
+        lo, hi = taps[0], taps[-1]
+        d2 = d if hi > lo else 1
+        begin = before - lo * d
+        end = (out - 1) * s + (hi - lo) * d2 + 1 - n - begin
+        if begin < 0 or end < 0:
+            return None
+        kept.append((lo, hi, d2, begin, end))
+    (lo_h, hi_h, dh, top, bottom), (lo_w, hi_w, dw, left, right) = kept
+    if (hi_h - lo_h + 1, hi_w - lo_w + 1) == w.shape[2:]:
+        return None
+    sub = np.ascontiguousarray(w[:, :, lo_h:hi_h + 1, lo_w:hi_w + 1])
+    call = Call(node.op, [node.args[0], Constant(sub)], {**node.attrs, "dilation": (dh, dw),
+                                                           "padding": (top, left, bottom, right),
+                                                           "kernel_size": sub.shape[2:]})
+    infer_type(call)
+    return call
 
 
 def pack_conv_weight(w: np.ndarray, ic_block: int, oc_block: int) -> np.ndarray:
@@ -161,10 +196,17 @@ class _Alter:
 
     def _nn_conv2d(self, node: Call) -> tuple[Expr, int | None] | None:
         data, weight = node.args
-        if not isinstance(weight, Constant) or tuple(node.attrs["dilation"]) != (1, 1) or \
-                node.attrs["data_layout"] != "NCHW" or node.attrs["kernel_layout"] != "OIHW":
+        if not isinstance(weight, Constant) or node.attrs["data_layout"] != "NCHW" or \
+                node.attrs["kernel_layout"] != "OIHW":
             return None
-        return self._conv(node, self.new[id(data)], weight.data)
+        if tuple(node.attrs["dilation"]) != (1, 1):
+            pruned = _without_padding_taps(node)
+            if pruned is None:
+                return None
+            if tuple(pruned.attrs["dilation"]) != (1, 1):
+                return Call(pruned.op, [self.nchw(self.new[id(data)]), pruned.args[1]], pruned.attrs), None
+            node = pruned
+        return self._conv(node, self.new[id(data)], node.args[1].data)
 
     def _conv(self, node: Call, x: Expr, w: np.ndarray) -> tuple[Expr, int | None] | None:
         """``node`` (an NCHW conv2d) on the rebuilt input ``x`` with weight ``w`` in a blocked layout."""
