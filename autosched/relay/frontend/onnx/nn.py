@@ -493,11 +493,15 @@ def _layer_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
 
 
 # ------------------------------------------------------------------ instance, group, Lp and mean-variance normalisation
-def _channel_param(g: _GraphConverter, name: str, size: int, what: str) -> Expr:
-    """A per-channel (or per-group) parameter of ``size`` values as a [size, 1] column, to scale rows."""
-    if math.prod(g.shape(name)) != size:
-        g._fail(f"{what} {name!r} has shape {list(g.shape(name))}; {size} values are needed")
-    return relay_op.reshape(g.tensor(name), (size, 1))
+def _scaled_rows(g: _GraphConverter, y: Expr, node: onnx.NodeProto, size: int) -> Expr:
+    """Rows ``y`` ([N, size, row]) times the node's scale (input 1) plus its bias (input 2), ``size`` values each,
+    one per row of a sample."""
+    cols = []
+    for name, what in zip(node.input[1:3], ("scale", "bias")):
+        if math.prod(g.shape(name)) != size:
+            g._fail(f"{what} {name!r} has shape {list(g.shape(name))}; {size} values are needed")
+        cols.append(relay_op.reshape(g.tensor(name), (size, 1)))
+    return relay_op.add(relay_op.multiply(y, cols[0]), cols[1])
 
 
 def _normalised_rows(g: _GraphConverter, name: str, rows: tuple[int, ...], epsilon: float) -> Expr:
@@ -517,9 +521,7 @@ def _instance_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Exp
         g._fail(f"the input needs a batch, a channel and spatial axes, got shape {list(shape)}")
     n, c = shape[:2]
     y = _normalised_rows(g, node.input[0], (n, c, math.prod(shape[2:])), float(attrs.get("epsilon", 1e-5)))
-    y = relay_op.add(relay_op.multiply(y, _channel_param(g, node.input[1], c, "scale")),
-                     _channel_param(g, node.input[2], c, "B"))
-    return relay_op.reshape(y, shape)
+    return relay_op.reshape(_scaled_rows(g, y, node, c), shape)
 
 
 @register("GroupNormalization")
@@ -538,13 +540,8 @@ def _group_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     plane = math.prod(shape[2:])
     y = _normalised_rows(g, node.input[0], (n, groups, c // groups * plane), float(attrs.get("epsilon", 1e-5)))
     if g.opset < 21 and math.prod(g.shape(node.input[1])) == groups:
-        y = relay_op.add(relay_op.multiply(y, _channel_param(g, node.input[1], groups, "scale")),
-                         _channel_param(g, node.input[2], groups, "bias"))
-        return relay_op.reshape(y, shape)
-    y = relay_op.reshape(y, (n, c, plane))
-    y = relay_op.add(relay_op.multiply(y, _channel_param(g, node.input[1], c, "scale")),
-                     _channel_param(g, node.input[2], c, "bias"))
-    return relay_op.reshape(y, shape)
+        return relay_op.reshape(_scaled_rows(g, y, node, groups), shape)
+    return relay_op.reshape(_scaled_rows(g, relay_op.reshape(y, (n, c, plane)), node, c), shape)
 
 
 @register("LpNormalization")

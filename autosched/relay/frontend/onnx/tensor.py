@@ -4,6 +4,7 @@ and reductions over axes."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -315,13 +316,28 @@ def _resize_axis(x: Expr, rank: int, axis: int, out_size: int, in_size: int, sca
     return relay_op.add(a, relay_op.multiply(relay_op.subtract(b, a), w))
 
 
+def _replication(shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float], transform: str,
+                 rounding: str) -> list[int] | None:
+    """The integer factors of H and W when a nearest resize of NCHW data repeats each input pixel that many times
+    (``nn.upsampling``), else None."""
+    if len(shape) != 4 or list(sizes[:2]) != list(shape[:2]):
+        return None
+    factors = [sizes[a] // shape[a] for a in (2, 3)]
+    for a, f in zip((2, 3), factors):
+        if f < 1 or sizes[a] != f * shape[a]:
+            return None
+        if _nearest_source(sizes[a], shape[a], scales[a], transform, rounding) != [o // f for o in range(sizes[a])]:
+            return None
+    return factors
+
+
 @register("Resize", "Upsample")
 def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """Resizing with constant scales or sizes, nearest or (bi)linear, on any axes: nearest-neighbour replication of
     NCHW data by integer factors on H and W (each input pixel repeated: the default modes, and asymmetric/floor)
     is ``nn.upsampling``; any other resize is, per resized axis, gathers (``take``) at indices and weights computed
-    at import by ONNX's coordinate transformation, which fuse into one kernel. Upsample (opset < 10) and Resize-10
-    use asymmetric coordinates and floor."""
+    at import by ONNX's coordinate transformation (separable: one pass per axis). Upsample (opset < 10) and
+    Resize-10 use asymmetric coordinates and floor."""
     mode = attrs.get("mode", "nearest")
     if mode not in ("nearest", "linear", "bilinear"):
         g._fail(f"mode {mode!r} is not supported (only 'nearest' and 'linear')")
@@ -365,11 +381,8 @@ def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     if any(n < 1 for n in full_sizes):
         g._fail(f"the output shape {full_sizes} would be empty")
     x = g.tensor(node.input[0])
-    factors = [full_sizes[a] // shape[a] for a in (2, 3)] if rank == 4 else []
-    if (mode == "nearest" and rank == 4 and full_sizes[:2] == list(shape[:2])
-            and all(full_sizes[a] == f * shape[a] and f >= 1 and _nearest_source(
-                full_sizes[a], shape[a], full_scales[a], transform, rounding) == [o // f for o in range(full_sizes[a])]
-                    for a, f in zip((2, 3), factors))):
+    factors = _replication(shape, full_sizes, full_scales, transform, rounding) if mode == "nearest" else None
+    if factors is not None:
         return x if factors == [1, 1] else relay_op.upsampling(x, scale_h=factors[0], scale_w=factors[1])
     for a in range(rank):
         x = _resize_axis(x, rank, a, full_sizes[a], shape[a], full_scales[a], transform, mode, rounding)
