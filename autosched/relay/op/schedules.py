@@ -7,6 +7,7 @@ anchor op (None for injective-only kernels), ``attrs`` the anchor op's attribute
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from autosched import te
@@ -275,17 +276,23 @@ def dense_pack(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None
 
 def gemm_tile(rows: int, col_blocks: int, block: int, k: int, dtype: str) -> tuple[int, int]:
     """``(rows, blocks)`` of a packed GEMM's register tile: as many accumulators as the target's vector
-    registers hold beside the broadcasts and weight loads, and a weight panel (blocks x k x block) small enough
-    to stay in L2 while every row tile passes over it."""
+    registers hold beside the broadcasts and weight loads, the fewest loads per step among those (4 x 3
+    vectors: 7 loads for 12 FMAs; 12 x 1: 13, which the load ports cannot feed), and a weight panel
+    (blocks x k x block) small enough to stay in L2 while every row tile passes over it. Rows that the tile
+    does not divide (ViT's 197 tokens, a prime) take it anyway, the last tile partial, unless a divisor at
+    least half as tall exists."""
     per_block = max(1, block // lanes(dtype))
     budget = max(4, cpu().vector_registers - 4)
-    best = (1, 1)
+    best, best_score = (1, 1), (0, 0)
     for nb in range(1, 5):
         if col_blocks % nb or nb * k * block * 4 > 512 * 1024 and nb > 1:
             continue
-        r = divisor(rows, max(1, min(12, budget // (nb * per_block))))
-        if r * nb > best[0] * best[1]:
-            best = (r, nb)
+        most = max(1, min(12, budget // (nb * per_block), rows))
+        r = divisor(rows, most)
+        r = r if 2 * r >= most else most
+        score = (r * nb * per_block, -(r + nb * per_block))
+        if score > best_score:
+            best, best_score = (r, nb), score
     return best
 
 
@@ -297,20 +304,25 @@ def gemm_pack_nest(sch: Any, out: te.Tensor, DL: Any, block: int, k_extent: int)
     axes = list(sch[out].op.axis)
     # row tiles split the last leading axis only: a tile of the fused leading axes would cross their boundaries
     # ([1, 14, 14, C], ConvNeXt's channels-last MLP), and the block it needs, a bounding box over every leading
-    # axis, would be whole planes (measured: 74x slower)
-    *outer, i = axes[:-1]
-    j = axes[-1]
-    rows = int(out.shape[-2])
-    cols = int(out.shape[-1])
+    # axis, would be whole planes (measured: 74x slower); axes of 1 after it ([197, 1, 768]: tokens, then a
+    # batch of 1, as torch's attention exports) do not count
+    extents = shape_of(out)
+    p = max((d for d, e in enumerate(extents[:-1]) if e > 1), default=len(axes) - 2)
+    i, j = axes[p], axes[-1]
+    outer = axes[:p] + axes[p + 1:-1]
+    rows, cols = extents[p], extents[-1]
     r, nb = gemm_tile(rows, cols // block, block, k_extent, out.dtype)
     jo, ji = sch[out].split(j, factor=block * nb)
     io, ii = sch[out].split(i, factor=r)
     sch[out].reorder(jo, *outer, io, ii, ji)
-    par = sch[out].fuse(jo, *outer, io)
+    # a partial last row tile: with column tiles enough for every core, the row tiles run in order inside one,
+    # so the tail's guard stays on the row loop and loop partitioning lifts it out of the whole tiles
+    uneven = rows % r and cols // (block * nb) * math.prod(extents[:-1]) // rows >= cpu().cores
+    par = sch[out].fuse(jo, *outer) if uneven else sch[out].fuse(jo, *outer, io)
     sch[out].parallel(par)
     jv, jl = sch[out].split(ji, factor=lanes(out.dtype))  # the epilogue one native vector at a time
     sch[out].vectorize(jl)
-    sch[DL].compute_at(sch[out], par)
+    sch[DL].compute_at(sch[out], io if uneven else par)
     daxes = list(sch[DL].op.axis)
     cj = daxes[-1]
     (k,) = sch[DL].op.reduce_axis
@@ -374,11 +386,11 @@ def conv2d_winograd_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: di
 
 def row_statistic(sch: Any, red: te.Tensor, out: te.Tensor, row: Any, v: int) -> None:
     """A row's reduction (sum, max) computed in the output's row loop, in ``v`` lanes when its one reduction
-    axis divides by them: partial results per lane (an rfactor stage, vectorized, accumulated in a register)
-    then the lanes reduced. A scalar sweep adds one element per 4-cycle latency; the lanes add 16 at once
-    (a BERT layer_norm row of 768: 99 -> 11.5 us for 128 rows on Zen 4)."""
+    axis is longer: partial results per lane (an rfactor stage, vectorized, accumulated in a register, a last
+    partial vector guarded) then the lanes reduced. A scalar sweep adds one element per 4-cycle latency; the
+    lanes add 16 at once (a BERT layer_norm row of 768: 99 -> 11.5 us for 128 rows on Zen 4)."""
     (k, *more) = sch[red].op.reduce_axis
-    if not more and int(k.dom.extent.value) % v == 0 and int(k.dom.extent.value) > v:
+    if not more and int(k.dom.extent.value) > v:
         _, ki = sch[red].split(k, factor=v)
         rf = sch.rfactor(red, ki, factor_axis=len(red.shape))
         axes = list(sch[rf].op.axis)
@@ -405,33 +417,36 @@ def layer_norm(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None
     for r in reds:
         row_statistic(sch, r, out, row, v)
     width = int(out.shape[-1])
-    if width % v == 0 and width > v:
+    if width > v:
         _, inner = sch[out].split(axes[-1], factor=v)
         sch[out].vectorize(inner)
-    elif width <= 4 * v:
+    else:
         sch[out].vectorize(axes[-1])
 
 
 def batch_matmul(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
     """Batched matmul (attention's scores and weighted values): per batch a register block of a few rows x
     vectors of columns accumulated over k, batches and row blocks in parallel, the epilogue (scale, mask add)
-    in the output's loops. A transposed y (columns strided) gets the generic reduction schedule."""
+    in the output's loops; a last partial tile of rows or columns is guarded (loop partitioning keeps the guards
+    out of the whole tiles). A transposed operand (columns strided) gets the generic reduction schedule: on
+    CPUs AlterOpLayout gives it a transposed copy first."""
     if shape_of(out) != shape_of(anchor) or attrs.get("transpose_b") or attrs.get("transpose_a"):
         return reduction(sch, out)
     M, N = shape_of(out)[-2:]
     v = lanes(out.dtype)
-    if N % v:
-        return reduction(sch, out)
     inline_injective(sch, out, (anchor,))
     DL = _block_stage(sch, out, anchor)
-    rows = divisor(M, 4)
-    cols = v * divisor(N // v, 2)  # 4 rows x 2 vectors: 8 accumulators, one broadcast per row and k
+    rows = min(4, M)
+    cols = v * (2 if N > v else 1)  # 4 rows x 2 vectors: 8 accumulators, one broadcast per row and k
     axes = list(sch[out].op.axis)
     batch, i, j = axes[:-2], axes[-2], axes[-1]
     io, ii = sch[out].split(i, factor=rows)
     jo, ji = sch[out].split(j, factor=cols)
     sch[out].reorder(*batch, io, jo, ii, ji)
-    par = sch[out].fuse(*batch, io)
+    # rows that no tile divides (ViT's 197 tokens): with batches enough for every core, only the batches run in
+    # parallel, so the row tail's guard stays on the row loop and loop partitioning lifts it out of the tiles
+    nbatch = math.prod(shape_of(out)[:-2])
+    par = sch[out].fuse(*batch) if M % rows and nbatch >= cpu().cores else sch[out].fuse(*batch, io)
     sch[out].parallel(par)
     sch[out].vectorize(ji)
     sch[DL].compute_at(sch[out], jo)
@@ -466,7 +481,7 @@ def softmax(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
             row_statistic(sch, t, out, row, v)
     sch[ex].compute_at(sch[out], row)
     width = int(out.shape[-1])
-    if width % v == 0:
+    if width >= v:
         _, inner = sch[out].split(axes[-1], factor=v)
         sch[out].vectorize(inner)
         _, einner = sch[ex].split(sch[ex].op.axis[-1], factor=v)

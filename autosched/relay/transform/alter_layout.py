@@ -16,6 +16,7 @@ Each 4-D activation gets a layout as the pass walks the graph in order:
   scale or shift: re-laid out here), keep the layout;
   so do pooling, global pooling and a channel concatenation of inputs with one block.
 - ``nn.dense`` with constant weights becomes ``nn.dense_pack`` (weights packed [units/x, in, x]).
+- ``nn.batch_matmul`` with a transposed operand gets a transposed copy of it and ``transpose_a/b=False``.
 - Anything else, and the function's outputs, get NCHW back through one ``layout_transform`` per tensor.
 
 A tensor needed in two layouts is transformed once per layout; transforms are only made where a consumer
@@ -274,6 +275,17 @@ class _Alter:
         packed = np.ascontiguousarray(w.reshape(w.shape[0] // b, b, w.shape[1]).transpose(0, 2, 1))
         return _op.make_call("nn.dense_pack", [self.nchw(self.new[id(data)]), Constant(packed)], units=units), None
 
+    def _nn_batch_matmul(self, node: Call) -> tuple[Expr, None] | None:
+        """A transposed operand (TVM's default ``transpose_b=True``: y as [batch, N, K]) gets a transposed copy
+        (a constant's at build time), so the register block reads rows of x and vectors of y's columns."""
+        if not (node.attrs["transpose_a"] or node.attrs["transpose_b"]):
+            return None
+        rank = len(node.checked_type.shape)
+        x, y = (self._arg_nchw(a) for a in node.args)
+        x = _swap_last_axes(x, rank) if node.attrs["transpose_a"] else x
+        y = _swap_last_axes(y, rank) if node.attrs["transpose_b"] else y
+        return _op.make_call("nn.batch_matmul", [x, y], transpose_a=False, transpose_b=False), None
+
     def _unary(self, node: Call) -> tuple[Expr, int | None]:
         x = self.new[id(node.args[0])]
         return Call(node.op, [x], node.attrs), self.block.get(id(x))
@@ -333,6 +345,13 @@ class _Alter:
         if any(f.checked_type.shape[1] % block for f in tup.fields):
             return None
         return Call(node.op, [Tuple([self.in_layout(f, block) for f in fields])], node.attrs), block
+
+
+def _swap_last_axes(e: Expr, rank: int) -> Expr:
+    """``e`` (of ``rank`` axes) with its last two axes swapped: a constant's data now, else a transpose."""
+    if isinstance(e, Constant):
+        return Constant(np.ascontiguousarray(np.swapaxes(e.data, -1, -2)))
+    return _op.transpose(e, [*range(rank - 2), rank - 1, rank - 2])
 
 
 def alter_op_layout(func: Function) -> Function:
