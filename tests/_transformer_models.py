@@ -346,6 +346,32 @@ OP_CASES: dict = {
     "gather_constant_indices": lambda: make_typed_op("Gather", [("x", F, (6, 4))],
                                                      initializers={"i": _i64([[0, 5], [-1, 2]])},
                                                      extra_inputs=["i"]),
+    # indices as graph inputs are seeded ints in [-5, 5]: in range (negatives from the end) on axes of 6
+    "gather_elements_axis1": lambda: make_typed_op("GatherElements", [("x", F, (3, 6, 4)), ("i", I, (3, 5, 2))],
+                                                   axis=1),
+    "gather_elements_last_axis": lambda: make_typed_op("GatherElements", [("x", F, (4, 6)), ("i", I, (2, 3))],
+                                                       axis=-1),
+    "gather_nd_index_pairs": lambda: make_typed_op("GatherND", [("x", F, (6, 6, 3)), ("i", I, (2, 4, 2))]),
+    "gather_nd_batch_dims": lambda: make_typed_op("GatherND", [("x", F, (2, 6, 4)), ("i", I, (2, 3, 1))],
+                                                  batch_dims=1),
+    "scatter_nd_rows": lambda: make_typed_op("ScatterND", [("x", F, (6, 4)), ("i", I, (2, 2, 1)),
+                                                           ("u", F, (2, 2, 4))]),
+    "scatter_nd_add_input_indices": lambda: make_typed_op("ScatterND", [("x", F, (6, 6, 2)), ("i", I, (3, 2)),
+                                                                        ("u", F, (3, 2))], opset=16,
+                                                          reduction="add"),
+    "scatter_nd_folded_mask": lambda: _after("ScatterND", {"d": np.zeros((2, 6), np.int64),
+                                                           "i": _i64([[0, 1], [1, 4], [1, 5]]), "u": _i64([7, 8, 9])}),
+    "scatter_elements_axis1": lambda: make_typed_op("ScatterElements", [("x", F, (4, 6)), ("i", I, (4, 2)),
+                                                                        ("u", F, (4, 2))], axis=1),
+    "scatter_elements_add_partial": lambda: make_typed_op("ScatterElements", [("x", F, (5, 6)), ("i", I, (3, 4)),
+                                                                              ("u", F, (3, 4))], opset=16, axis=1,
+                                                          reduction="add"),
+    "scatter_opset9": lambda: make_typed_op("Scatter", [("x", F, (6, 3)), ("i", I, (2, 3)), ("u", F, (2, 3))],
+                                            opset=9),
+    "one_hot_axis1": lambda: make_typed_op("OneHot", [("i", I, (3, 4))], initializers={
+        "d": _i64(6), "v": np.array([0.0, 1.0], np.float32)}, extra_inputs=["d", "v"], axis=1),
+    "one_hot_float_indices": lambda: make_typed_op("OneHot", [("x", F, (2, 5))], initializers={
+        "d": np.float32(4), "v": np.array([-2.0, 3.5], np.float32)}, extra_inputs=["d", "v"]),
     "split_sizes_input_last_axis": lambda: make_typed_op("Split", [("x", F, (2, 9))],
                                                          initializers={"s": _i64([3, 3, 3])}, extra_inputs=["s"],
                                                          axis=-1, n_outputs=3),
@@ -373,4 +399,15 @@ def op_case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         inputs = {k: v if k == "a" else np.where(v == 0, 3, v) for k, v in inputs.items()}
     if name == "pow_tensors":
         inputs["x"] = np.abs(inputs["x"]) + 0.1
+    inputs.update(_FIXED_INPUTS.get(name, {}))
     return model, inputs
+
+
+#: inputs that seeded values would not make valid: a scatter's indices without duplicates (where they land is
+#: then undefined), float indices that are whole numbers and not
+_FIXED_INPUTS = {
+    "scatter_nd_rows": {"i": _i64([[[1], [4]], [[-1], [0]]])},
+    "scatter_elements_axis1": {"i": _i64([[0, 5], [-1, 2], [3, 4], [1, -6]])},
+    "scatter_opset9": {"i": _i64([[4, 0, 1], [2, 5, 3]])},
+    "one_hot_float_indices": {"x": np.array([[0.0, 2.0, -1.0, 1.7, 3.0], [2.9, -0.5, 1.0, 0.2, -4.0]], np.float32)},
+}

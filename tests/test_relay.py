@@ -182,6 +182,47 @@ def test_batch_matmul_of_any_shape_and_transposes_runs_in_register_blocks(transp
     np.testing.assert_allclose(got, a @ b * 0.5, rtol=1e-4, atol=1e-4)
 
 
+def test_gathers_scatters_and_one_hot_under_tvm_names():
+    """relay.gather / gather_nd / scatter_nd / scatter_elements / one_hot (TVM's signatures, index tuples first)
+    against numpy: negative indices count from the end, a scatter's duplicate indices add (mode "add") or leave the
+    last update (mode "update", as onnxruntime's loop does), and updates of the wrong shape are refused by name."""
+    x, d = rand(3, 4, 5), rand(4, 5)
+    idx = np.array([[[0, -1], [3, 2]], [[1, 1], [-4, 0]], [[2, 3], [0, -2]]], "int64")  # (3, 2, 2): gather axis 1
+    tuples = np.array([[0, 2, -1], [1, 3, 0]], "int64")  # (M=2, 3 tuples)
+    rows = np.array([[0, 3, -1]], "int64")  # (M=1, 3 updates): row 3 twice
+    upd, ones = rand(3, 5), np.ones((2, 5), "float32")
+    X, D = relay.var("x", shape=x.shape), relay.var("d", shape=d.shape)
+    I, T, R = (relay.var(n, shape=a.shape, dtype="int64") for n, a in (("i", idx), ("t", tuples), ("r", rows)))
+    U = relay.var("u", shape=upd.shape)
+    outs = run(relay.Function([X, D, I, T, R, U], relay.Tuple([
+        relay.gather(X, 1, I), relay.gather_nd(X, T), relay.scatter_nd(D, R, U),
+        relay.scatter_nd(D, R, U, mode="add"),
+        relay.scatter_elements(D, relay.const(np.array([[1, -1, 0, 2, 3], [3, 0, 1, 1, 2]], "int64")),
+                               relay.const(ones), axis=0, reduction="add"),
+        relay.one_hot(T, relay.const(np.float32(2)), relay.const(np.float32(-1)), 4, axis=1)])),
+        {"x": x, "d": d, "i": idx, "t": tuples, "r": rows, "u": upd})
+    np.testing.assert_array_equal(outs[0], np.take_along_axis(x[:, :, :2], idx % 4, axis=1))
+    np.testing.assert_array_equal(outs[1], np.stack([x[0, 1], x[2, 3], x[2, 0]]))
+    last, added = d.copy(), d.copy()
+    for k, r in enumerate([0, 3, 3]):
+        last[r] = upd[k]
+        added[r] += upd[k]
+    np.testing.assert_array_equal(outs[2], last)
+    np.testing.assert_allclose(outs[3], added, rtol=1e-6)
+    hits = d.copy()
+    for j, (a, b) in enumerate(zip([1, 3, 0, 2, 3], [3, 0, 1, 1, 2])):
+        hits[a, j] += 1
+        hits[b, j] += 1
+    np.testing.assert_allclose(outs[4], hits, rtol=1e-6)
+    hot = np.full((2, 4, 3), -1, "float32")
+    for a in range(2):
+        for b in range(3):
+            hot[a, tuples[a, b] % 4, b] = 2
+    np.testing.assert_array_equal(outs[5], hot)
+    with pytest.raises(relay.RelayError, match=r"scatter_nd: updates must be \(3, 5\) float32"):
+        relay.transform.InferType()(relay.IRModule.from_expr(relay.scatter_nd(D, R, relay.var("w", shape=(3, 4)))))
+
+
 def test_pools_softmax_and_injective_ops():
     x = relay.var("x", shape=(1, 3, 9, 9))
     mp = relay.nn.max_pool2d(x, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))

@@ -1,5 +1,6 @@
 """The ops, one home: the registry and ``make_call`` (``op``), the built-in ops registered on import by family
-(``elemwise``, ``tensor``: reshape, transpose, concatenate, pad, slice, upsampling, take; ``reduce``: sums,
+(``elemwise``, ``tensor``: reshape, transpose, concatenate, pad, slice, upsampling, take; ``indexing``: gathers
+and scatters at computed positions, one_hot; ``reduce``: sums,
 means, extrema and layer_norm; ``nn``; ``blocked``: the
 blocked-channel layouts AlterOpLayout rewrites into), the checks they share (``common``), the default CPU and GPU
 schedules of the kernels they anchor (``schedules``, ``cuda_schedules``) and the evaluation of constant
@@ -8,7 +9,7 @@ expressions that FoldConstant uses (``interp``). Above the IR, below the passes.
 Importing it gives ``Expr`` its ``+ - * /`` (op.py).
 """
 
-from autosched.relay.op import blocked, elemwise, interp, nn, op, reduce, schedules, tensor
+from autosched.relay.op import blocked, elemwise, indexing, interp, nn, op, reduce, schedules, tensor
 from autosched.relay.op.common import broadcast_shape, pad4
 from autosched.relay.op.elemwise import (
     abs,
@@ -40,6 +41,7 @@ from autosched.relay.op.elemwise import (
     tanh,
     where,
 )
+from autosched.relay.op.indexing import gather, gather_nd, one_hot, scatter_elements, scatter_nd
 from autosched.relay.op.interp import evaluate
 from autosched.relay.op.nn._nn import channel_block_of, log_softmax, lrn, pad_nchw
 from autosched.relay.op.op import (
@@ -84,5 +86,6 @@ __all__ = [
     "reshape_shape", "schedules", "sigmoid", "slice_range", "sqrt", "strided_slice", "subtract", "tanh", "tensor",
     "transpose", "upsampling", "cast", "compare", "erf", "logical_not", "mod", "power", "reciprocal", "where",
     "reduce", "layer_norm", "broadcast_to", "take", "trilu", "abs", "ceil", "cos", "floor", "isinf", "isnan",
-    "log", "round", "sign", "sin", "tan", "tile",
+    "log", "round", "sign", "sin", "tan", "tile", "indexing", "gather", "gather_nd", "one_hot", "scatter_elements",
+    "scatter_nd",
 ]

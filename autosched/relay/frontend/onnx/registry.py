@@ -28,9 +28,12 @@ FOLD_ONLY = frozenset({"Shape", "Size", "Slice", "ConstantOfShape", "Range"})
 
 # ops evaluated whenever all their inputs are known at import time, whatever their size: the shape arithmetic and
 # masks of transformer exports (positions by Range and Mod, a causal mask by Expand, Trilu and Equal, a position
-# embedding gathered at constant positions) become constants, so no kernel computes them at run time
+# embedding gathered at constant positions, Swin's shifted-window masks written by ScatterND) become constants,
+# so no kernel computes them at run time
 FOLD_ALWAYS = FOLD_ONLY | frozenset({"Gather", "Expand", "Trilu", "Equal", "Less", "Greater", "LessOrEqual",
-                                      "GreaterOrEqual", "Not", "And", "Or", "Where", "Mod", "CumSum"})
+                                      "GreaterOrEqual", "Not", "And", "Or", "Where", "Mod", "CumSum",
+                                      "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Scatter",
+                                      "OneHot"})
 
 
 FOLD_LIMIT = 4096  # a node of constant inputs with at most this many elements in all is evaluated at import

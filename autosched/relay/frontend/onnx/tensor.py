@@ -433,6 +433,68 @@ def _gather(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.take(x, g.tensor(node.input[1]), axis=axis)
 
 
+def _index_tuples_first(g: _GraphConverter, name: str) -> Expr:
+    """ONNX's index tuples ([..., M], the tuple last) in TVM's layout (M first), as int64."""
+    rank = len(g.shape(name))
+    idx = g.tensor(name)
+    if g.dtype(name) != "int64":
+        idx = relay_op.cast(idx, "int64")
+    return relay_op.transpose(idx, [rank - 1, *range(rank - 1)]) if rank > 1 else idx
+
+
+def _scatter_mode(g: _GraphConverter, attrs: dict) -> str:
+    reduction = attrs.get("reduction", b"none")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else str(reduction)
+    if reduction not in ("none", "add"):
+        g._fail(f"reduction={reduction!r} is not supported (none and add are)")
+    return "update" if reduction == "none" else "add"
+
+
+@register("GatherElements")
+def _gather_elements(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """``out[i][j] = data[i][indices[i][j]]`` along ``axis`` (torch.gather): relay's ``gather``."""
+    return relay_op.gather(g.tensor(node.input[0]), int(attrs.get("axis", 0)), g.tensor(node.input[1]))
+
+
+@register("GatherND")
+def _gather_nd(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Slices of the data at the index tuples of the indices' last axis (after ``batch_dims`` shared axes)."""
+    return relay_op.gather_nd(g.tensor(node.input[0]), _index_tuples_first(g, node.input[1]),
+                              batch_dims=int(attrs.get("batch_dims", 0)))
+
+
+@register("ScatterND")
+def _scatter_nd(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """The data with the updates written (or added) at the index tuples of the indices' last axis; on values
+    known at import (Swin's shifted-window masks) it is evaluated then."""
+    return relay_op.scatter_nd(g.tensor(node.input[0]), _index_tuples_first(g, node.input[1]),
+                               g.tensor(node.input[2]), mode=_scatter_mode(g, attrs))
+
+
+@register("ScatterElements", "Scatter")
+def _scatter_elements(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """The data with each update written (or added) where its index points along ``axis`` (torch.scatter);
+    Scatter is its name before opset 11."""
+    return relay_op.scatter_elements(g.tensor(node.input[0]), g.tensor(node.input[1]), g.tensor(node.input[2]),
+                                     axis=int(attrs.get("axis", 0)), reduction=_scatter_mode(g, attrs))
+
+
+@register("OneHot")
+def _one_hot(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """A new axis of ``depth`` (a constant) at ``axis``: values[1] where it equals the index, values[0]
+    elsewhere; indices of any numeric type (a float that is not a whole number hits nothing, as in
+    onnxruntime)."""
+    depth = np.asarray(g.value(node.input[1], "the depth")).reshape(-1)
+    if depth.size != 1 or int(depth[0]) < 1:
+        g._fail(f"depth {depth.tolist()} must be one positive number")
+    values = g.value(node.input[2], "the values (off, on)")
+    if values.shape != (2,):
+        g._fail(f"values must be [off_value, on_value], got shape {list(values.shape)}")
+    idx = g.tensor(node.input[0])
+    off, on = (relay_ir.const(np.asarray(v, values.dtype)) for v in values)
+    return relay_op.one_hot(idx, on, off, int(depth[0]), axis=int(attrs.get("axis", -1)), dtype=str(values.dtype))
+
+
 @register("Tile")
 def _tile(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """``repeats`` (a constant, one per axis) copies along each axis."""

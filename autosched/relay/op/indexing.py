@@ -1,0 +1,269 @@
+"""Relay ops that read or write at computed positions, under TVM's names: ``gather`` (ONNX GatherElements),
+``gather_nd``, ``scatter_nd``, ``scatter_elements`` and ``one_hot``.
+
+Gathers are injective (each output reads one element). Scatters are written as reductions over the updates: an
+output element sums the updates whose index hits it (``add``) or takes the last of them (``update``, the data
+where none does). That is n x m comparisons for n outputs and m updates, where a serial loop over the updates
+would be m stores; it keeps scatters in the one kernel form every backend schedules (parallel over the
+outputs, on CPU and GPU), and the scatters of exported models (Swin's shifted-window mask) are on constants,
+evaluated at import. Negative indices count from the end, as ONNX says; out-of-range ones are clamped by
+gathers and hit nothing in scatters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from autosched import te
+from autosched.relay.ir.expr import RelayError, TensorType
+from autosched.relay.op import schedules
+from autosched.relay.op.common import _bload, _c, _ishape, _operands
+from autosched.relay.op.op import INJECTIVE, OPAQUE, OpDef, make_call, register_op
+
+_INT = ("int32", "int64")
+
+
+def _axis(axis: int, rank: int, op: str, shape: Sequence[int]) -> int:
+    if not -rank <= axis < rank:
+        raise RelayError(f"{op}: axis {axis} is out of range for data shape {tuple(shape)}")
+    return axis % rank
+
+
+def _int_indices(op: str, t: TensorType) -> None:
+    if t.dtype not in _INT:
+        raise RelayError(f"{op}: indices must be int32 or int64, got {t.shape} {t.dtype}")
+
+
+def _wrapped(k: Any, dim: int) -> Any:
+    """Index ``k`` as int64, a negative one counted from the end of an axis of ``dim``."""
+    k = te.cast("int64", k)
+    return te.if_then_else(k < 0, k + dim, k)
+
+
+def _clamped(k: Any, dim: int) -> Any:
+    return te.minimum(te.maximum(_wrapped(k, dim), te.const(0, "int64")), te.const(dim - 1, "int64"))
+
+
+# ---------------------------------------------------------------------------------------------------- gather
+def _gather_rel(types, attrs):
+    op = "gather"
+    x, idx = _operands(types, op, "data", "indices")
+    _int_indices(op, idx)
+    axis = _axis(attrs["axis"], len(x.shape), op, x.shape)
+    if len(idx.shape) != len(x.shape) or any(i > d for k, (i, d) in enumerate(zip(idx.shape, x.shape))
+                                             if k != axis):
+        raise RelayError(f"{op}: indices {idx.shape} must have the rank of data {x.shape} and no longer axes "
+                         f"than it, except along axis {axis}")
+    return TensorType(tuple(idx.shape), x.dtype)
+
+
+def _gather_compute(inputs, attrs, out_type):
+    x, idx = inputs
+    shape = _ishape(x)
+    axis = attrs["axis"] % len(shape)
+    return te.compute(out_type.shape, lambda *i: x[i[:axis] + (_clamped(idx[i], shape[axis]),) + i[axis + 1:]],
+                      name="gather")
+
+
+register_op(OpDef("gather", _gather_rel, _gather_compute, INJECTIVE, attrs={"axis": 0}, num_inputs=2,
+                  doc="out[i][j][k] = data[i][indices[i][j][k]][k] along axis (ONNX GatherElements, torch.gather)"))
+
+
+# ------------------------------------------------------------------------------------------------- gather_nd
+def _gather_nd_rel(types, attrs):
+    op = "gather_nd"
+    x, idx = _operands(types, op, "data", "indices")
+    _int_indices(op, idx)
+    b = int(attrs["batch_dims"])
+    if not idx.shape or not 1 <= idx.shape[0] <= len(x.shape) - b or b < 0:
+        raise RelayError(f"{op}: indices {idx.shape} must be (M, ...) with 1 <= M <= rank of data {x.shape} "
+                         f"less batch_dims={b}")
+    if tuple(idx.shape[1:1 + b]) != tuple(x.shape[:b]):
+        raise RelayError(f"{op}: the first {b} batch axes of indices {idx.shape[1:]} and data {x.shape} differ")
+    return TensorType(tuple(idx.shape[1:]) + tuple(x.shape[b + idx.shape[0]:]), x.dtype)
+
+
+def _gather_nd_compute(inputs, attrs, out_type):
+    x, idx = inputs
+    shape, m, b = _ishape(x), int(idx.shape[0]), int(attrs["batch_dims"])
+    ny = len(idx.shape) - 1
+
+    def f(*i):
+        y, rest = i[:ny], i[ny:]
+        return x[y[:b] + tuple(_clamped(idx[(q,) + y], shape[b + q]) for q in range(m)) + rest]
+
+    return te.compute(out_type.shape, f, name="gather_nd")
+
+
+register_op(OpDef("gather_nd", _gather_nd_rel, _gather_nd_compute, INJECTIVE, attrs={"batch_dims": 0},
+                  num_inputs=2, doc="slices of data at the index tuples indices[:, y...] (TVM's layout: M first)"))
+
+
+# ------------------------------------------------------------------------------------------------ scatter_nd
+_MODES = ("update", "add")
+
+
+def _scatter_nd_rel(types, attrs):
+    op = "scatter_nd"
+    x, idx, upd = _operands(types, op, "data", "indices", "updates")
+    _int_indices(op, idx)
+    if attrs["mode"] not in _MODES:
+        raise RelayError(f"{op}: mode {attrs['mode']!r} is not supported; one of {', '.join(_MODES)}")
+    if not idx.shape or not 1 <= idx.shape[0] <= len(x.shape):
+        raise RelayError(f"{op}: indices {idx.shape} must be (M, ...) with 1 <= M <= rank of data {x.shape}")
+    want = tuple(idx.shape[1:]) + tuple(x.shape[idx.shape[0]:])
+    if tuple(upd.shape) != want or upd.dtype != x.dtype:
+        raise RelayError(f"{op}: updates must be {want} {x.dtype} for data {x.shape} and indices {idx.shape}, got "
+                         f"{upd.shape} {upd.dtype}")
+    return x
+
+
+def _scattered(x: te.Tensor, axes: Sequence[Any], hit: Any, value: Any, mode: str, name: str) -> te.Tensor:
+    """``x`` with the updates that hit each element (``hit(i)``: a condition over the reduce ``axes``, one point
+    per update) added (``add``), or the last of them written (``update``: the largest linear position among
+    the hits, as onnxruntime's loop over the updates leaves it; ``value(i, axes)`` reads one)."""
+    if mode == "add":
+        total = te.compute(x.shape, lambda *i: te.sum(te.if_then_else(hit(i), value(i, axes), _c(0, x.dtype)),
+                                                      axis=list(axes)), name=f"{name}_sum")
+        return te.compute(x.shape, lambda *i: x[i] + total[i], name=name)
+    extents = [int(a.dom.extent.value) for a in axes]
+    lin: Any = te.const(0, "int64")
+    for a, n in zip(axes, extents):
+        lin = lin * n + te.cast("int64", a.var)
+    last = te.compute(x.shape, lambda *i: te.max(te.if_then_else(hit(i), lin, te.const(-1, "int64")),
+                                                 axis=list(axes)), name=f"{name}_last")
+
+    def pick(*i):
+        at, rest = [], last[i]
+        for n in reversed(extents):
+            at.insert(0, te.floormod(rest, n))
+            rest = te.floordiv(rest, n)
+        return te.if_then_else(last[i] >= 0, value(i, at), x[i])
+
+    return te.compute(x.shape, pick, name=name)
+
+
+def _scatter_nd_compute(inputs, attrs, out_type):
+    x, idx, upd = inputs
+    shape, m = _ishape(x), int(idx.shape[0])
+    ys = [te.reduce_axis((0, int(d)), name=f"u{k}") for k, d in enumerate(idx.shape[1:])]
+
+    def hit(i):
+        return te.all(*[_wrapped(idx[(q,) + tuple(ys)], shape[q]) == i[q] for q in range(m)])
+
+    return _scattered(x, ys, hit, lambda i, at: upd[tuple(at) + tuple(i[m:])], attrs["mode"], "scatter_nd")
+
+
+register_op(OpDef("scatter_nd", _scatter_nd_rel, _scatter_nd_compute, OPAQUE, attrs={"mode": "update"},
+                  num_inputs=3, schedule=schedules.reduction,
+                  doc="data with updates[y...] written (mode update) or added (add) at the index tuples "
+                      "indices[:, y...] (TVM's layout: M first)"))
+
+
+# ------------------------------------------------------------------------------------------ scatter_elements
+def _scatter_elements_rel(types, attrs):
+    op = "scatter_elements"
+    x, idx, upd = _operands(types, op, "data", "indices", "updates")
+    _int_indices(op, idx)
+    axis = _axis(attrs["axis"], len(x.shape), op, x.shape)
+    if attrs["reduction"] not in _MODES:
+        raise RelayError(f"{op}: reduction {attrs['reduction']!r} is not supported; one of {', '.join(_MODES)}")
+    if tuple(upd.shape) != tuple(idx.shape) or upd.dtype != x.dtype:
+        raise RelayError(f"{op}: updates {upd.shape} {upd.dtype} must have the shape of indices {idx.shape} and "
+                         f"the dtype of data {x.dtype}")
+    if len(idx.shape) != len(x.shape) or any(i > d for k, (i, d) in enumerate(zip(idx.shape, x.shape))
+                                             if k != axis):
+        raise RelayError(f"{op}: indices {idx.shape} must have the rank of data {x.shape} and no longer axes "
+                         f"than it, except along axis {axis}")
+    return x
+
+
+def _scatter_elements_compute(inputs, attrs, out_type):
+    x, idx, upd = inputs
+    shape, ishape = _ishape(x), _ishape(idx)
+    axis = attrs["axis"] % len(shape)
+    u = te.reduce_axis((0, ishape[axis]), name="u")
+
+    def at(i, pos=(u,)):
+        return i[:axis] + tuple(pos) + i[axis + 1:]
+
+    def hit(i):
+        points = _wrapped(idx[at(i)], shape[axis]) == i[axis]
+        inside = [i[k] < ishape[k] for k in range(len(shape)) if k != axis and ishape[k] < shape[k]]
+        # outside the indices' extent nothing is read from them (a select reads only the branch it takes)
+        return te.if_then_else(te.all(*inside), points, te.const(False)) if inside else points
+
+    return _scattered(x, [u], hit, lambda i, pos: upd[at(i, pos)], attrs["reduction"], "scatter_elements")
+
+
+register_op(OpDef("scatter_elements", _scatter_elements_rel, _scatter_elements_compute, OPAQUE,
+                  attrs={"axis": 0, "reduction": "update"}, num_inputs=3, schedule=schedules.reduction,
+                  doc="data with updates[i][j] written (or added) at [i][indices[i][j]] along axis "
+                      "(ONNX ScatterElements, torch.scatter)"))
+
+
+# --------------------------------------------------------------------------------------------------- one_hot
+def _one_hot_rel(types, attrs):
+    op = "one_hot"
+    idx, on, off = _operands(types, op, "indices", "on_value", "off_value")
+    if idx.dtype == "bool":
+        raise RelayError(f"{op}: indices must be numbers, got {idx.shape} bool")
+    if on.shape or off.shape:
+        raise RelayError(f"{op}: on_value and off_value must be scalars, got shapes {on.shape} and {off.shape}")
+    depth = int(attrs["depth"])
+    if depth < 1:
+        raise RelayError(f"{op}: depth must be positive, got {depth}")
+    axis = _axis(attrs["axis"], len(idx.shape) + 1, op, idx.shape)
+    shape = list(idx.shape)
+    shape.insert(axis, depth)
+    return TensorType(tuple(shape), attrs["dtype"] or on.dtype)
+
+
+def _one_hot_compute(inputs, attrs, out_type):
+    idx, on, off = inputs
+    depth = int(attrs["depth"])
+    axis = attrs["axis"] % len(out_type.shape)
+    dtype = out_type.dtype
+
+    def f(*i):  # compared in the indices' type: a float index that is not a whole number hits nothing
+        k = idx[i[:axis] + i[axis + 1:]]
+        k = te.if_then_else(k < te.const(0, idx.dtype), k + te.const(depth, idx.dtype), k)
+        return te.if_then_else(k == te.cast(idx.dtype, i[axis]), te.cast(dtype, _bload(on, ())),
+                               te.cast(dtype, _bload(off, ())))
+
+    return te.compute(out_type.shape, f, name="one_hot")
+
+
+register_op(OpDef("one_hot", _one_hot_rel, _one_hot_compute, INJECTIVE, attrs={"depth": 1, "axis": -1,
+                                                                              "dtype": ""},
+                  num_inputs=3, doc="on_value where the new axis equals the index, off_value elsewhere"))
+
+
+# ----------------------------------------------------------------------------------------- the Python API
+def gather(data: Any, axis: int, indices: Any) -> Any:
+    """``out[..., j, ...] = data[..., indices[..., j, ...], ...]`` along ``axis`` (TVM's argument order)."""
+    return make_call("gather", [data, indices], axis=int(axis))
+
+
+def gather_nd(data: Any, indices: Any, batch_dims: int = 0) -> Any:
+    """Slices of ``data`` at the index tuples ``indices[:, y...]`` (the tuple axis first, as TVM has it)."""
+    return make_call("gather_nd", [data, indices], batch_dims=int(batch_dims))
+
+
+def scatter_nd(data: Any, indices: Any, updates: Any, mode: str = "update") -> Any:
+    """``data`` with ``updates[y...]`` written (``mode="update"``) or added (``"add"``) at ``indices[:, y...]``."""
+    return make_call("scatter_nd", [data, indices, updates], mode=str(mode))
+
+
+def scatter_elements(data: Any, indices: Any, updates: Any, axis: int = 0, reduction: str = "update") -> Any:
+    """``data`` with each ``updates`` element written (or added) where ``indices`` points along ``axis``."""
+    return make_call("scatter_elements", [data, indices, updates], axis=int(axis), reduction=str(reduction))
+
+
+def one_hot(indices: Any, on_value: Any, off_value: Any, depth: int, axis: int = -1, dtype: str = "") -> Any:
+    """A new axis of ``depth`` at ``axis``: ``on_value`` where it equals the index, ``off_value`` elsewhere."""
+    return make_call("one_hot", [indices, on_value, off_value], depth=int(depth), axis=int(axis), dtype=str(dtype))
+
+
+__all__ = ["gather", "gather_nd", "one_hot", "scatter_elements", "scatter_nd"]
