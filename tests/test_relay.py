@@ -223,6 +223,43 @@ def test_gathers_scatters_and_one_hot_under_tvm_names():
         relay.transform.InferType()(relay.IRModule.from_expr(relay.scatter_nd(D, R, relay.var("w", shape=(3, 4)))))
 
 
+def test_a_reshape_on_its_own_runs_no_kernel_and_shares_its_input_storage():
+    """A fused function that only reshapes (after an op it cannot fuse into, such as softmax) is a ``__nop``
+    node: no kernel runs, its entry is its input's storage under another shape (TVM's graph executor does the
+    same). The storage is not reused while a reader of either name is left, nor ever when the reshape or its
+    input is an output."""
+    x = relay.var("x", shape=(2, 3, 4))
+    s1 = relay.nn.softmax(x)
+    inner = relay.reshape(s1, (6, 4))          # read by a later kernel only
+    s2 = relay.nn.softmax(inner)
+    flat = relay.reshape(relay.nn.softmax(s2), (24,))  # a graph output
+    late = relay.nn.softmax(relay.reshape(s2, (4, 6)))  # s2 read again after other kernels ran
+    f = relay.Function([x], relay.Tuple([flat, late, relay.nn.softmax(inner) * relay.const(np.float32(2.0))]))
+    with transform.PassContext(opt_level=3):
+        graph_json, lib, params = relay.build(f, "llvm")
+    graph = json.loads(graph_json)
+    nodes, row = graph["nodes"], graph["node_row_ptr"]
+    sid = graph["attrs"]["storage_id"][1]
+    nops = [k for k, n in enumerate(nodes) if n["op"] == "tvm_op" and n["attrs"]["func_name"] == "__nop"]
+    assert len(nops) == 3, [n["name"] for n in nodes]
+    for k in nops:
+        (src,) = nodes[k]["inputs"]
+        assert sid[row[k]] == sid[row[src[0]] + src[1]]
+    m = graph_executor.GraphModule(graph_json, lib, params)
+    xd = rand(2, 3, 4)
+    m.set_input("x", xd)
+    m.run()
+
+    def softmax(a):
+        e = np.exp(a - a.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    s2_ref = softmax(softmax(xd).reshape(6, 4))
+    np.testing.assert_allclose(m.get_output(0), softmax(s2_ref).reshape(24), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.get_output(1), softmax(s2_ref.reshape(4, 6)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.get_output(2), s2_ref * 2, rtol=1e-5, atol=1e-6)
+
+
 def test_pools_softmax_and_injective_ops():
     x = relay.var("x", shape=(1, 3, 9, 9))
     mp = relay.nn.max_pool2d(x, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))

@@ -7,8 +7,9 @@ deployed model runs where llvmlite is not installed:
     m.set_input("data", x); m.run(); y = m.get_output(0)
 
 The graph JSON follows TVM's layout: ``nodes`` (``"null"`` for inputs and parameters, ``"tvm_op"`` for
-kernel calls with ``attrs.func_name``), ``arg_nodes``, ``heads``, ``node_row_ptr`` and ``attrs`` with
-``shape`` and ``dltype`` per entry. A deployable folder holds ``deploy_graph.json``, ``deploy_lib.so`` and
+kernel calls with ``attrs.func_name``, ``"__nop"`` the name of a reshape that shares its input's storage),
+``arg_nodes``, ``heads``, ``node_row_ptr`` and ``attrs`` with ``shape``, ``dltype`` and ``storage_id`` per
+entry. A deployable folder holds ``deploy_graph.json``, ``deploy_lib.so`` and
 ``deploy_params.npz`` (``numpy.savez`` of name -> array).
 """
 
@@ -28,6 +29,7 @@ from autosched.runtime.module import Module, PackedFunc, data_pointer, load_modu
 GRAPH_FILE = "deploy_graph.json"
 LIB_FILE = "deploy_lib.so"
 PARAMS_FILE = "deploy_params.npz"
+NOP = "__nop"  # the func_name of a node that computes nothing: its output is its input's storage reshaped
 
 
 def _allocate(shapes: list, dtypes: list, storage_ids: list | None) -> list[np.ndarray]:
@@ -82,7 +84,7 @@ class GraphModule:
         self._ops = []
         self._op_nodes: list[int] = []  # the node of each entry of _ops
         for nid, node in enumerate(self._nodes):
-            if node["op"] != "tvm_op":
+            if node["op"] != "tvm_op" or node["attrs"]["func_name"] == NOP:
                 continue
             f = lib.get_function(node["attrs"]["func_name"])
             index = [self._row[e[0]] + e[1] for e in node["inputs"]]

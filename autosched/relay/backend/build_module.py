@@ -5,6 +5,7 @@ for the executor (``_GraphBuilder``). Also ``extract_tasks``: the tunable kernel
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import sys
@@ -31,6 +32,7 @@ from autosched.relay.ir.expr import (
     post_order,
 )
 from autosched.relay.transform.alter_layout import AlterOpLayout
+from autosched.runtime.graph_executor import NOP
 from autosched.runtime.module import Module
 from autosched.runtime.registry import get_global_func
 from autosched.target import Target
@@ -237,6 +239,12 @@ class _GraphBuilder:
                          "flatten_data": "0", "compiler": node.op.attrs["Compiler"]}
                 self.entry[id(node)] = self._add_node(
                     {"op": "tvm_op", "name": name, "attrs": attrs, "inputs": inputs}, outs)
+            elif (isinstance(node, Call) and isinstance(node.op, Function) and _reshape_only(node.op)
+                  and not isinstance(node.args[0], (Var, Constant))):  # (an input's reshape is a kernel: a copy)
+                inputs = self.entry[id(node.args[0])]
+                attrs = {"func_name": NOP, "num_inputs": "1", "num_outputs": "1", "flatten_data": "0"}
+                self.entry[id(node)] = self._add_node(
+                    {"op": "tvm_op", "name": NOP, "attrs": attrs, "inputs": inputs}, [node.checked_type])
             elif isinstance(node, Call) and isinstance(node.op, Function):
                 desc = describe(node.op)
                 name, task, rec = self._kernel(node.op, desc)
@@ -264,19 +272,28 @@ class _GraphBuilder:
 
     def _plan_storage(self, heads: list) -> list[int]:
         """Storage of each entry: a kernel output reuses the storage (same dtype and size) of an intermediate
-        value whose last reader has run; inputs, parameters and outputs keep their own."""
+        value whose last reader has run; inputs, parameters and outputs keep their own. A reshape-only node
+        (``__nop``) is its input's storage under another shape: the storage is freed after the last reader of
+        either, and kept for good when either is an output."""
         nbytes = [int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for s, d in zip(self.shapes, self.dtypes)]
+        root = list(range(len(self.shapes)))  # the entry whose storage each one is (itself, or a nop's input's)
         readers = [0] * len(self.shapes)
-        for node in self.nodes:
-            for e in node["inputs"]:
-                readers[self.row_ptr[e[0]] + e[1]] += 1
-        pinned = {self.row_ptr[h[0]] + h[1] for h in heads}
+        for nid, node in enumerate(self.nodes):
+            for ref in node["inputs"]:
+                readers[root[self.row_ptr[ref[0]] + ref[1]]] += 1
+            if node.get("attrs", {}).get("func_name") == NOP:
+                src = node["inputs"][0]
+                root[self.row_ptr[nid]] = root[self.row_ptr[src[0]] + src[1]]
+        pinned = {root[self.row_ptr[h[0]] + h[1]] for h in heads}
         sid = [-1] * len(self.shapes)
         free: dict[tuple[str, int], list[int]] = {}
         count = 0
         for nid, node in enumerate(self.nodes):
             outs = range(self.row_ptr[nid], self.row_ptr[nid + 1])
             for e in outs:
+                if root[e] != e:
+                    sid[e] = sid[root[e]]
+                    continue
                 pool = free.get((self.dtypes[e], nbytes[e])) if node["op"] == "tvm_op" and e not in pinned else None
                 if pool:
                     sid[e] = pool.pop()
@@ -286,11 +303,26 @@ class _GraphBuilder:
             if node["op"] != "tvm_op":
                 continue
             for ref in node["inputs"]:
-                e = self.row_ptr[ref[0]] + ref[1]
+                e = root[self.row_ptr[ref[0]] + ref[1]]
                 readers[e] -= 1
-                if readers[e] == 0 and e not in pinned and self.nodes[ref[0]]["op"] == "tvm_op":
+                if readers[e] == 0 and e not in pinned and self.nodes[self._node_of(e)]["op"] == "tvm_op":
                     free.setdefault((self.dtypes[e], nbytes[e]), []).append(sid[e])
         return sid
+
+    def _node_of(self, entry: int) -> int:
+        return bisect.bisect_right(self.row_ptr, entry) - 1
+
+
+def _reshape_only(fn: Function) -> bool:
+    """Whether a fused function only reshapes its one input (same elements in the same order): the executor
+    then runs nothing, its output a view of the input's storage (TVM's ``__nop``)."""
+    e = fn.body
+    while isinstance(e, Call) and not isinstance(e.op, Function) and e.op.name in _RESHAPES:
+        e = e.args[0]
+    return len(fn.params) == 1 and e is fn.params[0] and fn.body is not e
+
+
+_RESHAPES = frozenset({"reshape", "nn.batch_flatten"})
 
 
 class BuildResult(tuple):
