@@ -372,10 +372,43 @@ OP_CASES: dict = {
         "d": _i64(6), "v": np.array([0.0, 1.0], np.float32)}, extra_inputs=["d", "v"], axis=1),
     "one_hot_float_indices": lambda: make_typed_op("OneHot", [("x", F, (2, 5))], initializers={
         "d": np.float32(4), "v": np.array([-2.0, 3.5], np.float32)}, extra_inputs=["d", "v"]),
+    # recurrent layers, unrolled at import: X [seq 5, batch 2, input 3], hidden 4 (outputs Y, Y_h[, Y_c])
+    "lstm_forward_bias_initial_states": lambda: make_typed_op(
+        "LSTM", [("x", F, (5, 2, 3))], initializers=rnn_weights(4, 4, 3, 1, initial=2), n_outputs=3,
+        extra_inputs=["w", "r", "b", "", "h0", "c0"], hidden_size=4),
+    "lstm_bidirectional_peepholes_clip": lambda: make_typed_op(
+        "LSTM", [("x", F, (5, 2, 3))], initializers={**rnn_weights(4, 4, 3, 2), "p": _f(2, 12, seed=7)},
+        n_outputs=3, extra_inputs=["w", "r", "b", "", "", "", "p"], hidden_size=4, direction="bidirectional",
+        clip=2.5),
+    "lstm_reverse_no_bias": lambda: make_typed_op(
+        "LSTM", [("x", F, (5, 2, 3))], initializers=rnn_weights(4, 4, 3, 1, bias=False), n_outputs=3,
+        extra_inputs=["w", "r"], hidden_size=4, direction="reverse"),
+    "gru_linear_before_reset_as_torch": lambda: make_typed_op(
+        "GRU", [("x", F, (5, 2, 3))], initializers=rnn_weights(3, 4, 3, 1, initial=1), n_outputs=2,
+        extra_inputs=["w", "r", "b", "", "h0"], hidden_size=4, linear_before_reset=1),
+    "gru_bidirectional_reset_first": lambda: make_typed_op(
+        "GRU", [("x", F, (5, 2, 3))], initializers=rnn_weights(3, 4, 3, 2), n_outputs=2,
+        extra_inputs=["w", "r", "b"], hidden_size=4, direction="bidirectional"),
+    "rnn_relu_sequence_lens": lambda: make_typed_op(
+        "RNN", [("x", F, (5, 2, 3))], initializers={**rnn_weights(1, 4, 3, 1), "n": np.array([5, 5], np.int32)},
+        n_outputs=2, extra_inputs=["w", "r", "b", "n"], hidden_size=4, activations=["Relu"]),
     "split_sizes_input_last_axis": lambda: make_typed_op("Split", [("x", F, (2, 9))],
                                                          initializers={"s": _i64([3, 3, 3])}, extra_inputs=["s"],
                                                          axis=-1, n_outputs=3),
 }
+
+
+def rnn_weights(gates: int, hidden: int, inputs: int, directions: int, bias: bool = True,
+                 initial: int = 0) -> dict[str, np.ndarray]:
+    """W, R (and B; ``initial`` initial states h0[, c0] for batch 2) of a recurrent layer, seeded, scaled so the
+    gates are not saturated."""
+    out = {"w": _f(directions, gates * hidden, inputs, seed=3) * 0.5,
+           "r": _f(directions, gates * hidden, hidden, seed=4) * 0.5}
+    if bias:
+        out["b"] = _f(directions, 2 * gates * hidden, seed=5) * 0.5
+    for k, name in enumerate(["h0", "c0"][:initial]):
+        out[name] = _f(directions, 2, hidden, seed=6 + k)
+    return out
 
 
 def _gather_embedding() -> onnx.ModelProto:

@@ -24,6 +24,7 @@ from _transformer_models import (  # noqa: E402
     make_encoder,
     make_typed_op,
     op_case,
+    rnn_weights,
     token_inputs,
 )
 from autosched import relay  # noqa: E402
@@ -122,6 +123,38 @@ def test_encoder_on_a_prime_number_of_tokens_matches_onnxruntime(target: str) ->
 def test_decoder_with_causal_mask_matches_onnxruntime(target: str) -> None:
     model = make_decoder(layers=2, d_model=64, heads=4, seq=16, vocab=100)
     _check_model(model, token_inputs(model, 16, 100), target)
+
+
+@pytest.mark.parametrize("op, gates, states", [("LSTM", 4, 2), ("GRU", 3, 1)])
+def test_batch_first_recurrent_layers_are_the_transposed_sequence_first_ones(op: str, gates: int, states: int):
+    """layout=1 ([batch, seq, input], PyTorch's batch_first; onnxruntime has no kernel for it): the outputs are
+    those of layout 0 on the transposed input, transposed, initial states included."""
+    weights = rnn_weights(gates, 4, 3, 2, initial=states)
+    names = ["w", "r", "b", "", "h0", "c0"][:4 + states]
+    x = np.random.default_rng(0).standard_normal((5, 2, 3)).astype(np.float32)
+    seq_first = run_relay(make_typed_op(op, [("x", "float32", x.shape)], initializers=weights, extra_inputs=names,
+                                        n_outputs=1 + states, hidden_size=4, direction="bidirectional"), {"x": x})
+    batch_weights = {k: v.transpose(1, 0, 2) if k in ("h0", "c0") else v for k, v in weights.items()}
+    batch_first = run_relay(make_typed_op(op, [("x", "float32", (2, 5, 3))], initializers=batch_weights,
+                                          extra_inputs=names, n_outputs=1 + states, hidden_size=4,
+                                          direction="bidirectional", layout=1, opset=14),
+                            {"x": x.transpose(1, 0, 2)})
+    np.testing.assert_allclose(batch_first[0], seq_first[0].transpose(2, 0, 1, 3), rtol=1e-6, atol=1e-6)
+    for k in range(1, 1 + states):
+        np.testing.assert_allclose(batch_first[k], seq_first[k].transpose(1, 0, 2), rtol=1e-6, atol=1e-6)
+
+
+def test_recurrent_layers_refuse_what_they_cannot_unroll() -> None:
+    """Shorter sequence lengths and unknown activations are refused with the node and the reason."""
+    weights = {**rnn_weights(1, 4, 3, 1), "n": np.array([5, 3], np.int32)}
+    short = make_typed_op("RNN", [("x", "float32", (5, 2, 3))], initializers=weights, extra_inputs=["w", "r", "b", "n"],
+                          n_outputs=2, hidden_size=4)
+    with pytest.raises(OnnxImportError, match=r"RNN.*sequence_lens \[5, 3\] shorter than the sequence \(5\)"):
+        from_onnx(short)
+    odd = make_typed_op("RNN", [("x", "float32", (5, 2, 3))], initializers=rnn_weights(1, 4, 3, 1),
+                        extra_inputs=["w", "r", "b"], n_outputs=2, hidden_size=4, activations=["Softsign"])
+    with pytest.raises(OnnxImportError, match=r"activations \['Softsign'\] are not supported"):
+        from_onnx(odd)
 
 
 def test_padding_changes_the_encoder_output_as_onnxruntime_does() -> None:
