@@ -104,9 +104,10 @@ def test_odd_output_channels_are_padded_to_blocks(channels):
     assert float(np.abs(out - ref).max() / np.abs(ref).max()) <= 1e-4
 
 
-def test_dilated_taps_that_read_only_padding_are_dropped():
+def test_dilated_convolutions_run_blocked_without_the_taps_that_read_only_padding():
     """DeepLab's ASPP on a 10x10 map: at rate 12 every tap but the centre reads padding, so the 3x3 is a 1x1
-    conv, run blocked; at rate 4 the taps stay, dilated (NCHW). Both equal the unpruned NCHW build."""
+    conv; at rate 4 the taps stay, a dilated blocked conv (FCN's backbone, rate 2, likewise). Both blocked,
+    both equal the unpruned NCHW build and onnxruntime."""
     b = GraphBuilder(seed=5)
     x = b.node("Relu", [b.conv("data", 3, 16, 3)])
     branches = []
@@ -118,7 +119,11 @@ def test_dilated_taps_that_read_only_padding_are_dropped():
     blocked, out = _build(model, 3)
     _, ref = _build(model, 2)
     plain = [k for k in _ops(blocked[0]) if "conv2d" in k and "nchwc" not in k]
-    assert len(plain) == 1, _ops(blocked[0])  # the rate-4 branch; rate 12 is a blocked 1x1
+    assert not plain, _ops(blocked[0])
+    mod, params = from_onnx(model, shape={"data": (1, 3, 10, 10)})
+    graphs = [t.args["graph"] for t in relay.extract_tasks(mod, params, "llvm") if "conv2d_nchwc" in t.args["graph"]]
+    assert sum('"dilation":[4,4]' in g for g in graphs) == 1, graphs  # rate 4 dilated; rate 12 a 1x1
+    assert not any('"dilation":[1,1]' in g for g in graphs), graphs  # task keys as before dilation was an attr
     assert float(np.abs(out - ref).max() / np.abs(ref).max()) <= 1e-5
     np.testing.assert_allclose(out, run_onnxruntime(model, random_inputs(model))[0], rtol=1e-4, atol=1e-4)
 

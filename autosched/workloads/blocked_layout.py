@@ -55,22 +55,23 @@ def pad_blocked(data: te.Tensor, padding: Any, value: float = 0.0, name: str = "
 
 
 def conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: Any, padding: Any, groups: int = 1,
-                         name: str = "conv2d_nchwc") -> te.Tensor:
+                         name: str = "conv2d_nchwc", dilation: Any = 1) -> te.Tensor:
     """``out[n, ob, y, x, o]`` = sum over the input channels of its group and the window of
-    ``pad(data)[n, ib, y*s+kh, x*s+kw, i] * weight[ob, ib', kh, kw, i, o]``; data NCHW[x]c (or NCHW: x = 1),
-    weight OIHW[x]i[y]o with I the input channels of one group; stride one int or (h, w), padding one int
-    or (top, left, bottom, right)."""
+    ``pad(data)[n, ib, y*s+kh*d, x*s+kw*d, i] * weight[ob, ib', kh, kw, i, o]``; data NCHW[x]c (or NCHW: x = 1),
+    weight OIHW[x]i[y]o with I the input channels of one group; stride and dilation one int or (h, w), padding
+    one int or (top, left, bottom, right)."""
     src = pad_blocked(data, padding)
     pt, pl, pb, pr = _pads(padding)
     sh, sw = _strides(stride)
     N, ICB = int(data.shape[0]), int(data.shape[1])
     H, W = int(data.shape[2]), int(data.shape[3])
     IB = int(data.shape[4]) if len(data.shape) == 5 else 1
+    dh, dw = _strides(dilation)
     OCB, ICBg, KH, KW, IB2, OB = (int(d) for d in weight.shape)
     if IB2 != IB or ICBg * groups != ICB:
         raise ValueError(f"conv2d_nchwc: weight {tuple(weight.shape)} does not fit data {tuple(data.shape)} "
                          f"with {groups} groups")
-    OH, OW = (H + pt + pb - KH) // sh + 1, (W + pl + pr - KW) // sw + 1
+    OH, OW = (H + pt + pb - (KH - 1) * dh - 1) // sh + 1, (W + pl + pr - (KW - 1) * dw - 1) // sw + 1
     icb = te.reduce_axis((0, ICBg), name="icb")
     kh = te.reduce_axis((0, KH), name="kh")
     kw = te.reduce_axis((0, KW), name="kw")
@@ -79,26 +80,28 @@ def conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: Any, paddin
 
     def f(n, ob, y, x, o):
         ic = icb if groups == 1 else ob // ocb_per_group * ICBg + icb
-        return te.sum(src[n, ic, y * sh + kh, x * sw + kw, ib] * weight[ob, icb, kh, kw, ib, o],
+        return te.sum(src[n, ic, y * sh + kh * dh, x * sw + kw * dw, ib] * weight[ob, icb, kh, kw, ib, o],
                       axis=[icb, kh, kw, ib])
 
     return te.compute((N, OCB, OH, OW, OB), f, name=name)
 
 
 def depthwise_conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: Any, padding: Any,
-                                   name: str = "depthwise_conv2d_nchwc") -> te.Tensor:
-    """``out[n, cb, y, x, c]`` = sum over the window of ``pad(data)[n, cb, y*s+kh, x*s+kw, c] *
+                                   name: str = "depthwise_conv2d_nchwc", dilation: Any = 1) -> te.Tensor:
+    """``out[n, cb, y, x, c]`` = sum over the window of ``pad(data)[n, cb, y*s+kh*d, x*s+kw*d, c] *
     weight[cb, 0, kh, kw, 0, c]``: each channel with its own filter, channels in the vector lanes."""
     N, CB, H, W, B = (int(d) for d in data.shape)
     KH, KW = int(weight.shape[2]), int(weight.shape[3])
     pt, pl, pb, pr = _pads(padding)
     sh, sw = _strides(stride)
-    OH, OW = (H + pt + pb - KH) // sh + 1, (W + pl + pr - KW) // sw + 1
+    dh, dw = _strides(dilation)
+    OH, OW = (H + pt + pb - (KH - 1) * dh - 1) // sh + 1, (W + pl + pr - (KW - 1) * dw - 1) // sw + 1
     src = pad_blocked(data, padding)
     kh = te.reduce_axis((0, KH), name="kh")
     kw = te.reduce_axis((0, KW), name="kw")
     return te.compute((N, CB, OH, OW, B), lambda n, cb, y, x, c: te.sum(
-        src[n, cb, y * sh + kh, x * sw + kw, c] * weight[cb, 0, kh, kw, 0, c], axis=[kh, kw]), name=name)
+        src[n, cb, y * sh + kh * dh, x * sw + kw * dw, c] * weight[cb, 0, kh, kw, 0, c], axis=[kh, kw]),
+        name=name)
 
 
 def _check_blocks(op: str, **pairs: tuple[int, int]) -> None:

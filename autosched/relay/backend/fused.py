@@ -132,7 +132,7 @@ def _logical(shape: list[int]) -> list[int]:
 
 def _label(graph: str = _DEFAULT) -> str:
     """``conv2d+add+relu 1x64x56x56 * 64x64x3x3 s1``: the fused ops, the anchor's input shapes (in NCHW and OIHW
-    for blocked layouts, whose block is given last: ``[NCHW16c]``) and stride."""
+    for blocked layouts, whose block is given last: ``[NCHW16c]``), stride and dilation (``d2``, when not 1)."""
     desc = json.loads(graph)
     ops = [n[0].split(".")[-1] for n in desc["nodes"]]
     blocked = next((n[1].get("out_layout") or n[1].get("data_layout") or n[1].get("layout") for n in desc["nodes"]
@@ -151,6 +151,8 @@ def _label(graph: str = _DEFAULT) -> str:
     shapes = ["x".join(map(str, s)) for s in shapes]
     strides = next((n[1].get("strides") for n in desc["nodes"] if "strides" in n[1]), None)
     extra = f" s{strides[0]}" if strides and len(set(strides)) == 1 else (f" s{strides}" if strides else "")
+    dilation = next((n[1]["dilation"] for n in desc["nodes"] if n[1].get("dilation", [1, 1]) != [1, 1]), None)
+    extra += "" if dilation is None else f" d{dilation[0]}" if len(set(dilation)) == 1 else f" d{dilation}"
     return f"{'+'.join(ops)} {' * '.join(shapes)}{extra}" + (f" [{blocked}]" if blocked else "")
 
 

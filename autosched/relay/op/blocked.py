@@ -88,10 +88,24 @@ def _blocked_conv_geometry(data: TensorType, weight: TensorType, attrs: dict, op
     if attrs["kernel_layout"] != f"OIHW{ibw}i{ob}o" or attrs["out_layout"] != f"NCHW{ob}c":
         raise RelayError(f"{op}: weight shape {weight.shape} is in OIHW{ibw}i{ob}o with output NCHW{ob}c, but the "
                          f"attributes say {attrs['kernel_layout']} and {attrs['out_layout']}")
-    sh, sw = _pair(attrs["strides"], op, "strides")
-    pt, pl, pb, pr = pad4(attrs["padding"], op)
-    OH, OW = (H + pt + pb - KH) // sh + 1, (W + pl + pr - KW) // sw + 1
+    OH, OW = _blocked_out_size(H, W, KH, KW, attrs, op)
     return N, CI, H, W, ib, OCB, ICBg, KH, KW, ibw, ob, OH, OW
+
+
+def _blocked_out_size(H: int, W: int, KH: int, KW: int, attrs: dict, op: str) -> tuple[int, int]:
+    sh, sw = _pair(attrs["strides"], op, "strides")
+    dh, dw = _pair(attrs["dilation"], op, "dilation")
+    pt, pl, pb, pr = pad4(attrs["padding"], op)
+    return (H + pt + pb - (KH - 1) * dh - 1) // sh + 1, (W + pl + pr - (KW - 1) * dw - 1) // sw + 1
+
+
+def _canon_blocked(attrs: dict) -> dict:
+    """:func:`_canon_spatial`, and no dilation when it is 1: task keys (and tuning records) of the blocked
+    convolutions are what they were before they took one."""
+    out = _canon_spatial(attrs)
+    if out.get("dilation") == [1, 1]:
+        del out["dilation"]
+    return out
 
 
 def _conv2d_nchwc_rel(types, attrs):
@@ -111,15 +125,15 @@ def _conv2d_nchwc_compute(inputs, attrs, out_type):
     data, weight = inputs
     return conv2d_nchwc_compute(data, weight, _pair(attrs["strides"], "nn.conv2d_nchwc", "strides"),
                                 pad4(attrs["padding"], "nn.conv2d_nchwc"), int(attrs["groups"]),
-                                name="conv2d_nchwc")
+                                name="conv2d_nchwc", dilation=_pair(attrs["dilation"], "nn.conv2d_nchwc", "dilation"))
 
 
 register_op(OpDef(
     "nn.conv2d_nchwc", _conv2d_nchwc_rel, _conv2d_nchwc_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
-    attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "groups": 1, "data_layout": "NCHW16c",
+    attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1, "data_layout": "NCHW16c",
            "kernel_layout": "OIHW16i16o", "out_layout": "NCHW16c"},
     schedule=schedules.conv2d_nchwc, doc="2-D convolution in blocked layouts (weights packed ahead of time)",
-    canonical_attrs=_canon_spatial))
+    canonical_attrs=_canon_blocked))
 
 
 def _depthwise_rel(types, attrs):
@@ -129,10 +143,7 @@ def _depthwise_rel(types, attrs):
     b = channel_block_of(attrs["data_layout"], op)
     if b is None or len(w.shape) != 6 or w.shape[0] * b != C or w.shape[1] != 1 or w.shape[4] != 1 or w.shape[5] != b:
         raise RelayError(f"{op}: weight must be [C/{b}, 1, KH, KW, 1, {b}] for data {d.shape}, got {w.shape}")
-    KH, KW = w.shape[2], w.shape[3]
-    sh, sw = _pair(attrs["strides"], op, "strides")
-    pt, pl, pb, pr = pad4(attrs["padding"], op)
-    OH, OW = (H + pt + pb - KH) // sh + 1, (W + pl + pr - KW) // sw + 1
+    OH, OW = _blocked_out_size(H, W, w.shape[2], w.shape[3], attrs, op)
     if OH <= 0 or OW <= 0:
         raise RelayError(f"{op}: data {d.shape} with weight {w.shape} gives an empty output {OH}x{OW}")
     return TensorType((N, d.shape[1], OH, OW, b), _same_dtype(op, d, w))
@@ -142,14 +153,15 @@ def _depthwise_compute(inputs, attrs, out_type):
     data, weight = inputs
     op = "nn.depthwise_conv2d_nchwc"
     return depthwise_conv2d_nchwc_compute(data, weight, _pair(attrs["strides"], op, "strides"),
-                                          pad4(attrs["padding"], op), name="depthwise_conv2d_nchwc")
+                                          pad4(attrs["padding"], op), name="depthwise_conv2d_nchwc",
+                                          dilation=_pair(attrs["dilation"], op, "dilation"))
 
 
 register_op(OpDef(
     "nn.depthwise_conv2d_nchwc", _depthwise_rel, _depthwise_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
-    attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "data_layout": "NCHW16c"},
+    attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "data_layout": "NCHW16c"},
     schedule=schedules.depthwise_conv2d_nchwc, doc="depthwise 2-D convolution, channels in vector lanes",
-    canonical_attrs=_canon_spatial))
+    canonical_attrs=_canon_blocked))
 
 
 # -------------------------------------------------------------------- dense

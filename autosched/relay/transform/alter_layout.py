@@ -8,9 +8,9 @@ Each 4-D activation gets a layout as the pass walks the graph in order:
   in the input's block when that divides its channels (else one ``layout_transform``); the 3-channel stem
   reads NCHW directly. Block sizes come from the target (one native vector: 16 floats on AVX-512, 8 on AVX2).
   Output channels that no block of 8 divides (27, 75, 116) are padded with zero filters to a multiple of 8,
-  and the real channels are sliced out in NCHW. A dilated convolution loses the kernel rows and columns that
-  read only padding; one left with a single tap per axis (DeepLab's ASPP at high rates) runs blocked, any
-  other stays NCHW.
+  and the real channels are sliced out in NCHW. A dilated convolution (FCN's and DeepLab's backbones, their
+  ASPP) runs blocked too, after losing the kernel rows and columns that read only padding (at rate 24 or 36
+  on a 14x14 map a 3x3 becomes a 1x1).
 - Elementwise ops (pattern ELEMWISE, any op of the user's too), and broadcasting binary ones whose other operand
   is another activation in the same layout, a scalar or a constant broadcast per channel (a bias, a batch-norm
   scale or shift: re-laid out here), keep the layout;
@@ -74,7 +74,8 @@ def _winograd_tile(node: Call, w: np.ndarray) -> int | None:
     figures: docs/relay.md, "Layouts"."""
     if not PassContext.current().config.get("relay.winograd", True):
         return None
-    if w.shape[2:] != (3, 3) or int(node.attrs["groups"]) != 1 or _pair(node.attrs["strides"], "", "") != (1, 1):
+    if w.shape[2:] != (3, 3) or int(node.attrs["groups"]) != 1 or _pair(node.attrs["strides"], "", "") != (1, 1) \
+            or _pair(node.attrs["dilation"], "", "") != (1, 1):
         return None
     if min(w.shape[0], w.shape[1]) < 32:
         return None
@@ -200,13 +201,8 @@ class _Alter:
         if not isinstance(weight, Constant) or node.attrs["data_layout"] != "NCHW" or \
                 node.attrs["kernel_layout"] != "OIHW":
             return None
-        if tuple(node.attrs["dilation"]) != (1, 1):
-            pruned = _without_padding_taps(node)
-            if pruned is None:
-                return None
-            if tuple(pruned.attrs["dilation"]) != (1, 1):
-                return Call(pruned.op, [self.nchw(self.new[id(data)]), pruned.args[1]], pruned.attrs), None
-            node = pruned
+        if tuple(_pair(node.attrs["dilation"], "nn.conv2d", "dilation")) != (1, 1):
+            node = _without_padding_taps(node) or node
         return self._conv(node, self.new[id(data)], node.args[1].data)
 
     def _conv(self, node: Call, x: Expr, w: np.ndarray) -> tuple[Expr, int | None] | None:
@@ -216,7 +212,8 @@ class _Alter:
         g = int(node.attrs["groups"])
         have = self.block.get(id(x))
         common = dict(strides=_pair(node.attrs["strides"], "nn.conv2d", "strides"),
-                      padding=pad4(node.attrs["padding"], "nn.conv2d"))
+                      padding=pad4(node.attrs["padding"], "nn.conv2d"),
+                      dilation=_pair(node.attrs["dilation"], "nn.conv2d", "dilation"))
         if g > 1 and g == CI == CO and w.shape[1] == 1:  # depthwise: channels in lanes, one block throughout
             if not _worth_blocking(CI):
                 return None
