@@ -53,6 +53,11 @@ CONV_CASES = {
                                               pads=[6, 4, 6, 4]),
     "conv2d_dilated_grouped_strided": lambda: _conv("Conv", (1, 32, 15, 15), (32, 16, 3, 3), group=2, strides=[2, 2],
                                                     dilations=[2, 3], pads=[1, 2, 2, 3]),
+    # groups of a few channels (ResNeXt's 32 x 4) joined into block-diagonal groups of a whole block
+    "conv2d_groups_of_4_joined": lambda: _conv("Conv", (1, 32, 10, 10), (32, 4, 3, 3), bias=True, group=8,
+                                               pads=[1, 1, 1, 1]),
+    "conv2d_groups_of_2_in_4_out_joined": lambda: _conv("Conv", (1, 16, 9, 9), (32, 2, 3, 3), group=8,
+                                                        strides=[2, 2], pads=[1, 1, 1, 1]),
     "conv2d_dilated_odd_outputs": lambda: _conv("Conv", (1, 16, 9, 9), (21, 16, 3, 3), dilations=[2, 2],
                                                 pads=[2, 2, 2, 2]),
     "conv1d_depthwise": lambda: _conv("Conv", (1, 8, 15), (8, 1, 5), bias=True, group=8, strides=[2], pads=[2, 2]),
@@ -111,6 +116,18 @@ def test_dilate_op() -> None:
     np.testing.assert_array_equal(evaluate([relay.nn.dilate(const(x), (2, 3), dilation_value=1.5)])[0], want)
     with pytest.raises(RelayError, match="nn.dilate: strides"):
         evaluate([relay.nn.dilate(const(x), (2,))])
+
+
+@pytest.mark.parametrize("case", ["conv2d_groups_of_4_joined", "conv2d_dilated_depthwise", "conv2d_dilated_blocked"])
+def test_grouped_and_dilated_convolutions_run_in_blocked_layouts(case: str) -> None:
+    """No plain NCHW convolution is left: groups of 4 channels are joined into blocks, dilated ones (dense and
+    depthwise) take the blocked kernels with their dilation."""
+    mod, params = from_onnx(CONV_CASES[case]())
+    with relay.transform.PassContext(opt_level=3):
+        fused = relay.optimize(mod, params)
+    ops = [n.op.name for f in post_order(fused["main"].body) if isinstance(f, Call) and isinstance(f.op, relay.Function)
+           for n in post_order(f.op.body) if isinstance(n, Call) and not isinstance(n.op, relay.Function)]
+    assert "nn.conv2d" not in ops and any(o.endswith("conv2d_nchwc") for o in ops), ops
 
 
 def test_conv_transpose_is_a_stride1_conv2d_of_the_dilated_input() -> None:
