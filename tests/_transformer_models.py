@@ -372,6 +372,11 @@ OP_CASES: dict = {
         "d": _i64(6), "v": np.array([0.0, 1.0], np.float32)}, extra_inputs=["d", "v"], axis=1),
     "one_hot_float_indices": lambda: make_typed_op("OneHot", [("x", F, (2, 5))], initializers={
         "d": np.float32(4), "v": np.array([-2.0, 3.5], np.float32)}, extra_inputs=["d", "v"]),
+    "topk_largest_axis1": lambda: make_typed_op("TopK", [("x", F, (3, 7, 4))], initializers={"k": _i64([3])},
+                                                extra_inputs=["k"], n_outputs=2, axis=1),
+    "topk_smallest_ties": lambda: make_typed_op("TopK", [("x", F, (2, 6))], initializers={"k": _i64([4])},
+                                                extra_inputs=["k"], n_outputs=2, largest=0),
+    "topk_largest_ties_opset9_attr": lambda: make_typed_op("TopK", [("x", F, (2, 6))], n_outputs=2, opset=9, k=5),
     # recurrent layers, unrolled at import: X [seq 5, batch 2, input 3], hidden 4 (outputs Y, Y_h[, Y_c])
     "lstm_forward_bias_initial_states": lambda: make_typed_op(
         "LSTM", [("x", F, (5, 2, 3))], initializers=rnn_weights(4, 4, 3, 1, initial=2), n_outputs=3,
@@ -437,10 +442,12 @@ def op_case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 
 
 #: inputs that seeded values would not make valid: a scatter's indices without duplicates (where they land is
-#: then undefined), float indices that are whole numbers and not
+#: then undefined), float indices that are whole numbers and not, ties for TopK
 _FIXED_INPUTS = {
     "scatter_nd_rows": {"i": _i64([[[1], [4]], [[-1], [0]]])},
     "scatter_elements_axis1": {"i": _i64([[0, 5], [-1, 2], [3, 4], [1, -6]])},
     "scatter_opset9": {"i": _i64([[4, 0, 1], [2, 5, 3]])},
+    "topk_smallest_ties": {"x": np.array([[1, 3, 3, 2, 3, 0], [5, 5, 5, 5, 1, 2]], np.float32)},
+    "topk_largest_ties_opset9_attr": {"x": np.array([[1, 3, 3, 2, 3, 0], [5, 5, 5, 5, 1, 2]], np.float32)},
     "one_hot_float_indices": {"x": np.array([[0.0, 2.0, -1.0, 1.7, 3.0], [2.9, -0.5, 1.0, 0.2, -4.0]], np.float32)},
 }

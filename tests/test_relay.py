@@ -183,7 +183,7 @@ def test_batch_matmul_of_any_shape_and_transposes_runs_in_register_blocks(transp
 
 
 def test_gathers_scatters_and_one_hot_under_tvm_names():
-    """relay.gather / gather_nd / scatter_nd / scatter_elements / one_hot (TVM's signatures, index tuples first)
+    """relay.gather / gather_nd / scatter_nd / scatter_elements / one_hot / topk (TVM's signatures, index tuples first)
     against numpy: negative indices count from the end, a scatter's duplicate indices add (mode "add") or leave the
     last update (mode "update", as onnxruntime's loop does), and updates of the wrong shape are refused by name."""
     x, d = rand(3, 4, 5), rand(4, 5)
@@ -221,6 +221,17 @@ def test_gathers_scatters_and_one_hot_under_tvm_names():
     np.testing.assert_array_equal(outs[5], hot)
     with pytest.raises(relay.RelayError, match=r"scatter_nd: updates must be \(3, 5\) float32"):
         relay.transform.InferType()(relay.IRModule.from_expr(relay.scatter_nd(D, R, relay.var("w", shape=(3, 4)))))
+    # topk: TVM's default ret_type "both" is (values, int32 indices); ties keep their order
+    ties = np.array([[2, 7, 7, 1, 7], [0, -1, 3, 3, 9]], "float32")
+    T2 = relay.var("t", shape=ties.shape)
+    values, indices = run(relay.Function([T2], relay.topk(T2, k=3)), {"t": ties})
+    np.testing.assert_array_equal(indices, [[1, 2, 4], [4, 2, 3]])
+    np.testing.assert_array_equal(values, [[7, 7, 7], [9, 3, 3]])
+    assert indices.dtype == np.int32
+    (low,) = run(relay.Function([T2], relay.topk(T2, k=2, axis=0, ret_type="indices", is_ascend=True)), {"t": ties})
+    np.testing.assert_array_equal(low, [[1, 1, 1, 0, 0], [0, 0, 0, 1, 1]])
+    with pytest.raises(relay.RelayError, match="topk: k=6 must be between 1 and the 5 elements of axis 1"):
+        relay.transform.InferType()(relay.IRModule.from_expr(relay.topk(T2, k=6, ret_type="values")))
 
 
 def test_a_reshape_on_its_own_runs_no_kernel_and_shares_its_input_storage():

@@ -80,6 +80,7 @@ from autosched.relay.op import (
     tan,
     tanh,
     tile,
+    topk,
     transpose,
     trilu,
     where,
@@ -107,5 +108,5 @@ __all__ = [
     "optimize", "reshape", "sigmoid", "sqrt", "strided_slice", "subtract", "tanh", "transform", "transpose", "var",
     "abs", "ceil", "cos", "floor", "isinf", "isnan", "log", "round", "sign", "sin", "tan",
     "broadcast_to", "cast", "erf", "gather", "gather_nd", "logical_not", "mod", "one_hot", "power", "scatter_elements",
-    "scatter_nd", "take", "tile", "trilu", "where",
+    "scatter_nd", "take", "tile", "topk", "trilu", "where",
 ]

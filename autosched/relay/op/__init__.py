@@ -1,6 +1,6 @@
 """The ops, one home: the registry and ``make_call`` (``op``), the built-in ops registered on import by family
 (``elemwise``, ``tensor``: reshape, transpose, concatenate, pad, slice, upsampling, take; ``indexing``: gathers
-and scatters at computed positions, one_hot; ``reduce``: sums,
+and scatters at computed positions, one_hot, topk; ``reduce``: sums,
 means, extrema and layer_norm; ``nn``; ``blocked``: the
 blocked-channel layouts AlterOpLayout rewrites into), the checks they share (``common``), the default CPU and GPU
 schedules of the kernels they anchor (``schedules``, ``cuda_schedules``) and the evaluation of constant
@@ -41,7 +41,7 @@ from autosched.relay.op.elemwise import (
     tanh,
     where,
 )
-from autosched.relay.op.indexing import gather, gather_nd, one_hot, scatter_elements, scatter_nd
+from autosched.relay.op.indexing import gather, gather_nd, one_hot, scatter_elements, scatter_nd, topk
 from autosched.relay.op.interp import evaluate
 from autosched.relay.op.nn._nn import channel_block_of, log_softmax, lrn, pad_nchw
 from autosched.relay.op.op import (
@@ -87,5 +87,5 @@ __all__ = [
     "transpose", "upsampling", "cast", "compare", "erf", "logical_not", "mod", "power", "reciprocal", "where",
     "reduce", "layer_norm", "broadcast_to", "take", "trilu", "abs", "ceil", "cos", "floor", "isinf", "isnan",
     "log", "round", "sign", "sin", "tan", "tile", "indexing", "gather", "gather_nd", "one_hot", "scatter_elements",
-    "scatter_nd",
+    "scatter_nd", "topk",
 ]

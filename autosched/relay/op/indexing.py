@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autosched import te
-from autosched.relay.ir.expr import RelayError, TensorType
+from autosched.relay.ir.expr import RelayError, TensorType, Tuple
 from autosched.relay.op import schedules
 from autosched.relay.op.common import _bload, _c, _ishape, _operands
 from autosched.relay.op.op import INJECTIVE, OPAQUE, OpDef, make_call, register_op
@@ -240,6 +240,56 @@ register_op(OpDef("one_hot", _one_hot_rel, _one_hot_compute, INJECTIVE, attrs={"
                   num_inputs=3, doc="on_value where the new axis equals the index, off_value elsewhere"))
 
 
+# ------------------------------------------------------------------------------------------------------ topk
+def _topk_rel(types, attrs):
+    op = "topk"
+    (x,) = _operands(types, op, "data")
+    axis = _axis(attrs["axis"], len(x.shape), op, x.shape)
+    k = int(attrs["k"])
+    if not 1 <= k <= x.shape[axis]:
+        raise RelayError(f"{op}: k={k} must be between 1 and the {x.shape[axis]} elements of axis {axis}")
+    if attrs["ret_type"] not in ("values", "indices"):
+        raise RelayError(f"{op}: ret_type {attrs['ret_type']!r} must be values or indices (relay.topk's 'both' "
+                         "is the two calls)")
+    shape = list(x.shape)
+    shape[axis] = k
+    return TensorType(tuple(shape), x.dtype if attrs["ret_type"] == "values" else attrs["dtype"])
+
+
+def _topk_compute(inputs, attrs, out_type):
+    """Each element's rank along the axis (how many come before it: larger ones, or smaller with
+    ``is_ascend``, then equal ones at lower positions, as onnxruntime orders ties), then the position of each
+    rank below k: n^2 comparisons a row, in parallel over the rows."""
+    (x,) = inputs
+    shape = _ishape(x)
+    axis = attrs["axis"] % len(shape)
+    n, ascend = shape[axis], bool(attrs["is_ascend"])
+    j = te.reduce_axis((0, n), name="j")
+
+    def at(i, pos):
+        return tuple(i[:axis]) + (pos,) + tuple(i[axis + 1:])
+
+    def before(i):
+        a, b = x[at(i, j)], x[i]
+        ahead = a < b if ascend else a > b
+        return te.if_then_else(te.any(ahead, te.all(a == b, j < i[axis])), _c(1, "int32"), _c(0, "int32"))
+
+    rank = te.compute(x.shape, lambda *i: te.sum(before(i), axis=j), name="topk_rank")
+    r = te.reduce_axis((0, n), name="r")
+    pos = te.compute(out_type.shape, lambda *i: te.sum(
+        te.if_then_else(rank[at(i, r)] == i[axis], te.cast("int64", r), te.const(0, "int64")), axis=r),
+        name="topk_position")
+    if attrs["ret_type"] == "indices":
+        return te.compute(out_type.shape, lambda *i: te.cast(out_type.dtype, pos[i]), name="topk_indices")
+    return te.compute(out_type.shape, lambda *i: x[at(i, pos[i])], name="topk_values")
+
+
+register_op(OpDef("topk", _topk_rel, _topk_compute, OPAQUE, attrs={"k": 1, "axis": -1, "ret_type": "values",
+                                                                   "is_ascend": False, "dtype": "int64"},
+                  num_inputs=1, schedule=schedules.reduction,
+                  doc="the k largest (or smallest) elements along an axis, or their positions, in order"))
+
+
 # ----------------------------------------------------------------------------------------- the Python API
 def gather(data: Any, axis: int, indices: Any) -> Any:
     """``out[..., j, ...] = data[..., indices[..., j, ...], ...]`` along ``axis`` (TVM's argument order)."""
@@ -266,4 +316,14 @@ def one_hot(indices: Any, on_value: Any, off_value: Any, depth: int, axis: int =
     return make_call("one_hot", [indices, on_value, off_value], depth=int(depth), axis=int(axis), dtype=str(dtype))
 
 
-__all__ = ["gather", "gather_nd", "one_hot", "scatter_elements", "scatter_nd"]
+def topk(data: Any, k: int = 1, axis: int = -1, ret_type: str = "both", is_ascend: bool = False,
+         dtype: str = "int32") -> Any:
+    """The ``k`` largest (``is_ascend``: smallest) elements along ``axis`` in order (``ret_type="values"``), their
+    positions (``"indices"``, of ``dtype``), or both as a tuple (TVM's default), ties in position order."""
+    if ret_type == "both":
+        return Tuple([topk(data, k, axis, kind, is_ascend, dtype) for kind in ("values", "indices")])
+    return make_call("topk", [data], k=int(k), axis=int(axis), ret_type=str(ret_type), is_ascend=bool(is_ascend),
+                     dtype=str(dtype))
+
+
+__all__ = ["gather", "gather_nd", "one_hot", "scatter_elements", "scatter_nd", "topk"]

@@ -495,6 +495,26 @@ def _one_hot(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.one_hot(idx, on, off, int(depth[0]), axis=int(attrs.get("axis", -1)), dtype=str(values.dtype))
 
 
+@register("TopK")
+def _topk(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> tuple[Expr, Expr]:
+    """The k (a constant) largest or smallest elements along ``axis`` and their int64 positions, sorted, ties in
+    position order as onnxruntime gives them."""
+    if g.opset < 10:
+        k = int(attrs["k"])
+    else:
+        kv = np.asarray(g.value(node.input[1], "K")).reshape(-1)
+        if kv.size != 1:
+            g._fail(f"K must be one number, got {kv.tolist()}")
+        k = int(kv[0])
+    axis = int(attrs.get("axis", -1))
+    shape = g.shape(node.input[0])
+    if not -len(shape) <= axis < len(shape) or not 1 <= k <= shape[axis]:
+        g._fail(f"k={k} along axis {axis} does not fit the input of shape {list(shape)}")
+    x = g.tensor(node.input[0])
+    ascend = not int(attrs.get("largest", 1))
+    return (relay_op.topk(x, k, axis, "values", ascend), relay_op.topk(x, k, axis, "indices", ascend, "int64"))
+
+
 @register("Tile")
 def _tile(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """``repeats`` (a constant, one per axis) copies along each axis."""
