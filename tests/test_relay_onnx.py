@@ -6,6 +6,7 @@ without static shapes)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -782,15 +783,23 @@ def test_resize_modes_without_a_converter_are_refused(attrs: dict, match: str) -
 
 def test_resize_replication_is_upsampling_and_other_resizes_are_gathers() -> None:
     """Integer nearest replication of H and W stays ``nn.upsampling`` (it keeps a blocked layout); a linear or
-    downsampling resize is gathers at constant indices."""
+    downsampling resize is gathers at constant indices: a downsampling one kernel, a bilinear one the two row
+    gathers (each shared by two corners) and one kernel for the rest, not a pass per axis."""
     def ops(model):
         mod, _ = from_onnx(model)
         return {n.op.name for n in relay.ir.expr.post_order(mod["main"].body) if isinstance(n, relay.Call)}
 
+    def kernels(model):
+        mod, params = from_onnx(model)
+        graph_json, _, _ = relay.build(mod, "llvm", params=params)
+        return [n["name"] for n in json.loads(graph_json)["nodes"] if n["op"] == "tvm_op"]
+
     assert ops(_resize((1, 2, 3, 4), scales=[1, 1, 2, 2])) == {"nn.upsampling"}
-    assert ops(_resize((1, 2, 3, 4), scales=[1, 1, 2, 2], mode="linear")) == {"take", "add", "subtract",
-                                                                              "multiply"}
-    assert ops(_resize((1, 2, 4, 4), scales=[1, 1, 0.5, 0.5])) == {"take"}
+    bilinear = _resize((1, 2, 3, 4), scales=[1, 1, 2, 2], mode="linear")
+    assert ops(bilinear) == {"take", "add", "multiply"}
+    assert len(set(kernels(bilinear))) == 2, kernels(bilinear)
+    downsample = _resize((1, 2, 4, 4), scales=[1, 1, 0.5, 0.5])
+    assert ops(downsample) == {"take"} and len(kernels(downsample)) == 1
 
 
 def test_split_into_unequal_parts_before_opset_18_is_refused() -> None:

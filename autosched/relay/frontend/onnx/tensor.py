@@ -3,6 +3,7 @@ and reductions over axes."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -294,26 +295,47 @@ def _nearest_source(out_size: int, in_size: int, scale: float, transform: str, r
     return [int(v) for v in np.clip(idx, 0, in_size - 1)]
 
 
-def _resize_axis(x: Expr, rank: int, axis: int, out_size: int, in_size: int, scale: float, transform: str,
-                 mode: str, rounding: str) -> Expr:
-    """One axis of a Resize as gathers at import-time indices: the nearest pixel, or the two neighbours (clamped at
-    the edges, as onnxruntime clamps the coordinate) weighted linearly; identity mappings are skipped."""
-    if mode == "nearest":
-        src = _nearest_source(out_size, in_size, scale, transform, rounding)
-        if src == list(range(in_size)):
-            return x
-        return relay_op.take(x, relay_ir.const(np.array(src, np.int64)), axis=axis)
-    coords = _source_coords(out_size, in_size, scale, transform)
-    low = np.floor(coords)
-    frac = (coords - low).astype(np.float32)
-    i0 = np.clip(low, 0, in_size - 1).astype(np.int64)
-    i1 = np.clip(low + 1, 0, in_size - 1).astype(np.int64)
-    if out_size == in_size and np.array_equal(i0, np.arange(in_size)) and not frac.any():
-        return x
-    a = relay_op.take(x, relay_ir.const(i0), axis=axis)
-    b = relay_op.take(x, relay_ir.const(i1), axis=axis)
-    w = relay_ir.const(frac.reshape((out_size,) + (1,) * (rank - axis - 1)))
-    return relay_op.add(a, relay_op.multiply(relay_op.subtract(b, a), w))
+def _nearest_resize(x: Expr, shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float], transform: str,
+                    rounding: str) -> Expr:
+    """Nearest resize as one gather (``take`` at import-time indices) per resized axis, chained: each read once,
+    so they fuse into one kernel; identity mappings are skipped."""
+    for a in range(len(shape)):
+        src = _nearest_source(sizes[a], shape[a], scales[a], transform, rounding)
+        if src != list(range(shape[a])):
+            x = relay_op.take(x, relay_ir.const(np.array(src, np.int64)), axis=a)
+    return x
+
+
+def _linear_resize(x: Expr, shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float],
+                   transform: str) -> Expr:
+    """(Bi/tri)linear resize as one sum over the 2^m corners of the m resized axes: a corner is the input gathered
+    along each axis at its lower or upper neighbour (import-time indices, clamped at the edges as onnxruntime
+    clamps the coordinate), times the product of its weights. The gathers along the first resized axis are
+    shared by two corners each (one small kernel each); the rest is one kernel (it was a pass per axis, each
+    a few kernels writing the whole tensor)."""
+    rank = len(shape)
+    axes = []
+    for a in range(rank):
+        coords = _source_coords(sizes[a], shape[a], scales[a], transform)
+        low = np.floor(coords)
+        frac = (coords - low).astype(np.float32)
+        i0 = np.clip(low, 0, shape[a] - 1).astype(np.int64)
+        i1 = np.clip(low + 1, 0, shape[a] - 1).astype(np.int64)
+        if sizes[a] == shape[a] and np.array_equal(i0, np.arange(shape[a])) and not frac.any():
+            continue
+        weights = [(np.float32(1) - frac).reshape((sizes[a],) + (1,) * (rank - a - 1)),
+                   frac.reshape((sizes[a],) + (1,) * (rank - a - 1))]
+        axes.append((a, (i0, i1), weights))
+    total = None
+    for corner in itertools.product((0, 1), repeat=len(axes)):
+        term, weight = x, None
+        for (a, ends, weights), c in zip(axes, corner):
+            term = relay_op.take(term, relay_ir.const(ends[c]), axis=a)
+            w = relay_ir.const(weights[c])
+            weight = w if weight is None else relay_op.multiply(weight, w)
+        term = term if weight is None else relay_op.multiply(term, weight)
+        total = term if total is None else relay_op.add(total, term)
+    return total
 
 
 def _replication(shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float], transform: str,
@@ -335,8 +357,8 @@ def _replication(shape: Sequence[int], sizes: Sequence[int], scales: Sequence[fl
 def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """Resizing with constant scales or sizes, nearest or (bi)linear, on any axes: nearest-neighbour replication of
     NCHW data by integer factors on H and W (each input pixel repeated: the default modes, and asymmetric/floor)
-    is ``nn.upsampling``; any other resize is, per resized axis, gathers (``take``) at indices and weights computed
-    at import by ONNX's coordinate transformation (separable: one pass per axis). Upsample (opset < 10) and
+    is ``nn.upsampling``; any other resize is gathers (``take``) at indices and weights computed at import by
+    ONNX's coordinate transformation, fused into one kernel. Upsample (opset < 10) and
     Resize-10 use asymmetric coordinates and floor."""
     mode = attrs.get("mode", "nearest")
     if mode not in ("nearest", "linear", "bilinear"):
@@ -384,9 +406,9 @@ def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     factors = _replication(shape, full_sizes, full_scales, transform, rounding) if mode == "nearest" else None
     if factors is not None:
         return x if factors == [1, 1] else relay_op.upsampling(x, scale_h=factors[0], scale_w=factors[1])
-    for a in range(rank):
-        x = _resize_axis(x, rank, a, full_sizes[a], shape[a], full_scales[a], transform, mode, rounding)
-    return x
+    if mode == "nearest":
+        return _nearest_resize(x, shape, full_sizes, full_scales, transform, rounding)
+    return _linear_resize(x, shape, full_sizes, full_scales, transform)
 
 
 @register("Expand")
