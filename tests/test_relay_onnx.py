@@ -783,8 +783,8 @@ def test_resize_modes_without_a_converter_are_refused(attrs: dict, match: str) -
 
 def test_resize_replication_is_upsampling_and_other_resizes_are_gathers() -> None:
     """Integer nearest replication of H and W stays ``nn.upsampling`` (it keeps a blocked layout); a linear or
-    downsampling resize is gathers at constant indices: a downsampling one kernel, a bilinear one the two row
-    gathers (each shared by two corners) and one kernel for the rest, not a pass per axis."""
+    downsampling resize is gathers at constant indices: a downsampling one kernel, a bilinear one kernel across
+    the rows (the last axis) and one of whole rows, not a pass per axis of several kernels each."""
     def ops(model):
         mod, _ = from_onnx(model)
         return {n.op.name for n in relay.ir.expr.post_order(mod["main"].body) if isinstance(n, relay.Call)}

@@ -310,9 +310,8 @@ def _linear_resize(x: Expr, shape: Sequence[int], sizes: Sequence[int], scales: 
                    transform: str) -> Expr:
     """(Bi/tri)linear resize as one sum over the 2^m corners of the m resized axes: a corner is the input gathered
     along each axis at its lower or upper neighbour (import-time indices, clamped at the edges as onnxruntime
-    clamps the coordinate), times the product of its weights. The gathers along the first resized axis are
-    shared by two corners each (one small kernel each); the rest is one kernel (it was a pass per axis, each
-    a few kernels writing the whole tensor)."""
+    clamps the coordinate), times its weights: the last resized axis in one kernel, the other axes in another
+    (it was a pass per axis, each a few kernels writing the whole tensor)."""
     rank = len(shape)
     axes = []
     for a in range(rank):
@@ -326,16 +325,20 @@ def _linear_resize(x: Expr, shape: Sequence[int], sizes: Sequence[int], scales: 
         weights = [(np.float32(1) - frac).reshape((sizes[a],) + (1,) * (rank - a - 1)),
                    frac.reshape((sizes[a],) + (1,) * (rank - a - 1))]
         axes.append((a, (i0, i1), weights))
-    total = None
-    for corner in itertools.product((0, 1), repeat=len(axes)):
-        term, weight = x, None
-        for (a, ends, weights), c in zip(axes, corner):
-            term = relay_op.take(term, relay_ir.const(ends[c]), axis=a)
-            w = relay_ir.const(weights[c])
-            weight = w if weight is None else relay_op.multiply(weight, w)
-        term = term if weight is None else relay_op.multiply(term, weight)
-        total = term if total is None else relay_op.add(total, term)
-    return total
+    # the last axis first, on its own (a kernel of the input's rows, gathering across the row), then the others:
+    # whole rows of that result, read contiguously (gathering across rows at every output, LRASPP's upsampling
+    # to 224x224 took 2.4 ms instead of 0.5 on a Zen 3)
+    for part in ([axes[-1]], axes[:-1]) if len(axes) > 1 else (axes,):
+        total = None
+        for corner in itertools.product((0, 1), repeat=len(part)):
+            term = x
+            for (a, ends, _), c in zip(part, corner):
+                term = relay_op.take(term, relay_ir.const(ends[c]), axis=a)
+            for (_, _, weights), c in zip(part, corner):  # an axis at a time: a product of the weight vectors
+                term = relay_op.multiply(term, relay_ir.const(weights[c]))  # would fold into an output-size table
+            total = term if total is None else relay_op.add(total, term)
+        x = x if total is None else total
+    return x
 
 
 def _replication(shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float], transform: str,
