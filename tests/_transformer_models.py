@@ -377,6 +377,12 @@ OP_CASES: dict = {
     "topk_smallest_ties": lambda: make_typed_op("TopK", [("x", F, (2, 6))], initializers={"k": _i64([4])},
                                                 extra_inputs=["k"], n_outputs=2, largest=0),
     "topk_largest_ties_opset9_attr": lambda: make_typed_op("TopK", [("x", F, (2, 6))], n_outputs=2, opset=9, k=5),
+    "rms_norm_opset23": lambda: make_typed_op("RMSNormalization", [("x", F, (2, 5, 16))],
+                                              initializers={"g": _f(16)}, extra_inputs=["g"], opset=23,
+                                              epsilon=1e-5),
+    "rms_norm_two_axes": lambda: make_typed_op("RMSNormalization", [("x", F, (2, 3, 8))],
+                                               initializers={"g": _f(3, 8)}, extra_inputs=["g"], opset=23, axis=1),
+    "cast_like_int64": lambda: make_typed_op("CastLike", [("x", F, (3, 4)), ("t", I, (1,))], opset=15),
     # recurrent layers, unrolled at import: X [seq 5, batch 2, input 3], hidden 4 (outputs Y, Y_h[, Y_c])
     "lstm_forward_bias_initial_states": lambda: make_typed_op(
         "LSTM", [("x", F, (5, 2, 3))], initializers=rnn_weights(4, 4, 3, 1, initial=2), n_outputs=3,

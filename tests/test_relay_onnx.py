@@ -549,6 +549,9 @@ def test_every_supported_op_has_a_case() -> None:
     cases = list(OP_CASES.values()) + list(TRANSFORMER_CASES.values()) + list(CONV_CASES.values())
     covered = {n.op_type for make in cases for n in make().graph.node}
     covered |= {"IsNaN", "IsInf", "Xor"}  # bool tests with inputs of their own, above
+    # below: ops whose inputs must lie in their domain, a QDQ convolution, EyeLike feeding an Add
+    covered |= {op for op, _, _ in RANGED_CASES}
+    covered |= {n.op_type for model in (_qdq_conv_model(True, True), _eye_like_model()) for n in model.graph.node}
     assert covered == set(relay.frontend.SUPPORTED_OPS)
 
 
@@ -669,18 +672,18 @@ def test_unsupported_ops_are_all_listed_in_one_error() -> None:
     b = GraphBuilder()
     x = b.node("Relu", ["x"])
     for _ in range(2):
-        x = b.node("Hardmax", [x])
+        x = b.node("LpPool", [x], kernel_shape=[1])
     x = b.node("Acos", [x])
     for _ in range(3):
-        x = b.node("Asinh", [x])
-    model = b.model([("x", (2, 3))], [x])
+        x = b.node("Atan", [x])
+    model = b.model([("x", (1, 2, 3))], [x])
     with pytest.raises(OpNotImplemented) as info:
         from_onnx(model)
     msg = str(info.value)
     assert "3 unsupported operator type(s) in 6 node(s)" in msg
-    assert "Asinh (x3)" in msg and "Hardmax (x2)" in msg and "Acos (x1)" in msg
+    assert "Atan (x3)" in msg and "LpPool (x2)" in msg and "Acos (x1)" in msg
     assert "Relu" not in info.value.unsupported
-    assert info.value.unsupported == {"Asinh": 3, "Hardmax": 2, "Acos": 1}
+    assert info.value.unsupported == {"Atan": 3, "LpPool": 2, "Acos": 1}
     assert isinstance(info.value, NotImplementedError)
 
 
@@ -893,3 +896,84 @@ def test_shape_inference_sees_the_weights_as_typed_inputs_and_the_small_constant
     mod, params = from_onnx(model)
     ret = relay.transform.InferType()(mod)["main"].checked_type.ret_type
     assert tuple(int(d) for d in ret.shape) == (1, 64, 64) and "W" in params
+
+
+# --------------------------------------------------------------------------- quantized (QDQ) models, more math
+def _qdq_conv_model(per_axis: bool, signed: bool) -> onnx.ModelProto:
+    """onnxruntime's QDQ format: the activations through QuantizeLinear -> DequantizeLinear, an int8 weight (per
+    output channel or per tensor) dequantized into the Conv, the output quantized and dequantized again."""
+    b = GraphBuilder(seed=3)
+    qt = np.int8 if signed else np.uint8
+    rng = np.random.default_rng(3)
+    w = rng.integers(-100, 100, (8, 4, 3, 3)).astype(np.int8)
+    w_scale = (rng.random(8) * 0.01 + 0.002).astype(np.float32) if per_axis else np.float32(0.004)
+    x_scale, x_zp = np.float32(0.02), qt(-3 if signed else 120)
+    xq = b.node("QuantizeLinear", ["data", b.init("xs", x_scale), b.init("xz", np.array(x_zp))])
+    xd = b.node("DequantizeLinear", [xq, "xs", "xz"])
+    wd = b.node("DequantizeLinear", [b.init("wq", w), b.init("ws", np.array(w_scale)),
+                                     b.init("wz", np.zeros(np.shape(w_scale), np.int8))], axis=0)
+    y = b.node("Conv", [xd, wd, b.init("bias", rng.standard_normal(8).astype(np.float32))], pads=[1, 1, 1, 1])
+    yq = b.node("QuantizeLinear", [y, b.init("ys", np.float32(0.05)), b.init("yz", np.array(qt(0)))])
+    return b.model([("data", (1, 4, 9, 9))], [b.node("DequantizeLinear", [yq, "ys", "yz"])])
+
+
+@pytest.mark.parametrize("per_axis, signed", [(True, True), (False, False)])
+def test_a_qdq_quantized_conv_matches_onnxruntime(per_axis: bool, signed: bool) -> None:
+    """A QDQ model runs in float between its quantize/dequantize pairs (rounding halves to even, saturating):
+    the weights are dequantized at build, and every output equals onnxruntime's as the ONNX operators define it
+    (its graph optimisations off: with them it fuses the pattern into an integer convolution whose requantization
+    moves some outputs by several steps), quantization steps included."""
+    import onnxruntime as ort
+
+    model = _qdq_conv_model(per_axis, signed)
+    inputs = {"data": (np.random.default_rng(0).standard_normal((1, 4, 9, 9)) * 2).astype(np.float32)}
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(
+        None, inputs)[0]
+    np.testing.assert_array_equal(run_relay(model, inputs)[0], want)
+    mod, params = from_onnx(model)
+    with relay.transform.PassContext(opt_level=3):
+        fused = relay.optimize(mod, params)
+    (conv,) = [f for f in relay.ir.expr.post_order(fused["main"].body)
+               if isinstance(f, relay.Call) and isinstance(f.op, relay.Function) and "conv2d" in str(f.op.body)]
+    weights = [a for a in conv.args if isinstance(a, relay.Constant) and a.data.ndim >= 4]
+    assert weights and all(w.data.dtype == np.float32 for w in weights)  # dequantized at build
+
+
+RANGED_CASES = [  # op, attributes, the input (in the op's domain; halves for rounding)
+    ("QuantizeLinear", {}, lambda r: r.standard_normal((3, 8)).astype(np.float32) * 3),
+    ("Swish", {"alpha": 1.5}, lambda r: r.standard_normal((3, 8)).astype(np.float32) * 3),
+    ("Sinh", {}, lambda r: r.standard_normal((3, 8)).astype(np.float32)),
+    ("Cosh", {}, lambda r: r.standard_normal((3, 8)).astype(np.float32)),
+    ("Asinh", {}, lambda r: r.standard_normal((3, 8)).astype(np.float32) * 100),
+    ("Acosh", {}, lambda r: np.abs(r.standard_normal((3, 8))).astype(np.float32) * 10 + 1),
+    ("Atanh", {}, lambda r: np.tanh(r.standard_normal((3, 8))).astype(np.float32) * 0.99),
+    ("Hardmax", {"axis": 1}, lambda r: np.round(r.standard_normal((3, 8, 2))).astype(np.float32)),
+    ("GlobalLpPool", {}, lambda r: r.standard_normal((2, 3, 5, 4)).astype(np.float32)),
+    ("GlobalLpPool", {"p": 3}, lambda r: r.standard_normal((2, 3, 5, 4)).astype(np.float32)),
+]
+
+
+@pytest.mark.parametrize("op, attrs, make_x", RANGED_CASES)
+def test_more_elementwise_and_pooling_ops_match_onnxruntime(op: str, attrs: dict, make_x) -> None:
+    x = make_x(np.random.default_rng(1))
+    extra = {}
+    if op == "QuantizeLinear":  # the default zero point: uint8 0; halves (0.1 * k.5) round to even
+        extra = {"initializers": {"s": np.float32(0.1)}, "extra_inputs": ["s"]}
+        x[0, :4] = [0.05, 0.15, -0.25, 30.0]
+    opset = 13
+    if op == "Swish":
+        opset = 24
+    model = make_typed_op(op, [("x", "float32", x.shape)], opset=opset, **extra, **attrs)
+    check_against_onnxruntime(model, {"x": x}, atol=1e-5, rtol=1e-5)
+
+
+def _eye_like_model() -> onnx.ModelProto:
+    b = GraphBuilder()
+    eye = b.node("EyeLike", ["x"], k=1)
+    return b.model([("x", (3, 5))], [b.node("Add", [eye, "x"])])
+
+
+def test_eye_like_is_a_constant_of_the_input_shape() -> None:
+    check_against_onnxruntime(_eye_like_model(), {"x": np.zeros((3, 5), np.float32)}, atol=0, rtol=0)

@@ -213,8 +213,9 @@ class _GraphBuilder:
         return name
 
     def run(self) -> str:
-        for p in self.main.params:
-            self.entry[id(p)] = self._input(p.name_hint, p.checked_type)
+        for p in self.main.params:  # (an input the outputs do not read has only its annotation: CastLike's model)
+            t = p.type_annotation if getattr(p, "_checked_type", None) is None else p.checked_type
+            self.entry[id(p)] = self._input(p.name_hint, t)
         for node in post_order(self.main.body):
             if id(node) in self.entry:
                 continue

@@ -57,3 +57,16 @@ def _fold_only(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Any:
 
 for _op in sorted(FOLD_ONLY - {"Shape", "Size", "Slice"}):  # Slice also converts on tensors
     register(_op)(_fold_only)
+
+
+@register("EyeLike")
+def _eye_like(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> np.ndarray:
+    """Ones on diagonal ``k`` of a 2-D tensor of the input's shape, a constant (it depends on the shape only)."""
+    from onnx import helper
+
+    shape = g.shape(node.input[0])
+    if len(shape) != 2:
+        g._fail(f"the input must be 2-D, got shape {list(shape)}")
+    dtype = (np.dtype(helper.tensor_dtype_to_np_dtype(int(attrs["dtype"]))) if "dtype" in attrs
+             else np.dtype(g.dtype(node.input[0])))
+    return np.eye(shape[0], shape[1], k=int(attrs.get("k", 0)), dtype=dtype)

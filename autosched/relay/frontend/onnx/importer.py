@@ -36,7 +36,7 @@ import numpy as np
 
 from autosched.errors import AutoschedError
 from autosched.relay import ir as relay_ir
-from autosched.relay.frontend.onnx.registry import CONVERTERS, FOLD_ALWAYS, FOLD_LIMIT
+from autosched.relay.frontend.onnx.registry import CONVERTERS, FOLD_ALWAYS, FOLD_LIMIT, FOLD_ONLY
 from autosched.relay.ir.expr import Expr, IRModule
 
 logger = logging.getLogger("autosched.relay")
@@ -135,9 +135,8 @@ class _GraphConverter:
         self._infer_onnx_shapes()
         for i, node in enumerate(self.graph.node):
             self._node, self._node_index = node, i
-            if self._foldable(node):
-                result = self._fold(node)
-            else:
+            result = self._fold(node) if self._foldable(node) else None
+            if result is None:
                 result = CONVERTERS[node.op_type](self, node, _attrs(node))
             outputs = result if isinstance(result, (tuple, list)) else (result,)
             for name, value in zip(node.output, outputs):
@@ -315,8 +314,10 @@ class _GraphConverter:
             return False
         return node.op_type in FOLD_ALWAYS or sum(self.value(n, "").size for n in ins) <= FOLD_LIMIT
 
-    def _fold(self, node: onnx.NodeProto) -> list[np.ndarray]:
-        """The node's outputs computed by onnx's reference evaluator at the model's opset."""
+    def _fold(self, node: onnx.NodeProto) -> list[np.ndarray] | None:
+        """The node's outputs computed by onnx's reference evaluator at the model's opset; None when the evaluator
+        cannot (it lacks DequantizeLinear-13, say) and the op has a converter, whose relay ops FoldConstant then
+        evaluates at build."""
         from onnx import helper
         from onnx.reference import ReferenceEvaluator
 
@@ -326,6 +327,8 @@ class _GraphConverter:
         try:
             values = ReferenceEvaluator(model).run(None, {n: self.value(n, "") for n in node.input if n})
         except Exception as e:
+            if node.op_type not in FOLD_ONLY:
+                return None
             self._fail(f"evaluating it on its constant inputs failed: {type(e).__name__}: {e}")
         it = iter(values)
         return [np.asarray(next(it)) if n else np.zeros(0) for n in node.output]

@@ -577,3 +577,55 @@ def _mean_variance_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -
     std = relay_op.sqrt(relay_op.subtract(mean(relay_op.multiply(x, x)), relay_op.multiply(m, m)))
     eps = relay_ir.const(np.array(1e-9, g.dtype(node.input[0])))
     return relay_op.divide(relay_op.subtract(x, m), relay_op.add(std, eps))
+
+
+@register("RMSNormalization")
+def _rms_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """x / sqrt(mean(x^2 over the axes from ``axis``) + epsilon) * scale (opset 23; LLaMA-style models)."""
+    if int(attrs.get("stash_type", 1)) != 1:
+        g._fail(f"stash_type={attrs['stash_type']} is not supported (only 1: float32 statistics)")
+    rank = len(g.shape(node.input[0]))
+    axis = int(attrs.get("axis", -1))
+    if not -rank <= axis < rank:
+        g._fail(f"axis {axis} is out of range for a {rank}-D input")
+    x = g.tensor(node.input[0])
+    ms = relay_op.make_call("mean", [relay_op.multiply(x, x)], axis=tuple(range(axis % rank, rank)), keepdims=True)
+    eps = relay_ir.const(np.array(float(attrs.get("epsilon", 1e-5)), g.dtype(node.input[0])))
+    return relay_op.multiply(relay_op.divide(x, relay_op.sqrt(relay_op.add(ms, eps))), g.tensor(node.input[1]))
+
+
+@register("Hardmax")
+def _hardmax(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """1 at the first largest element along ``axis``, 0 elsewhere (before opset 13: of the input flattened to
+    [rows, the axes from ``axis``])."""
+    shape = g.shape(node.input[0])
+    rank = len(shape)
+    axis = int(attrs.get("axis", -1 if g.opset >= 13 else 1))
+    if not -rank <= axis < rank:
+        g._fail(f"axis {axis} is out of range for a {rank}-D input")
+    axis %= rank
+    x = g.tensor(node.input[0])
+    if g.opset < 13:
+        x, axis = relay_op.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:]))), 1
+    depth = g._relay_shape(x)[axis]
+    dtype = g.dtype(node.input[0])
+    on, off = relay_ir.const(np.array(1, dtype)), relay_ir.const(np.array(0, dtype))
+    hot = relay_op.one_hot(relay_op.reduce.argmax(x, axis=axis), on, off, depth, axis=axis, dtype=dtype)
+    return relay_op.reshape(hot, tuple(shape)) if g.opset < 13 else hot
+
+
+@register("GlobalLpPool")
+def _global_lp_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """(sum over the spatial axes of |x|^p)^(1/p), p 2 by default."""
+    rank = len(g.shape(node.input[0]))
+    p = int(attrs.get("p", 2))
+    x = g.tensor(node.input[0])
+    dtype = g.dtype(node.input[0])
+    powered = relay_op.multiply(x, x) if p == 2 else relay_op.abs(x) if p == 1 else relay_op.power(
+        relay_op.abs(x), relay_ir.const(np.array(p, dtype)))
+    total = relay_op.make_call("sum", [powered], axis=tuple(range(2, rank)), keepdims=True)
+    if p == 1:
+        return total
+    if p == 2:
+        return relay_op.sqrt(total)
+    return relay_op.power(total, relay_ir.const(np.array(1.0 / p, dtype)))
