@@ -624,3 +624,17 @@ def test_intermediate_values_share_storage():
     for k in range(4):
         ref = np_softmax(ref + k, axis=1)
     np.testing.assert_allclose(m.get_output(0), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_fold_constant_evaluates_many_constant_expressions_in_chunks():
+    """A model with many constant sub-expressions (a QDQ model's dequantized weights: cast, subtract, multiply
+    for every layer) folds them in kernels of a few each (one kernel for all nested past Python's recursion
+    limit in codegen): 200 here, each its own value."""
+    rng = np.random.default_rng(0)
+    weights = [rng.integers(-128, 127, 6).astype("int8") for _ in range(200)]
+    zero, scale = relay.const(np.int32(3)), relay.const(np.float32(0.02))
+    body = relay.Tuple([relay.cast(relay.cast(relay.const(w), "int32") - zero, "float32") * scale for w in weights])
+    folded = transform.FoldConstant()(relay.IRModule.from_expr(relay.Function([], body)))["main"].body
+    assert len(folded.fields) == 200 and all(isinstance(f, relay.Constant) for f in folded.fields)
+    for f, w in zip(folded.fields, weights):
+        np.testing.assert_allclose(f.data, (w.astype(np.int32) - 3).astype(np.float32) * np.float32(0.02))

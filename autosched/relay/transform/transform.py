@@ -124,8 +124,11 @@ def _is_const(e: Expr) -> bool:
     return isinstance(e, Constant) or (isinstance(e, Tuple) and all(_is_const(f) for f in e.fields))
 
 
+_FOLD_CHUNK = 16  # constant expressions evaluated per compiled kernel
+
+
 def fold_constant(func: Function) -> Function:
-    """Evaluate every call whose arguments are all constants (compiled and run, once for the whole function)."""
+    """Evaluate every call whose arguments are all constants (compiled and run, a kernel per few results)."""
     infer_type(func)
     nodes = post_order(func.body)
     const_calls: set[int] = set()
@@ -147,7 +150,9 @@ def fold_constant(func: Function) -> Function:
                 users_nonconst.update(id(f) for f in c.fields)
     users_nonconst.add(id(func.body))
     roots = [n for n in nodes if id(n) in const_calls and id(n) in users_nonconst]
-    values = evaluate(roots)
+    # a kernel per few roots: one for all of them nests a buffer per stage (a QDQ ResNeXt's 53 dequantized
+    # weights, each a few stages, nested past Python's recursion limit in codegen)
+    values = [v for k in range(0, len(roots), _FOLD_CHUNK) for v in evaluate(roots[k:k + _FOLD_CHUNK])]
     repl = {id(n): Constant(v) for n, v in zip(roots, values)}
     body = rewrite_by_id(func.body, repl)
     return Function(func.params, body, func.ret_type, func.attrs)
