@@ -219,6 +219,12 @@ def test_gathers_scatters_and_one_hot_under_tvm_names():
         for b in range(3):
             hot[a, tuples[a, b] % 4, b] = 2
     np.testing.assert_array_equal(outs[5], hot)
+    one, row = relay.var("one", shape=(1,), dtype="int64"), relay.var("row", shape=(5,))  # indices (M,): one update
+    (single,) = run(relay.Function([D, one, row], relay.scatter_nd(D, one, row)),
+                    {"d": d, "one": np.array([-2], "int64"), "row": upd[0]})
+    want = d.copy()
+    want[2] = upd[0]
+    np.testing.assert_array_equal(single, want)
     with pytest.raises(relay.RelayError, match=r"scatter_nd: updates must be \(3, 5\) float32"):
         relay.transform.InferType()(relay.IRModule.from_expr(relay.scatter_nd(D, R, relay.var("w", shape=(3, 4)))))
     # topk: TVM's default ret_type "both" is (values, int32 indices); ties keep their order

@@ -148,11 +148,15 @@ def _scatter_nd_compute(inputs, attrs, out_type):
     x, idx, upd = inputs
     shape, m = _ishape(x), int(idx.shape[0])
     ys = [te.reduce_axis((0, int(d)), name=f"u{k}") for k, d in enumerate(idx.shape[1:])]
+    single = not ys  # indices (M,): one update, read without update axes (a reduction over one point)
+    if single:
+        ys = [te.reduce_axis((0, 1), name="u0")]
 
     def hit(i):
-        return te.all(*[_wrapped(idx[(q,) + tuple(ys)], shape[q]) == i[q] for q in range(m)])
+        return te.all(*[_wrapped(idx[(q,) + (() if single else tuple(ys))], shape[q]) == i[q] for q in range(m)])
 
-    return _scattered(x, ys, hit, lambda i, at: upd[tuple(at) + tuple(i[m:])], attrs["mode"], "scatter_nd")
+    return _scattered(x, ys, hit, lambda i, at: upd[(() if single else tuple(at)) + tuple(i[m:])], attrs["mode"],
+                      "scatter_nd")
 
 
 register_op(OpDef("scatter_nd", _scatter_nd_rel, _scatter_nd_compute, OPAQUE, attrs={"mode": "update"},
