@@ -223,12 +223,14 @@ def resnet_cuda(resnet):
 def test_relay_build_for_cuda_gives_graph_ptx_and_params(resnet_cuda):
     graph_json, lib, params = resnet_cuda
     graph = json.loads(graph_json)
-    kernels = [n["attrs"]["func_name"] for n in graph["nodes"] if n["op"] == "tvm_op"]
+    calls = [n["attrs"]["func_name"] for n in graph["nodes"] if n["op"] == "tvm_op"]
+    assert calls.count("__nop") == 1  # batch_flatten: a view of the pooled tensor, no kernel
+    kernels = [k for k in calls if k != "__nop"]
     ops = " ".join(kernels)
-    for op in ("conv2d", "max_pool2d", "global_avg_pool2d", "dense", "batch_flatten"):
+    for op in ("conv2d", "max_pool2d", "global_avg_pool2d", "dense"):
         assert op in ops
-    distinct = sorted(set(kernels))  # 24 calls of 19 kernels (the identical residual blocks share theirs)
-    assert len(kernels) == 24 and len(distinct) == 19 and sorted(lib.function_names) == distinct
+    distinct = sorted(set(kernels))  # 23 calls of 18 kernels (the identical residual blocks share theirs)
+    assert len(kernels) == 23 and len(distinct) == 18 and sorted(lib.function_names) == distinct
     ptx = lib.imported_modules[0]
     assert sorted(ptx.kernels) == distinct
     for arch in ARCHS:
@@ -267,6 +269,7 @@ def test_the_graph_executor_runs_a_cuda_graph_on_device_memory(resnet_cuda, driv
     graph_json, lib, params = resnet_cuda
     graph = json.loads(graph_json)
     ops = [n["attrs"]["func_name"] for n in graph["nodes"] if n["op"] == "tvm_op"]
+    ops = [k for k in ops if k != "__nop"]  # (a reshape: no launch)
     m = GraphModule(graph_json, lib, params)
     assert driver.counter("htod") == len(params)  # parameters uploaded once
     x = np.ones((1, 3, 32, 32), "float32")
