@@ -80,10 +80,16 @@ def conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: Any, paddin
 
     def f(n, ob, y, x, o):
         ic = icb if groups == 1 else ob // ocb_per_group * ICBg + icb
-        return te.sum(src[n, ic, y * sh + kh * dh, x * sw + kw * dw, ib] * weight[ob, icb, kh, kw, ib, o],
-                      axis=[icb, kh, kw, ib])
+        window = src[n, ic, y * sh + _dilated(kh, dh), x * sw + _dilated(kw, dw), ib]
+        return te.sum(window * weight[ob, icb, kh, kw, ib, o], axis=[icb, kh, kw, ib])
 
     return te.compute((N, OCB, OH, OW, OB), f, name=name)
+
+
+def _dilated(k: Any, d: int) -> Any:
+    """Kernel tap ``k`` at dilation ``d``: ``k`` itself when 1, so undilated computes (their features, their
+    tuning records) are what they were."""
+    return k if d == 1 else k * d
 
 
 def depthwise_conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: Any, padding: Any,
@@ -100,7 +106,8 @@ def depthwise_conv2d_nchwc_compute(data: te.Tensor, weight: te.Tensor, stride: A
     kh = te.reduce_axis((0, KH), name="kh")
     kw = te.reduce_axis((0, KW), name="kw")
     return te.compute((N, CB, OH, OW, B), lambda n, cb, y, x, c: te.sum(
-        src[n, cb, y * sh + kh * dh, x * sw + kw * dw, c] * weight[cb, 0, kh, kw, 0, c], axis=[kh, kw]),
+        src[n, cb, y * sh + _dilated(kh, dh), x * sw + _dilated(kw, dw), c] * weight[cb, 0, kh, kw, 0, c],
+        axis=[kh, kw]),
         name=name)
 
 
