@@ -88,3 +88,14 @@ def _ishape(t: te.Tensor) -> tuple[int, ...]:
 
 def _c(v: float, dtype: str) -> Any:
     return te.const(v, dtype)
+
+
+def wrapped_index(k: Any, dim: int) -> Any:
+    """Index ``k`` as int64, a negative one counted from the end of an axis of ``dim`` (ONNX's gathers)."""
+    k = te.cast("int64", k)
+    return te.if_then_else(k < 0, k + dim, k)
+
+
+def clamped_index(k: Any, dim: int) -> Any:
+    """:func:`wrapped_index`, then clamped into the axis: an out-of-range index reads the nearest end."""
+    return te.minimum(te.maximum(wrapped_index(k, dim), te.const(0, "int64")), te.const(dim - 1, "int64"))

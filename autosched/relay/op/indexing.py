@@ -18,7 +18,7 @@ from typing import Any
 from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType, Tuple
 from autosched.relay.op import schedules
-from autosched.relay.op.common import _bload, _c, _ishape, _operands
+from autosched.relay.op.common import _bload, _c, _ishape, _operands, clamped_index, wrapped_index
 from autosched.relay.op.op import INJECTIVE, OPAQUE, OpDef, make_call, register_op
 
 _INT = ("int32", "int64")
@@ -33,16 +33,6 @@ def _axis(axis: int, rank: int, op: str, shape: Sequence[int]) -> int:
 def _int_indices(op: str, t: TensorType) -> None:
     if t.dtype not in _INT:
         raise RelayError(f"{op}: indices must be int32 or int64, got {t.shape} {t.dtype}")
-
-
-def _wrapped(k: Any, dim: int) -> Any:
-    """Index ``k`` as int64, a negative one counted from the end of an axis of ``dim``."""
-    k = te.cast("int64", k)
-    return te.if_then_else(k < 0, k + dim, k)
-
-
-def _clamped(k: Any, dim: int) -> Any:
-    return te.minimum(te.maximum(_wrapped(k, dim), te.const(0, "int64")), te.const(dim - 1, "int64"))
 
 
 # ---------------------------------------------------------------------------------------------------- gather
@@ -62,7 +52,7 @@ def _gather_compute(inputs, attrs, out_type):
     x, idx = inputs
     shape = _ishape(x)
     axis = attrs["axis"] % len(shape)
-    return te.compute(out_type.shape, lambda *i: x[i[:axis] + (_clamped(idx[i], shape[axis]),) + i[axis + 1:]],
+    return te.compute(out_type.shape, lambda *i: x[i[:axis] + (clamped_index(idx[i], shape[axis]),) + i[axis + 1:]],
                       name="gather")
 
 
@@ -91,7 +81,7 @@ def _gather_nd_compute(inputs, attrs, out_type):
 
     def f(*i):
         y, rest = i[:ny], i[ny:]
-        return x[y[:b] + tuple(_clamped(idx[(q,) + y], shape[b + q]) for q in range(m)) + rest]
+        return x[y[:b] + tuple(clamped_index(idx[(q,) + y], shape[b + q]) for q in range(m)) + rest]
 
     return te.compute(out_type.shape, f, name="gather_nd")
 
@@ -153,7 +143,7 @@ def _scatter_nd_compute(inputs, attrs, out_type):
         ys = [te.reduce_axis((0, 1), name="u0")]
 
     def hit(i):
-        return te.all(*[_wrapped(idx[(q,) + (() if single else tuple(ys))], shape[q]) == i[q] for q in range(m)])
+        return te.all(*[wrapped_index(idx[(q,) + (() if single else tuple(ys))], shape[q]) == i[q] for q in range(m)])
 
     return _scattered(x, ys, hit, lambda i, at: upd[(() if single else tuple(at)) + tuple(i[m:])], attrs["mode"],
                       "scatter_nd")
@@ -193,7 +183,7 @@ def _scatter_elements_compute(inputs, attrs, out_type):
         return i[:axis] + tuple(pos) + i[axis + 1:]
 
     def hit(i):
-        points = _wrapped(idx[at(i)], shape[axis]) == i[axis]
+        points = wrapped_index(idx[at(i)], shape[axis]) == i[axis]
         inside = [i[k] < ishape[k] for k in range(len(shape)) if k != axis and ishape[k] < shape[k]]
         # outside the indices' extent nothing is read from them (a select reads only the branch it takes)
         return te.if_then_else(te.all(*inside), points, te.const(False)) if inside else points

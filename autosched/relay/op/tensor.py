@@ -8,7 +8,15 @@ from typing import Any
 
 from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType, Tuple, TupleType
-from autosched.relay.op.common import _bload, _ishape, _operands, _same_dtype, _tensor, broadcast_shape
+from autosched.relay.op.common import (
+    _bload,
+    _ishape,
+    _operands,
+    _same_dtype,
+    _tensor,
+    broadcast_shape,
+    clamped_index,
+)
 from autosched.relay.op.op import (
     INJECTIVE,
     OpDef,
@@ -376,9 +384,7 @@ def _take_compute(inputs, attrs, out_type):
     dim = shape[axis]
 
     def f(*i):
-        k = te.cast("int64", idx[tuple(i[axis:axis + nidx])] if nidx else idx[()])
-        k = te.if_then_else(k < 0, k + dim, k)  # negative indices count from the end (ONNX Gather)
-        k = te.minimum(te.maximum(k, te.const(0, "int64")), te.const(dim - 1, "int64"))  # out of range: clamped
+        k = clamped_index(idx[tuple(i[axis:axis + nidx])] if nidx else idx[()], dim)
         return x[tuple(i[:axis]) + (k,) + tuple(i[axis + nidx:])]
 
     return te.compute(out_type.shape, f, name="take")

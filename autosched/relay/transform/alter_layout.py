@@ -117,6 +117,19 @@ def _without_padding_taps(node: Call) -> Call | None:
     return call
 
 
+def _packed_dense_weight(w: np.ndarray) -> tuple[Constant, int | None]:
+    """A dense weight [units, in] packed [units/x, in, x], and ``units`` when it was padded to whole blocks: units
+    that divide into no whole vector (a vocabulary of 50257) get zero rows up to blocks of one vector, and the
+    layer keeps the first ``units`` columns of the padded product."""
+    b = _block_for(w.shape[0])
+    units = None
+    if b < min(8, lanes()) and w.shape[0] >= 4 * lanes():
+        b = lanes()
+        units = w.shape[0]
+        w = np.concatenate([w, np.zeros((-units % b, w.shape[1]), w.dtype)])
+    return Constant(np.ascontiguousarray(w.reshape(w.shape[0] // b, b, w.shape[1]).transpose(0, 2, 1))), units
+
+
 def _merged_groups(w: np.ndarray, groups: int) -> tuple[np.ndarray, int] | None:
     """``(weight, k)``: the OIHW weight of a grouped convolution with ``k`` neighbouring groups joined into one
     (block-diagonal: zeros where a group's outputs would read another's inputs), ``k`` the fewest that give
@@ -161,6 +174,7 @@ class _Alter:
         self.new: dict[int, Expr] = {}  # id(old node) -> rebuilt node
         self.block: dict[int, int | None] = {}  # id(rebuilt node) -> its block (None: NCHW or not an image)
         self.converted: dict[tuple[int, int | None], Expr] = {}
+        self.packed_dense: dict[int, tuple[Constant, int | None]] = {}  # id(weight) -> (packed, units)
 
     # ------------------------------------------------------------ layouts
     def in_layout(self, e: Expr, block: int | None) -> Expr:
@@ -285,17 +299,10 @@ class _Alter:
         data, weight = node.args
         if not isinstance(weight, Constant) or len(data.checked_type.shape) < 2:
             return None
-        w = weight.data
-        b = _block_for(w.shape[0])
-        units = None
-        if b < min(8, lanes()) and w.shape[0] >= 4 * lanes():
-            # units that divide into no whole vector (a vocabulary of 50257): pad the weight to whole blocks of
-            # one vector, compute the padded product, keep the first ``units`` columns
-            b = lanes()
-            units = w.shape[0]
-            w = np.concatenate([w, np.zeros((-units % b, w.shape[1]), w.dtype)])
-        packed = np.ascontiguousarray(w.reshape(w.shape[0] // b, b, w.shape[1]).transpose(0, 2, 1))
-        return _op.make_call("nn.dense_pack", [self.nchw(self.new[id(data)]), Constant(packed)], units=units), None
+        if id(weight) not in self.packed_dense:  # one packed copy of a weight that several layers share
+            self.packed_dense[id(weight)] = _packed_dense_weight(weight.data)  # (an unrolled LSTM's steps)
+        packed, units = self.packed_dense[id(weight)]
+        return _op.make_call("nn.dense_pack", [self.nchw(self.new[id(data)]), packed], units=units), None
 
     def _nn_batch_matmul(self, node: Call) -> tuple[Expr, None] | None:
         """A transposed operand (TVM's default ``transpose_b=True``: y as [batch, N, K]) gets a transposed copy

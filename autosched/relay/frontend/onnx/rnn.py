@@ -78,6 +78,7 @@ class _Recurrence:
         self.clip = attrs.get("clip")
         self.x = x
         self.states = states
+        self._recurrent_weights: dict[tuple, tuple[Expr, Expr | None]] = {}
 
     def act(self, d: int, k: int, e: Expr) -> Expr:
         """Activation ``k`` of direction ``d`` on ``e``, after the cell clip when the node has one."""
@@ -154,12 +155,17 @@ class _Recurrence:
 
     def recurrent(self, h: Expr, d: int, rows: Sequence[int] | None = None, bias: bool = False) -> Expr:
         """h R^T of direction ``d`` over the gate rows ``rows`` ([begin, end) of R) or all of them (``bias``: plus
-        those rows of Rb)."""
-        r = self.weight(2, d)
-        _, rb = self.biases(d) if bias else (None, None)
-        if rows is not None:
-            r = _rows(r, rows[0], rows[1])
-            rb = None if rb is None else _rows(rb, rows[0], rows[1])
+        those rows of Rb). The slices of R and Rb are made once and shared by every step: one expression per
+        step would fold into a copy of the weight per step."""
+        key = (d, tuple(rows) if rows is not None else None, bias)
+        if key not in self._recurrent_weights:
+            r = self.weight(2, d)
+            _, rb = self.biases(d) if bias else (None, None)
+            if rows is not None:
+                r = _rows(r, rows[0], rows[1])
+                rb = None if rb is None else _rows(rb, rows[0], rows[1])
+            self._recurrent_weights[key] = (r, rb)
+        r, rb = self._recurrent_weights[key]
         out = relay_op.nn.dense(h, r)
         return out if rb is None else relay_op.add(out, rb)
 
@@ -171,24 +177,23 @@ def _lstm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> tuple[Expr, 
         g._fail("input_forget=1 (coupled input and forget gates) is not supported")
     rec = _Recurrence(g, node, attrs, gates=4, default_acts=["Sigmoid", "Tanh", "Tanh"], states=2)
     peep = g.optional(node, 7)
-
-    def peephole(d: int, k: int) -> Expr | None:
-        if peep is None:
-            return None
-        p = relay_op.reshape(_rows(g.tensor(peep), d, d + 1), (3 * rec.H,))
-        return _rows(p, k * rec.H, (k + 1) * rec.H)
+    peepholes = {}  # (direction, gate) -> its P slice, made once for every step
+    if peep is not None:
+        for d in range(len(rec.directions)):
+            p = relay_op.reshape(_rows(g.tensor(peep), d, d + 1), (3 * rec.H,))
+            peepholes.update({(d, k): _rows(p, k * rec.H, (k + 1) * rec.H) for k in range(3)})
 
     def step(d: int, x: Expr, states: list[Expr]) -> list[Expr]:
         h, c = states
         z = relay_op.add(rec.recurrent(h, d), x)
         i, o, f, cc = (rec.gate(z, k) for k in range(4))
         if peep is not None:
-            i = relay_op.add(i, relay_op.multiply(peephole(d, 0), c))
-            f = relay_op.add(f, relay_op.multiply(peephole(d, 2), c))
+            i = relay_op.add(i, relay_op.multiply(peepholes[d, 0], c))
+            f = relay_op.add(f, relay_op.multiply(peepholes[d, 2], c))
         i, f = rec.act(d, 0, i), rec.act(d, 0, f)
         c = relay_op.add(relay_op.multiply(f, c), relay_op.multiply(i, rec.act(d, 1, cc)))
         if peep is not None:
-            o = relay_op.add(o, relay_op.multiply(peephole(d, 1), c))
+            o = relay_op.add(o, relay_op.multiply(peepholes[d, 1], c))
         return [relay_op.multiply(rec.act(d, 0, o), rec.act(d, 2, c)), c]
 
     return rec.run(step)
