@@ -117,6 +117,22 @@ def test_a_jit_module_for_another_cpu_is_refused_at_its_first_call(avx2_host):
     assert not b.any()
 
 
+@pytest.mark.compile_only  # refused before any kernel runs
+def test_a_graph_built_for_another_cpu_is_refused_at_its_first_run(avx2_host):
+    """The graph executor calls its kernels from the library's native run loop, not one by one: the check of
+    the instruction set comes before that loop starts."""
+    from autosched import relay
+    from autosched.runtime import graph_executor
+
+    x = relay.var("x", shape=(4, 64))
+    graph_json, lib, params = relay.build(relay.Function([x], relay.nn.softmax(relay.exp(x))), AVX512)
+    m = graph_executor.GraphModule(graph_json, lib, params)
+    m.set_input("x", np.ones((4, 64), "float32"))
+    with pytest.raises(UnsupportedCPUError, match="skylake-avx512 and uses avx512f"):
+        m.run()
+    assert not m.get_output(0).any()
+
+
 def test_a_tuning_runner_without_the_targets_extensions_says_why(avx2_host):
     """A runner (local or a cluster node) given a task for a CPU whose code it cannot run answers each
     candidate with the reason instead of dying of an illegal instruction."""

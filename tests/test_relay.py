@@ -448,6 +448,7 @@ def test_export_folder_runs_without_llvmlite(tmp_path):
         "from autosched.runtime import graph_executor\n"
         f"d = {str(tmp_path)!r}\n"
         "m = graph_executor.load(d)\n"
+        "assert m.lib.run_plan_address  # the kernels run from the library's native loop\n"
         "m.set_input('data', np.load(d + '/x.npy')); m.run()\n"
         "np.testing.assert_allclose(m.get_output(0), np.load(d + '/expected.npy'), rtol=1e-5, atol=1e-5)\n"
         "assert 'llvmlite.binding' not in sys.modules\n"
@@ -456,6 +457,73 @@ def test_export_folder_runs_without_llvmlite(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "AUTOSCHED_NUM_THREADS": "1"})
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr
+
+
+def test_a_graph_calls_its_kernels_from_one_native_loop(monkeypatch):
+    """``run`` hands every kernel to the library's run plan in one call (a ctypes call per kernel cost about a
+    microsecond each, what a small kernel computes in); a library without a plan (exported before plans
+    existed) runs the same kernels one by one, with the same results."""
+    x = relay.var("x", shape=(3, 20))
+    y = x
+    for k in range(8):
+        y = relay.nn.softmax(relay.exp(y) if k % 2 else relay.reshape(y, (20, 3)) * relay.const(np.float32(k + 1)))
+        y = relay.reshape(y, (3, 20))
+    graph_json, lib, params = relay.build(relay.Function([x], y), "llvm")
+    assert lib.run_plan_address
+    m = graph_executor.GraphModule(graph_json, lib, params)
+    assert len(m._ops) >= 8 and len(m._runs) == 1 and len(m._runs[0].funcs) == len(m._ops)
+    xd = rand(3, 20)
+    m.set_input("x", xd)
+    m.run()
+    monkeypatch.setattr(lib, "run_plan_address", 0)
+    one_by_one = graph_executor.GraphModule(graph_json, lib, params)
+    assert len(one_by_one._runs) == len(m._ops)
+    one_by_one.set_input("x", xd)
+    one_by_one.run()
+    np.testing.assert_array_equal(m.get_output(0), one_by_one.get_output(0))
+
+
+def test_a_failing_kernel_stops_the_native_loop_with_its_own_error():
+    """A kernel that fails (here: the registered function it calls raises) ends ``run`` with that error, and
+    the kernels after it do not run."""
+    import autosched
+    from autosched import te, tir
+    from autosched.codegen.build import build_many
+    from autosched.runtime import register_func, remove_global_func
+
+    n = 8
+    a = te.placeholder((n,), name="a")
+    checked = te.extern((n,), [a], lambda ins, outs: tir.call_packed("test_relay.check_positive", ins[0], outs[0]),
+                        name="checked")
+    b = te.placeholder((n,), name="b")
+    doubled = te.compute((n,), lambda i: b[i] * 2, name="doubled")
+    lib = build_many([autosched.lower(te.create_schedule(checked.op), [a, checked], name="check"),
+                      autosched.lower(te.create_schedule(doubled.op), [b, doubled], name="double")])
+    entry = {"shape": [n], "dtype": "float32"}
+    graph = {"nodes": [{"op": "null", "name": "x", "inputs": []},
+                       {"op": "tvm_op", "name": "check", "inputs": [[0, 0, 0]],
+                        "attrs": {"func_name": "check", "num_outputs": 1}},
+                       {"op": "tvm_op", "name": "double", "inputs": [[1, 0, 0]],
+                        "attrs": {"func_name": "double", "num_outputs": 1}}],
+             "arg_nodes": [0], "heads": [[2, 0, 0]], "node_row_ptr": [0, 1, 2, 3],
+             "attrs": {"shape": ["list_shape", [entry["shape"]] * 3], "dltype": ["list_str", [entry["dtype"]] * 3]}}
+
+    def check_positive(src, dst):
+        if (src.numpy() <= 0).any():
+            raise ValueError("check_positive: a value <= 0")
+        dst.copyfrom(src.numpy())
+
+    register_func("test_relay.check_positive", check_positive)
+    try:
+        m = graph_executor.GraphModule(graph, lib)
+        assert len(m._runs) == 1
+        m.run(x=np.arange(1, n + 1, dtype="float32"))
+        np.testing.assert_array_equal(m.get_output(0), 2 * np.arange(1, n + 1, dtype="float32"))
+        with pytest.raises(ValueError, match="check_positive: a value <= 0"):
+            m.run(x=-np.ones(n, "float32"))
+        np.testing.assert_array_equal(m.get_output(0), 2 * np.arange(1, n + 1, dtype="float32"))  # not run again
+    finally:
+        remove_global_func("test_relay.check_positive")
 
 
 def test_tuned_record_is_used_by_build(tmp_path, caplog):

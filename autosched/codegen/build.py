@@ -30,7 +30,14 @@ from autosched.codegen.objcompile import Machine, build_jobs, compile_units, opt
 from autosched.codegen.units import Chunk, compile_chunks
 from autosched.errors import CodegenError
 from autosched.isa import check_runs_here, code_features
-from autosched.runtime.module import ISA_SYMBOL, METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
+from autosched.runtime.module_base import (
+    ISA_SYMBOL,
+    METADATA_SYMBOL,
+    NUM_THREADS_SYMBOL,
+    RUN_PLAN_SYMBOL,
+    Module,
+    PackedFunc,
+)
 from autosched.runtime.packed import SYMBOL
 from autosched.target import Target, init_llvm
 from autosched.te.schedule import Schedule
@@ -117,6 +124,9 @@ class LLVMModule(Module):
         self._tm = tm
         funcs = {s["name"]: PackedFunc(s, engine.get_function_address(s["name"]), self) for s in self.sigs}
         self.num_threads_address = engine.get_global_value_address(NUM_THREADS_SYMBOL) if threads else 0
+        if RUN_PLAN_SYMBOL in self.opt_ir:
+            self.run_plan_address = engine.get_function_address(RUN_PLAN_SYMBOL)
+            self._plan_names = frozenset(s["name"] for s in self.sigs if not s["vars"])
         env = os.environ.get("AUTOSCHED_NUM_THREADS")
         if env:
             self.set_num_threads(int(env))
@@ -256,6 +266,55 @@ def _add_metadata(module: ir.Module, sigs: list[dict], entry: str) -> None:
     g.global_constant = True
 
 
+def _run_plan_ir(arities: Sequence[int]) -> str:
+    """LLVM IR of RUN_PLAN_SYMBOL (see :mod:`autosched.runtime.module_base`): a loop over calls whose arity is
+    read at run time, one call site per arity of ``arities`` (those of the module's kernels)."""
+    arities = sorted(set(arities))
+    cases = " ".join(f"i32 {k}, label %call{k}" for k in arities)
+    calls, incoming = [], ["[-1, %unsupported]"]
+    for k in arities:
+        loads = [f"  %p{k}_{j} = getelementptr ptr, ptr %a, i64 {j}\n  %x{k}_{j} = load ptr, ptr %p{k}_{j}"
+                 for j in range(k)]
+        params = ", ".join(f"ptr %x{k}_{j}" for j in range(k))
+        calls.append(f"call{k}:\n" + "".join(x + "\n" for x in loads)
+                     + f"  %r{k} = call i32 %f({params})\n  br label %next")
+        incoming.append(f"[%r{k}, %call{k}]")
+    body = "\n".join(calls)
+    return f"""
+define i32 @{RUN_PLAN_SYMBOL}(i64 %n, ptr %fns, ptr %nargs, ptr %args, ptr %failed) {{
+entry:
+  br label %head
+head:
+  %i = phi i64 [0, %entry], [%i.next, %next]
+  %offset = phi i64 [0, %entry], [%offset.next, %next]
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %body, label %done
+body:
+  %fp = getelementptr ptr, ptr %fns, i64 %i
+  %f = load ptr, ptr %fp
+  %kp = getelementptr i32, ptr %nargs, i64 %i
+  %k = load i32, ptr %kp
+  %a = getelementptr ptr, ptr %args, i64 %offset
+  switch i32 %k, label %unsupported [{cases}]
+{body}
+unsupported:
+  br label %next
+next:
+  %status = phi i32 {", ".join(incoming)}
+  %i.next = add i64 %i, 1
+  %k64 = sext i32 %k to i64
+  %offset.next = add i64 %offset, %k64
+  %ok = icmp eq i32 %status, 0
+  br i1 %ok, label %head, label %fail
+fail:
+  store i64 %i, ptr %failed
+  ret i32 %status
+done:
+  ret i32 0
+}}
+"""
+
+
 def generate_ir(func: S.PrimFunc, target: Target) -> tuple[str, dict, list[str]]:
     """LLVM IR text of one PrimFunc (with its embedded signature), the signature itself, and the loop
     annotations the code does not honour (``codegen.llvm.UNHONOURED`` flags, each logged once at WARNING)."""
@@ -320,7 +379,8 @@ def build_many(funcs: Sequence[S.PrimFunc], target: Any = "llvm", entry: str | N
     if any(u.parallel for u in units.values()):  # the thread count every unit's parallel loops read
         g = ir.GlobalVariable(root, ir.IntType(32), NUM_THREADS_SYMBOL)
         g.initializer = ir.Constant(ir.IntType(32), num_threads)
-    mod = LLVMUnitsModule(chunks, str(root), sigs, tgt, entry, processes, t0)
+    plan = _run_plan_ir([len(sig["args"]) for sig in sigs if not sig["vars"]])
+    mod = LLVMUnitsModule(chunks, str(root) + plan, sigs, tgt, entry, processes, t0)
     mod.unhonoured = sorted({flag for u in units.values() for flag in u.unhonoured})
     return mod
 

@@ -15,6 +15,7 @@ entry. A deployable folder holds ``deploy_graph.json``, ``deploy_lib.so`` and
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import os
@@ -25,6 +26,7 @@ import numpy as np
 
 from autosched.runtime.cuda import CUDAModule, DeviceBuffers, PTXModule
 from autosched.runtime.module import Module, PackedFunc, data_pointer, load_module
+from autosched.runtime.module_base import _failure
 
 GRAPH_FILE = "deploy_graph.json"
 LIB_FILE = "deploy_lib.so"
@@ -42,6 +44,48 @@ def _allocate(shapes: list, dtypes: list, storage_ids: list | None) -> list[np.n
         size[sid] = max(size.get(sid, 0), n)
     pools = {sid: np.zeros(max(n, 1), dtype=np.uint8) for sid, n in size.items()}
     return [pools[sid][:n].view(d).reshape(tuple(s)) for sid, n, s, d in zip(storage_ids, nbytes, shapes, dtypes)]
+
+
+_PLAN_CALL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.c_void_p)
+
+
+class _NativeRun:
+    """Consecutive kernels of a graph called by the library's run plan (``RUN_PLAN_SYMBOL``) in one ctypes
+    call: a Python loop with a ctypes call per kernel costs about a microsecond each, as much as a small
+    kernel's work."""
+
+    def __init__(self, address: int, calls: list[tuple[PackedFunc, list[int]]]):
+        self.funcs = [f for f, _ in calls]
+        n = len(calls)
+        pointers = [p for _, ps in calls for p in ps]
+        self._arrays = ((ctypes.c_void_p * n)(*[f.address for f in self.funcs]),
+                        (ctypes.c_int32 * n)(*[len(ps) for _, ps in calls]),
+                        (ctypes.c_void_p * max(1, len(pointers)))(*pointers))
+        self._failed = ctypes.c_int64(0)
+        self._call = functools.partial(_PLAN_CALL(address), n, *self._arrays, ctypes.byref(self._failed))
+
+    def __call__(self) -> None:
+        rc = self._call()
+        if rc != 0:
+            raise _failure(self.funcs[self._failed.value].name, rc)
+
+
+def _native_runs(lib: Module, calls: list) -> list:
+    """``calls`` (per kernel: ``(function, pointers)`` for a kernel the run plan can call, else a callable)
+    with each stretch of the former joined into one :class:`_NativeRun` of ``lib``'s plan."""
+    out: list = []
+    stretch: list = []
+    for c in [*calls, None]:
+        if isinstance(c, tuple):
+            stretch.append(c)
+            continue
+        if stretch:
+            out.append(_NativeRun(lib.run_plan_address, stretch))
+            stretch = []
+        if c is not None:
+            out.append(c)
+    return out
 
 
 def _is_cuda(lib: Module) -> bool:
@@ -81,8 +125,9 @@ class GraphModule:
         # a CUDA library: every entry also lives in device memory, where the kernels read and write it
         self._device = _device_storage(shapes, dtypes, storage_ids) if _is_cuda(lib) else None
         self._input_index = {self._nodes[n]["name"]: n for n in g["arg_nodes"]}
-        self._ops = []
+        self._ops = []  # a call of each kernel, in order (profile times them one by one)
         self._op_nodes: list[int] = []  # the node of each entry of _ops
+        planned: list = []  # the same kernels, as the run plan takes them where it can (run)
         for nid, node in enumerate(self._nodes):
             if node["op"] != "tvm_op" or node["attrs"]["func_name"] == NOP:
                 continue
@@ -96,9 +141,17 @@ class GraphModule:
                 self._ops.append(f.launcher([self._device[1][k] for k in index], env))
             elif type(f).__call__ is PackedFunc.__call__:  # a CPU kernel: check its buffers once, call it directly
                 env = f.check_args(tuple(arrays))
-                self._ops.append(functools.partial(f.raw_call, [data_pointer(a)[0] for a in arrays] + env))
+                pointers = [data_pointer(a)[0] for a in arrays]
+                self._ops.append(functools.partial(f.raw_call, pointers + env))
+                if lib.in_run_plan(f.name) and not env:
+                    planned.append((f, pointers))
+                    continue
             else:
                 self._ops.append(functools.partial(f, *arrays))
+            planned.append(self._ops[-1])
+        self._runs = _native_runs(lib, planned)
+        # checked before the first run: whether this CPU runs the kernels' instructions (a plan calls them raw)
+        self._isa_checks = [c[0] for c in planned if isinstance(c, tuple) and c[0].isa_check is not None]
         self._heads = [self._row[h[0]] + h[1] for h in g["heads"]]
         if params:
             for k, v in params.items():
@@ -142,7 +195,11 @@ class GraphModule:
         if inputs:
             self.set_input(**inputs)
         if self._device is None:
-            for call in self._ops:
+            if self._isa_checks:
+                for f in self._isa_checks:
+                    f._check_isa()
+                self._isa_checks = []
+            for call in self._runs:
                 call()
             return
         for call in self._ops:

@@ -20,6 +20,7 @@ from autosched.runtime.module_base import (
     ISA_SYMBOL,
     METADATA_SYMBOL,
     NUM_THREADS_SYMBOL,
+    RUN_PLAN_SYMBOL,
     Module,
     PackedFunc,
     ProfileResult,
@@ -51,6 +52,11 @@ class DSOModule(Module):
             self.num_threads_address = ctypes.addressof(ctypes.c_int32.in_dll(self._lib, NUM_THREADS_SYMBOL))
         except ValueError:
             self.num_threads_address = 0
+        try:
+            self.run_plan_address = ctypes.cast(getattr(self._lib, RUN_PLAN_SYMBOL), ctypes.c_void_p).value or 0
+            self._plan_names = frozenset(s["name"] for s in meta["functions"] if not s.get("vars"))
+        except AttributeError:  # (a library exported before plans existed)
+            self.run_plan_address = 0
         env = os.environ.get("AUTOSCHED_NUM_THREADS")
         if env:
             self.set_num_threads(int(env))

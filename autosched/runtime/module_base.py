@@ -34,6 +34,11 @@ METADATA_SYMBOL = "__autosched_metadata"
 ISA_SYMBOL = "__autosched_isa"  # {"cpu": built for, "features": instruction-set extensions the code uses}
 IMPORTS_METADATA_SYMBOL = "__autosched_imports_metadata"  # signatures of imported C-source functions
 NUM_THREADS_SYMBOL = "__autosched_num_threads"
+#: ``i32 run_plan(i64 n, ptr fns, ptr nargs, ptr args, ptr failed)``: calls ``fns[i]`` with its ``nargs[i]``
+#: pointers (taken in turn from ``args``) for each i < n, stopping at the first nonzero status (and storing
+#: the call's index at ``failed``): a graph's kernels called in a native loop, not one ctypes call each. It
+#: calls the library's own kernels without shape variables (their arities are its call sites; -1: another)
+RUN_PLAN_SYMBOL = "__autosched_run_plan"
 
 
 def _eval_dim(d: Any, env: list) -> int:
@@ -104,6 +109,7 @@ class PackedFunc:
     def __init__(self, sig: dict, address: int, keepalive: Any = None):
         self.sig = sig
         self.name = sig["name"]
+        self.address = address  # of the compiled function (a run plan calls it directly)
         self._keepalive = keepalive
         #: called before the first call (then dropped): raises when this CPU cannot run the code
         self.isa_check: Callable[[], None] | None = None
@@ -279,6 +285,13 @@ class Module:
         return out
 
     num_threads_address: int = 0  # where the library keeps its parallel loops' thread count (0: none)
+    run_plan_address: int = 0  # the library's RUN_PLAN_SYMBOL (0: none, as in libraries built before it)
+    _plan_names: frozenset[str] = frozenset()  # the kernels it has a call site for
+
+    def in_run_plan(self, name: str) -> bool:
+        """Whether the library's run plan can call kernel ``name``: one compiled with it, without shape variables
+        (not a function of an imported module, even one linked into the same library)."""
+        return bool(self.run_plan_address) and name in self._plan_names
 
     def set_num_threads(self, n: int) -> None:
         """Threads for this module's parallel loops (0: libgomp's default); overrides AUTOSCHED_NUM_THREADS."""
