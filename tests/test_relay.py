@@ -182,6 +182,59 @@ def test_batch_matmul_of_any_shape_and_transposes_runs_in_register_blocks(transp
     np.testing.assert_allclose(got, a @ b * 0.5, rtol=1e-4, atol=1e-4)
 
 
+def _np_conv2d_transpose(x, w, strides, padding, output_padding=(0, 0), groups=1, dilation=(1, 1)):
+    """Each input pixel scatters its weighted kernel into the output (the definition), then the crop."""
+    n, cin, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    (s0, s1), (d0, d1), (a0, a1) = strides, dilation, output_padding
+    full = np.zeros((n, og * groups, (h - 1) * s0 + d0 * (kh - 1) + 1 + a0, (wd - 1) * s1 + d1 * (kw - 1) + 1 + a1))
+    cg = cin // groups
+    for g in range(groups):
+        xs, ws = x[:, g * cg:(g + 1) * cg], w[g * cg:(g + 1) * cg]
+        for t in range(kh):
+            for u in range(kw):
+                rows, cols = slice(t * d0, t * d0 + (h - 1) * s0 + 1, s0), slice(u * d1, u * d1 + (wd - 1) * s1 + 1, s1)
+                full[:, g * og:(g + 1) * og, rows, cols] += np.einsum("nchw,co->nohw", xs, ws[:, :, t, u])
+    top, left, bottom, right = padding
+    return full[:, :, top:full.shape[2] - bottom, left:full.shape[3] - right]
+
+
+@pytest.mark.parametrize("weight_as", ["param", "const"])
+@pytest.mark.parametrize("case", [
+    dict(x=(1, 8, 5, 6), w=(8, 4, 4, 4), strides=(2, 2), padding=(1, 1, 1, 1)),       # a decoder's upsampling
+    dict(x=(2, 6, 4, 5), w=(6, 3, 2, 2), strides=(2, 2), padding=(0, 0, 0, 0)),       # U-Net's, a 1x1 per phase
+    dict(x=(1, 4, 5, 5), w=(4, 2, 3, 3), strides=(2, 3), padding=(1, 0, 2, 1), output_padding=(1, 2), groups=2),
+    dict(x=(1, 3, 4, 4), w=(3, 2, 3, 3), strides=(1, 1), padding=(1, 1, 0, 2)),
+    dict(x=(1, 3, 4, 4), w=(3, 2, 3, 3), strides=(2, 2), padding=(1, 1, 1, 1), dilation=(2, 1)),
+    dict(x=(1, 2, 4, 4), w=(2, 3, 2, 2), strides=(3, 3), padding=(0, 0, 0, 0)),       # a kernel below its stride
+], ids=["k4s2p1", "k2s2", "groups_output_padding", "stride1", "dilated", "stride_above_kernel"])
+def test_conv2d_transpose_under_tvm_name_matches_its_definition(case, weight_as):
+    x = relay.var("x", shape=case["x"])
+    wd = rand(*case["w"])
+    w = relay.var("w", shape=case["w"]) if weight_as == "param" else relay.const(wd)
+    kw = {k: v for k, v in case.items() if k not in ("x", "w")}
+    y = relay.nn.conv2d_transpose(x, w, kernel_size=case["w"][2:], channels=case["w"][1] * kw.get("groups", 1), **kw)
+    xd = rand(*case["x"])
+    args = [x, w] if weight_as == "param" else [x]
+    (out,) = run(relay.Function(args, y), {"x": xd}, {"w": wd} if weight_as == "param" else None)
+    want = _np_conv2d_transpose(xd, wd, **kw)
+    assert out.shape == want.shape
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_transpose_errors_name_the_problem():
+    x, w = relay.var("x", shape=(1, 4, 5, 5)), relay.var("w", shape=(4, 2, 3, 3))
+    with pytest.raises(relay.RelayError, match=r"layouts NHWC/IOHW are not supported"):
+        relay.nn.conv2d_transpose(x, w, data_layout="NHWC")
+    with pytest.raises(relay.RelayError, match=r"channels=3, but the weight \[4, 2, 3, 3\] with groups=1 gives 2"):
+        relay.nn.conv2d_transpose(x, w, channels=3)
+    with pytest.raises(relay.RelayError, match=r"data has 4 channels, but the weight \[4, 2, 3, 3\] needs 4, a "
+                                               r"multiple of groups=3"):
+        relay.nn.conv2d_transpose(x, w, groups=3)
+    with pytest.raises(relay.RelayError, match=r"crops all of the output"):
+        relay.nn.conv2d_transpose(x, w, padding=(4, 4, 4, 4))
+
+
 def test_gathers_scatters_and_one_hot_under_tvm_names():
     """relay.gather / gather_nd / scatter_nd / scatter_elements / one_hot / topk (TVM's signatures, index tuples first)
     against numpy: negative indices count from the end, a scatter's duplicate indices add (mode "add") or leave the

@@ -12,7 +12,8 @@ from autosched.relay import ir as relay_ir
 from autosched.relay import op as relay_op
 from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.registry import register
-from autosched.relay.ir.expr import Expr
+from autosched.relay.ir.expr import Expr, RelayError
+from autosched.relay.op.nn.conv_transpose import conv_transpose_cropped
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -115,26 +116,6 @@ def _conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return _from_2d(out, nd)
 
 
-def _transposed_weight(w: np.ndarray, group: int) -> np.ndarray:
-    """ConvTranspose's [C_in, C_out/g, kH, kW] as the OIHW weight [C_out, C_in/g, kH, kW] of the equivalent
-    convolution: the in/out channel axes swapped within each group, the kernel flipped in H and W."""
-    cin, og, kh, kw = w.shape
-    w = w.reshape(group, cin // group, og, kh, kw).transpose(0, 2, 1, 3, 4).reshape(group * og, cin // group, kh, kw)
-    return w[:, :, ::-1, ::-1]
-
-
-def _transposed_weight_relay(w: Expr, shape: Sequence[int], group: int) -> Expr:
-    """What ``_transposed_weight`` does, as relay ops (for a weight that is a parameter)."""
-    cin, og, kh, kw = shape
-    w = relay_op.reshape(w, (group, cin // group, og, kh, kw))
-    w = relay_op.reshape(relay_op.transpose(w, (0, 2, 1, 3, 4)), (group * og, cin // group, kh, kw))
-    flip = [(a, k) for a, k in ((2, kh), (3, kw)) if k > 1]
-    if not flip:
-        return w
-    return relay_op.strided_slice(w, begin=[k - 1 for _, k in flip], end=[-k - 1 for _, k in flip],
-                                  strides=[-1] * len(flip), axes=[a for a, _ in flip])
-
-
 def _conv_transpose_pads(g: _GraphConverter, attrs: dict, in_size: Sequence[int], kernel: Sequence[int],
                          strides: Sequence[int], dilations: Sequence[int], out_pad: Sequence[int]
                          ) -> tuple[list[int], list[int]]:
@@ -178,17 +159,13 @@ def _conv_transpose_pads(g: _GraphConverter, attrs: dict, in_size: Sequence[int]
 
 @register("ConvTranspose")
 def _conv_transpose(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """A transposed convolution as TVM's topi computes it: the stride-1 nn.conv2d of the input dilated by the
-    strides (nn.dilate), padded by dilation * (k - 1) - pad (+ output_padding at the end; a negative amount crops
-    the dilated input), with the weight's channel axes swapped per group and its kernel flipped (at import: the
-    weight must be a constant). 1-D as 2-D of height 1."""
+    """A transposed convolution as ``relay.nn.conv2d_transpose`` runs it (one convolution of all the stride's
+    phases, interleaved; see ``relay.op.nn.conv_transpose``), cropped as ``pads`` or ``output_shape`` say.
+    1-D as 2-D of height 1."""
     xname, wname = node.input[0], node.input[1]
     xshape, wshape = g.shape(xname), g.shape(wname)
     nd = len(wshape) - 2
     _check_spatial(g, node, nd)
-    if not g.is_const(wname):
-        g._fail(f"the weight {wname!r} must be a constant (an initializer or a Constant node): it is flipped and "
-                f"transposed at import, and a weight computed in the graph is not supported")
     kernel = tuple(int(k) for k in attrs.get("kernel_shape", wshape[2:]))
     if kernel != tuple(wshape[2:]):
         g._fail(f"kernel_shape {list(kernel)} does not match the weight's shape {wshape}")
@@ -203,29 +180,16 @@ def _conv_transpose(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Ex
         g._fail(f"strides {strides}, dilations {dilations} and output_padding {out_pad} must have {nd} value(s) "
                 f"each (strides and dilations positive, output_padding non-negative)")
     begins, ends = _conv_transpose_pads(g, attrs, xshape[2:], kernel, strides, dilations, out_pad)
-    # the equivalent stride-1 convolution's padding of the dilated input, per spatial axis
-    lo = [d * (k - 1) - b for k, d, b in zip(kernel, dilations, begins)]
-    hi = [d * (k - 1) - e + a for k, d, e, a in zip(kernel, dilations, ends, out_pad)]
-    dilated = [(n - 1) * s + 1 for n, s in zip(xshape[2:], strides)]
-    out = [n + p + q - d * (k - 1) for n, p, q, k, d in zip(dilated, lo, hi, kernel, dilations)]
-    if min(out) < 1 or any(n + min(p, 0) + min(q, 0) < 1 for n, p, q in zip(dilated, lo, hi)):
-        g._fail(f"pads (begin {begins}, end {ends}) crop all of the output (full size "
-                f"{[n + d * (k - 1) + a for n, k, d, a in zip(dilated, kernel, dilations, out_pad)]})")
     if nd == 1:
         kernel, strides, dilations = (1, *kernel), [1, *strides], [1, *dilations]
-        lo, hi, dilated = [0, *lo], [0, *hi], [1, *dilated]
+        begins, ends, out_pad = [0, *begins], [0, *ends], [0, *out_pad]
     shape4 = (wshape[0], wshape[1], *kernel)
-    weight = _weight(g, wname, lambda w: _transposed_weight(w.reshape(shape4), group),
-                     lambda w: _transposed_weight_relay(relay_op.reshape(w, shape4) if nd == 1 else w, shape4, group))
-    x = _to_2d(g, xname)
-    if max(strides) > 1:
-        x = relay_op.nn.dilate(x, (1, 1, *strides))
-    if min(lo + hi) < 0:  # pads beyond the kernel's reach: crop the dilated input instead
-        x = relay_op.strided_slice(x, begin=[max(-p, 0) for p in lo],
-                                   end=[n - max(-q, 0) for n, q in zip(dilated, hi)], axes=[2, 3])
-    padding = (max(lo[0], 0), max(lo[1], 0), max(hi[0], 0), max(hi[1], 0))
-    y = relay_op.nn.conv2d(x, weight, strides=(1, 1), padding=padding, dilation=tuple(dilations), groups=group,
-                           channels=wshape[1] * group, kernel_size=kernel)
+    weight = _weight(g, wname, lambda w: w.reshape(shape4), lambda w: relay_op.reshape(w, shape4))
+    try:
+        y = conv_transpose_cropped(_to_2d(g, xname), weight, (*xshape[:2], *([1] if nd == 1 else []), *xshape[2:]),
+                                   shape4, strides, dilations, group, begins, ends, out_pad)
+    except RelayError as e:
+        g._fail(str(e).removeprefix("nn.conv2d_transpose: "))
     bias = g.optional(node, 2)
     if bias is not None:
         y = relay_op.nn.bias_add(y, g.tensor(bias), axis=1)

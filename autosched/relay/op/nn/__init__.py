@@ -2,6 +2,7 @@
 relations, te computes and default schedules of conv2d, dense, matmul, pooling, normalisation, softmax; dilate)."""
 
 from autosched.relay.op.nn import _nn
+from autosched.relay.op.nn.conv_transpose import conv2d_transpose
 from autosched.relay.op.nn.nn import (
     avg_pool2d,
     batch_flatten,
@@ -23,6 +24,6 @@ from autosched.relay.op.nn.nn import (
     upsampling,
 )
 
-__all__ = ["_nn", "avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv2d", "dense",
-           "dilate", "global_avg_pool2d", "log_softmax", "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu",
-           "softmax", "upsampling"]
+__all__ = ["_nn", "avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv2d",
+           "conv2d_transpose", "dense", "dilate", "global_avg_pool2d", "log_softmax", "lrn", "matmul", "max_pool2d",
+           "pad", "prelu", "relu", "softmax", "upsampling"]
