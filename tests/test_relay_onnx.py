@@ -673,17 +673,17 @@ def test_unsupported_ops_are_all_listed_in_one_error() -> None:
     x = b.node("Relu", ["x"])
     for _ in range(2):
         x = b.node("LpPool", [x], kernel_shape=[1])
-    x = b.node("Acos", [x])
+    x = b.node("RandomNormalLike", [x])
     for _ in range(3):
-        x = b.node("Atan", [x])
+        x = b.node("Unique", [x])
     model = b.model([("x", (1, 2, 3))], [x])
     with pytest.raises(OpNotImplemented) as info:
         from_onnx(model)
     msg = str(info.value)
     assert "3 unsupported operator type(s) in 6 node(s)" in msg
-    assert "Atan (x3)" in msg and "LpPool (x2)" in msg and "Acos (x1)" in msg
+    assert "Unique (x3)" in msg and "LpPool (x2)" in msg and "RandomNormalLike (x1)" in msg
     assert "Relu" not in info.value.unsupported
-    assert info.value.unsupported == {"Atan": 3, "LpPool": 2, "Acos": 1}
+    assert info.value.unsupported == {"Unique": 3, "LpPool": 2, "RandomNormalLike": 1}
     assert isinstance(info.value, NotImplementedError)
 
 
@@ -949,6 +949,12 @@ RANGED_CASES = [  # op, attributes, the input (in the op's domain; halves for ro
     ("Asinh", {}, lambda r: r.standard_normal((3, 8)).astype(np.float32) * 100),
     ("Acosh", {}, lambda r: np.abs(r.standard_normal((3, 8))).astype(np.float32) * 10 + 1),
     ("Atanh", {}, lambda r: np.tanh(r.standard_normal((3, 8))).astype(np.float32) * 0.99),
+    ("Atan", {}, lambda r: np.concatenate([r.standard_normal(16) * 10, [0, -0.0, 0.4142135, -0.4142136, 2.4142134,
+                                                                       -2.4142137, 1e7, -3e38]]).astype(np.float32)),
+    ("Asin", {}, lambda r: np.concatenate([np.tanh(r.standard_normal(20)), [-1, 1, 0.9999999, 1e-8]]
+                                          ).astype(np.float32)),
+    ("Acos", {}, lambda r: np.concatenate([np.tanh(r.standard_normal(20)), [-1, 1, 0.9999999, -0.9999999]]
+                                          ).astype(np.float32)),
     ("Hardmax", {"axis": 1}, lambda r: np.round(r.standard_normal((3, 8, 2))).astype(np.float32)),
     ("GlobalLpPool", {}, lambda r: r.standard_normal((2, 3, 5, 4)).astype(np.float32)),
     ("GlobalLpPool", {"p": 3}, lambda r: r.standard_normal((2, 3, 5, 4)).astype(np.float32)),

@@ -40,7 +40,10 @@ from autosched.relay.ir import (
 )
 from autosched.relay.op import (
     abs,
+    acos,
     add,
+    asin,
+    atan,
     broadcast_to,
     cast,
     ceil,
@@ -106,7 +109,7 @@ __all__ = [
     "TupleGetItem", "TupleType", "Type", "Var", "add", "backend", "build", "clip", "concatenate", "const", "divide",
     "evaluate", "exp", "expr", "extract_tasks", "ir", "maximum", "minimum", "multiply", "negative", "nn", "op",
     "optimize", "reshape", "sigmoid", "sqrt", "strided_slice", "subtract", "tanh", "transform", "transpose", "var",
-    "abs", "ceil", "cos", "floor", "isinf", "isnan", "log", "round", "sign", "sin", "tan",
+    "abs", "ceil", "cos", "floor", "isinf", "isnan", "log", "round", "sign", "sin", "tan", "atan", "asin", "acos",
     "broadcast_to", "cast", "erf", "gather", "gather_nd", "logical_not", "mod", "one_hot", "power", "scatter_elements",
     "scatter_nd", "take", "tile", "topk", "trilu", "where",
 ]

@@ -13,6 +13,9 @@ from autosched.relay.op import blocked, elemwise, indexing, interp, nn, op, redu
 from autosched.relay.op.common import broadcast_shape, pad4
 from autosched.relay.op.elemwise import (
     abs,
+    acos,
+    asin,
+    atan,
     cast,
     ceil,
     clip,
@@ -86,6 +89,7 @@ __all__ = [
     "reshape_shape", "schedules", "sigmoid", "slice_range", "sqrt", "strided_slice", "subtract", "tanh", "tensor",
     "transpose", "upsampling", "cast", "compare", "erf", "logical_not", "mod", "power", "reciprocal", "where",
     "reduce", "layer_norm", "broadcast_to", "take", "trilu", "abs", "ceil", "cos", "floor", "isinf", "isnan",
-    "log", "round", "sign", "sin", "tan", "tile", "indexing", "gather", "gather_nd", "one_hot", "scatter_elements",
+    "log", "round", "sign", "sin", "tan", "atan", "asin", "acos",
+    "tile", "indexing", "gather", "gather_nd", "one_hot", "scatter_elements",
     "scatter_nd", "topk",
 ]

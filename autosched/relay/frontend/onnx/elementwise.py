@@ -156,6 +156,9 @@ def _prelu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
 
 # ------------------------------------------------------------------ transformer exports: math, masks, logic
 register("Erf")(_unary("erf"))
+register("Atan")(_unary("atan"))
+register("Asin")(_unary("asin"))
+register("Acos")(_unary("acos"))
 register("Reciprocal")(_unary("reciprocal"))
 
 
