@@ -672,7 +672,7 @@ def test_unsupported_ops_are_all_listed_in_one_error() -> None:
     b = GraphBuilder()
     x = b.node("Relu", ["x"])
     for _ in range(2):
-        x = b.node("LpPool", [x], kernel_shape=[1])
+        x = b.node("RandomUniformLike", [x])
     x = b.node("RandomNormalLike", [x])
     for _ in range(3):
         x = b.node("Unique", [x])
@@ -681,9 +681,9 @@ def test_unsupported_ops_are_all_listed_in_one_error() -> None:
         from_onnx(model)
     msg = str(info.value)
     assert "3 unsupported operator type(s) in 6 node(s)" in msg
-    assert "Unique (x3)" in msg and "LpPool (x2)" in msg and "RandomNormalLike (x1)" in msg
+    assert "Unique (x3)" in msg and "RandomUniformLike (x2)" in msg and "RandomNormalLike (x1)" in msg
     assert "Relu" not in info.value.unsupported
-    assert info.value.unsupported == {"Unique": 3, "LpPool": 2, "RandomNormalLike": 1}
+    assert info.value.unsupported == {"Unique": 3, "RandomUniformLike": 2, "RandomNormalLike": 1}
     assert isinstance(info.value, NotImplementedError)
 
 
@@ -958,6 +958,14 @@ RANGED_CASES = [  # op, attributes, the input (in the op's domain; halves for ro
     ("Hardmax", {"axis": 1}, lambda r: np.round(r.standard_normal((3, 8, 2))).astype(np.float32)),
     ("GlobalLpPool", {}, lambda r: r.standard_normal((2, 3, 5, 4)).astype(np.float32)),
     ("GlobalLpPool", {"p": 3}, lambda r: r.standard_normal((2, 3, 5, 4)).astype(np.float32)),
+    ("LpPool", {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1]},
+     lambda r: r.standard_normal((1, 3, 7, 6)).astype(np.float32)),
+    ("LpPool", {"kernel_shape": [2, 2], "p": 1, "auto_pad": "SAME_UPPER", "strides": [2, 2]},
+     lambda r: r.standard_normal((2, 2, 5, 5)).astype(np.float32)),
+    ("LpPool", {"kernel_shape": [3], "p": 3, "strides": [2], "dilations": [2], "ceil_mode": 1},
+     lambda r: r.standard_normal((1, 4, 12)).astype(np.float32)),
+    ("LpPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1},
+     lambda r: r.standard_normal((1, 2, 8, 9)).astype(np.float32)),
 ]
 
 
@@ -971,6 +979,8 @@ def test_more_elementwise_and_pooling_ops_match_onnxruntime(op: str, attrs: dict
     opset = 13
     if op == "Swish":
         opset = 24
+    if op == "LpPool":  # (dilations and ceil_mode came in opset 18)
+        opset = 18
     model = make_typed_op(op, [("x", "float32", x.shape)], opset=opset, **extra, **attrs)
     check_against_onnxruntime(model, {"x": x}, atol=1e-5, rtol=1e-5)
 

@@ -578,18 +578,51 @@ def _hardmax(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.reshape(hot, tuple(shape)) if g.opset < 13 else hot
 
 
+def _lp_power(x: Expr, p: int, dtype: str) -> Expr:
+    """|x|^p of an Lp pool (x * x for p 2)."""
+    if p == 2:
+        return relay_op.multiply(x, x)
+    return relay_op.abs(x) if p == 1 else relay_op.power(relay_op.abs(x), relay_ir.const(np.array(p, dtype)))
+
+
+def _lp_root(total: Expr, p: int, dtype: str) -> Expr:
+    """total^(1/p) of an Lp pool's sums."""
+    if p == 1:
+        return total
+    return relay_op.sqrt(total) if p == 2 else relay_op.power(total, relay_ir.const(np.array(1.0 / p, dtype)))
+
+
 @register("GlobalLpPool")
 def _global_lp_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """(sum over the spatial axes of |x|^p)^(1/p), p 2 by default."""
     rank = len(g.shape(node.input[0]))
-    p = int(attrs.get("p", 2))
-    x = g.tensor(node.input[0])
-    dtype = g.dtype(node.input[0])
-    powered = relay_op.multiply(x, x) if p == 2 else relay_op.abs(x) if p == 1 else relay_op.power(
-        relay_op.abs(x), relay_ir.const(np.array(p, dtype)))
-    total = relay_op.make_call("sum", [powered], axis=tuple(range(2, rank)), keepdims=True)
-    if p == 1:
-        return total
-    if p == 2:
-        return relay_op.sqrt(total)
-    return relay_op.power(total, relay_ir.const(np.array(1.0 / p, dtype)))
+    p, dtype = int(attrs.get("p", 2)), g.dtype(node.input[0])
+    total = relay_op.make_call("sum", [_lp_power(g.tensor(node.input[0]), p, dtype)], axis=tuple(range(2, rank)),
+                               keepdims=True)
+    return _lp_root(total, p, dtype)
+
+
+@register("LpPool")
+def _lp_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """(sum over each window of |x|^p)^(1/p): the window sums are a depthwise convolution with a kernel of ones
+    (padding adds zeros; ceil_mode is more padding at the end, as long as the last window starts inside the
+    input or its left padding). 1-D as 2-D of height 1."""
+    kernel, strides, dilations, (top, left, bottom, right), ceil = _pool_common(g, node, attrs)
+    name = node.input[0]
+    shape = g.shape(name)
+    size = shape[2:] if len(shape) == 4 else (1, shape[2])
+    if ceil:
+        extra = []
+        for n, lo, hi, k, s, d in zip(size, (top, left), (bottom, right), kernel, strides, dilations):
+            reach = d * (k - 1) + 1
+            out = -(-(n + lo + hi - reach) // s) + 1
+            if (out - 1) * s >= n + lo:
+                out -= 1
+            extra.append(max(0, (out - 1) * s + reach - (n + lo + hi)))
+        bottom, right = bottom + extra[0], right + extra[1]
+    p, dtype, channels = int(attrs.get("p", 2)), g.dtype(name), shape[1]
+    ones = relay_ir.const(np.ones((channels, 1, *kernel), dtype))
+    total = relay_op.nn.conv2d(_lp_power(_to_2d(g, name), p, dtype), ones, strides=strides,
+                               padding=(top, left, bottom, right), dilation=dilations, groups=channels,
+                               channels=channels, kernel_size=kernel)
+    return _from_2d(_lp_root(total, p, dtype), len(attrs["kernel_shape"]))
