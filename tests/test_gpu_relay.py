@@ -146,6 +146,18 @@ def test_wider_op_set_for_cuda_matches_onnxruntime():
 
 
 @needs_ptxas
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_grid_sample_for_cuda_matches_onnxruntime(mode):
+    """grid_sample's positions (a stage at root) and its taps, each kernel's grid run serially on the CPU."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, 5, 7)).astype(np.float32)
+    grid = rng.uniform(-1.5, 1.5, (1, 4, 6, 2)).astype(np.float32)
+    model = make_typed_op("GridSample", [("x", "float32", x.shape), ("grid", "float32", grid.shape)], opset=16,
+                          mode=mode, padding_mode="reflection")
+    err, kernels = serial_error(model, {"x": x, "grid": grid})
+    assert err < 1e-5 and any("grid_sample" in k.name for k, _ in kernels)
+
+
 def test_wider_op_set_assembles_for_sm80_and_sm90():
     model = _activations_and_layouts()
     assert assemble(model, random_inputs(model))

@@ -993,3 +993,43 @@ def _eye_like_model() -> onnx.ModelProto:
 
 def test_eye_like_is_a_constant_of_the_input_shape() -> None:
     check_against_onnxruntime(_eye_like_model(), {"x": np.zeros((3, 5), np.float32)}, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_matches_onnxruntime(mode: str, padding: str, align_corners: int) -> None:
+    """Grid positions inside and well outside the image (to 2.5x its half-size, so reflections turn more than
+    once), with exact pixel centres and halves among them (nearest rounds halves to even)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    grid = rng.uniform(-2.5, 2.5, (2, 4, 6, 2)).astype(np.float32)
+    grid[0, 0, :, 0] = (np.arange(6) * 2 / 7 - 1 + 1 / 7)  # pixel centres (align_corners 0) along x
+    grid[0, 1, :, :] = [[-1, -1], [1, 1], [0, 0], [-1, 1], [0.5, -0.25], [1 / 6, -1 / 4]]
+    model = make_typed_op("GridSample", [("x", "float32", x.shape), ("grid", "float32", grid.shape)], opset=16,
+                          mode=mode, padding_mode=padding, align_corners=align_corners)
+    check_against_onnxruntime(model, {"x": x, "grid": grid}, atol=2e-5, rtol=1e-5)
+
+
+def test_grid_sample_under_tvm_name_and_opset_20_modes() -> None:
+    """relay.image.grid_sample takes TVM's [N, 2, H_out, W_out] grid; ONNX opset 20's mode names (linear,
+    cubic) are opset 16's bilinear and bicubic; 5-D sampling is refused by name."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    grid = rng.uniform(-1, 1, (1, 3, 5, 2)).astype(np.float32)
+    for mode in ("linear", "cubic"):
+        model = make_typed_op("GridSample", [("x", "float32", x.shape), ("grid", "float32", grid.shape)], opset=20,
+                              mode=mode)
+        check_against_onnxruntime(model, {"x": x, "grid": grid}, atol=2e-5, rtol=1e-5)
+    data, g = relay.var("data", shape=(1, 2, 4, 4)), relay.var("grid", shape=(1, 2, 3, 5))
+    out = relay.evaluate([relay.image.grid_sample(relay.const(x), relay.const(grid.transpose(0, 3, 1, 2)),
+                                                  align_corners=False)])[0]
+    model = make_typed_op("GridSample", [("x", "float32", x.shape), ("grid", "float32", grid.shape)], opset=16)
+    np.testing.assert_allclose(out, run_onnxruntime(model, {"x": x, "grid": grid})[0], atol=2e-5, rtol=1e-5)
+    with pytest.raises(relay.RelayError, match=r"grid \(1, 3, 2, 5\) \[N, 2, H_out, W_out\]"):
+        relay.ir.type_infer.infer_type(relay.image.grid_sample(data, relay.var("g2", shape=(1, 3, 2, 5))))
+    assert relay.ir.type_infer.infer_type(relay.image.grid_sample(data, g)).shape == (1, 2, 3, 5)
+    model = make_typed_op("GridSample", [("x", "float32", (1, 1, 2, 2, 2)), ("grid", "float32", (1, 2, 2, 2, 3))],
+                          opset=20)
+    with pytest.raises(OnnxImportError, match=r"3-D sampling is not supported"):
+        from_onnx(model)

@@ -57,6 +57,7 @@ from autosched.relay.op import (
     floor,
     gather,
     gather_nd,
+    image,
     isinf,
     isnan,
     log,
@@ -110,6 +111,6 @@ __all__ = [
     "evaluate", "exp", "expr", "extract_tasks", "ir", "maximum", "minimum", "multiply", "negative", "nn", "op",
     "optimize", "reshape", "sigmoid", "sqrt", "strided_slice", "subtract", "tanh", "transform", "transpose", "var",
     "abs", "ceil", "cos", "floor", "isinf", "isnan", "log", "round", "sign", "sin", "tan", "atan", "asin", "acos",
-    "broadcast_to", "cast", "erf", "gather", "gather_nd", "logical_not", "mod", "one_hot", "power", "scatter_elements",
-    "scatter_nd", "take", "tile", "topk", "trilu", "where",
+    "broadcast_to", "cast", "erf", "gather", "gather_nd", "image", "logical_not", "mod", "one_hot", "power",
+    "scatter_elements", "scatter_nd", "take", "tile", "topk", "trilu", "where",
 ]

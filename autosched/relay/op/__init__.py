@@ -9,7 +9,7 @@ expressions that FoldConstant uses (``interp``). Above the IR, below the passes.
 Importing it gives ``Expr`` its ``+ - * /`` (op.py).
 """
 
-from autosched.relay.op import blocked, elemwise, indexing, interp, nn, op, reduce, schedules, tensor
+from autosched.relay.op import blocked, elemwise, image, indexing, interp, nn, op, reduce, schedules, tensor
 from autosched.relay.op.common import broadcast_shape, pad4
 from autosched.relay.op.elemwise import (
     abs,
@@ -90,6 +90,6 @@ __all__ = [
     "transpose", "upsampling", "cast", "compare", "erf", "logical_not", "mod", "power", "reciprocal", "where",
     "reduce", "layer_norm", "broadcast_to", "take", "trilu", "abs", "ceil", "cos", "floor", "isinf", "isnan",
     "log", "round", "sign", "sin", "tan", "atan", "asin", "acos",
-    "tile", "indexing", "gather", "gather_nd", "one_hot", "scatter_elements",
+    "tile", "image", "indexing", "gather", "gather_nd", "one_hot", "scatter_elements",
     "scatter_nd", "topk",
 ]

@@ -19,6 +19,8 @@ GELU) is computed on the anchor's register tile in the output's loops.
   (a cross-thread reduction, :mod:`autosched.tir.xthread`), once per row; then the threads write the row;
 - global average pooling and sum / mean / max / min over the innermost axes: a warp (more for long rows)
   per output value, several values per block;
+- grid_sample: one thread per output element, its pixel's sampling position, tap indices and weights computed
+  in the thread first;
 - anything else (injective kernels, windowed pooling, reductions over outer axes): one thread per output
   element, blocks of 256 threads, a reduction accumulated in a register.
 """
@@ -424,6 +426,17 @@ def _rows_per_block(sch: Any, out: te.Tensor, reds: list, nt: int) -> None:
 
 
 #: the schedule of a kernel by its anchor op (others: :func:`generic`)
+def grid_sample(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> None:
+    """One thread per output element, the sampling position, tap indices and weights of its pixel computed in the
+    thread once (inlined, each tap would repeat their arithmetic: a kernel ptxas took seconds over)."""
+    kept = tuple(t for t in compute_stages(out) if t.op.name.startswith("grid_sample_"))  # consumers first
+    inline_injective(sch, out, keep=kept)
+    _, tx = _bind_flat(sch, out)
+    for t in kept:
+        sch[t].compute_at(sch[out], tx)
+
+
 BY_OP = {"nn.conv2d": conv2d, "nn.dense": dense, "nn.matmul": dense, "nn.batch_matmul": batch_matmul,
+         "image.grid_sample": grid_sample,
          **{op: row_reduction for op in ("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.global_avg_pool2d",
                                          "sum", "mean", "max", "min")}}

@@ -581,3 +581,28 @@ def _depth_space(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     else:
         g._fail(f"unknown mode {mode!r} (DCR or CRD)")
     return relay_op.reshape(x, (n, c // (b * b), h * b, w * b))
+
+
+_GRID_SAMPLE_MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest", "bicubic": "bicubic",
+                      "cubic": "bicubic"}  # (opset 16's names, then opset 20's)
+
+
+@register("GridSample")
+def _grid_sample(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """``relay.image.grid_sample`` of 4-D data, its [N, H_out, W_out, 2] grid transposed to TVM's [N, 2, H_out,
+    W_out]; modes of opsets 16 and 20, all padding modes, align_corners."""
+    xshape, gshape = g.shape(node.input[0]), g.shape(node.input[1])
+    if len(xshape) != 4:
+        g._fail(f"{len(xshape) - 2}-D sampling is not supported (the data {node.input[0]!r} has rank {len(xshape)}; "
+                f"4-D NCHW data is)")
+    mode = attrs.get("mode", "bilinear" if g.opset < 20 else "linear")
+    if mode not in _GRID_SAMPLE_MODES:
+        g._fail(f"mode {mode!r} is not one of {', '.join(_GRID_SAMPLE_MODES)}")
+    padding = attrs.get("padding_mode", "zeros")
+    if padding not in ("zeros", "border", "reflection"):
+        g._fail(f"padding_mode {padding!r} is not one of zeros, border, reflection")
+    if len(gshape) != 4 or gshape[-1] != 2 or gshape[0] != xshape[0]:
+        g._fail(f"the grid {node.input[1]!r} must be [N, H_out, W_out, 2] for data {list(xshape)}, got {list(gshape)}")
+    grid = relay_op.transpose(g.tensor(node.input[1]), (0, 3, 1, 2))
+    return relay_op.image.grid_sample(g.tensor(node.input[0]), grid, method=_GRID_SAMPLE_MODES[mode],
+                                      padding_mode=padding, align_corners=bool(attrs.get("align_corners", 0)))
