@@ -30,14 +30,8 @@ from autosched.codegen.objcompile import Machine, build_jobs, compile_units, opt
 from autosched.codegen.units import Chunk, compile_chunks
 from autosched.errors import CodegenError
 from autosched.isa import check_runs_here, code_features
-from autosched.runtime.module_base import (
-    ISA_SYMBOL,
-    METADATA_SYMBOL,
-    NUM_THREADS_SYMBOL,
-    RUN_PLAN_SYMBOL,
-    Module,
-    PackedFunc,
-)
+from autosched.runtime.module import ISA_SYMBOL, METADATA_SYMBOL, NUM_THREADS_SYMBOL, Module, PackedFunc
+from autosched.runtime.module_base import RUN_PLAN_SYMBOL
 from autosched.runtime.packed import SYMBOL
 from autosched.target import Target, init_llvm
 from autosched.te.schedule import Schedule
