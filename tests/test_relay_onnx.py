@@ -549,6 +549,7 @@ def test_every_supported_op_has_a_case() -> None:
     cases = list(OP_CASES.values()) + list(TRANSFORMER_CASES.values()) + list(CONV_CASES.values())
     covered = {n.op_type for make in cases for n in make().graph.node}
     covered |= {"IsNaN", "IsInf", "Xor"}  # bool tests with inputs of their own, above
+    covered |= {"GridSample"}  # every mode and padding: test_grid_sample_matches_onnxruntime, below
     # below: ops whose inputs must lie in their domain, a QDQ convolution, EyeLike feeding an Add
     covered |= {op for op, _, _ in RANGED_CASES}
     covered |= {n.op_type for model in (_qdq_conv_model(True, True), _eye_like_model()) for n in model.graph.node}
