@@ -21,6 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import alternating_medians  # noqa: E402
 
+from autosched import relay  # noqa: E402
+from autosched.runtime.graph_executor import GraphModule  # noqa: E402
+from autosched.target import Target  # noqa: E402
+
 # (C_in, C_out, H = W, kernel, stride, pad): a U-Net's 2x2/2, a DCGAN- or segmentation-decoder's 4x4/2 pad 1,
 # a 3x3/2 pad 1 with output_padding 1 (PyTorch's ConvTranspose2d(..., 3, 2, 1, output_padding=1))
 ROWS = {"unet_2x2_s2": (256, 128, 28, 2, 2, 0, 0), "decoder_4x4_s2": (128, 64, 56, 4, 2, 1, 0),
@@ -52,10 +56,6 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("AUTOSCHED_NUM_THREADS", str(args.threads))
     import onnxruntime as ort
-
-    from autosched import relay
-    from autosched.runtime.graph_executor import GraphModule
-    from autosched.target import Target
 
     print(f"batch 1, {args.threads} threads, default schedules, on {Target('llvm').cpu.name}, onnxruntime "
           f"{ort.__version__}")

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 import autosched
-from autosched import isa, te
+from autosched import isa, relay, te
 from autosched.codegen.build import clear_cache
 from autosched.errors import UnsupportedCPUError
-from autosched.runtime import load_module
+from autosched.runtime import graph_executor, load_module
 from autosched.target import llvm_cpu_names
 
 AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
@@ -121,9 +121,6 @@ def test_a_jit_module_for_another_cpu_is_refused_at_its_first_call(avx2_host):
 def test_a_graph_built_for_another_cpu_is_refused_at_its_first_run(avx2_host):
     """The graph executor calls its kernels from the library's native run loop, not one by one: the check of
     the instruction set comes before that loop starts."""
-    from autosched import relay
-    from autosched.runtime import graph_executor
-
     x = relay.var("x", shape=(4, 64))
     graph_json, lib, params = relay.build(relay.Function([x], relay.nn.softmax(relay.exp(x))), AVX512)
     m = graph_executor.GraphModule(graph_json, lib, params)

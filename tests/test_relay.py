@@ -11,10 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from autosched import relay
+import autosched
+from autosched import relay, te, tir
+from autosched.codegen.build import build_many
 from autosched.relay import transform
 from autosched.relay.backend.build_module import _GraphBuilder
-from autosched.runtime import graph_executor
+from autosched.runtime import graph_executor, register_func, remove_global_func
 from autosched.target import Target
 
 RNG = np.random.default_rng(0)
@@ -539,11 +541,6 @@ def test_a_graph_calls_its_kernels_from_one_native_loop(monkeypatch):
 def test_a_failing_kernel_stops_the_native_loop_with_its_own_error():
     """A kernel that fails (here: the registered function it calls raises) ends ``run`` with that error, and
     the kernels after it do not run."""
-    import autosched
-    from autosched import te, tir
-    from autosched.codegen.build import build_many
-    from autosched.runtime import register_func, remove_global_func
-
     n = 8
     a = te.placeholder((n,), name="a")
     checked = te.extern((n,), [a], lambda ins, outs: tir.call_packed("test_relay.check_positive", ins[0], outs[0]),
