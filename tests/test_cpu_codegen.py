@@ -613,35 +613,39 @@ def test_a_parallel_loop_writes_no_masked_off_lane_of_its_callers_stack_buffer()
     """A stack intermediate computed by a parallel loop is shared by its threads: a row's last partial vector
     covers the start of the next row, which another thread writes, so its stores are masked, never a whole
     vector blended with what was there (that lost another thread's writes: garbage in a property test's
-    parallel matmul, now and then). A buffer of the thread's own frame keeps whole-vector blends."""
-    M, N, K = 11, 26, 10
+    parallel matmul, now and then). A buffer of the thread's own frame keeps whole-vector blends. The row
+    is 23 floats, a prime, so both vector widths (8 and 16 lanes) end it with a partial vector."""
+    M, N, K = 11, 23, 10
     A = te.placeholder((M, K), name="A")
     B = te.placeholder((K, N), name="B")
     k = te.reduce_axis((0, K), name="k")
     C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = te.create_schedule(C.op)
-    CL = s.cache_write(C, "local")
-    i, j = CL.op.axis
-    s[CL].reorder(i, CL.op.reduce_axis[0], j)
-    s[CL].parallel(i)
-    s[CL].vectorize(j)
-    f = autosched.build(s, [A, B, C])
-    text = f.get_source("ll-unopt")
-    par = text[text.index('define internal void @"main_par'):]
-    par = par[:par.index("\n}\n")]
-    assert "llvm.masked.store" in par and not re.search(r"select\s+<\d+ x i1>", par)
+
+    def schedule(parallel: bool):
+        s = te.create_schedule(C.op)
+        CL = s.cache_write(C, "local")
+        i, j = CL.op.axis
+        s[CL].reorder(i, CL.op.reduce_axis[0], j)
+        if parallel:
+            s[CL].parallel(i)
+        s[CL].vectorize(j)
+        return s
+
+    for target in ("llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"):
+        text = autosched.build(schedule(True), [A, B, C], target=target).get_source("ll-unopt")
+        par = text[text.index('define internal void @"main_par'):]
+        par = par[:par.index("\n}\n")]
+        assert "llvm.masked.store" in par and not re.search(r"select\s+<\d+ x i1>", par), target
+        # the same loops, serial: the buffer is this frame's, blends stay
+        serial = autosched.build(schedule(False), [A, B, C], target=target).get_source("ll-unopt")
+        assert re.search(r"select\s+<\d+ x i1>", serial), target
+    f = autosched.build(schedule(True), [A, B, C])
     rng = np.random.default_rng(0)
     for _ in range(20):
         a, b = rng.standard_normal((M, K)).astype("float32"), rng.standard_normal((K, N)).astype("float32")
         c = np.full((M, N), np.nan, "float32")
         f(a, b, c)
         np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
-    s2 = te.create_schedule(C.op)  # the same loops, serial: the buffer is this frame's, blends stay
-    CL2 = s2.cache_write(C, "local")
-    i2, j2 = CL2.op.axis
-    s2[CL2].reorder(i2, CL2.op.reduce_axis[0], j2)
-    s2[CL2].vectorize(j2)
-    assert re.search(r"select\s+<\d+ x i1>", autosched.build(s2, [A, B, C]).get_source("ll-unopt"))
 
 
 def test_a_heap_intermediate_is_kept_between_calls_and_shared_safely_by_threads():
