@@ -219,16 +219,18 @@ _NP_TO_ONNX = {"float32": TensorProto.FLOAT, "int64": TensorProto.INT64, "bool":
 
 
 def make_typed_op(op: str, inputs: Sequence[tuple[str, str, Sequence[int]]], *, initializers: dict | None = None,
-                  extra_inputs: Sequence[str] = (), opset: int = 17, n_outputs: int = 1, **attrs
-                  ) -> onnx.ModelProto:
-    """A model of one ``op`` node over graph inputs of any dtype (``(name, dtype, shape)``; int64 ids, bool masks),
-    then ``extra_inputs`` (initializer names, ``""`` for an omitted one); the output's type from shape inference."""
+                  extra_inputs: Sequence[str] = (), opset: int = 17, n_outputs: int = 1,
+                  outputs: Sequence[str] | None = None, **attrs) -> onnx.ModelProto:
+    """A model of one ``op`` node over graph inputs of any dtype (``(name, dtype, shape)``; int64 ids, bool masks;
+    ``""`` for an omitted one), then ``extra_inputs`` (initializer names, ``""`` for an omitted one); the node's
+    outputs ``outputs`` (``""`` for an omitted one; default ``n_outputs`` of them), their types from shape
+    inference."""
     inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in (initializers or {}).items()]
-    outs = ["y"] if n_outputs == 1 else [f"y{i}" for i in range(n_outputs)]
+    outs = list(outputs) if outputs is not None else ["y"] if n_outputs == 1 else [f"y{i}" for i in range(n_outputs)]
     node = helper.make_node(op, [n for n, _, _ in inputs] + list(extra_inputs), outs, name="node", **attrs)
-    ins = [helper.make_tensor_value_info(n, _NP_TO_ONNX[dt], list(s)) for n, dt, s in inputs]
-    graph = helper.make_graph([node], f"single_{op}", ins, [helper.make_empty_tensor_value_info(o) for o in outs],
-                              initializer=inits)
+    ins = [helper.make_tensor_value_info(n, _NP_TO_ONNX[dt], list(s)) for n, dt, s in inputs if n]
+    graph = helper.make_graph([node], f"single_{op}", ins,
+                              [helper.make_empty_tensor_value_info(o) for o in outs if o], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="autosched-tests")
     model.ir_version = IR_VERSION
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
@@ -382,6 +384,28 @@ OP_CASES: dict = {
                                               epsilon=1e-5),
     "rms_norm_two_axes": lambda: make_typed_op("RMSNormalization", [("x", F, (2, 3, 8))],
                                                initializers={"g": _f(3, 8)}, extra_inputs=["g"], opset=23, axis=1),
+    # Attention (opset 23/24): MHA 4-D causal; GQA 3-D with a KV cache, a bool mask and every output; a float mask
+    # with softcap and a scale (scores after the mask out); run-time padding lengths with the offset-aware causal
+    # mask; a constant mask with a row that sees nothing (zeros, not NaN)
+    "attention_mha_causal": lambda: make_typed_op(
+        "Attention", [("q", F, (2, 4, 5, 8)), ("k", F, (2, 4, 7, 8)), ("v", F, (2, 4, 7, 6))], opset=23,
+        is_causal=1),
+    "attention_gqa_3d_cache_bool_mask": lambda: make_typed_op(
+        "Attention", [("q", F, (2, 3, 32)), ("k", F, (2, 3, 16)), ("v", F, (2, 3, 16)), ("m", B, (3, 7)),
+                      ("pk", F, (2, 2, 4, 8)), ("pv", F, (2, 2, 4, 8))], opset=23, is_causal=1, q_num_heads=4,
+        kv_num_heads=2, n_outputs=4, qk_matmul_output_mode=3),
+    "attention_float_mask_softcap_scale": lambda: make_typed_op(
+        "Attention", [("q", F, (1, 2, 4, 8)), ("k", F, (1, 2, 6, 8)), ("v", F, (1, 2, 6, 8)), ("m", F, (4, 6))],
+        opset=23, softcap=2.0, scale=0.3, outputs=["y", "", "", "qk"], qk_matmul_output_mode=2),
+    "attention_nonpad_kv_seqlen_causal": lambda: make_typed_op(
+        "Attention", [("q", F, (2, 2, 3, 8)), ("k", F, (2, 2, 6, 8)), ("v", F, (2, 2, 6, 8)), ("", B, ()),
+                      ("", F, ()), ("", F, ()), ("n", I, (2,))], opset=24, is_causal=1),
+    "attention_row_that_sees_nothing": lambda: make_typed_op(
+        "Attention", [("q", F, (1, 2, 3, 8)), ("k", F, (1, 2, 4, 8)), ("v", F, (1, 2, 4, 8)), ("m", B, (1, 1, 3, 4))],
+        opset=23, outputs=["y", "", "", "qk"], qk_matmul_output_mode=3),
+    "rotary_embedding_4d": lambda: make_typed_op(
+        "RotaryEmbedding", [("x", F, (2, 3, 5, 8)), ("c", F, (2, 5, 4)), ("s", F, (2, 5, 4))], opset=23),
+    "rotary_embedding_3d_positions_interleaved_partial": lambda: _rotary_at_positions(),
     "cast_like_int64": lambda: make_typed_op("CastLike", [("x", F, (3, 4)), ("t", I, (1,))], opset=15),
     # recurrent layers, unrolled at import: X [seq 5, batch 2, input 3], hidden 4 (outputs Y, Y_h[, Y_c])
     "lstm_forward_bias_initial_states": lambda: make_typed_op(
@@ -422,6 +446,23 @@ def rnn_weights(gates: int, hidden: int, inputs: int, directions: int, bias: boo
     return out
 
 
+def _rotary_at_positions() -> onnx.ModelProto:
+    """RotaryEmbedding of a 3-D input (3 heads of 8), the first 4 features of each head rotated as interleaved
+    pairs, the angles picked from constant caches of 10 positions by ``position_ids``, a graph input."""
+    node = helper.make_node("RotaryEmbedding", ["x", "c", "s", "p"], ["y"], name="node", num_heads=3, interleaved=1,
+                            rotary_embedding_dim=4)
+    g = helper.make_graph([node], "rotary_at_positions",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 24]),
+                           helper.make_tensor_value_info("p", TensorProto.INT64, [2, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 24])],
+                          initializer=[numpy_helper.from_array(_f(10, 2), "c"),
+                                       numpy_helper.from_array(_f(10, 2, seed=2), "s")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
 def _gather_embedding() -> onnx.ModelProto:
     """Gather(weight, ids): the token embedding, int64 ids as the graph input (negative ids count from the end)."""
     g = helper.make_graph([helper.make_node("Gather", ["w", "ids"], ["y"], name="node", axis=0)], "embedding",
@@ -450,6 +491,9 @@ def op_case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 #: inputs that seeded values would not make valid: a scatter's indices without duplicates (where they land is
 #: then undefined), float indices that are whole numbers and not, ties for TopK
 _FIXED_INPUTS = {
+    "attention_nonpad_kv_seqlen_causal": {"n": _i64([2, 6])},
+    "attention_row_that_sees_nothing": {"m": np.array([[[[True, False, True, False], [False] * 4, [True] * 4]]])},
+    "rotary_embedding_3d_positions_interleaved_partial": {"p": _i64([[0, 1, 2, 3, 4], [9, 7, 5, 3, 1]])},
     "scatter_nd_rows": {"i": _i64([[[1], [4]], [[-1], [0]]])},
     "scatter_elements_axis1": {"i": _i64([[0, 5], [-1, 2], [3, 4], [1, -6]])},
     "scatter_opset9": {"i": _i64([[4, 0, 1], [2, 5, 3]])},

@@ -199,6 +199,38 @@ def test_unsupported_attributes_name_the_node() -> None:
         from_onnx(_ln_stash0())
 
 
+@pytest.mark.parametrize("opset, attrs, mask", [
+    (24, {}, (2, 1, 4, 4)),  # a bool mask shorter than the 6 keys: the rest are masked
+    (23, {}, (2, 1, 1, 6)),  # torch's key padding mask, broadcast over the queries (onnxruntime wants them all)
+    (25, {"left_window_size": 2, "right_window_size": 1}, None),  # a sliding window, both sides
+    (25, {"is_causal": 1, "left_window_size": 1}, None),  # a causal window of the key itself and one before
+])
+def test_attention_forms_onnxruntime_lacks_match_the_onnx_reference(opset: int, attrs: dict, mask) -> None:
+    """What onnxruntime 1.31 refuses (a mask shorter than the keys or broadcast over the queries, as torch.onnx
+    exports a key padding mask; opset 25's sliding windows) against onnx's reference implementation."""
+    from onnx.reference import ReferenceEvaluator
+
+    shapes = [("q", "float32", (2, 2, 4, 8)), ("k", "float32", (2, 2, 6, 8)), ("v", "float32", (2, 2, 6, 8))]
+    model = make_typed_op("Attention", shapes + ([("m", "bool", mask)] if mask else []), opset=opset, **attrs)
+    rng = np.random.default_rng(0)
+    inputs = {n: rng.standard_normal(s).astype(np.float32) for n, _, s in shapes}
+    if mask:
+        inputs["m"] = rng.random(mask) < 0.7
+    (expected,) = ReferenceEvaluator(model).run(None, inputs)
+    (got,) = run_relay(model, inputs)
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_attention_refuses_what_it_cannot_place_naming_the_node() -> None:
+    F = "float32"
+    with pytest.raises(OnnxImportError, match=r"'node' \(Attention\).*3 query heads are not a multiple of the 2"):
+        from_onnx(make_typed_op("Attention", [("q", F, (1, 3, 4, 8)), ("k", F, (1, 2, 4, 8)),
+                                              ("v", F, (1, 2, 4, 8))], opset=23))
+    with pytest.raises(OnnxImportError, match=r"'node' \(RotaryEmbedding\).*num_heads dividing"):
+        from_onnx(make_typed_op("RotaryEmbedding", [("x", F, (1, 3, 8)), ("c", F, (1, 3, 2)), ("s", F, (1, 3, 2))],
+                                opset=23, num_heads=3))
+
+
 def _ln_stash0():
     node = helper.make_node("LayerNormalization", ["x", "g"], ["y"], name="node", stash_type=0)
     g = helper.make_graph([node], "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],

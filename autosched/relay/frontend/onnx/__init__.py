@@ -1,9 +1,16 @@
 """ONNX -> relay (``from_onnx``). ``importer`` walks the graph; the op converters live by family in ``nn``
 (conv, pool, norm, dense), ``elementwise``, ``tensor`` (reshape, concat, pad, slice, resize, reductions, gathers
-and scatters), ``rnn`` (LSTM, GRU, RNN, unrolled) and ``constants`` (values known at import); ``registry`` is the
-table that joins them."""
+and scatters), ``rnn`` (LSTM, GRU, RNN, unrolled), ``attention`` (Attention, RotaryEmbedding) and ``constants``
+(values known at import); ``registry`` is the table that joins them."""
 
-from autosched.relay.frontend.onnx import constants, elementwise, nn, rnn, tensor  # noqa: F401 - they fill the table
+from autosched.relay.frontend.onnx import (  # noqa: F401 - they fill the table
+    attention,
+    constants,
+    elementwise,
+    nn,
+    rnn,
+    tensor,
+)
 from autosched.relay.frontend.onnx.importer import OnnxImportError, OpNotImplemented, from_onnx
 from autosched.relay.frontend.onnx.registry import CONVERTERS
 
