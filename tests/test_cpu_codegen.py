@@ -609,6 +609,7 @@ def _with_heap_intermediate(n: int):
     return s, [A, C]
 
 
+@pytest.mark.compile_only  # the named CPUs' builds are read, not run; the host's own build runs
 def test_a_parallel_loop_writes_no_masked_off_lane_of_its_callers_stack_buffer():
     """A stack intermediate computed by a parallel loop is shared by its threads: a row's last partial vector
     covers the start of the next row, which another thread writes, so its stores are masked, never a whole
@@ -703,3 +704,4 @@ def test_kept_workspaces_are_freed_with_their_module():
     gc.collect()
     left = in_use() - before
     assert left < 8 * 2**20, f"{left / 2**20:.0f} MiB still held after the modules went"
+
