@@ -25,7 +25,7 @@ import llvmlite.ir as ir
 
 from autosched.codegen import ops
 from autosched.codegen.ops import I1, I8, I32, I64, PTR, VOID, flat_index, ltype
-from autosched.codegen.vectorize import VectorEmitter, vector_blocker, vector_reduction
+from autosched.codegen.vectorize import VectorEmitter, reusable, vector_blocker, vector_reduction
 from autosched.errors import CodegenError, ScheduleError
 from autosched.runtime import packed
 from autosched.te import expr as E
@@ -117,6 +117,8 @@ class CodeGenLLVM:
         self.unhonoured: dict[str, str] = {}  # flag (SERIAL, SCALAR, NOT_UNROLLED) -> what happened, first seen
         self._analysis: dict[tuple, tuple] = {}  # (what, id(node), ...) -> (node kept alive, result)
         self._workspaces: list[ir.GlobalVariable] = []  # heap buffers kept between calls (_cached_allocate)
+        # id(node) -> (node, block, value) while one expression is emitted (None between expressions): see expr
+        self._shared: dict[int, tuple] | None = None
 
     def _fallback(self, flag: str, message: str) -> None:
         self.unhonoured.setdefault(flag, message)
@@ -241,12 +243,31 @@ class CodeGenLLVM:
 
     # ------------------------------------------------------------ expressions
     def expr(self, e: Expr) -> ir.Value:
+        """The value of ``e``. Within one expression a node that several parents share (te lambdas and inlining
+        make DAGs: ``x * x + x``) is emitted once and reused while the code stays in the block that computed it;
+        walked as a tree, each level of such sharing multiplied the code."""
+        if self._shared is not None:
+            return self._expr(e, self._shared)
+        self._shared = {}
+        try:
+            return self._expr(e, self._shared)
+        finally:
+            self._shared = None
+
+    def _expr(self, e: Expr, shared: dict[int, tuple]) -> ir.Value:
+        hit = shared.get(id(e))
+        if hit is not None and hit[0] is e and hit[1] is self.b.block:
+            return hit[2]
         if isinstance(e, E.BinaryOp):
-            return ops.binary(self.b, e, self.expr(e.a), self.expr(e.b))
-        m = getattr(self, "_e_" + type(e).__name__, None)
-        if m is None:
-            raise CodegenError(f"cannot generate code for expression {type(e).__name__}: {e}")
-        return m(e)
+            v = ops.binary(self.b, e, self.expr(e.a), self.expr(e.b))
+        else:
+            m = getattr(self, "_e_" + type(e).__name__, None)
+            if m is None:
+                raise CodegenError(f"cannot generate code for expression {type(e).__name__}: {e}")
+            v = m(e)
+        if reusable(e):
+            shared[id(e)] = (e, self.b.block, v)  # the block the value ends in: it dominates what follows there
+        return v
 
     def _e_Var(self, e: Var):
         v = self.cur.vars.get(e)

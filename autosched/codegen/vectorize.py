@@ -22,6 +22,7 @@ from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
 from autosched.tir import stmt as S
 from autosched.tir.arith import linear, simplify
+from autosched.tir.extern import EXTERN, PACKED
 
 MAX_LANES = 64
 #: the largest constant stride a vector load reads as whole vectors and a shuffle (beyond it: a gather)
@@ -94,6 +95,14 @@ def vector_reduction(loop: S.For, lanes: int) -> S.Stmt | None:
     return S.Allocate(part, S.seq([init, main, fold if nacc > 1 else None, total]))
 
 
+def reusable(e: Expr) -> bool:
+    """Whether emitting ``e`` twice in one block gives the same value and nothing else: not a leaf (nothing to
+    save) and not a call that does something (a packed or extern function, a prefetch)."""
+    if isinstance(e, (Var, IntImm, E.FloatImm)):
+        return False
+    return not isinstance(e, E.Call) or not (e.name.startswith((PACKED, EXTERN)) or e.name == "prefetch")
+
+
 def _flat(buf: S.Buffer, indices) -> Expr:
 
     return flat_index(buf, indices)
@@ -109,6 +118,9 @@ class VectorEmitter:
         self.env: dict[Var, tuple[ir.Value, bool]] = {}
         self.mask: ir.Value | None = None
         self._dep: dict[int, tuple] = {}
+        self._loads: dict[int, tuple] = {}
+        # id(node) -> (node, block, mask, value) while one expression is emitted (None between): see expr
+        self._shared: dict[int, tuple] | None = None
 
     @property
     def b(self) -> ir.IRBuilder:
@@ -116,12 +128,23 @@ class VectorEmitter:
 
     # ------------------------------------------------------------ utilities
     def varying(self, e: Expr) -> bool:
+        """Whether ``e`` differs between lanes (it uses the lane variable or a varying Let value)."""
         hit = self._dep.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
-        r = any(isinstance(x, Var) and (x is self.var or (x in self.env and self.env[x][1])) for x in E.walk(e))
+        if isinstance(e, Var):
+            r = e is self.var or (e in self.env and self.env[e][1])
+        else:  # through the children's answers, so a node shared by several parents is looked at once
+            r = any([self.varying(c) for c in E.children(e)])
         self._dep[id(e)] = (e, r)  # keep e alive so its id cannot be reused by another expression
         return r
+
+    def has_load(self, e: Expr) -> bool:
+        hit = self._loads.get(id(e))
+        if hit is None or hit[0] is not e:
+            r = isinstance(e, S.BufferLoad) or any([self.has_load(c) for c in E.children(e)])
+            hit = self._loads[id(e)] = (e, r)
+        return hit[1]
 
     def vtype(self, t: ir.Type) -> ir.VectorType:
         return ir.VectorType(t, self.lanes)
@@ -146,8 +169,27 @@ class VectorEmitter:
 
     # ------------------------------------------------------------ expressions
     def expr(self, e: Expr) -> tuple[ir.Value, bool]:
-        """(value, is_vector) of ``e`` for all lanes."""
-        if not self.varying(e) and (self.mask is None or not any(isinstance(x, S.BufferLoad) for x in E.walk(e))):
+        """(value, is_vector) of ``e`` for all lanes; within one expression a node shared by several parents is
+        emitted once per block and mask (as in the scalar generator's ``expr``)."""
+        if self._shared is not None:
+            return self._expr(e, self._shared)
+        self._shared = {}
+        try:
+            return self._expr(e, self._shared)
+        finally:
+            self._shared = None
+
+    def _expr(self, e: Expr, shared: dict[int, tuple]) -> tuple[ir.Value, bool]:
+        hit = shared.get(id(e))
+        if hit is not None and hit[0] is e and hit[1] is self.b.block and hit[2] is self.mask:
+            return hit[3]
+        out = self._emit(e)
+        if reusable(e):
+            shared[id(e)] = (e, self.b.block, self.mask, out)
+        return out
+
+    def _emit(self, e: Expr) -> tuple[ir.Value, bool]:
+        if not self.varying(e) and (self.mask is None or not self.has_load(e)):
             return self.scalar(e), False
         if isinstance(e, E.BinaryOp):
             x, y = self.vec(e.a), self.vec(e.b)

@@ -916,10 +916,15 @@ def children(e: Expr) -> tuple:
 
 
 def walk(e: Expr):
-    """Pre-order iteration over an expression tree."""
+    """Pre-order iteration over the distinct nodes of an expression: a node that several parents share (te
+    lambdas and inlining make DAGs) comes once, so a walk is linear in the nodes, not in the paths to them."""
+    seen: set[int] = set()
     stack = [e]
     while stack:
         x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
         yield x
         stack.extend(reversed(children(x)))
 
