@@ -115,6 +115,16 @@ def concatenate(sch: Any, out: te.Tensor, axis: int) -> None:
     if axis == len(axes) - 1 or len(axes) < 2:
         return flat_parallel_vector(sch, out)
     outer, k, first, rest = axes[:axis], axes[axis], axes[axis + 1], axes[axis + 2:]
+    if not rest and outer:  # along the axis before the last (a KV cache's tokens): rows copied in order, each
+        # row one vector copy (the last axis moved outside k would copy it element by element, a stride apart)
+        par = sch[out].fuse(*outer) if len(outer) > 1 else outer[0]
+        sch[out].parallel(par)
+        step = 4 * lanes(out.dtype)
+        inner = first
+        if int(out.shape[-1]) > step:
+            _, inner = sch[out].split(first, factor=step)
+        sch[out].vectorize(inner)
+        return
     sch[out].reorder(*outer, first, k, *rest)
     par = sch[out].fuse(*outer, first) if outer else first
     sch[out].parallel(par)
