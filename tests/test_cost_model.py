@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import autosched
+from autosched.cost_model import features
 from autosched.cost_model.features import FEATURE_NAMES, N_FEATURES, extract, extract_batch
 from autosched.cost_model.model import CostModel, RandomCostModel, XGBCostModel, kendall_tau, normalised_throughput
 from autosched.database.record import TuningRecord
@@ -191,3 +192,39 @@ def test_build_times_are_learned_and_slow_builds_go_last():
     expected = [t for t, p in zip(traces[half:], pred) if p <= budget]
     assert kept == expected and 0 < len(kept) < len(traces) - half
     assert ctx.affordable(traces[half:], 0) == traces[half:]
+
+
+def _shared_chain(depth: int):
+    """x = x * 0.5 + x * x * 0.01, ``depth`` times: each level uses the one before three times (a DAG)."""
+    A = autosched.te.placeholder((64,), name="A")
+
+    def f(i):
+        x = A[i]
+        for _ in range(depth):
+            x = x * 0.5 + x * x * 0.01
+        return x
+
+    B = autosched.te.compute((64,), f, name="B")
+    return autosched.lower(autosched.te.create_schedule(B.op), [A, B])
+
+
+def _op_counts(func) -> dict[str, float]:
+    store = next(x for x in autosched.tir.stmt.walk_stmts(func.body) if isinstance(x, autosched.tir.stmt.BufferStore))
+    return features._count_ops(store.value)
+
+
+def test_features_of_a_deeply_shared_expression_are_the_tree_counts_without_walking_the_tree(monkeypatch):
+    """The op counts are per node of the expression's tree (what the shipped model was trained on); past
+    TREE_WALK_MAX nodes they come from the distinct nodes times their paths: the same numbers (checked on a
+    small DAG with the limit lowered), and forty levels (3^40 paths) count at once: 3 (3^40 - 1) / 2 multiplies
+    and (3^40 - 1) / 2 adds."""
+    small = _shared_chain(6)
+    tree_walk = _op_counts(small)
+    monkeypatch.setattr(features, "TREE_WALK_MAX", 10)
+    assert _op_counts(small) == tree_walk
+    monkeypatch.undo()
+    deep = _shared_chain(40)
+    counts = _op_counts(deep)
+    assert counts["flop_mul"] == pytest.approx(3 * (3 ** 40 - 1) / 2) and counts["flop_add"] == pytest.approx(
+        (3 ** 40 - 1) / 2)
+    assert extract(deep).shape == (N_FEATURES,)

@@ -199,11 +199,20 @@ def _op_kind(t: type) -> tuple[str | None, str | None]:
     return k
 
 
+#: an expression whose tree (every path to a shared node counted) is larger than this is counted over its
+#: distinct nodes: te lambdas make DAGs whose trees grow exponentially with depth
+TREE_WALK_MAX = 1 << 16
+
+
 def _count_ops(e: E.Expr, loads: list | None = None) -> dict[str, float]:
-    """Operations in ``e`` by kind; its buffer loads (pre-order) are appended to ``loads`` when given."""
+    """Operations in ``e`` by kind, each node as often as it appears in the expression's tree (the counts the
+    shipped model was trained on); its buffer loads (pre-order) are appended to ``loads`` when given. A tree
+    beyond ``TREE_WALK_MAX`` nodes gets the same counts from its distinct nodes and each load once."""
     c = {"flop_add": 0.0, "flop_mul": 0.0, "flop_div": 0.0, "flop_minmax": 0.0, "flop_call": 0.0, "int_ops": 0.0,
          "select": 0.0}
     children, is_float = E.children, E.is_float
+    if _tree_size(e, {}) > TREE_WALK_MAX:
+        return _count_ops_shared(e, c, loads)
     stack = [e]
     while stack:
         x = stack.pop()
@@ -216,6 +225,42 @@ def _count_ops(e: E.Expr, loads: list | None = None) -> dict[str, float]:
         kids = children(x)
         if kids:
             stack.extend(reversed(kids))
+    return c
+
+
+def _tree_size(e: E.Expr, memo: dict[int, int]) -> int:
+    n = memo.get(id(e))
+    if n is None:
+        n = memo[id(e)] = 1 + sum(_tree_size(k, memo) for k in E.children(e))
+    return n
+
+
+def _count_ops_shared(e: E.Expr, c: dict[str, float], loads: list | None) -> dict[str, float]:
+    """The tree's counts from each distinct node times the number of paths to it (its parents' paths summed,
+    parents visited before children in reverse post-order)."""
+    order: list[E.Expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[E.Expr, bool]] = [(e, False)]
+    while stack:  # post-order over distinct nodes
+        x, done = stack.pop()
+        if done:
+            order.append(x)
+            continue
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        stack.append((x, True))
+        stack.extend((k, False) for k in reversed(E.children(x)))
+    paths = {id(e): 1.0}
+    for x in reversed(order):
+        n = paths.get(id(x), 0.0)
+        fk, ik = _OP_KIND.get(type(x)) or _op_kind(type(x))
+        if fk is not None:
+            c[fk if E.is_float(x.dtype) else ik] += n
+        for k in E.children(x):
+            paths[id(k)] = paths.get(id(k), 0.0) + n
+    if loads is not None:
+        loads.extend(x for x in E.walk(e) if isinstance(x, S.BufferLoad))
     return c
 
 
