@@ -164,8 +164,11 @@ def test_a_peak_measured_under_load_is_not_cached(lock_dir, tmp_path, monkeypatc
             p.wait()
     assert not loaded.trusted and loaded.load > 0.5, loaded
     assert peak.cached_peak(2) is None  # nothing cached that cannot be trusted
-    watch = peak.PeakWatch(2)  # a tune started now: measures again, quietly, and caches
-    assert watch.peak.trusted and peak.cached_peak(2) == watch.peak
+    for _ in range(3):  # a tune started now: measures again, quietly, and caches. Right after the busy loops
+        watch = peak.PeakWatch(2)  # the best runs on an Emerald Rapids VM once spread 5% (the clocks settling?),
+        if watch.peak.trusted:  # more than a trusted figure allows: up to three tries, as below
+            break
+    assert watch.peak.trusted and peak.cached_peak(2) == watch.peak, watch.peak
     for _ in range(3):  # a quiet figure taken while the hypervisor ran another guest (steal, which the load
         quiet = peak.measure_peak(2)  # meter does not count) came out at half once in CI: up to three tries
         if abs(watch.gflops - quiet.gflops) <= 0.1 * quiet.gflops:
