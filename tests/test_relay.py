@@ -782,3 +782,22 @@ def test_a_kv_cache_concatenation_copies_whole_rows_in_vectors():
     m.set_input("new", b)
     m.run()
     np.testing.assert_array_equal(m.get_output(0), np.concatenate([a, b], axis=2))
+
+
+@pytest.mark.parametrize("m, k", [(1, 128), (3, 37)])
+def test_a_few_rows_against_a_transposed_operand_are_dot_products_of_its_rows(m, k):
+    """x @ y^T with a few rows of x (a decode step's scores against a KV cache): no transposed copy of y, each
+    output a dot product of contiguous rows in vector lanes (a depth no vector divides guarded), and numpy's
+    values with the epilogue applied."""
+    rng = np.random.default_rng(0)
+    xd, yd = rng.standard_normal((3, m, k)).astype("float32"), rng.standard_normal((3, 9, k)).astype("float32")
+    x, y = relay.var("x", shape=xd.shape), relay.var("y", shape=yd.shape)
+    out = relay.nn.batch_matmul(x, y, transpose_b=True) * relay.const(np.float32(0.5))
+    with Target("llvm"):
+        fused = relay.optimize(relay.IRModule.from_expr(relay.Function([x, y], out)), {})
+    gb = _GraphBuilder(fused["main"], "llvm", use_records=False)
+    gb.run()
+    assert [f.name for f in gb.prims] == ["fused_batch_matmul_multiply_0"]  # no transpose kernel before it
+    assert ".rf" in str(gb.prims[0]) and "vectorized" in str(gb.prims[0]), str(gb.prims[0])
+    (got,) = run(relay.Function([x, y], out), {"x": xd, "y": yd})
+    np.testing.assert_allclose(got, xd @ yd.transpose(0, 2, 1) * 0.5, rtol=1e-4, atol=1e-4)

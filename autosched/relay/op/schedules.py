@@ -440,6 +440,9 @@ def batch_matmul(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> No
     in the output's loops; a last partial tile of rows or columns is guarded (loop partitioning keeps the guards
     out of the whole tiles). A transposed operand (columns strided) gets the generic reduction schedule: on
     CPUs AlterOpLayout gives it a transposed copy first."""
+    if shape_of(out) == shape_of(anchor) and few_rows_against_rows(
+            attrs, shape_of(out)[-2], int(anchor.op.reduce_axis[0].dom.extent.value), anchor.dtype):
+        return _dot_products(sch, out, anchor)
     if shape_of(out) != shape_of(anchor) or attrs.get("transpose_b") or attrs.get("transpose_a"):
         return reduction(sch, out)
     M, N = shape_of(out)[-2:]
@@ -470,6 +473,41 @@ def batch_matmul(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> No
     sch[DL].unroll(ci)
     sch[DL].unroll(cjb)
     sch[DL].vectorize(cjl)
+
+
+#: a batch_matmul of at most this many rows against a transposed y (one query against a KV cache) runs as dot
+#: products of contiguous rows: a transposed copy of y would cost more than the product
+FEW_ROWS = 4
+
+
+def few_rows_against_rows(attrs: dict, rows: int, depth: int, dtype: str) -> bool:
+    """Whether a batch_matmul is ``x @ y^T`` (y as [.., N, K]) with at most FEW_ROWS rows of x and a K of at
+    least a vector (shorter dot products are better done as the register block over a transposed copy)."""
+    return (bool(attrs.get("transpose_b")) and not attrs.get("transpose_a") and rows <= FEW_ROWS
+            and depth >= lanes(dtype))
+
+
+def _dot_products(sch: Any, out: te.Tensor, anchor: te.Tensor) -> None:
+    """``x @ y^T`` with few rows: every output a dot product of a row of x and a row of y, both contiguous,
+    summed in vector lanes (an rfactor over k, a last partial vector guarded) then across them; batches and
+    rows in parallel, the epilogue (scale, mask) in the output's loop over columns."""
+    inline_injective(sch, out, (anchor,))
+    v = lanes(out.dtype)
+    (k,) = sch[anchor].op.reduce_axis
+    rf = None
+    if int(k.dom.extent.value) > v:
+        _, ki = sch[anchor].split(k, factor=v)
+        rf = sch.rfactor(anchor, ki, factor_axis=len(anchor.shape))
+        axes = list(sch[rf].op.axis)
+        (ko,) = sch[rf].op.reduce_axis
+        sch[rf].reorder(*axes[:-1], ko, axes[-1])
+        sch[rf].vectorize(axes[-1])
+    axes = list(sch[out].op.axis)
+    sch[out].parallel(sch[out].fuse(*axes[:-1]))
+    if rf is not None:
+        sch[rf].compute_at(sch[out], axes[-1])
+    if anchor is not out:
+        sch[anchor].compute_at(sch[out], axes[-1])
 
 
 def softmax(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:

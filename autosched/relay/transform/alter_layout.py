@@ -16,7 +16,8 @@ Each 4-D activation gets a layout as the pass walks the graph in order:
   scale or shift: re-laid out here), keep the layout;
   so do pooling, global pooling and a channel concatenation of inputs with one block.
 - ``nn.dense`` with constant weights becomes ``nn.dense_pack`` (weights packed [units/x, in, x]).
-- ``nn.batch_matmul`` with a transposed operand gets a transposed copy of it and ``transpose_a/b=False``.
+- ``nn.batch_matmul`` with a transposed operand gets a transposed copy of it and ``transpose_a/b=False``, unless
+  it has a few rows against a transposed y (a decode step's scores: dot products of contiguous rows).
 - Anything else, and the function's outputs, get NCHW back through one ``layout_transform`` per tensor.
 
 A tensor needed in two layouts is transformed once per layout; transforms are only made where a consumer
@@ -42,6 +43,7 @@ from autosched.relay.ir.expr import (
     post_order,
 )
 from autosched.relay.ir.type_infer import infer_type
+from autosched.relay.op import schedules as _schedules
 from autosched.relay.op.common import _pair, pad4
 from autosched.relay.transform.transform import Pass, PassContext, _map_functions
 from autosched.target import Target
@@ -310,6 +312,10 @@ class _Alter:
         if not (node.attrs["transpose_a"] or node.attrs["transpose_b"]):
             return None
         rank = len(node.checked_type.shape)
+        depth = int(node.args[0].checked_type.shape[-1])
+        if _schedules.few_rows_against_rows(node.attrs, int(node.checked_type.shape[-2]), depth,
+                                            node.checked_type.dtype):
+            return None  # dot products of contiguous rows (schedules.batch_matmul): a copy would cost more
         x, y = (self._arg_nchw(a) for a in node.args)
         x = _swap_last_axes(x, rank) if node.attrs["transpose_a"] else x
         y = _swap_last_axes(y, rank) if node.attrs["transpose_b"] else y

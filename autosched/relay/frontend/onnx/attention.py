@@ -172,9 +172,9 @@ def _attention(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> tuple[E
     if reps > 1:
         k, v = relay_op.reshape(k, (batch, kvh, 1, total, size)), relay_op.reshape(v, (batch, kvh, 1, total, dv))
     scale = float(attrs["scale"]) if "scale" in attrs else 1.0 / math.sqrt(size)
-    scores = relay_op.nn.batch_matmul(q if reps == 1 else relay_op.reshape(q, heads + (q_len, size)),
-                                      relay_op.transpose(k, tuple(range(len(heads))) + (len(heads) + 1, len(heads))),
-                                      transpose_a=False, transpose_b=False)
+    # K as it is ([.., keys, size]): on CPUs AlterOpLayout gives it a transposed copy unless the queries are few
+    scores = relay_op.nn.batch_matmul(q if reps == 1 else relay_op.reshape(q, heads + (q_len, size)), k,
+                                      transpose_a=False, transpose_b=True)
     scores = raw = relay_op.multiply(scores, _const(scale, dtype))
     softcap = float(attrs.get("softcap", 0.0))
     if softcap > 0:

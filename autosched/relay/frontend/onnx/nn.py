@@ -313,8 +313,13 @@ def _matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         got = (batch_a * m, n)
     elif ra == rb >= 3 and all(p == q or 1 in (p, q) for p, q in zip(sa[:-2], sb[:-2])):
         # attention's [batch, heads, rows, k] @ [batch, heads, k, cols]: batch_matmul over the batch axes as they
-        # are (no reshape between it and its epilogue: the scale and the mask fuse into it)
-        out, got = relay_op.nn.batch_matmul(a, b, transpose_a=False, transpose_b=False), final
+        # are (no reshape between it and its epilogue: the scale and the mask fuse into it); a decode step's
+        # few query rows against K^T read K's rows as they are (schedules.batch_matmul: dot products)
+        keys = _swapped_last_axes(b, rb)
+        if keys is not None and m <= relay_op.schedules.FEW_ROWS:
+            out, got = relay_op.nn.batch_matmul(a, keys, transpose_a=False, transpose_b=True), final
+        else:
+            out, got = relay_op.nn.batch_matmul(a, b, transpose_a=False, transpose_b=False), final
     else:  # batch_matmul broadcasts a batch of 1 in a; otherwise both batch shapes must be the broadcast one
         if batch_a != 1 and (1,) * (len(batch) - len(sa[:-2])) + tuple(sa[:-2]) != batch:
             g._fail(f"broadcasting batch dimensions {sa} x {sb} is not supported (equal batches, or 1 in a)")
@@ -385,6 +390,14 @@ def _einsum(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     y = relay_op.reshape(arrange(b, tb, batch + contract + cols), (size(batch), size(contract), size(cols)))
     prod = relay_op.nn.batch_matmul(x, y, transpose_a=False, transpose_b=False)
     return arrange(relay_op.reshape(prod, tuple(dims[c] for c in got)), got, out)
+
+
+def _swapped_last_axes(e: Expr, rank: int) -> Expr | None:
+    """x when ``e`` is a transpose of x that swaps its last two axes only (K^T in attention), else None."""
+    if not (isinstance(e, relay_ir.Call) and getattr(e.op, "name", "") == "transpose" and len(e.args) == 1):
+        return None
+    want = tuple(range(rank - 2)) + (rank - 1, rank - 2)
+    return e.args[0] if tuple(int(a) for a in (e.attrs.get("axes") or ())) == want else None
 
 
 def _is_transpose_2d(e: Expr) -> bool:
