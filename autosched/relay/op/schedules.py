@@ -62,30 +62,42 @@ def _blocked_innermost(t: te.Tensor) -> bool:
     return len(t.shape) == 5 and int(t.shape[-1]) >= min(8, lanes(t.dtype))
 
 
+#: an injective kernel of fewer elements runs on one thread: waking the others and joining them (about a
+#: microsecond with libgomp) costs more than they would save (a recurrent layer's gates, per step)
+PARALLEL_MIN_ELEMENTS = 4096
+
+
 def flat_parallel_vector(sch: Any, t: te.Tensor) -> None:
     """All axes fused, chunks of four vectors, chunks in parallel (the default for injective kernels); in a
-    blocked layout the outer axes fused in parallel and the channel block vectorized."""
+    blocked layout the outer axes fused in parallel and the channel block vectorized. Below
+    PARALLEL_MIN_ELEMENTS, one thread."""
     axes = sch[t].op.axis
+    size = 1
+    for d in t.shape:
+        size *= int(d)
+    threads = size >= PARALLEL_MIN_ELEMENTS
     if _blocked_innermost(t):
-        sch[t].parallel(sch[t].fuse(*axes[:-2]))
+        outer = sch[t].fuse(*axes[:-2])
+        if threads:
+            sch[t].parallel(outer)
         sch[t].vectorize(axes[-1])
         return
     if len(axes) >= 3 and int(t.shape[-1]) * int(t.shape[-2]) >= lanes(t.dtype):
         # images: planes in parallel, each plane one vectorized run (a channel shuffle, slice or concat then
         # computes its source once per plane instead of once per lane)
-        sch[t].parallel(sch[t].fuse(*axes[:-2]))
+        planes = sch[t].fuse(*axes[:-2])
+        if threads:
+            sch[t].parallel(planes)
         plane = sch[t].fuse(axes[-2], axes[-1])
         _, inner = sch[t].split(plane, factor=4 * lanes(t.dtype))
         sch[t].vectorize(inner)
         return
     fused = sch[t].fuse(*axes) if len(axes) > 1 else axes[0]
-    size = 1
-    for d in t.shape:
-        size *= int(d)
     step = 4 * lanes(t.dtype)
     if size > step:
         outer, inner = sch[t].split(fused, factor=step)
-        sch[t].parallel(outer)
+        if threads:
+            sch[t].parallel(outer)
         sch[t].vectorize(inner)
     elif size > 1:
         sch[t].vectorize(fused)
