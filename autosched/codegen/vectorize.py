@@ -140,6 +140,7 @@ class VectorEmitter:
         return r
 
     def has_load(self, e: Expr) -> bool:
+        """Whether ``e`` reads memory (under a mask it is then emitted per lane, not as a uniform scalar)."""
         hit = self._loads.get(id(e))
         if hit is None or hit[0] is not e:
             r = isinstance(e, S.BufferLoad) or any([self.has_load(c) for c in E.children(e)])
