@@ -25,7 +25,7 @@ import llvmlite.ir as ir
 
 from autosched.codegen import ops
 from autosched.codegen.ops import I1, I8, I32, I64, PTR, VOID, flat_index, ltype
-from autosched.codegen.vectorize import VectorEmitter, reusable, vector_blocker, vector_reduction
+from autosched.codegen.vectorize import VectorEmitter, once_per_node, reusable, vector_blocker, vector_reduction
 from autosched.errors import CodegenError, ScheduleError
 from autosched.runtime import packed
 from autosched.te import expr as E
@@ -246,13 +246,7 @@ class CodeGenLLVM:
         """The value of ``e``. Within one expression a node that several parents share (te lambdas and inlining
         make DAGs: ``x * x + x``) is emitted once and reused while the code stays in the block that computed it;
         walked as a tree, each level of such sharing multiplied the code."""
-        if self._shared is not None:
-            return self._expr(e, self._shared)
-        self._shared = {}
-        try:
-            return self._expr(e, self._shared)
-        finally:
-            self._shared = None
+        return once_per_node(self, e, self._expr)
 
     def _expr(self, e: Expr, shared: dict[int, tuple]) -> ir.Value:
         hit = shared.get(id(e))

@@ -103,6 +103,18 @@ def reusable(e: Expr) -> bool:
     return not isinstance(e, E.Call) or not (e.name.startswith((PACKED, EXTERN)) or e.name == "prefetch")
 
 
+def once_per_node(owner, e: Expr, emit):
+    """``emit(e, shared)`` with ``owner``'s table of the nodes emitted so far in this expression, made by the
+    outermost call and dropped when it returns (values are reused within one expression only)."""
+    if owner._shared is not None:
+        return emit(e, owner._shared)
+    owner._shared = {}
+    try:
+        return emit(e, owner._shared)
+    finally:
+        owner._shared = None
+
+
 def _flat(buf: S.Buffer, indices) -> Expr:
 
     return flat_index(buf, indices)
@@ -172,13 +184,7 @@ class VectorEmitter:
     def expr(self, e: Expr) -> tuple[ir.Value, bool]:
         """(value, is_vector) of ``e`` for all lanes; within one expression a node shared by several parents is
         emitted once per block and mask (as in the scalar generator's ``expr``)."""
-        if self._shared is not None:
-            return self._expr(e, self._shared)
-        self._shared = {}
-        try:
-            return self._expr(e, self._shared)
-        finally:
-            self._shared = None
+        return once_per_node(self, e, self._expr)
 
     def _expr(self, e: Expr, shared: dict[int, tuple]) -> tuple[ir.Value, bool]:
         hit = shared.get(id(e))
