@@ -211,11 +211,14 @@ def _count_ops(e: E.Expr, loads: list | None = None) -> dict[str, float]:
     c = {"flop_add": 0.0, "flop_mul": 0.0, "flop_div": 0.0, "flop_minmax": 0.0, "flop_call": 0.0, "int_ops": 0.0,
          "select": 0.0}
     children, is_float = E.children, E.is_float
-    if _tree_size(e, {}) > TREE_WALK_MAX:
-        return _count_ops_shared(e, c, loads)
-    stack = [e]
+    stack, seen, first = [e], 0, len(loads) if loads is not None else 0
     while stack:
         x = stack.pop()
+        seen += 1
+        if seen > TREE_WALK_MAX:  # a DAG whose tree outgrows the walk: start over on its distinct nodes
+            if loads is not None:
+                del loads[first:]
+            return _count_ops_shared(e, dict.fromkeys(c, 0.0), loads)
         t = type(x)
         fk, ik = _OP_KIND.get(t) or _op_kind(t)
         if fk is not None:
@@ -226,13 +229,6 @@ def _count_ops(e: E.Expr, loads: list | None = None) -> dict[str, float]:
         if kids:
             stack.extend(reversed(kids))
     return c
-
-
-def _tree_size(e: E.Expr, memo: dict[int, int]) -> int:
-    n = memo.get(id(e))
-    if n is None:
-        n = memo[id(e)] = 1 + sum(_tree_size(k, memo) for k in E.children(e))
-    return n
 
 
 def _count_ops_shared(e: E.Expr, c: dict[str, float], loads: list | None) -> dict[str, float]:
