@@ -163,6 +163,15 @@ def test_index_floor_semantics_in_indexing():
     np.testing.assert_array_equal(c, a.reshape(-1))
 
 
+def test_printed_expressions_keep_their_grouping():
+    """The text form (what lowered loops print) parenthesises what evaluation order needs: a quotient or a
+    remainder under a product, the right side of a difference; a product of products needs none."""
+    a, b, c = te.var("a"), te.var("b"), te.var("c")
+    x, y = te.var("x", "float32"), te.var("y", "float32")
+    assert [str(e) for e in (a * (b // c), a * (b % c), (a * b) // c, a * (b * c), a - (b - c), x * (1.0 / y))] == \
+        ["a*(b // c)", "a*(b % c)", "a*b // c", "a*b*c", "a - (b - c)", "x*(1.0f / y)"]
+
+
 # -- comparisons, if_then_else, all/any ----------------------------------------------------------
 
 

@@ -1099,8 +1099,10 @@ def expr_str(e: Expr) -> str:
         if _prec(e.a) < p:
             left = f"({left})"
         right = expr_str(e.b)
-        # right operand of a non-commutative op needs parens at equal precedence
-        if _prec(e.b) < p or (_prec(e.b) == p and not isinstance(e, (Add, Mul, And, Or))):
+        # right operand of a non-commutative op needs parens at equal precedence, and a quotient or remainder
+        # under a product does too: a*(b // c) is not a*b // c
+        if _prec(e.b) < p or (_prec(e.b) == p and not (isinstance(e, (Add, And, Or))
+                                                        or isinstance(e, Mul) and isinstance(e.b, Mul))):
             right = f"({right})"
         sep = "" if isinstance(e, Mul) else " "
         return f"{left}{sep}{e.symbol}{sep}{right}"
