@@ -415,7 +415,8 @@ def _softmax_compute(inputs, attrs, out_type):
     mx = te.compute(red_shape, lambda *i: te.max(x[at(i, k1)], axis=k1), name="softmax_max", tag="softmax")
     ex = te.compute(shape, lambda *i: te.exp(x[i] - mx[red(i)]), name="softmax_exp")
     sm = te.compute(red_shape, lambda *i: te.sum(ex[at(i, k2)], axis=k2), name="softmax_sum")
-    return te.compute(shape, lambda *i: ex[i] / sm[red(i)], name="softmax")
+    # one division per row, a product per element (as onnxruntime's): the result moves by at most an ulp
+    return te.compute(shape, lambda *i: ex[i] * (1.0 / sm[red(i)]), name="softmax")
 
 
 register_op(OpDef("nn.softmax", _one_axis_rel("nn.softmax"), _softmax_compute, OPAQUE, attrs={"axis": -1}, num_inputs=1,
