@@ -52,8 +52,9 @@ REDUCTION_ACCUMULATORS = 4
 def vector_reduction(loop: S.For, lanes: int) -> S.Stmt | None:
     """A vectorized loop over a reduction axis, ``acc[i] = acc[i] (+, max, min) f(k)`` with ``i`` free of
     ``k`` (under guards, if any), as loops that vectorize: partial results in the lanes of a few vector
-    accumulators on the stack, combined lane-wise and then into ``acc[i]`` at the end. Reassociates a sum
-    (as numpy's pairwise sum does); None when the loop is not such a reduction."""
+    accumulators on the stack, combined lane-wise, the lanes then halved onto each other (log2(lanes)
+    dependent steps, not ``lanes``) and the last into ``acc[i]``. Reassociates a sum (as numpy's pairwise sum
+    does); None when the loop is not such a reduction."""
     body, guards = loop.body, []
     while isinstance(body, S.IfThenElse) and body.else_case is None:
         guards.append(body.cond)
@@ -90,9 +91,15 @@ def vector_reduction(loop: S.For, lanes: int) -> S.Stmt | None:
                  S.For(a, IntImm(nacc), "unrolled", S.For(vi, IntImm(lanes), "vectorized", step)))
     fold = S.For(a, IntImm(nacc - 1), "unrolled", S.For(vi, IntImm(lanes), "vectorized", S.BufferStore(
         part, combine(S.BufferLoad(part, [vi]), S.BufferLoad(part, [(a + 1) * lanes + vi])), [vi])))
-    total = S.For(lane, IntImm(lanes), "serial", S.BufferStore(
-        st.buffer, combine(S.BufferLoad(st.buffer, st.indices), S.BufferLoad(part, [lane])), st.indices))
-    return S.Allocate(part, S.seq([init, main, fold if nacc > 1 else None, total]))
+    halves, live = [], lanes
+    while live > 1:  # the upper lanes onto the lower ones: log2(lanes) steps, not a chain of `lanes`
+        h = live // 2
+        halves.append(S.For(vi, IntImm(h), "vectorized" if h > 1 else "serial", S.BufferStore(
+            part, combine(S.BufferLoad(part, [vi]), S.BufferLoad(part, [vi + (live - h)])), [vi])))
+        live -= h
+    total = S.BufferStore(st.buffer, combine(S.BufferLoad(st.buffer, st.indices), S.BufferLoad(part, [IntImm(0)])),
+                          st.indices)
+    return S.Allocate(part, S.seq([init, main, fold if nacc > 1 else None, *halves, total]))
 
 
 def reusable(e: Expr) -> bool:
