@@ -335,6 +335,8 @@ def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
                                                           c(-126.0)]), ity)
     scale = b.bitcast(b.shl(b.add(ni, const(ity, 127)), const(ity, 23)), fty)
     out = b.fmul(p, scale)
+    # n = 128 (x in [127.5 ln2, ln FLT_MAX]: finite results) is clamped to 127 above; its missing factor of 2
+    out = b.fmul(out, b.select(b.fcmp_ordered(">", n, c(127.0)), c(2.0), c(1.0)))
     out = b.select(b.fcmp_ordered(">", x, c(88.72283935546875)), c(float("inf")), out)
     return b.select(b.fcmp_ordered("<", x, c(-87.33654022216797)), c(0.0), out)
 
