@@ -106,6 +106,8 @@ class CodeGenLLVM:
         # masked loads split that way: an all-false half read memory its mask excluded)
         self.vector_bytes = vector_bytes
         self.module.triple = llvm.get_process_triple()
+        # x86 with 512-bit vectors: AVX-512's instructions may be called by name (ops.exp_f32's vscalefps)
+        self.avx512 = vector_bytes >= 64 and self.module.triple.startswith(("x86_64", "i686", "i386"))
         self._decls: dict[str, ir.Function] = {}
         self._counter = 0
         self._unrolled = 1  # product of the unrolled loops being expanded

@@ -249,14 +249,15 @@ def minmax_intrinsic(dtype: str, is_min: bool) -> str:
     return "llvm.smin" if is_min else "llvm.smax"
 
 
-def call(b: ir.IRBuilder, name: str, dtype: str, args: list[ir.Value]) -> ir.Value:
+def call(b: ir.IRBuilder, name: str, dtype: str, args: list[ir.Value], avx512: bool = False) -> ir.Value:
     """The math function ``name`` of ``dtype`` values (scalars or vectors): LLVM intrinsics on the arguments'
     type, except float32 ``exp``, ``tanh`` and ``erf`` of a vector, inline (:data:`INLINE_F32`; LLVM or libm
     would take one call per lane, while a scalar keeps libm's ``expf``, ``tanhf``, ``erff``); libm's ``tanh``
-    and ``erf`` of float64 called once per lane."""
+    and ``erf`` of float64 called once per lane. ``avx512``: the target has AVX-512's instructions (exp uses
+    one of them)."""
     ty = args[0].type if args else None
     if name in INLINE_F32 and dtype == "float32" and isinstance(ty, ir.VectorType):
-        return INLINE_F32[name](b, args[0])
+        return INLINE_F32[name](b, args[0], avx512)
     if name in LLVM_INTRINSICS:
         ins = b.call(_decl(b, f"llvm.{name}", ty, len(args)), args)
         ins.flags.append("contract")
@@ -314,15 +315,29 @@ def branch(cg, cond: ir.Value, then_fn: Callable[[], ir.Value | None],
     return None
 
 
-def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+#: exp's argument range when 2^n is applied by AVX-512's ``vscalefps``: e^89 overflows to inf; below -126 ln2
+#: the result is 0 by a select, since a subnormal or underflowing product costs Intel cores a microcode
+#: assist per vector (a causal mask's lowest-float scores made a softmax 4x slower)
+SCALEF_RANGE = (-87.33654022216797, 89.0)
+
+
+def exp_f32(b: ir.IRBuilder, x: ir.Value, avx512: bool = False) -> ir.Value:
     """``exp`` of float32 values inline (LLVM turns ``llvm.exp`` on a vector into one libm call per lane):
     ``2^n * p(r)`` with ``x = n ln2 + r``, ``|r| <= ln2 / 2``, ``ln2`` split in two for an exact ``r``, and
-    Cephes' degree-6 polynomial for ``e^r`` (about 1 ulp). Overflow gives inf, underflow 0, NaN stays NaN."""
+    Cephes' degree-6 polynomial for ``e^r`` (about 1 ulp). Overflow gives inf, underflow 0, NaN stays NaN.
+    ``avx512`` (16-lane vectors on an AVX-512 target): ``vscalefps`` applies 2^n and overflow in one
+    instruction instead of six (a softmax spends most of its time in exp)."""
     fty, ity = x.type, shaped(x.type, ir.IntType(32))
     fma_fn = _decl(b, "llvm.fma", fty, 3)
     fma = lambda p, q, r: b.call(fma_fn, [p, q, r])  # noqa: E731
     c = lambda v: const(fty, v)  # noqa: E731
     floor = _decl(b, "llvm.floor", fty)
+    scalef = avx512 and isinstance(fty, ir.VectorType) and fty.count == 16 and isinstance(fty.element, ir.FloatType)
+    x_in = x
+    if scalef:  # clamped with NaN passing through (x86's max/min give their second operand when one is NaN)
+        lo, hi = SCALEF_RANGE
+        x = b.select(b.fcmp_ordered(">", c(lo), x), c(lo), x)
+        x = b.select(b.fcmp_ordered("<", c(hi), x), c(hi), x)
     n = b.call(floor, [fma(x, c(1.44269504088896341), c(0.5))])
     r = fma(n, c(-0.693359375), x)
     r = fma(n, c(2.12194440e-4), r)
@@ -330,6 +345,12 @@ def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     for k in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
         p = fma(p, r, c(k))
     p = fma(p, b.fmul(r, r), b.fadd(r, c(1.0)))
+    if scalef:
+        fn = b.module.globals.get("llvm.x86.avx512.mask.scalef.ps.512") or ir.Function(
+            b.module, ir.FunctionType(fty, [fty, fty, fty, ir.IntType(16), I32]),
+            name="llvm.x86.avx512.mask.scalef.ps.512")
+        out = b.call(fn, [p, n, ir.Constant(fty, ir.Undefined), ir.Constant(ir.IntType(16), -1), ir.Constant(I32, 4)])
+        return b.select(b.fcmp_ordered("<", x_in, c(SCALEF_RANGE[0])), c(0.0), out)
     # 2^n as float bits, n clamped so that the exponent field stays valid; the selects below cover the rest
     ni = b.fptosi(b.call(_decl(b, "llvm.maxnum", fty, 2), [b.call(_decl(b, "llvm.minnum", fty, 2), [n, c(127.0)]),
                                                           c(-126.0)]), ity)
@@ -362,7 +383,7 @@ TANH_P = (-0.005798169877380133, 0.020720338448882103, -0.05376381799578667, 0.1
           -0.33333292603492737)
 
 
-def erf_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+def erf_f32(b: ir.IRBuilder, x: ir.Value, avx512: bool = False) -> ir.Value:
     """``erf`` of float32 values inline: the rational approximation :data:`ERF_P` / :data:`ERF_Q` of the
     argument clamped to [-4, 4] (a GELU's erf was one libm call per element: 6 ns each). NaN stays NaN."""
     fty = x.type
@@ -373,7 +394,7 @@ def erf_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
 
-def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+def tanh_f32(b: ir.IRBuilder, x: ir.Value, avx512: bool = False) -> ir.Value:
     """``tanh`` of float32 values inline: ``x + x^3 P(x^2)`` (:data:`TANH_P`) below 0.625 in magnitude, where
     ``1 - 2 / (e^{2|x|} + 1)`` would cancel; that (by :func:`exp_f32`, sign restored) above. +-inf give +-1,
     NaN stays NaN."""
@@ -381,7 +402,7 @@ def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     a = b.call(_decl(b, "llvm.fabs", fty), [x])
     t = b.fmul(x, x)
     small = b.call(_decl(b, "llvm.fmuladd", fty, 3), [b.fmul(x, t), _horner(b, TANH_P, t), x])
-    e = exp_f32(b, b.fadd(a, a))
+    e = exp_f32(b, b.fadd(a, a), avx512)
     big = b.fsub(const(fty, 1.0), b.fdiv(const(fty, 2.0), b.fadd(e, const(fty, 1.0))))
     y = b.select(b.fcmp_ordered("<", a, const(fty, 0.625)), small, big)
     return b.call(_decl(b, "llvm.copysign", fty, 2), [y, x])  # odd: the sign of x, -0 included
@@ -392,7 +413,7 @@ LOG_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1
          2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
 
 
-def log_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+def log_f32(b: ir.IRBuilder, x: ir.Value, avx512: bool = False) -> ir.Value:
     """``log`` of float32 values inline (a softplus or Mish took one libm call per element): ``x = 2^e m``
     with ``m`` in [sqrt(1/2), sqrt(2)) from the float's bits, ``log m`` by :data:`LOG_P`, ``e ln2`` added in two
     parts; subnormals are scaled by 2^23 first. 0 gives -inf, inf inf, negatives and NaN NaN."""
@@ -419,7 +440,7 @@ def log_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_unordered("<", x, c(0.0)), c(float("nan")), out)  # negatives, and NaN itself
 
 
-#: float32 math of vectors emitted inline instead of a call per lane
+#: float32 math of vectors emitted inline instead of a call per lane, as ``fn(builder, x, avx512)``
 INLINE_F32 = {"exp": exp_f32, "erf": erf_f32, "tanh": tanh_f32, "log": log_f32}
 
 

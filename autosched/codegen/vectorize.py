@@ -267,7 +267,7 @@ class VectorEmitter:
         return ops.cast(self.b, self.vec(e.value), e.value.dtype, e.dtype, ltype(e.dtype)), True
 
     def _e_Call(self, e: E.Call):
-        return ops.call(self.b, e.name, e.dtype, [self.vec(a) for a in e.args]), True
+        return ops.call(self.b, e.name, e.dtype, [self.vec(a) for a in e.args], self.cg.avx512), True
 
     def _e_BufferLoad(self, e: S.BufferLoad):
         return self.load(e), True
