@@ -164,14 +164,19 @@ def test_a_peak_measured_under_load_is_not_cached(lock_dir, tmp_path, monkeypatc
             p.wait()
     assert not loaded.trusted and loaded.load > 0.5, loaded
     assert peak.cached_peak(2) is None  # nothing cached that cannot be trusted
-    for _ in range(3):  # a tune started now: measures again, quietly, and caches. Right after the busy loops
-        watch = peak.PeakWatch(2)  # the best runs on an Emerald Rapids VM once spread 5% (the clocks settling?),
-        if watch.peak.trusted:  # more than a trusted figure allows: up to three tries, as below
-            break
-    assert watch.peak.trusted and peak.cached_peak(2) == watch.peak, watch.peak
-    for _ in range(3):  # a quiet figure taken while the hypervisor ran another guest (steal, which the load
-        quiet = peak.measure_peak(2)  # meter does not count) came out at half once in CI: up to three tries
+    # A tune started now measures again, quietly, and caches; then another quiet figure. On an Emerald Rapids VM
+    # the pair has gone wrong right after the busy loops (the clocks settling?) or while the hypervisor ran
+    # another guest (steal, which the load meter does not count): best runs spread 5%, more than a trusted
+    # figure allows; a quiet figure at half; a trusted cached one 28% below three quiet ones (232 vs 320
+    # GFLOPS). So the pair gets up to three tries, the cache cleared before each.
+    for _ in range(3):
+        (tmp_path / "cache" / "peak.json").unlink(missing_ok=True)
+        watch = peak.PeakWatch(2)
+        if not watch.peak.trusted:
+            continue
+        quiet = peak.measure_peak(2)
         if abs(watch.gflops - quiet.gflops) <= 0.1 * quiet.gflops:
             break
+    assert watch.peak.trusted and peak.cached_peak(2) == watch.peak, watch.peak
     assert abs(watch.gflops - quiet.gflops) <= 0.1 * quiet.gflops, (watch.peak, quiet)
     assert json.loads((tmp_path / "cache" / "peak.json").read_text())
