@@ -153,6 +153,38 @@ def test_float_min_max_propagate_nan_from_either_side_in_vectors_and_reductions(
             np.testing.assert_array_equal(out, np.asarray(ref, "float32"), err_msg=f"{name} NaN at {nan_at}")
 
 
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+def test_lane_dependent_division_of_small_indices_runs_in_int32_lanes(target):
+    """``//`` and ``%`` by a constant of an index that moves with the lane (a transposing copy whose rows the
+    vector does not divide) run in int32 lanes when the loops' bounds keep the dividend within int32: x86
+    divides int64 lanes one at a time (an LSTM model's transposing concatenation: 39 -> 4 us on Emerald
+    Rapids). A dividend that may pass 2^31 stays int64, and both give numpy's floor semantics, negatives
+    included."""
+    n = 2304
+    A = te.placeholder((n,), name="A")
+    kernels = {  # (kernel, int32 lanes expected)
+        "small": (te.compute((n,), lambda i: A[(i % 36) * 64 + i // 36], name="B"), True),
+        "negative": (te.compute((n,), lambda i: A[(i - 1000) % 36 * 63 + (i - 1000) // 36 + 28], name="B"), True),
+        "large": (te.compute((n,), lambda i: A[(i * (1 << 22) + i) % 37 * 62], name="B"), False),
+    }
+    a = np.random.default_rng(3).standard_normal(n).astype("float32")
+    i = np.arange(n)
+    want = {"small": a[(i % 36) * 64 + i // 36], "negative": a[(i - 1000) % 36 * 63 + (i - 1000) // 36 + 28],
+            "large": a[(i * (1 << 22) + i) % 37 * 62]}
+    for name, (B, narrow) in kernels.items():
+        s = te.create_schedule(B.op)
+        _, xi = s[B].split(B.op.axis[0], factor=16)
+        s[B].vectorize(xi)
+        f = autosched.build(s, [A, B], target=target)
+        ir = f.get_source("ll-unopt")
+        assert bool(re.search(r"(sdiv|srem) <\d+ x i32>", ir)) == narrow, name
+        assert bool(re.search(r"(sdiv|srem) <\d+ x i64>", ir)) != narrow, name
+        if host_runs(target):
+            b = np.zeros(n, "float32")
+            f(a, b)
+            np.testing.assert_array_equal(b, want[name], err_msg=name)
+
+
 def _every_op(dtype: str, vectorize: bool):
     """One loop over an expression of every operator and math function, vectorized or scalar."""
     n = 37

@@ -21,7 +21,7 @@ from autosched.errors import CodegenError
 from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
 from autosched.tir import stmt as S
-from autosched.tir.arith import linear, simplify
+from autosched.tir.arith import interval, linear, simplify
 from autosched.tir.extern import EXTERN, PACKED
 
 MAX_LANES = 64
@@ -206,6 +206,8 @@ class VectorEmitter:
         if not self.varying(e) and (self.mask is None or not self.has_load(e)):
             return self.scalar(e), False
         if isinstance(e, E.BinaryOp):
+            if type(e) in (E.FloorDiv, E.FloorMod) and self._narrow_division(e):
+                return self._in_i32(e), True
             x, y = self.vec(e.a), self.vec(e.b)
             if self.mask is not None and type(e) in (E.FloorDiv, E.FloorMod) and isinstance(y.type.element, ir.IntType):
                 # a masked-off lane's divisor is whatever its (skipped) load gave, zero included, and an integer
@@ -216,6 +218,40 @@ class VectorEmitter:
         if m is None:
             raise CodegenError(f"cannot vectorize expression {type(e).__name__}: {e}")
         return m(e)
+
+    def _narrow_division(self, e: E.BinaryOp) -> bool:
+        """Whether ``e`` (``//`` or ``%`` of signed lanes by a constant that is no power of two) has a dividend
+        known to fit int32 here. Indices are int64 lanes, and x86 has no 64-bit multiply-high, so LLVM divides
+        them one lane at a time (an index ``(i * 16 + lane) % 36`` of a transposing copy), while int32 lanes
+        divide by multiplies."""
+        d = e.b
+        if (e.dtype not in ("int32", "int64") or not isinstance(d, IntImm) or not 1 < d.value < 2 ** 31
+                or d.value & (d.value - 1) == 0):
+            return False
+        return self._fits_i32(e.a)
+
+    def _fits_i32(self, x: Expr) -> bool:
+        ranges = {self.var: (IntImm(0), IntImm(self.lanes - 1))}
+        for v in E.free_vars(x):
+            if v is self.var:
+                continue
+            val = self.cg.cur.vars.get(v)
+            if v in self.env or v not in self.cg.cur.ranges and not (
+                    isinstance(val, ir.Constant) and isinstance(val.constant, int)):
+                return False
+            ranges[v] = self.cg.cur.ranges.get(v) or (IntImm(val.constant), IntImm(val.constant))
+        iv = interval(x, ranges)
+        return (iv is not None and all(isinstance(b, IntImm) for b in iv)
+                and -2 ** 31 <= iv[0].value and iv[1].value < 2 ** 31)
+
+    def _in_i32(self, e: E.BinaryOp) -> ir.Value:
+        """``e`` computed in int32 lanes (its dividend fits: :meth:`_narrow_division`), widened back to int64."""
+        x = self.vec(e.a)
+        if x.type.element != I64:
+            return ops.binary(self.b, e, x, ir.Constant(x.type, [e.b.value] * self.lanes))
+        v32 = self.vtype(I32)
+        q = ops.binary(self.b, e, self.b.trunc(x, v32), ir.Constant(v32, [e.b.value] * self.lanes))
+        return self.b.sext(q, x.type)
 
     def scalar(self, e: Expr, index: bool = False) -> ir.Value:
         """``e``, the same in every lane, by the scalar generator (``index``: as an index, ``cg.index``)."""
