@@ -317,7 +317,8 @@ def branch(cg, cond: ir.Value, then_fn: Callable[[], ir.Value | None],
 
 #: exp's argument range when 2^n is applied by AVX-512's ``vscalefps``: e^89 overflows to inf; below -126 ln2
 #: the result is 0 by a select, since a subnormal or underflowing product costs Intel cores a microcode
-#: assist per vector (a causal mask's lowest-float scores made a softmax 4x slower)
+#: assist per vector (letting vscalefps underflow made a causal softmax, its masked scores the lowest float,
+#: 4x slower)
 SCALEF_RANGE = (-87.33654022216797, 89.0)
 
 
