@@ -23,6 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import alternating_medians  # noqa: E402
 
+from autosched import relay  # noqa: E402
+from autosched.runtime.graph_executor import GraphModule  # noqa: E402
+from autosched.target import Target  # noqa: E402
+
 ROWS: dict[str, tuple[str, tuple[int, ...]]] = {
     "softmax_bert_scores": ("Softmax", (12, 128, 128)),
     "softmax_gpt2_scores_256": ("Softmax", (12, 256, 256)),
@@ -60,10 +64,6 @@ def main() -> None:
     ap.add_argument("--target", default="llvm")
     args = ap.parse_args()
     import onnxruntime as ort
-
-    from autosched import relay
-    from autosched.runtime.graph_executor import GraphModule
-    from autosched.target import Target
 
     print(f"default schedules for {args.target!r} on {Target('llvm').cpu.name}, onnxruntime {ort.__version__}")
     for threads in args.threads:
