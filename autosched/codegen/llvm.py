@@ -294,10 +294,10 @@ class CodeGenLLVM:
         # the branch not taken may read out of bounds (padding): evaluate only the chosen one
         return ops.branch(self, cond, lambda: self.expr(e.t), lambda: self.expr(e.f), "sel")
 
-    def _known(self, cond: Expr) -> bool | None:
+    def _known(self, cond: Expr, ranges: dict | None = None) -> bool | None:
         """The value of an integer condition if the code being emitted decides it: its variables constants
-        (unrolled loops) or within the bounds of their loops; else None."""
-        vmap, ranges = {}, {}
+        (unrolled loops) or within the bounds of their loops (or of ``ranges``, given for others); else None."""
+        vmap, ranges = {}, dict(ranges or {})
         for v in E.free_vars(cond):
             val = self.cur.vars.get(v)
             if isinstance(val, ir.Constant) and isinstance(val.constant, int):

@@ -21,7 +21,7 @@ from autosched.errors import CodegenError
 from autosched.te import expr as E
 from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
 from autosched.tir import stmt as S
-from autosched.tir.arith import interval, linear, simplify
+from autosched.tir.arith import linear, simplify
 from autosched.tir.extern import EXTERN, PACKED
 
 MAX_LANES = 64
@@ -228,21 +228,10 @@ class VectorEmitter:
         if (e.dtype not in ("int32", "int64") or not isinstance(d, IntImm) or not 1 < d.value < 2 ** 31
                 or d.value & (d.value - 1) == 0):
             return False
-        return self._fits_i32(e.a)
-
-    def _fits_i32(self, x: Expr) -> bool:
-        ranges = {self.var: (IntImm(0), IntImm(self.lanes - 1))}
-        for v in E.free_vars(x):
-            if v is self.var:
-                continue
-            val = self.cg.cur.vars.get(v)
-            if v in self.env or v not in self.cg.cur.ranges and not (
-                    isinstance(val, ir.Constant) and isinstance(val.constant, int)):
-                return False
-            ranges[v] = self.cg.cur.ranges.get(v) or (IntImm(val.constant), IntImm(val.constant))
-        iv = interval(x, ranges)
-        return (iv is not None and all(isinstance(b, IntImm) for b in iv)
-                and -2 ** 31 <= iv[0].value and iv[1].value < 2 ** 31)
+        x, lane = e.a, (IntImm(0), IntImm(self.lanes - 1))
+        inside = E.And(E.GE(x, IntImm(-2 ** 31, x.dtype)), E.LT(x, IntImm(2 ** 31, x.dtype)))
+        return not (self.env and any(v in self.env for v in E.free_vars(x))) and \
+            self.cg._known(inside, {self.var: lane}) is True
 
     def _in_i32(self, e: E.BinaryOp) -> ir.Value:
         """``e`` computed in int32 lanes (its dividend fits: :meth:`_narrow_division`), widened back to int64."""
