@@ -66,7 +66,17 @@ from autosched.relay.op.op import (
     register_op_attr,
     subtract,
 )
-from autosched.relay.op.reduce import layer_norm
+from autosched.relay.op.reduce import (  # noqa: A004 - TVM's names (relay.sum, relay.max, ...)
+    argmax,
+    argmin,
+    cumsum,
+    layer_norm,
+    max,
+    mean,
+    min,
+    prod,
+    sum,
+)
 from autosched.relay.op.tensor import (
     broadcast_to,
     concatenate,
@@ -91,5 +101,5 @@ __all__ = [
     "reduce", "layer_norm", "broadcast_to", "take", "trilu", "abs", "ceil", "cos", "floor", "isinf", "isnan",
     "log", "round", "sign", "sin", "tan", "atan", "asin", "acos",
     "tile", "image", "indexing", "gather", "gather_nd", "one_hot", "scatter_elements",
-    "scatter_nd", "topk",
+    "scatter_nd", "topk", "sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum",
 ]

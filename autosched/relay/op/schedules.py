@@ -70,8 +70,10 @@ PARALLEL_MIN_ELEMENTS = 4096
 def flat_parallel_vector(sch: Any, t: te.Tensor) -> None:
     """All axes fused, chunks of four vectors, chunks in parallel (the default for injective kernels); in a
     blocked layout the outer axes fused in parallel and the channel block vectorized. Below
-    PARALLEL_MIN_ELEMENTS, one thread."""
+    PARALLEL_MIN_ELEMENTS, one thread; a scalar (0-d) as it is."""
     axes = sch[t].op.axis
+    if not axes:
+        return
     size = 1
     for d in t.shape:
         size *= int(d)
