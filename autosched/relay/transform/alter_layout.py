@@ -73,13 +73,17 @@ def _winograd_tile(node: Call, w: np.ndarray) -> int | None:
     multiplications, and with few channels the transforms cost more than they save. Images under 8x8 outputs
     (F(2, 3)) stay direct: alone, with its filters in cache, F(2, 3) is faster, but in a model its
     transformed filters (more bytes than the direct ones) stream from memory and the model runs slower. The
-    figures: docs/relay.md, "Layouts"."""
+    figures: docs/relay.md, "Layouts". Integer filters stay direct: their sums are exact only so."""
     if not PassContext.current().config.get("relay.winograd", True):
         return None
     if w.shape[2:] != (3, 3) or int(node.attrs["groups"]) != 1 or _pair(node.attrs["strides"], "", "") != (1, 1) \
             or _pair(node.attrs["dilation"], "", "") != (1, 1):
         return None
     if min(w.shape[0], w.shape[1]) < 32:
+        return None
+    if not np.issubdtype(w.dtype, np.floating) or np.array_equal(w, np.round(w)):
+        # integer filters (an int32 conv, or a quantized model's integer conv run in float32, whose sums are
+        # exact integers only when computed directly): Winograd's fractions would round them
         return None
     _, _, oh, ow = node.checked_type.shape
     tile = winograd_tile(int(oh), int(ow))

@@ -5,17 +5,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from autosched.relay.ir.expr import Call, Expr, TupleGetItem
-from autosched.relay.op.elemwise import prelu
+from autosched.relay.ir.expr import Call, Constant, Expr, TupleGetItem
+from autosched.relay.op.elemwise import cast, prelu
 from autosched.relay.op.nn._nn import dilate, log_softmax, lrn
 from autosched.relay.op.op import make_call
 from autosched.relay.op.tensor import upsampling
 
 
+def _in_dtype(e: Expr, dtype: str) -> Expr:
+    """``e`` cast to ``dtype`` (TVM's ``out_dtype``: int8 operands multiplied and summed in int32, say), unless
+    its type is already known to be ``dtype``."""
+    if not dtype:
+        return e
+    if isinstance(e, Constant):
+        known = str(e.data.dtype)
+    else:
+        known = getattr(getattr(e, "type_annotation", None) or e._checked_type, "dtype", None)
+    return e if known == dtype else cast(e, dtype)
+
+
 def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0), dilation: Any = (1, 1),
            groups: int = 1, channels: int | None = None, kernel_size: Any = None, data_layout: str = "NCHW",
            kernel_layout: str = "OIHW", out_layout: str = "", out_dtype: str = "") -> Call:
-    """2-D convolution (NCHW/OIHW); padding of 1, 2 or 4 ints (top, left, bottom, right)."""
+    """2-D convolution (NCHW/OIHW); padding of 1, 2 or 4 ints (top, left, bottom, right); ``out_dtype``: the
+    type the products are summed in (the operands are cast to it)."""
+    data, weight = _in_dtype(data, out_dtype), _in_dtype(weight, out_dtype)
     return make_call("nn.conv2d", [data, weight], strides=tuple(strides) if not isinstance(strides, int) else strides,
                      padding=padding if isinstance(padding, int) else tuple(padding),
                      dilation=dilation if isinstance(dilation, int) else tuple(dilation), groups=int(groups),
@@ -23,19 +37,22 @@ def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0
 
 
 def dense(data: Expr, weight: Expr, units: int | None = None, out_dtype: str = "") -> Call:
-    """``data @ weight.T`` with weight [units, in]."""
-    return make_call("nn.dense", [data, weight], units=units)
+    """``data @ weight.T`` with weight [units, in], summed in ``out_dtype`` (the operands' type by default)."""
+    return make_call("nn.dense", [_in_dtype(data, out_dtype), _in_dtype(weight, out_dtype)], units=units)
 
 
 def matmul(a: Expr, b: Expr, units: int | None = None, transpose_a: bool = False, transpose_b: bool = False,
            out_dtype: str = "") -> Call:
-    """``a @ b`` (2-D), optionally transposed."""
-    return make_call("nn.matmul", [a, b], transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+    """``a @ b`` (2-D), optionally transposed, summed in ``out_dtype`` (the operands' type by default)."""
+    return make_call("nn.matmul", [_in_dtype(a, out_dtype), _in_dtype(b, out_dtype)],
+                     transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
 
 
 def batch_matmul(x: Expr, y: Expr, out_dtype: str = "", transpose_a: bool = False, transpose_b: bool = True) -> Call:
-    """Batched matmul; as in TVM, ``y`` is [batch, N, K] (transposed) by default."""
-    return make_call("nn.batch_matmul", [x, y], transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+    """Batched matmul; as in TVM, ``y`` is [batch, N, K] (transposed) by default; summed in ``out_dtype`` (the
+    operands' type by default)."""
+    return make_call("nn.batch_matmul", [_in_dtype(x, out_dtype), _in_dtype(y, out_dtype)],
+                     transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
 
 
 def bias_add(data: Expr, bias: Expr, axis: int = 1) -> Call:
