@@ -542,9 +542,11 @@ def test_xor_matches_onnxruntime() -> None:
 
 
 def test_every_supported_op_has_a_case() -> None:
-    """Each converter is tested against onnxruntime: here, in test_relay_transformers.py (transformer ops) or in
-    test_relay_onnx_conv.py (1-D and transposed convolutions)."""
+    """Each converter is tested against onnxruntime: here, in test_relay_transformers.py (transformer ops),
+    test_relay_onnx_conv.py (1-D and transposed convolutions) or test_relay_onnx_quantized.py (quantized
+    models' ops, also against onnx's reference evaluator)."""
     from test_relay_onnx_conv import CONV_CASES  # (here: it imports this module's helpers)
+    from test_relay_onnx_quantized import QUANTIZED_OPS
 
     cases = list(OP_CASES.values()) + list(TRANSFORMER_CASES.values()) + list(CONV_CASES.values())
     covered = {n.op_type for make in cases for n in make().graph.node}
@@ -553,6 +555,7 @@ def test_every_supported_op_has_a_case() -> None:
     # below: ops whose inputs must lie in their domain, a QDQ convolution, EyeLike feeding an Add
     covered |= {op for op, _, _ in RANGED_CASES}
     covered |= {n.op_type for model in (_qdq_conv_model(True, True), _eye_like_model()) for n in model.graph.node}
+    covered |= QUANTIZED_OPS  # integer and QLinear ops, onnxruntime's com.microsoft ones by domain.op_type
     assert covered == set(relay.frontend.SUPPORTED_OPS)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -347,59 +346,7 @@ def _shrink(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
                           relay_op.add(x, _scalar(g, name, bias)), high)
 
 
-# ------------------------------------------------------------------ quantize / dequantize (QDQ models), more math
-_QRANGE = {"uint8": (0, 255), "int8": (-128, 127)}
-
-
-def _per_axis(g: _GraphConverter, node: onnx.NodeProto, i: int, attrs: dict) -> Expr:
-    """Input ``i`` (a scale or zero point): a scalar, or one value per slice along ``axis`` (default 1) reshaped
-    to broadcast over the data."""
-    name = node.input[i]
-    shape, rank = g.shape(name), len(g.shape(node.input[0]))
-    v = g.tensor(name)
-    if math.prod(shape) == 1:
-        return relay_op.reshape(v, ()) if shape else v
-    if len(shape) != 1:
-        g._fail(f"{name!r} has shape {list(shape)}: only per-tensor and per-axis (1-D) values are supported "
-                "(blocked quantization is not)")
-    axis = int(attrs.get("axis", 1)) % rank
-    return relay_op.reshape(v, (shape[0],) + (1,) * (rank - axis - 1))
-
-
-@register("QuantizeLinear")
-def _quantize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """saturate(round(x / scale) + zero_point) in the zero point's type (uint8 by default, or int8), rounding
-    halves to even; per tensor or per axis."""
-    zp_name = g.optional(node, 2)
-    dtype = g.dtype(zp_name) if zp_name else "uint8"
-    if dtype not in _QRANGE:
-        g._fail(f"quantizing to {dtype} is not supported (uint8 and int8 are)")
-    if attrs.get("block_size", 0):
-        g._fail("blocked quantization (block_size) is not supported")
-    x = g.tensor(node.input[0])
-    q = relay_op.round(relay_op.divide(x, _per_axis(g, node, 1, attrs)))
-    if zp_name:
-        q = relay_op.add(q, relay_op.cast(_per_axis(g, node, 2, attrs), g.dtype(node.input[0])))
-    lo, hi = _QRANGE[dtype]
-    return relay_op.cast(relay_op.clip(q, float(lo), float(hi)), dtype)
-
-
-@register("DequantizeLinear")
-def _dequantize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """(x - zero_point) * scale in the scale's type; per tensor or per axis. On constant weights (a QDQ model's)
-    it is evaluated at build, so the layer runs on float weights."""
-    if g.dtype(node.input[0]) not in ("uint8", "int8", "int32"):
-        g._fail(f"dequantizing {g.dtype(node.input[0])} is not supported (uint8, int8 and int32 are)")
-    if attrs.get("block_size", 0):
-        g._fail("blocked quantization (block_size) is not supported")
-    x = relay_op.cast(g.tensor(node.input[0]), "int32")
-    zp_name = g.optional(node, 2)
-    if zp_name:
-        x = relay_op.subtract(x, relay_op.cast(_per_axis(g, node, 2, attrs), "int32"))
-    scale = _per_axis(g, node, 1, attrs)
-    return relay_op.multiply(relay_op.cast(x, g.dtype(node.input[1])), scale)
-
-
+# ------------------------------------------------------------------ more math
 @register("CastLike")
 def _cast_like(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """Cast to the element type of the second input."""

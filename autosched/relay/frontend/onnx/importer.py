@@ -61,6 +61,12 @@ class OnnxImportError(AutoschedError, ValueError):
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
+def op_key(node: onnx.NodeProto) -> str:
+    """The node's name in ``CONVERTERS``: the op type in the default domain, else ``domain.op_type`` (onnxruntime's
+    ``com.microsoft.QLinearAdd``, say)."""
+    return node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+
+
 def from_onnx(model: onnx.ModelProto | str | os.PathLike, shape: Mapping[str, Sequence[int]] | None = None,
               dtype: str | Mapping[str, str] = "float32", opset: int | None = None, freeze_params: bool = False
               ) -> tuple[IRModule, dict[str, np.ndarray]]:
@@ -137,7 +143,7 @@ class _GraphConverter:
             self._node, self._node_index = node, i
             result = self._fold(node) if self._foldable(node) else None
             if result is None:
-                result = CONVERTERS[node.op_type](self, node, _attrs(node))
+                result = CONVERTERS[op_key(node)](self, node, _attrs(node))
             outputs = result if isinstance(result, (tuple, list)) else (result,)
             for name, value in zip(node.output, outputs):
                 if not name:
@@ -162,10 +168,8 @@ class _GraphConverter:
     def _check_supported(self) -> None:
         bad: Counter[str] = Counter()
         for node in self.graph.node:
-            if node.domain not in _DEFAULT_DOMAINS:
-                bad[f"{node.domain}.{node.op_type}"] += 1
-            elif node.op_type not in CONVERTERS:
-                bad[node.op_type] += 1
+            if op_key(node) not in CONVERTERS:
+                bad[op_key(node)] += 1
         if bad:
             listing = ", ".join(f"{op} (x{n})" for op, n in sorted(bad.items(), key=lambda kv: (-kv[1], kv[0])))
             raise OpNotImplemented(

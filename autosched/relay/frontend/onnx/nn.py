@@ -94,26 +94,33 @@ def _weight(g: _GraphConverter, name: str, np_fn, relay_fn) -> Expr:
 def _conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """2-D as nn.conv2d; 1-D as the nn.conv2d of height 1 (data [N, C, 1, W], weight [O, I/g, 1, k])."""
     wname = node.input[1]
-    wshape = g.shape(wname)
+    out = conv_of(g, node, attrs, g.tensor(node.input[0]), _weight(g, wname, lambda w: w, lambda w: w),
+                  g.shape(wname))
+    bias = g.optional(node, 2)
+    if bias is not None:
+        out = relay_op.nn.bias_add(out, g.tensor(bias), axis=1)
+    return _from_2d(out, len(g.shape(wname)) - 2)
+
+
+def conv_of(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, x: Expr, weight: Expr,
+            wshape: Sequence[int]) -> Expr:
+    """The nn.conv2d of a Conv-like node (its attributes, data ``node.input[0]``'s shape) on the expressions
+    ``x`` and ``weight``: 1-D as the conv2d of height 1, its result still 4-D (``_from_2d`` restores it)."""
     nd = len(wshape) - 2
     _check_spatial(g, node, nd)
     kernel = tuple(attrs.get("kernel_shape", wshape[2:]))
     if kernel != tuple(wshape[2:]):
-        g._fail(f"kernel_shape {list(kernel)} does not match the weight's shape {wshape}")
+        g._fail(f"kernel_shape {list(kernel)} does not match the weight's shape {list(wshape)}")
     strides, dilations, padding = _spatial_attrs(g, node, attrs, kernel)
     if nd == 1:
         shape4 = (wshape[0], wshape[1], 1, wshape[2])
-        weight = _weight(g, wname, lambda w: w.reshape(shape4), lambda w: relay_op.reshape(w, shape4))
+        weight = relay_ir.const(weight.data.reshape(shape4)) if isinstance(weight, relay_ir.Constant) else \
+            relay_op.reshape(weight, shape4)
+        n, c, w = g.shape(node.input[0])
+        x = relay_op.reshape(x, (n, c, 1, w))
         kernel = (1, kernel[0])
-    else:
-        weight = g.tensor(wname)
-    out = relay_op.nn.conv2d(_to_2d(g, node.input[0]), weight, strides=strides, padding=padding,
-                             dilation=dilations, groups=int(attrs.get("group", 1)), channels=wshape[0],
-                             kernel_size=kernel)
-    bias = g.optional(node, 2)
-    if bias is not None:
-        out = relay_op.nn.bias_add(out, g.tensor(bias), axis=1)
-    return _from_2d(out, nd)
+    return relay_op.nn.conv2d(x, weight, strides=strides, padding=padding, dilation=dilations,
+                              groups=int(attrs.get("group", 1)), channels=wshape[0], kernel_size=kernel)
 
 
 def _conv_transpose_pads(g: _GraphConverter, attrs: dict, in_size: Sequence[int], kernel: Sequence[int],
@@ -275,11 +282,16 @@ def _gemm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
 
 @register("MatMul")
 def _matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """numpy.matmul semantics: a 1-D operand is promoted to a matrix (and its dimension dropped from the result);
+    return matmul_of(g, g.tensor(node.input[0]), g.tensor(node.input[1]), g.shape(node.input[0]),
+                     g.shape(node.input[1]), g.is_const(node.input[1]))
+
+
+def matmul_of(g: _GraphConverter, a: Expr, b: Expr, sa: Sequence[int], sb: Sequence[int], b_const: bool) -> Expr:
+    """numpy.matmul of ``a`` (shape ``sa``) and ``b`` (``sb``; ``b_const``: a weight known at import): a 1-D
+    operand is promoted to a matrix (and its dimension dropped from the result);
     when b has no batch (or a batch of 1) a's leading dimensions fold into the rows of one matmul; otherwise a
     batch_matmul over equal batch dimensions (or a batch of 1 in a, which it broadcasts)."""
-    sa, sb = g.shape(node.input[0]), g.shape(node.input[1])
-    a, b = g.tensor(node.input[0]), g.tensor(node.input[1])
+    sa, sb = tuple(sa), tuple(sb)
     if not sa or not sb:
         g._fail("scalar operands are not allowed by MatMul")
     ra, rb = len(sa), len(sb)
@@ -289,14 +301,14 @@ def _matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         b, sb = relay_op.reshape(b, (sb[0], 1)), (sb[0], 1)
     m, k, n = sa[-2], sa[-1], sb[-1]
     if sb[-2] != k:
-        g._fail(f"inner dimensions differ: {g.shape(node.input[0])} x {g.shape(node.input[1])}")
+        g._fail(f"inner dimensions differ: {list(sa)} x {list(sb)}")
     try:
         batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
     except ValueError:
         g._fail(f"batch dimensions of {sa} and {sb} do not broadcast")
     final = batch + ((m,) if ra > 1 else ()) + ((n,) if rb > 1 else ())
     batch_a, batch_b = math.prod(sa[:-2]), math.prod(sb[:-2])
-    if batch_b == 1 and rb == 2 and ra >= 2 and (_is_transpose_2d(b) or g.is_const(node.input[1])):
+    if batch_b == 1 and rb == 2 and ra >= 2 and (_is_transpose_2d(b) or b_const):
         # a linear layer on [batch, tokens, features] as it is: dense keeps the shape, so its epilogue (bias,
         # GELU, residual add) fuses into it; the weight's transpose is folded at build and the dense packed
         w = b.args[0] if _is_transpose_2d(b) else relay_op.transpose(b, (1, 0))
@@ -306,7 +318,7 @@ def _matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         y = b if len(sb) == 2 else relay_op.reshape(b, (k, n))
         if rb == 2 and _is_transpose_2d(y):  # x @ w.T (a tied LM head): dense on w itself
             out = relay_op.nn.dense(x, y.args[0])
-        elif rb == 2 and g.is_const(node.input[1]):  # a weight: dense on w.T, folded at build (then packed)
+        elif rb == 2 and b_const:  # a weight: dense on w.T, folded at build (then packed)
             out = relay_op.nn.dense(x, relay_op.transpose(y, (1, 0)))
         else:
             out = relay_op.nn.matmul(x, y)

@@ -1,0 +1,409 @@
+"""ONNX converters of quantized models, as onnxruntime's quantization tool writes them: the QDQ format
+(QuantizeLinear/DequantizeLinear around float ops), dynamic quantization (DynamicQuantizeLinear, MatMulInteger,
+ConvInteger) and the operator format (QLinearConv, QLinearMatMul, and onnxruntime's ``com.microsoft`` QGemm,
+QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearLeakyRelu,
+QLinearSigmoid).
+
+Integer products run in float32 where that is exact, else in int32. An 8-bit value less its zero point is an
+integer of at most 9 bits, so every product is exact in float32, and every partial sum of a dot product is an
+integer no larger than the sum of its terms' magnitudes: when that bound (the largest activation times the
+largest column sum of the constant weight's magnitudes) is below 2^24, float32 holds each partial sum exactly, in
+any order of summation. The result is then the integer the operator defines, computed by the float kernels
+(packed, blocked, tuned); requantization multiplies by the scales in float32 and rounds halves to even, as
+onnxruntime does."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from autosched.relay import ir as relay_ir
+from autosched.relay import op as relay_op
+from autosched.relay.frontend.onnx.importer import _GraphConverter
+from autosched.relay.frontend.onnx.nn import _from_2d, conv_of, matmul_of
+from autosched.relay.frontend.onnx.registry import CONVERTERS, register
+from autosched.relay.ir.expr import Expr
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
+
+_QRANGE = {"uint8": (0, 255), "int8": (-128, 127)}
+EXACT_FLOAT32 = 2 ** 24  # integers of at most this magnitude are exact in float32
+_MS = "com.microsoft."  # onnxruntime's contrib-op domain
+
+
+# ------------------------------------------------------------------ QDQ: QuantizeLinear / DequantizeLinear
+def _per_axis(g: _GraphConverter, node: onnx.NodeProto, i: int, attrs: dict) -> Expr:
+    """Input ``i`` (a scale or zero point): a scalar, or one value per slice along ``axis`` (default 1) reshaped
+    to broadcast over the data."""
+    name = node.input[i]
+    shape, rank = g.shape(name), len(g.shape(node.input[0]))
+    v = g.tensor(name)
+    if math.prod(shape) == 1:
+        return relay_op.reshape(v, ()) if shape else v
+    if len(shape) != 1:
+        g._fail(f"{name!r} has shape {list(shape)}: only per-tensor and per-axis (1-D) values are supported "
+                "(blocked quantization is not)")
+    axis = int(attrs.get("axis", 1)) % rank
+    return relay_op.reshape(v, (shape[0],) + (1,) * (rank - axis - 1))
+
+
+def _saturated(q: Expr, dtype: str) -> Expr:
+    """The float integers ``q`` clipped to ``dtype``'s range and cast to it."""
+    lo, hi = _QRANGE[dtype]
+    return relay_op.cast(relay_op.clip(q, float(lo), float(hi)), dtype)
+
+
+@register("QuantizeLinear")
+def _quantize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """saturate(round(x / scale) + zero_point) in the zero point's type (uint8 by default, or int8), rounding
+    halves to even; per tensor or per axis."""
+    zp_name = g.optional(node, 2)
+    dtype = g.dtype(zp_name) if zp_name else "uint8"
+    if dtype not in _QRANGE:
+        g._fail(f"quantizing to {dtype} is not supported (uint8 and int8 are)")
+    if attrs.get("block_size", 0):
+        g._fail("blocked quantization (block_size) is not supported")
+    x = g.tensor(node.input[0])
+    q = relay_op.round(relay_op.divide(x, _per_axis(g, node, 1, attrs)))
+    if zp_name:
+        q = relay_op.add(q, relay_op.cast(_per_axis(g, node, 2, attrs), g.dtype(node.input[0])))
+    return _saturated(q, dtype)
+
+
+@register("DequantizeLinear")
+def _dequantize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """(x - zero_point) * scale in the scale's type; per tensor or per axis. On constant weights (a QDQ model's)
+    it is evaluated at build, so the layer runs on float weights."""
+    if g.dtype(node.input[0]) not in ("uint8", "int8", "int32"):
+        g._fail(f"dequantizing {g.dtype(node.input[0])} is not supported (uint8, int8 and int32 are)")
+    if attrs.get("block_size", 0):
+        g._fail("blocked quantization (block_size) is not supported")
+    x = relay_op.cast(g.tensor(node.input[0]), "int32")
+    zp_name = g.optional(node, 2)
+    if zp_name:
+        x = relay_op.subtract(x, relay_op.cast(_per_axis(g, node, 2, attrs), "int32"))
+    scale = _per_axis(g, node, 1, attrs)
+    return relay_op.multiply(relay_op.cast(x, g.dtype(node.input[1])), scale)
+
+
+# ------------------------------------------------------------------ dynamic quantization
+@register("DynamicQuantizeLinear")
+def _dynamic_quantize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> list[Expr]:
+    """uint8 values, their scale and zero point from the tensor's range (0 included): scale = (max - min) / 255
+    (1 when the range is empty), zero point = round(-min / scale), y = saturate(round(x / scale) + zero point)."""
+    if g.dtype(node.input[0]) != "float32":
+        g._fail(f"the input is {g.dtype(node.input[0])}; DynamicQuantizeLinear takes float32")
+    x = g.tensor(node.input[0])
+    zero = relay_ir.const(np.float32(0))
+    hi = relay_op.maximum(relay_op.max(x), zero)
+    lo = relay_op.minimum(relay_op.min(x), zero)
+    span = relay_op.where(relay_op.compare("equal", hi, lo), relay_ir.const(np.float32(1)), relay_op.subtract(hi, lo))
+    scale = relay_op.divide(span, relay_ir.const(np.float32(255)))
+    zp = relay_op.clip(relay_op.round(relay_op.negative(relay_op.divide(lo, scale))), 0.0, 255.0)
+    y = _saturated(relay_op.add(relay_op.round(relay_op.divide(x, scale)), zp), "uint8")
+    return [y, scale, relay_op.cast(zp, "uint8")]
+
+
+# ------------------------------------------------------------------ integer products
+def _int_range(g: _GraphConverter, name: str) -> tuple[int, int]:
+    dtype = g.dtype(name)
+    if dtype not in _QRANGE:
+        g._fail(f"input {name!r} is {dtype}; quantized operands must be uint8 or int8")
+    return _QRANGE[dtype]
+
+
+def _magnitude(g: _GraphConverter, name: str, zp: str | None) -> int:
+    """The largest |x - zero_point| of the 8-bit tensor ``name`` (runtime values: its type's whole range)."""
+    lo, hi = _int_range(g, name)
+    if zp is None:
+        return max(-lo, hi)
+    if g.is_const(zp):
+        z = g.value(zp, "the zero point").astype(np.int64)
+        return int(max(hi - z.min(), z.max() - lo))
+    return hi - lo
+
+
+def _const_shifted(g: _GraphConverter, name: str, zp: str | None, zp_shape: Sequence[int]) -> np.ndarray:
+    """The constant 8-bit tensor ``name`` less its zero point (a scalar, or one per slice, reshaped to
+    ``zp_shape`` to broadcast), as int64."""
+    _int_range(g, name)
+    v = g.value(name, "the weight").astype(np.int64)
+    if zp is None:
+        return v
+    z = g.value(zp, "the weight's zero point").astype(np.int64)
+    return v - (z.reshape(()) if z.size == 1 else z.reshape(zp_shape))
+
+
+def _shifted(g: _GraphConverter, name: str, zp: str | None, dtype: str, zp_shape: Sequence[int] = ()) -> Expr:
+    """x - zero_point in ``dtype`` for the 8-bit tensor ``name``; a zero point of several values is reshaped to
+    ``zp_shape`` to broadcast."""
+    _int_range(g, name)
+    x = relay_op.cast(g.tensor(name), dtype)
+    if zp is None:
+        return x
+    if g.is_const(zp):
+        z = g.value(zp, "the zero point").astype(dtype)
+        if not z.any():
+            return x
+        return relay_op.subtract(x, relay_ir.const(z.reshape(()) if z.size == 1 else z.reshape(zp_shape)))
+    z = relay_op.cast(g.tensor(zp), dtype)
+    z = relay_op.reshape(z, () if math.prod(g.shape(zp)) == 1 else tuple(zp_shape))
+    return relay_op.subtract(x, z)
+
+
+def _exact_dtype(bound: float) -> str:
+    """float32 when every partial sum of magnitude at most ``bound`` is an exact float32 integer, else int32."""
+    return "float32" if bound < EXACT_FLOAT32 else "int32"
+
+
+def _integer_matmul(g: _GraphConverter, a: str, azp: str | None, b: str, bzp: str | None,
+                    b_layout: str = "kn", bias_bound: float = 0.0) -> tuple[Expr, str]:
+    """(a - azp) @ (b - bzp) with numpy.matmul's shapes (``b_layout`` "nk": a 2-D b stored transposed, QGemm's
+    transB), and the dtype it is computed in. a's zero point: a scalar or one per row; b's: one per column."""
+    sa, sb = g.shape(a), g.shape(b)
+    if b_layout == "nk":
+        sb = (sb[1], sb[0])
+    rows = (sa[-2], 1) if len(sa) >= 2 else ()
+    a_mag = _magnitude(g, a, azp)
+    if g.is_const(b):
+        w = _const_shifted(g, b, bzp, (-1, 1) if b_layout == "nk" else (-1,))
+        w = w.T if b_layout == "nk" else w
+        dtype = _exact_dtype(a_mag * float(np.abs(w).sum(axis=-2 if w.ndim > 1 else 0).max()) + bias_bound)
+        y, b_const = relay_ir.const(np.ascontiguousarray(w.astype(dtype))), True
+    else:
+        dtype = _exact_dtype(a_mag * _magnitude(g, b, bzp) * float(sb[-2 if len(sb) > 1 else 0]) + bias_bound)
+        y = _shifted(g, b, bzp, dtype, (-1, 1) if b_layout == "nk" else (-1,))
+        y, b_const = (relay_op.transpose(y, (1, 0)) if b_layout == "nk" else y), False
+    x = _shifted(g, a, azp, dtype, rows)
+    return matmul_of(g, x, y, sa, sb, b_const), dtype
+
+
+def _integer_conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, x: str, xzp: str | None, w: str,
+                  wzp: str | None, bias_bound: float = 0.0) -> tuple[Expr, str]:
+    """The 4-D result of the Conv-like ``node`` on (x - xzp) and (w - wzp) (the weight's zero point a scalar or
+    one per output channel), and the dtype it is computed in. The data's padding is its zero point, so the
+    shifted data pads with 0."""
+    wshape = g.shape(w)
+    per_out = (-1,) + (1,) * (len(wshape) - 1)
+    x_mag = _magnitude(g, x, xzp)
+    if g.is_const(w):
+        wv = _const_shifted(g, w, wzp, per_out)
+        dtype = _exact_dtype(x_mag * float(np.abs(wv).reshape(wv.shape[0], -1).sum(axis=1).max()) + bias_bound)
+        weight = relay_ir.const(np.ascontiguousarray(wv.astype(dtype)))
+    else:
+        dtype = _exact_dtype(x_mag * _magnitude(g, w, wzp) * math.prod(wshape[1:]) + bias_bound)
+        weight = _shifted(g, w, wzp, dtype, per_out)
+    if xzp is not None and math.prod(g.shape(xzp)) != 1:
+        g._fail(f"the data's zero point {xzp!r} has shape {list(g.shape(xzp))}; it must be one value")
+    return conv_of(g, node, attrs, _shifted(g, x, xzp, dtype), weight, wshape), dtype
+
+
+def _as_int32(acc: Expr, dtype: str) -> Expr:
+    return acc if dtype == "int32" else relay_op.cast(acc, "int32")
+
+
+def _as_float(acc: Expr, dtype: str) -> Expr:
+    return acc if dtype == "float32" else relay_op.cast(acc, "float32")
+
+
+@register("MatMulInteger")
+def _matmul_integer(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """(A - a_zero_point) @ (B - b_zero_point) in int32 (MatMul's shapes; a's zero point per tensor or per row,
+    b's per tensor or per column)."""
+    acc, dtype = _integer_matmul(g, node.input[0], g.optional(node, 2), node.input[1], g.optional(node, 3))
+    return _as_int32(acc, dtype)
+
+
+@register("ConvInteger")
+def _conv_integer(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Conv of (x - x_zero_point) and (w - w_zero_point) in int32 (w's zero point per tensor or per output
+    channel)."""
+    acc, dtype = _integer_conv(g, node, attrs, node.input[0], g.optional(node, 2), node.input[1],
+                               g.optional(node, 3))
+    return _from_2d(_as_int32(acc, dtype), len(g.shape(node.input[1])) - 2)
+
+
+# ------------------------------------------------------------------ the operator format (QLinear*)
+def _scale(g: _GraphConverter, name: str, what: str) -> np.ndarray:
+    """A constant float32 scale (a scalar, or 1-D per channel)."""
+    if not g.is_const(name):
+        g._fail(f"{what} {name!r} is computed at run time; quantized operators need constant scales")
+    v = g.value(name, what).astype(np.float32)
+    if v.ndim > 1 and v.size != 1:
+        g._fail(f"{what} {name!r} has shape {list(v.shape)}: a scalar or one value per channel is supported")
+    return v.reshape(()) if v.size == 1 else v.reshape(-1)
+
+
+def _zero_point_of(g: _GraphConverter, name: str | None, default_dtype: str = "uint8") -> tuple[np.ndarray, str]:
+    """A constant zero point as float32 (0 when absent) and the quantized dtype it gives."""
+    if name is None:
+        return np.float32(0), default_dtype
+    dtype = g.dtype(name)
+    if dtype not in _QRANGE:
+        g._fail(f"zero point {name!r} is {dtype}; uint8 and int8 are supported")
+    if not g.is_const(name):
+        g._fail(f"zero point {name!r} is computed at run time; quantized operators need constant zero points")
+    v = g.value(name, "the zero point").astype(np.float32)
+    return (v.reshape(()) if v.size == 1 else v.reshape(-1)), dtype
+
+
+def _requantized(g: _GraphConverter, acc: Expr, multiplier: np.ndarray, y_zp: str | None,
+                 channel_shape: Sequence[int] = ()) -> Expr:
+    """saturate(round(acc * multiplier) + y_zero_point): onnxruntime's requantization of an integer accumulator
+    (a float32 multiply, halves rounded to even); a multiplier per channel is reshaped to ``channel_shape``."""
+    zp, dtype = _zero_point_of(g, y_zp)
+    if zp.ndim:
+        g._fail(f"the output's zero point {y_zp!r} has {zp.size} values; it must be one")
+    m = multiplier if multiplier.ndim == 0 else multiplier.reshape(channel_shape)
+    q = relay_op.round(relay_op.multiply(acc, relay_ir.const(m.astype(np.float32))))
+    if zp != 0:
+        q = relay_op.add(q, relay_ir.const(np.float32(zp)))
+    return _saturated(q, dtype)
+
+
+def _bias_int32(g: _GraphConverter, name: str | None, dtype: str, channel_shape: Sequence[int]) -> Expr | None:
+    if name is None:
+        return None
+    if g.dtype(name) != "int32" or not g.is_const(name):
+        g._fail(f"the bias {name!r} must be a constant int32 tensor")
+    return relay_ir.const(g.value(name, "the bias").astype(dtype).reshape(channel_shape))
+
+
+def _bias_bound(g: _GraphConverter, name: str | None) -> float:
+    return float(np.abs(g.value(name, "the bias").astype(np.int64)).max()) if name and g.is_const(name) else 0.0
+
+
+@register("QLinearConv")
+def _qlinear_conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Conv of quantized x and w (w per tensor or per output channel) plus an int32 bias, requantized to y's
+    scale and zero point."""
+    x, xs, xzp, w, ws, wzp, ys, yzp = node.input[:8]
+    bias = g.optional(node, 8)
+    acc, dtype = _integer_conv(g, node, attrs, x, xzp, w, wzp, _bias_bound(g, bias))
+    b = _bias_int32(g, bias, dtype, (-1, 1, 1))
+    if b is not None:
+        acc = relay_op.add(acc, b)
+    multiplier = _scale(g, xs, "the data's scale") * _scale(g, ws, "the weight's scale") / _scale(g, ys, "y_scale")
+    out = _requantized(g, _as_float(acc, dtype), multiplier, yzp, (-1, 1, 1))
+    return _from_2d(out, len(g.shape(w)) - 2)
+
+
+@register("QLinearMatMul")
+def _qlinear_matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """MatMul of quantized a and b (b per tensor or per column), requantized to y's scale and zero point."""
+    a, as_, azp, b, bs, bzp, ys, yzp = node.input[:8]
+    if _scale(g, as_, "a_scale").ndim or _scale(g, ys, "y_scale").ndim:
+        g._fail("a_scale and y_scale must be one value each (per-row scales of a are not supported)")
+    acc, dtype = _integer_matmul(g, a, azp, b, bzp)
+    multiplier = _scale(g, as_, "a_scale") * _scale(g, bs, "b_scale") / _scale(g, ys, "y_scale")
+    return _requantized(g, _as_float(acc, dtype), multiplier, yzp, (-1,))
+
+
+@register(_MS + "QGemm")
+def _qgemm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """onnxruntime's Gemm of quantized A and B (B per tensor or per column) plus an int32 C (at scale alpha *
+    a_scale * b_scale, zero point 0): requantized to y's scale and zero point, or float32 when y_scale is
+    absent."""
+    a, as_, azp, b, bs, bzp = node.input[:6]
+    c, ys, yzp = g.optional(node, 6), g.optional(node, 7), g.optional(node, 8)
+    if attrs.get("transA", 0):
+        g._fail("transA=1 is not supported")
+    for i in (0, 3):
+        if len(g.shape(node.input[i])) != 2:
+            g._fail(f"input {node.input[i]!r} must be 2-D")
+    acc, dtype = _integer_matmul(g, a, azp, b, bzp, "nk" if attrs.get("transB", 0) else "kn", _bias_bound(g, c))
+    bias = _bias_int32(g, c, dtype, (-1,))
+    if bias is not None:
+        acc = relay_op.add(acc, bias)
+    scale = np.float32(attrs.get("alpha", 1.0)) * _scale(g, as_, "a_scale") * _scale(g, bs, "b_scale")
+    if ys is None:
+        return relay_op.multiply(_as_float(acc, dtype), relay_ir.const(scale.astype(np.float32)))
+    return _requantized(g, _as_float(acc, dtype), scale / _scale(g, ys, "y_scale"), yzp, (-1,))
+
+
+def _dequantized_float(g: _GraphConverter, x: str, xs: str, xzp: str | None) -> Expr:
+    """(x - zero_point) * scale in float32, a tensor's scale and zero point one value each."""
+    s = _scale(g, xs, "the scale")
+    if s.ndim:
+        g._fail(f"the scale {xs!r} has {s.size} values; this operator takes one")
+    return relay_op.multiply(_shifted(g, x, xzp, "float32"), relay_ir.const(s))
+
+
+def _quantized(g: _GraphConverter, value: Expr, ys: str, yzp: str | None) -> Expr:
+    """saturate(round(value / y_scale) + y_zero_point), as QuantizeLinear."""
+    q = relay_op.round(relay_op.divide(value, relay_ir.const(_scale(g, ys, "y_scale"))))
+    zp, dtype = _zero_point_of(g, yzp)
+    return _saturated(q if zp == 0 else relay_op.add(q, relay_ir.const(np.float32(zp))), dtype)
+
+
+def _binary_qlinear(op: str):
+    def convert(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+        a, as_, azp, b, bs, bzp, cs = node.input[:7]
+        x, y = _dequantized_float(g, a, as_, azp or None), _dequantized_float(g, b, bs, bzp or None)
+        value = relay_op.add(x, y) if op == "add" else relay_op.multiply(x, y)
+        return _quantized(g, value, cs, g.optional(node, 7))
+
+    convert.__name__ = f"_qlinear_{op}"
+    convert.__doc__ = (f"onnxruntime's QLinear{op.capitalize()}: the {op} of the dequantized tensors, quantized "
+                       "(its x86 kernels use fixed-point multipliers instead, one step apart at some ties).")
+    return convert
+
+
+register(_MS + "QLinearAdd")(_binary_qlinear("add"))
+register(_MS + "QLinearMul")(_binary_qlinear("mul"))
+
+
+def _float_op(g: _GraphConverter, node: onnx.NodeProto, op_type: str, values: Sequence[Expr], attrs: dict) -> Expr:
+    """The float converter of ``op_type`` run on the expressions ``values`` with ``attrs`` (named after this
+    node's output, so its errors still name this node)."""
+    from onnx import helper
+
+    names = []
+    for i, v in enumerate(values):
+        names.append(f"{node.output[0]}/dequantized/{i}")
+        g.exprs[names[-1]] = v
+    fnode = helper.make_node(op_type, names, [node.output[0]], name=node.name, **attrs)
+    return CONVERTERS[op_type](g, fnode, attrs)
+
+
+def _channels_first(g: _GraphConverter, attrs: dict) -> dict:
+    if attrs.get("channels_last", 0):
+        g._fail("channels_last=1 (NHWC data) is not supported")
+    return {k: v for k, v in attrs.items() if k != "channels_last"}
+
+
+def _unary_qlinear(op_type: str, float_attrs):
+    """onnxruntime's QLinear form of a float op: the dequantized input through ``op_type``, quantized again (what
+    onnxruntime's lookup tables hold, value by value)."""
+
+    def convert(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+        x, xs, xzp, ys = node.input[:4]
+        yzp = g.optional(node, 4)
+        v = _float_op(g, node, op_type, [_dequantized_float(g, x, xs, xzp or None)], float_attrs(g, attrs))
+        return _quantized(g, v, ys, yzp)
+
+    convert.__name__ = f"_qlinear_{op_type.lower()}"
+    convert.__doc__ = f"onnxruntime's QLinear{op_type}: {op_type} between dequantizing and quantizing."
+    return convert
+
+
+for _op, _attrs in (("LeakyRelu", lambda g, a: {"alpha": float(a.get("alpha", 0.01))}),
+                    ("Sigmoid", lambda g, a: {}),
+                    ("AveragePool", _channels_first),
+                    ("GlobalAveragePool", _channels_first)):
+    register(_MS + "QLinear" + _op)(_unary_qlinear(_op, _attrs))
+
+
+@register(_MS + "QLinearConcat")
+def _qlinear_concat(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """onnxruntime's QLinearConcat (Y_scale, Y_zero_point, then a (tensor, scale, zero point) triple per input):
+    the dequantized inputs concatenated, quantized again."""
+    ys, yzp, rest = node.input[0], node.input[1] or None, list(node.input[2:])
+    if len(rest) % 3:
+        g._fail(f"{len(rest)} inputs after Y_scale and Y_zero_point; they must come in (tensor, scale, zero point)")
+    values = [_dequantized_float(g, rest[i], rest[i + 1], rest[i + 2] or None) for i in range(0, len(rest), 3)]
+    return _quantized(g, _float_op(g, node, "Concat", values, {"axis": int(attrs["axis"])}), ys, yzp)

@@ -1,0 +1,347 @@
+"""Quantized ONNX models as onnxruntime's quantization tool writes them: dynamic quantization (DynamicQuantizeLinear,
+MatMulInteger, ConvInteger) and the operator format (QLinearConv, QLinearMatMul, onnxruntime's com.microsoft
+QLinear* ops and QGemm), op by op against the ONNX reference evaluator (the standard ops, exactly as the spec
+defines them) or onnxruntime (its contrib ops), then whole models quantized by onnxruntime.quantization; and the
+relay side they rest on: ``out_dtype`` of the products, integer filters kept off Winograd, scalar kernels."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import helper, numpy_helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+from _onnx_models import IR_VERSION, make_resnet18, run_onnxruntime  # noqa: E402
+from _transformer_models import make_encoder, token_inputs  # noqa: E402
+from autosched import relay  # noqa: E402
+from autosched.relay.frontend import OnnxImportError, from_onnx  # noqa: E402
+from autosched.runtime.graph_executor import GraphModule  # noqa: E402
+
+_TYPES = {"uint8": onnx.TensorProto.UINT8, "int8": onnx.TensorProto.INT8, "int32": onnx.TensorProto.INT32,
+          "float32": onnx.TensorProto.FLOAT}
+
+
+def _node_model(op: str, inputs: list[tuple[str, str, tuple]], inits: dict[str, np.ndarray],
+                outputs: list[tuple[str, str, tuple | None]], domain: str = "", opset: int = 13, **attrs):
+    """One ``op`` node: graph inputs (name, dtype, shape), initializers, then the node's inputs in order (the
+    names of both, "" for an omitted one); outputs (name, dtype, shape or None)."""
+    order = attrs.pop("order")
+    node = helper.make_node(op, order, [o for o, _, _ in outputs], domain=domain, **attrs)
+    graph = helper.make_graph(
+        [node], op, [helper.make_tensor_value_info(n, _TYPES[d], list(s)) for n, d, s in inputs],
+        [helper.make_tensor_value_info(n, _TYPES[d], None if s is None else list(s)) for n, d, s in outputs],
+        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=imports)
+    model.ir_version = IR_VERSION
+    return model
+
+
+def _run(model, inputs: dict[str, np.ndarray]) -> tuple[list[np.ndarray], set[str]]:
+    """Import, build for llvm, run: the outputs, and the dtypes the imported products (dense, matmul, conv2d)
+    compute in."""
+    mod, params = from_onnx(model, shape={k: v.shape for k, v in inputs.items()})
+    typed = relay.transform.InferType()(mod)
+    products = {c.checked_type.dtype for c in relay.ir.expr.post_order(typed["main"].body)
+                if isinstance(c, relay.Call) and getattr(c.op, "name", "") in _PRODUCTS}
+    graph_json, lib, params = relay.build(mod, target="llvm", params=params)
+    m = GraphModule(graph_json, lib, params)
+    m.set_input(**inputs)
+    m.run()
+    return [np.asarray(m.get_output(i)) for i in range(len(model.graph.output))], products
+
+
+_PRODUCTS = ("nn.dense", "nn.matmul", "nn.batch_matmul", "nn.conv2d")
+
+
+def _reference(model, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, inputs)]
+
+
+def _assert_same(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+        np.testing.assert_array_equal(g, w)
+
+
+R = np.random.default_rng(7)
+
+
+def _u8(*shape):
+    return R.integers(0, 256, shape).astype(np.uint8)
+
+
+def _i8(*shape, lo=-128, hi=128):
+    return R.integers(lo, hi, shape).astype(np.int8)
+
+
+# ------------------------------------------------------------------ integer products, exact
+@pytest.mark.parametrize("k, exact_in", [(32, "float32"), (1100, "int32")])
+def test_matmul_integer_is_exact_in_float32_when_its_sums_fit_and_in_int32_otherwise(k: int, exact_in: str) -> None:
+    """(A - a_zp) @ (B - b_zp) with a runtime zero point (DynamicQuantizeLinear's) and one per column of the
+    constant B equals the ONNX definition exactly: in float32 kernels while the largest possible partial sum is
+    below 2^24, in int32 once it may not be (K = 1100 of full-range int8 weights)."""
+    b = _i8(k, 24)
+    bzp = _i8(24, lo=-3, hi=4)
+    model = _node_model("MatMulInteger", [("a", "uint8", (2, 5, k)), ("azp", "uint8", ())], {"b": b, "bzp": bzp},
+                        [("y", "int32", (2, 5, 24))], order=["a", "b", "azp", "bzp"])
+    inputs = {"a": _u8(2, 5, k), "azp": np.array(131, np.uint8)}
+    got, products = _run(model, inputs)
+    _assert_same(got, _reference(model, inputs))
+    assert products == {exact_in}
+
+
+def test_matmul_integer_of_two_runtime_operands() -> None:
+    model = _node_model("MatMulInteger", [("a", "uint8", (4, 16)), ("b", "int8", (16, 8))],
+                        {"azp": np.array(3, np.uint8), "bzp": np.array(-2, np.int8)}, [("y", "int32", (4, 8))],
+                        order=["a", "b", "azp", "bzp"])
+    inputs = {"a": _u8(4, 16), "b": _i8(16, 8)}
+    _assert_same(_run(model, inputs)[0], _reference(model, inputs))
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_integer_pads_with_the_zero_point(group: int) -> None:
+    """The padding is the data's zero point (0 once shifted); the filters' zero point one per output channel."""
+    w = _i8(16, 8 // group, 3, 3)
+    model = _node_model("ConvInteger", [("x", "uint8", (1, 8, 9, 9))],
+                        {"w": w, "xzp": np.array(7, np.uint8), "wzp": _i8(16, lo=-2, hi=3)},
+                        [("y", "int32", (1, 16, 5, 5))], order=["x", "w", "xzp", "wzp"], pads=[1, 1, 1, 1],
+                        strides=[2, 2], group=group)
+    inputs = {"x": _u8(1, 8, 9, 9)}
+    _assert_same(_run(model, inputs)[0], _reference(model, inputs))
+
+
+def _qlinear_conv(signed: bool, nd: int):
+    act = "int8" if signed else "uint8"
+    xshape, wshape = ((1, 8, 10, 10), (16, 8, 3, 3)) if nd == 2 else ((1, 8, 20), (16, 8, 3))
+    inits = {"xs": np.float32(0.05), "xzp": np.array(-4 if signed else 128, act), "w": _i8(*wshape, lo=-64, hi=64),
+             "ws": (R.random(16) * 0.01 + 0.001).astype(np.float32), "wzp": np.zeros(16, np.int8),
+             "ys": np.float32(0.3), "yzp": np.array(5 if signed else 100, act),
+             "bias": R.integers(-2000, 2000, 16).astype(np.int32)}
+    out = (1, 16, 10, 10) if nd == 2 else (1, 16, 20)
+    return _node_model("QLinearConv", [("x", act, xshape)], inits, [("y", act, out)],
+                       order=["x", "xs", "xzp", "w", "ws", "wzp", "ys", "yzp", "bias"], pads=[1] * (2 * nd))
+
+
+@pytest.mark.parametrize("signed, nd", [(False, 2), (True, 2), (False, 1)])
+def test_qlinear_conv_requantizes_as_the_spec(signed: bool, nd: int) -> None:
+    """Per-channel filter scales, an int32 bias, uint8 or int8 activations, 1-D and 2-D: every output equals the
+    reference's (the float32 multiply by x_scale * w_scale / y_scale, halves to even, saturated); onnxruntime's
+    for 1-D, where onnx 1.23's reference evaluator returns a 4-D result."""
+    model = _qlinear_conv(signed, nd)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = (R.integers(-128, 128, shape) if signed else R.integers(0, 256, shape)).astype("int8" if signed else "uint8")
+    want = _reference(model, {"x": x}) if nd == 2 else run_onnxruntime(model, {"x": x})
+    _assert_same(_run(model, {"x": x})[0], want)
+
+
+def test_qlinear_matmul_with_a_scale_per_column() -> None:
+    inits = {"as": np.float32(0.02), "azp": np.array(120, np.uint8), "b": _i8(16, 8),
+             "bs": (R.random(8) * 0.01 + 0.001).astype(np.float32), "bzp": np.zeros(8, np.int8),
+             "ys": np.float32(0.1), "yzp": np.array(128, np.uint8)}
+    model = _node_model("QLinearMatMul", [("a", "uint8", (3, 16))], inits, [("y", "uint8", (3, 8))],
+                        order=["a", "as", "azp", "b", "bs", "bzp", "ys", "yzp"])
+    inputs = {"a": _u8(3, 16)}
+    _assert_same(_run(model, inputs)[0], _reference(model, inputs))
+
+
+@pytest.mark.parametrize("values", ["mixed", "positive", "zeros"])
+def test_dynamic_quantize_linear_gives_values_scale_and_zero_point(values: str) -> None:
+    """The range includes 0; an all-zero tensor gets scale 1 (its range is empty)."""
+    x = {"mixed": R.standard_normal((4, 33)) * 3, "positive": R.random((4, 33)) + 0.5,
+         "zeros": np.zeros((4, 33))}[values].astype(np.float32)
+    model = _node_model("DynamicQuantizeLinear", [("x", "float32", (4, 33))], {},
+                        [("y", "uint8", (4, 33)), ("scale", "float32", ()), ("zp", "uint8", ())], order=["x"])
+    _assert_same(_run(model, {"x": x})[0], _reference(model, {"x": x}))
+
+
+# ------------------------------------------------------------------ onnxruntime's com.microsoft QLinear ops
+def _ms(op: str, inputs, inits, out, **attrs):
+    return _node_model(op, inputs, inits, out, domain="com.microsoft", **attrs)
+
+
+def _scale_zp(prefix: str, scale: float, zp: int, dtype: str = "uint8") -> dict:
+    return {f"{prefix}s": np.float32(scale), f"{prefix}z": np.array(zp, dtype)}
+
+
+MS_CASES = {
+    "QLinearAdd": lambda: _ms("QLinearAdd", [("a", "uint8", (2, 8, 5, 5)), ("b", "uint8", (2, 8, 5, 5))],
+                              {**_scale_zp("a", 0.03, 100), **_scale_zp("b", 0.05, 90), **_scale_zp("c", 0.06, 110)},
+                              [("y", "uint8", (2, 8, 5, 5))], order=["a", "as", "az", "b", "bs", "bz", "cs", "cz"]),
+    "QLinearMul": lambda: _ms("QLinearMul", [("a", "int8", (3, 16)), ("b", "int8", (3, 16))],
+                              {**_scale_zp("a", 0.03, 2, "int8"), **_scale_zp("b", 0.05, -1, "int8"),
+                               **_scale_zp("c", 0.02, 3, "int8")},
+                              [("y", "int8", (3, 16))], order=["a", "as", "az", "b", "bs", "bz", "cs", "cz"]),
+    "QLinearGlobalAveragePool": lambda: _ms(
+        "QLinearGlobalAveragePool", [("a", "uint8", (1, 16, 7, 7))], {**_scale_zp("a", 0.04, 20),
+                                                                      **_scale_zp("c", 0.03, 10)},
+        [("y", "uint8", (1, 16, 1, 1))], order=["a", "as", "az", "cs", "cz"], channels_last=0),
+    "QLinearAveragePool": lambda: _ms(
+        "QLinearAveragePool", [("a", "uint8", (1, 8, 9, 9))], {**_scale_zp("a", 0.04, 20), **_scale_zp("c", 0.03, 10)},
+        [("y", "uint8", (1, 8, 5, 5))], order=["a", "as", "az", "cs", "cz"], kernel_shape=[3, 3], strides=[2, 2],
+        pads=[1, 1, 1, 1]),
+    "QLinearLeakyRelu": lambda: _ms("QLinearLeakyRelu", [("a", "uint8", (4, 40))],
+                                    {**_scale_zp("a", 0.05, 128), **_scale_zp("c", 0.03, 60)},
+                                    [("y", "uint8", (4, 40))], order=["a", "as", "az", "cs", "cz"], alpha=0.1),
+    "QLinearSigmoid": lambda: _ms("QLinearSigmoid", [("a", "int8", (4, 40))],
+                                  {**_scale_zp("a", 0.05, 0, "int8"), **_scale_zp("c", 1 / 256, -128, "int8")},
+                                  [("y", "int8", (4, 40))], order=["a", "as", "az", "cs", "cz"]),
+    "QLinearConcat": lambda: _ms("QLinearConcat", [("a", "uint8", (1, 3, 4)), ("b", "uint8", (1, 5, 4))],
+                                 {**_scale_zp("a", 0.05, 128), **_scale_zp("b", 0.02, 3), **_scale_zp("c", 0.04, 64)},
+                                 [("y", "uint8", (1, 8, 4))], order=["cs", "cz", "a", "as", "az", "b", "bs", "bz"],
+                                 axis=1),
+    # B within [-64, 64): onnxruntime's AVX2 kernels sum u8 x s8 pairs in saturating int16 (exact in that range)
+    "QGemm": lambda: _ms("QGemm", [("a", "uint8", (5, 32))],
+                         {**_scale_zp("a", 0.02, 120), "b": _i8(12, 32, lo=-64, hi=64),
+                          **_scale_zp("b", 0.004, 0, "int8"), "c": R.integers(-500, 500, 12).astype(np.int32),
+                          **_scale_zp("y", 0.05, 128)},
+                         [("y", "uint8", (5, 12))], order=["a", "as", "az", "b", "bs", "bz", "c", "ys", "yz"],
+                         transB=1),
+    "QGemm to float": lambda: _ms("QGemm", [("a", "uint8", (5, 32))],
+                                  {**_scale_zp("a", 0.02, 120), "b": _i8(32, 12, lo=-64, hi=64),
+                                   **_scale_zp("b", 0.004, 0, "int8")},
+                                  [("y", "float32", (5, 12))], order=["a", "as", "az", "b", "bs", "bz"]),
+}
+
+
+@pytest.mark.parametrize("case", list(MS_CASES))
+def test_onnxruntime_qlinear_contrib_ops_match_onnxruntime(case: str) -> None:
+    """onnxruntime's contrib ops of the operator format (what quantize_static writes besides QLinearConv and
+    QLinearMatMul): exactly its outputs; QLinearAdd and QLinearMul follow the formula (dequantize, compute,
+    quantize), which onnxruntime's x86 kernels approximate in fixed point: at most one step apart, rarely."""
+    model = MS_CASES[case]()
+    inputs = {}
+    for vi in model.graph.input:
+        shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        inputs[vi.name] = _i8(*shape) if vi.type.tensor_type.elem_type == onnx.TensorProto.INT8 else _u8(*shape)
+    want = run_onnxruntime(model, inputs)
+    got = _run(model, inputs)[0]
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if g.dtype == np.float32:
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+        elif case in ("QLinearAdd", "QLinearMul"):
+            steps = np.abs(g.astype(np.int32) - w)
+            assert steps.max() <= 1 and (steps > 0).mean() < 0.05, (steps.max(), (steps > 0).mean())
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def test_quantized_ops_name_what_they_cannot_take() -> None:
+    """A runtime scale and NHWC data are refused with the node and the input named."""
+    model = _node_model("QLinearMatMul", [("a", "uint8", (3, 16)), ("as", "float32", ())],
+                        {"azp": np.array(1, np.uint8), "b": _i8(16, 8), "bs": np.float32(0.1),
+                         "bzp": np.array(0, np.int8), "ys": np.float32(0.1), "yzp": np.array(0, np.uint8)},
+                        [("y", "uint8", (3, 8))], order=["a", "as", "azp", "b", "bs", "bzp", "ys", "yzp"])
+    with pytest.raises(OnnxImportError, match=r"QLinearMatMul.*a_scale 'as' is computed at run time"):
+        from_onnx(model)
+    nhwc = _ms("QLinearGlobalAveragePool", [("a", "uint8", (1, 7, 7, 16))],
+               {**_scale_zp("a", 0.04, 20), **_scale_zp("c", 0.03, 10)}, [("y", "uint8", (1, 1, 1, 16))],
+               order=["a", "as", "az", "cs", "cz"], channels_last=1)
+    with pytest.raises(OnnxImportError, match="channels_last=1"):
+        from_onnx(nhwc)
+
+
+# ------------------------------------------------------------------ whole models from onnxruntime.quantization
+def test_a_dynamically_quantized_encoder_matches_onnxruntime(tmp_path) -> None:
+    """quantize_dynamic's BERT-style encoder (int8 weights; activations quantized at run time by
+    DynamicQuantizeLinear for each MatMulInteger): onnxruntime's outputs, to float32 rounding."""
+    from onnxruntime.quantization import quantize_dynamic
+
+    logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice to preprocess
+    onnx.save(make_encoder(layers=2, d_model=64, heads=4, seq=16, vocab=100), tmp_path / "enc.onnx")
+    quantize_dynamic(tmp_path / "enc.onnx", tmp_path / "enc_int8.onnx", reduce_range=True)
+    model = onnx.load(tmp_path / "enc_int8.onnx")
+    ops = {n.op_type for n in model.graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
+    inputs = token_inputs(model, 16, 100)
+    want = run_onnxruntime(model, inputs)
+    got, _ = _run(model, inputs)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4 * float(np.abs(want[0]).max()))
+
+
+@pytest.mark.parametrize("activations", ["QUInt8", "QInt8"])
+def test_a_statically_quantized_resnet_in_the_operator_format_matches_onnxruntime(tmp_path, activations) -> None:
+    """quantize_static's operator format of a ResNet-18-shaped network (QLinearConv, QLinearAdd, MaxPool on
+    uint8, QLinearGlobalAveragePool, QGemm), calibrated on four images: every logit equals onnxruntime's."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Images(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.it = iter([{"data": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    logging.getLogger().setLevel(logging.ERROR)
+    onnx.save(make_resnet18(image=32, num_classes=10, width=8), tmp_path / "rn.onnx")
+    quantize_static(tmp_path / "rn.onnx", tmp_path / "rn_int8.onnx", Images(), quant_format=QuantFormat.QOperator,
+                    activation_type=getattr(QuantType, activations), reduce_range=True)
+    model = onnx.load(tmp_path / "rn_int8.onnx")
+    assert {"QLinearConv", "QLinearAdd", "QGemm"} <= {n.op_type for n in model.graph.node}
+    x = {"data": np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    want = run_onnxruntime(model, x)
+    got, _ = _run(model, x)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)
+
+
+#: the converters these tests cover (an onnxruntime contrib op as domain.op_type, as the importer names it)
+QUANTIZED_OPS = {"MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLinear"} | {
+    f"com.microsoft.{case.split()[0]}" for case in MS_CASES}
+
+
+# ------------------------------------------------------------------ the relay side
+def test_out_dtype_sums_int8_products_in_int32_and_integer_filters_stay_direct() -> None:
+    """relay.nn.conv2d/dense(..., out_dtype="int32") on uint8/int8 operands sum in int32 (TVM's meaning; the
+    argument used to be dropped), through the blocked layouts; two 64-channel 3x3 convolutions, where float
+    filters would take Winograd's fractions, stay direct and exact."""
+    rng = np.random.default_rng(0)
+    x = relay.var("x", shape=(1, 64, 16, 16), dtype="uint8")
+    w1, w2 = rng.integers(-8, 8, (2, 64, 64, 3, 3)).astype(np.int8)
+    y = relay.nn.conv2d(x, relay.const(w1), padding=(1, 1), out_dtype="int32")
+    y = relay.nn.conv2d(y, relay.const(w2.astype(np.int32)), padding=(1, 1), out_dtype="int32")
+    d = relay.var("d", shape=(8, 64), dtype="int8")
+    z = relay.nn.dense(d, relay.const(w1[:, :, 0, 0]), out_dtype="int32")
+    graph_json, lib, params = relay.build(relay.IRModule.from_expr(relay.Function([x, d], relay.Tuple([y, z]))),
+                                          target="llvm")
+    assert not [n for n in json.loads(graph_json)["nodes"] if "winograd" in n["name"]]
+    m = GraphModule(graph_json, lib, params)
+    xv, dv = rng.integers(0, 256, (1, 64, 16, 16)).astype(np.uint8), rng.integers(-128, 128, (8, 64)).astype(np.int8)
+    m.set_input(x=xv, d=dv)
+    m.run()
+
+    def conv(a, w):
+        p = np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        return sum(np.einsum("nchw,oc->nohw", p[:, :, i:i + 16, j:j + 16], w[:, :, i, j].astype(np.int64))
+                   for i in range(3) for j in range(3))
+
+    want = conv(conv(xv.astype(np.int64), w1), w2)
+    got = np.asarray(m.get_output(0))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want.astype(np.int32))
+    np.testing.assert_array_equal(np.asarray(m.get_output(1)), dv.astype(np.int32) @ w1[:, :, 0, 0].T.astype(np.int32))
+
+
+def test_relay_reductions_under_their_tvm_names_and_a_scalar_output() -> None:
+    """relay.max / relay.min / relay.sum / relay.mean as in TVM; a 0-d result (a tensor's range, as
+    DynamicQuantizeLinear computes its scale) builds and runs."""
+    x = relay.var("x", shape=(4, 33))
+    span = relay.subtract(relay.max(x), relay.min(x))
+    body = relay.Tuple([span, relay.sum(x, axis=[1]), relay.mean(x, axis=[0], keepdims=True)])
+    graph_json, lib, params = relay.build(relay.IRModule.from_expr(relay.Function([x], body)), target="llvm")
+    m = GraphModule(graph_json, lib, params)
+    xv = np.random.default_rng(2).standard_normal((4, 33)).astype(np.float32)
+    m.set_input(x=xv)
+    m.run()
+    assert np.asarray(m.get_output(0)).shape == ()
+    np.testing.assert_allclose(np.asarray(m.get_output(0)), xv.max() - xv.min(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(m.get_output(1)), xv.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(m.get_output(2)), xv.mean(0, keepdims=True), rtol=1e-5, atol=1e-6)
