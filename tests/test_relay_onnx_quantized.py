@@ -330,6 +330,37 @@ def test_out_dtype_sums_int8_products_in_int32_and_integer_filters_stay_direct()
     np.testing.assert_array_equal(np.asarray(m.get_output(1)), dv.astype(np.int32) @ w1[:, :, 0, 0].T.astype(np.int32))
 
 
+def _requantized(y):
+    """A quantized layer's epilogue as the importer writes it: scale, round, zero point, saturate, and back to
+    float32 less the next layer's zero point."""
+    c = lambda v: relay.const(np.float32(v))  # noqa: E731
+    q = relay.clip(relay.add(relay.round(relay.multiply(y, c(0.0045))), c(-128.0)), -128.0, 127.0)
+    return relay.subtract(relay.cast(relay.cast(q, "int8"), "float32"), c(-128.0))
+
+
+@pytest.mark.compile_only  # the kernels' LLVM IR is read, not run
+@pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])
+@pytest.mark.parametrize("layer", ["conv3x3", "conv1x1", "dense_4_rows", "gemm_128_rows"])
+def test_a_requantizing_epilogue_keeps_the_register_tile_out_of_memory(cpu: str, layer: str) -> None:
+    """The epilogue runs over the register tile unrolled, so the tile's accumulators have constant indices and
+    LLVM keeps them in registers: the kernels' parallel bodies allocate no stack. Left rolled, LLVM kept a long
+    epilogue's loop and the tile in memory, and a quantized ResNet-50's convolutions took 2.2x their time (80
+    -> 39 ms on Emerald Rapids)."""
+    rng = np.random.default_rng(0)
+    if layer.startswith("conv"):
+        k = 3 if layer == "conv3x3" else 1
+        x = relay.var("x", shape=(1, 64, 28, 28))
+        w = relay.const(np.round(rng.standard_normal((64, 64, k, k)) * 20).astype(np.float32))
+        y = relay.nn.conv2d(x, w, padding=(k // 2, k // 2))
+    else:
+        x = relay.var("x", shape=(4 if layer == "dense_4_rows" else 128, 256))
+        y = relay.nn.dense(x, relay.const(np.round(rng.standard_normal((256, 256)) * 20).astype(np.float32)))
+    _, lib, _ = relay.build(relay.IRModule.from_expr(relay.Function([x], _requantized(y))),
+                            target=f"llvm -mcpu={cpu}")
+    bodies = [f for f in lib.get_source("ll").split("\ndefine ") if f.split("(")[0].endswith("_par.1")]
+    assert bodies and all("= alloca " not in f for f in bodies)
+
+
 def test_relay_reductions_under_their_tvm_names_and_a_scalar_output() -> None:
     """relay.max / relay.min / relay.sum / relay.mean as in TVM; a 0-d result (a tensor's range, as
     DynamicQuantizeLinear computes its scale) builds and runs."""

@@ -543,6 +543,8 @@ def blocked_conv_nest(sch, out, OL, *, blocks: int, pixels: int, rows_outer: boo
     else:
         sch[out].reorder(n, obo, yo, xo, obi, yi, xi, o)
         sch[out].parallel(sch[out].fuse(n, obo, yo))
+    for ax in (obi, yi, xi):  # the epilogue over the tile unrolled: constant indices keep the accumulators in
+        sch[out].unroll(ax)  # registers (LLVM left a long requantizing epilogue rolled, and the tile in memory)
     sch[out].vectorize(o)
     sch[OL].compute_at(sch[out], xo)
     red = list(sch[OL].op.reduce_axis)
@@ -718,6 +720,7 @@ def dense_pack_nest(sch, out, DL, block: int) -> None:
     sch[out].reorder(jo, io, ii, ji)
     par = sch[out].fuse(jo, io)
     sch[out].parallel(par)
+    sch[out].unroll(ii)  # the epilogue over the tile unrolled, as blocked_conv_nest's
     sch[out].vectorize(ji)
     sch[DL].compute_at(sch[out], par)
     ci, cj = sch[DL].op.axis

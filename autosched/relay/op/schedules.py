@@ -345,6 +345,8 @@ def gemm_pack_nest(sch: Any, out: te.Tensor, DL: Any, block: int, k_extent: int)
     par = sch[out].fuse(jo, *outer) if uneven else sch[out].fuse(jo, *outer, io)
     sch[out].parallel(par)
     jv, jl = sch[out].split(ji, factor=lanes(out.dtype))  # the epilogue one native vector at a time
+    sch[out].unroll(ii)  # over the tile unrolled: constant indices keep the accumulators in registers (LLVM
+    sch[out].unroll(jv)  # left a long epilogue, a quantized layer's, rolled and the tile in memory)
     sch[out].vectorize(jl)
     sch[DL].compute_at(sch[out], io if uneven else par)
     daxes = list(sch[DL].op.axis)
