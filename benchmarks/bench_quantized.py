@@ -1,0 +1,126 @@
+"""Quantized models as onnxruntime's quantization tool makes them, on autosched and onnxruntime side by side in one
+run: BERT-base (12 layers, d_model 768, 128 tokens) by ``quantize_dynamic`` (int8 weights, activations quantized
+at run time for each MatMulInteger) and ResNet-50 (224 x 224) by ``quantize_static`` in the operator format
+(QLinearConv, QLinearAdd, QGemm; uint8 activations and int8 weights; calibrated on 8 random images, preprocessed
+by ``quant_pre_process`` so its batch norms are folded), each next to its float model.
+
+    python benchmarks/bench_quantized.py [--models bert_base resnet50] [--threads 2] [--rounds 6] [--seconds 1]
+                                         [--target llvm]
+
+The float models come from ``tests/_transformer_models`` and ``tests/_onnx_models`` (seeded random weights).
+autosched imports each model, builds it with default schedules and checks its output against onnxruntime's
+(the largest difference relative to the largest output); then all four (two libraries x float / quantized) are
+timed in alternating rounds (benchmarks/_timing.py), each keeping its best median. onnxruntime runs its integer
+kernels (VNNI or AMX where the CPU has them); autosched runs the integer products in its float kernels where
+that is exact (docs/relay_onnx.md). Prints the CPU. Run it with nothing else running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from _timing import alternating_medians  # noqa: E402
+
+import _onnx_models  # noqa: E402
+import _transformer_models  # noqa: E402
+from autosched import relay  # noqa: E402
+from autosched.runtime.graph_executor import GraphModule  # noqa: E402
+from autosched.target import Target  # noqa: E402
+
+
+def quantized_bert(tmp: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    import onnx
+    from onnxruntime.quantization import quantize_dynamic
+
+    sizes = _transformer_models.BERT_BASE
+    model = _transformer_models.make_encoder(**sizes)
+    inputs = _transformer_models.token_inputs(model, sizes["seq"], sizes["vocab"])
+    onnx.save(model, tmp / "bert.onnx")
+    quantize_dynamic(tmp / "bert.onnx", tmp / "bert_int8.onnx")
+    return tmp / "bert.onnx", tmp / "bert_int8.onnx", inputs
+
+
+def quantized_resnet50(tmp: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    rng = np.random.default_rng(0)
+
+    class Images(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"data": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    onnx.save(_onnx_models.make_resnet50(), tmp / "resnet50.onnx")
+    quant_pre_process(str(tmp / "resnet50.onnx"), str(tmp / "resnet50_pre.onnx"))
+    # uint8 activations, int8 weights: the operator format onnxruntime runs fast on x86 (with int8 activations it
+    # warns of bad performance there, and took 257 ms on Emerald Rapids)
+    quantize_static(tmp / "resnet50_pre.onnx", tmp / "resnet50_int8.onnx", Images(),
+                    quant_format=QuantFormat.QOperator, activation_type=QuantType.QUInt8)
+    return tmp / "resnet50.onnx", tmp / "resnet50_int8.onnx", {
+        "data": np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)}
+
+
+MODELS = {"bert_base": quantized_bert, "resnet50": quantized_resnet50}
+
+
+def sides(path: Path, inputs: dict[str, np.ndarray], threads: int, target: str) -> dict:
+    """autosched's and onnxruntime's run of the model at ``path``, autosched checked against onnxruntime."""
+    import onnx
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, inputs)[0]
+    mod, params = relay.frontend.from_onnx(onnx.load(path))
+    gm = GraphModule(*relay.build(mod, target=target, params=params))
+    gm.set_input(**inputs)
+    gm.run()
+    err = float(np.abs(np.asarray(gm.get_output(0)) - ref).max() / np.abs(ref).max())
+    return {"autosched": gm.run, "onnxruntime": lambda: sess.run(None, inputs), "rel_err": err}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--seconds", type=float, default=1.0)
+    ap.add_argument("--target", default="llvm")
+    args = ap.parse_args()
+    import onnxruntime as ort
+
+    logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice
+    os.environ["AUTOSCHED_NUM_THREADS"] = str(args.threads)
+    print(f"default schedules for {args.target!r} on {Target('llvm').cpu.name}, onnxruntime {ort.__version__}, "
+          f"{args.threads} thread(s)")
+    for name in args.models:
+        with tempfile.TemporaryDirectory() as tmp:
+            float_path, int8_path, inputs = MODELS[name](Path(tmp))
+            runs = {kind: sides(p, inputs, args.threads, args.target)
+                    for kind, p in (("float", float_path), ("int8", int8_path))}
+        fns = {f"{lib} {kind}": run[lib] for kind, run in runs.items() for lib in ("autosched", "onnxruntime")}
+        best = alternating_medians(fns, rounds=args.rounds, seconds=args.seconds)
+        for kind, run in runs.items():
+            a, o = best[f"autosched {kind}"], best[f"onnxruntime {kind}"]
+            print(f"{name:10s} {kind:5s}: autosched {a * 1e3:8.2f} ms, onnxruntime {o * 1e3:8.2f} ms, {a / o:.2f}x "
+                  f"(largest difference {run['rel_err']:.1e} of the largest output)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
