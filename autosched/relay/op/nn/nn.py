@@ -20,7 +20,7 @@ def _in_dtype(e: Expr, dtype: str) -> Expr:
     if isinstance(e, Constant):
         known = str(e.data.dtype)
     else:
-        known = getattr(getattr(e, "type_annotation", None) or e._checked_type, "dtype", None)
+        known = getattr(getattr(e, "type_annotation", None) or getattr(e, "_checked_type", None), "dtype", None)
     return e if known == dtype else cast(e, dtype)
 
 
