@@ -337,6 +337,22 @@ class _GraphConverter:
         it = iter(values)
         return [np.asarray(next(it)) if n else np.zeros(0) for n in node.output]
 
+    def convert_as(self, node: onnx.NodeProto, op_type: str, inputs: Sequence[Expr | str], attrs: dict) -> Expr:
+        """The converter of ``op_type`` (a default-domain op) on ``inputs`` (expressions, or value names; "" for
+        an omitted one) with ``attrs``: a fused or quantized node written as the op it wraps. The expressions
+        get names after ``node``'s first output, so errors still name ``node``."""
+        from onnx import helper
+
+        names = []
+        for i, v in enumerate(inputs):
+            if isinstance(v, str):
+                names.append(v)
+                continue
+            names.append(f"{node.output[0]}/{op_type}/{i}")
+            self.exprs[names[-1]] = v
+        return CONVERTERS[op_type](self, helper.make_node(op_type, names, [node.output[0]], name=node.name, **attrs),
+                                   attrs)
+
     def optional(self, node: onnx.NodeProto, i: int) -> str | None:
         """Input ``i`` of ``node``, or None when it is absent (past the end, or the empty name)."""
         return node.input[i] if len(node.input) > i and node.input[i] else None

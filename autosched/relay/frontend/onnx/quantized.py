@@ -24,7 +24,7 @@ from autosched.relay import ir as relay_ir
 from autosched.relay import op as relay_op
 from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.nn import _from_2d, conv_of, matmul_of
-from autosched.relay.frontend.onnx.registry import CONVERTERS, register
+from autosched.relay.frontend.onnx.registry import register
 from autosched.relay.ir.expr import Expr
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -357,19 +357,6 @@ register(_MS + "QLinearAdd")(_binary_qlinear("add"))
 register(_MS + "QLinearMul")(_binary_qlinear("mul"))
 
 
-def _float_op(g: _GraphConverter, node: onnx.NodeProto, op_type: str, values: Sequence[Expr], attrs: dict) -> Expr:
-    """The float converter of ``op_type`` run on the expressions ``values`` with ``attrs`` (named after this
-    node's output, so its errors still name this node)."""
-    from onnx import helper
-
-    names = []
-    for i, v in enumerate(values):
-        names.append(f"{node.output[0]}/dequantized/{i}")
-        g.exprs[names[-1]] = v
-    fnode = helper.make_node(op_type, names, [node.output[0]], name=node.name, **attrs)
-    return CONVERTERS[op_type](g, fnode, attrs)
-
-
 def _channels_first(g: _GraphConverter, attrs: dict) -> dict:
     if attrs.get("channels_last", 0):
         g._fail("channels_last=1 (NHWC data) is not supported")
@@ -383,7 +370,7 @@ def _unary_qlinear(op_type: str, float_attrs):
     def convert(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         x, xs, xzp, ys = node.input[:4]
         yzp = g.optional(node, 4)
-        v = _float_op(g, node, op_type, [_dequantized_float(g, x, xs, xzp or None)], float_attrs(g, attrs))
+        v = g.convert_as(node, op_type, [_dequantized_float(g, x, xs, xzp or None)], float_attrs(g, attrs))
         return _quantized(g, v, ys, yzp)
 
     convert.__name__ = f"_qlinear_{op_type.lower()}"
@@ -406,4 +393,4 @@ def _qlinear_concat(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Ex
     if len(rest) % 3:
         g._fail(f"{len(rest)} inputs after Y_scale and Y_zero_point; they must come in (tensor, scale, zero point)")
     values = [_dequantized_float(g, rest[i], rest[i + 1], rest[i + 2] or None) for i in range(0, len(rest), 3)]
-    return _quantized(g, _float_op(g, node, "Concat", values, {"axis": int(attrs["axis"])}), ys, yzp)
+    return _quantized(g, g.convert_as(node, "Concat", values, {"axis": int(attrs["axis"])}), ys, yzp)
