@@ -543,8 +543,10 @@ def test_xor_matches_onnxruntime() -> None:
 
 def test_every_supported_op_has_a_case() -> None:
     """Each converter is tested against onnxruntime: here, in test_relay_transformers.py (transformer ops),
-    test_relay_onnx_conv.py (1-D and transposed convolutions) or test_relay_onnx_quantized.py (quantized
-    models' ops, also against onnx's reference evaluator)."""
+    test_relay_onnx_conv.py (1-D and transposed convolutions), test_relay_onnx_quantized.py (quantized
+    models' ops, also against onnx's reference evaluator) or test_relay_onnx_contrib.py (onnxruntime's fused
+    transformer ops)."""
+    from test_relay_onnx_contrib import CONTRIB_OPS
     from test_relay_onnx_conv import CONV_CASES  # (here: it imports this module's helpers)
     from test_relay_onnx_quantized import QUANTIZED_OPS
 
@@ -555,7 +557,7 @@ def test_every_supported_op_has_a_case() -> None:
     # below: ops whose inputs must lie in their domain, a QDQ convolution, EyeLike feeding an Add
     covered |= {op for op, _, _ in RANGED_CASES}
     covered |= {n.op_type for model in (_qdq_conv_model(True, True), _eye_like_model()) for n in model.graph.node}
-    covered |= QUANTIZED_OPS  # integer and QLinear ops, onnxruntime's com.microsoft ones by domain.op_type
+    covered |= QUANTIZED_OPS | CONTRIB_OPS  # quantized and fused ops (com.microsoft ones as domain.op_type)
     assert covered == set(relay.frontend.SUPPORTED_OPS)
 
 

@@ -1,0 +1,103 @@
+"""onnxruntime's fused transformer ops (com.microsoft SkipLayerNormalization, BiasGelu, FastGelu, ...; the
+default-domain SimplifiedLayerNormalization) against onnxruntime, one node at a time and in a BERT-style encoder
+as ``onnxruntime.transformers.optimizer`` rewrites it."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from _onnx_models import IR_VERSION, run_onnxruntime  # noqa: E402
+from _transformer_models import make_encoder, token_inputs  # noqa: E402
+from autosched import relay  # noqa: E402
+from autosched.relay.frontend import OnnxImportError, from_onnx  # noqa: E402
+from autosched.runtime.graph_executor import GraphModule  # noqa: E402
+
+R = np.random.default_rng(11)
+D = 48
+
+
+def _model(op: str, inputs: dict[str, tuple], inits: dict[str, np.ndarray], order: list[str], outputs: list[str],
+           domain: str = "com.microsoft", **attrs):
+    node = helper.make_node(op, order, outputs, domain=domain, **attrs)
+    graph = helper.make_graph(
+        [node], op, [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs if o],
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
+    imports = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=imports)
+    model.ir_version = IR_VERSION
+    return model
+
+
+def _vec(scale: float = 1.0) -> np.ndarray:
+    return (R.standard_normal(D) * scale).astype(np.float32)
+
+
+X = {"x": (2, 5, D)}
+CASES = {
+    "SkipLayerNormalization": lambda: _model(
+        "SkipLayerNormalization", {**X, "skip": (2, 5, D)}, {"gamma": _vec(), "beta": _vec(), "bias": _vec()},
+        ["x", "skip", "gamma", "beta", "bias"], ["y", "", "", "sum"], epsilon=1e-5),
+    "SkipLayerNormalization without beta and bias": lambda: _model(
+        "SkipLayerNormalization", {**X, "skip": (2, 5, D)}, {"gamma": _vec()}, ["x", "skip", "gamma"], ["y"]),
+    "SkipSimplifiedLayerNormalization": lambda: _model(
+        "SkipSimplifiedLayerNormalization", {**X, "skip": (2, 5, D)}, {"gamma": _vec(), "bias": _vec()},
+        ["x", "skip", "gamma", "bias"], ["y"], epsilon=1e-6),
+    "SimplifiedLayerNormalization": lambda: _model(
+        "SimplifiedLayerNormalization", X, {"scale": _vec()}, ["x", "scale"], ["y"], domain="", epsilon=1e-6),
+    "Gelu": lambda: _model("Gelu", X, {}, ["x"], ["y"]),
+    "BiasGelu": lambda: _model("BiasGelu", X, {"bias": _vec()}, ["x", "bias"], ["y"]),
+    "FastGelu": lambda: _model("FastGelu", X, {"bias": _vec()}, ["x", "bias"], ["y"]),
+    "QuickGelu": lambda: _model("QuickGelu", X, {}, ["x"], ["y"], alpha=1.5),
+}
+
+#: the converters these tests cover, as the importer names them (domain.op_type outside the default domain)
+CONTRIB_OPS = {"SimplifiedLayerNormalization"} | {f"com.microsoft.{case.split()[0]}" for case in CASES
+                                                   if case != "SimplifiedLayerNormalization"}
+
+
+def _run(model, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    mod, params = from_onnx(model)
+    m = GraphModule(*relay.build(mod, target="llvm", params=params))
+    m.set_input(**inputs)
+    m.run()
+    return [np.asarray(m.get_output(i)) for i in range(len(model.graph.output))]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_fused_transformer_ops_match_onnxruntime(case: str) -> None:
+    model = CASES[case]()
+    inputs = {vi.name: (R.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim]) * 2
+                        ).astype(np.float32) for vi in model.graph.input}
+    for got, want in zip(_run(model, inputs), run_onnxruntime(model, inputs)):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_a_used_training_statistic_is_refused() -> None:
+    model = _model("SkipLayerNormalization", {**X, "skip": (2, 5, D)}, {"gamma": _vec()}, ["x", "skip", "gamma"],
+                   ["y", "mean"])
+    with pytest.raises(OnnxImportError, match=r"SkipLayerNormalization.*output 1 \('mean'"):
+        from_onnx(model)
+
+
+def test_an_encoder_fused_by_onnxruntimes_transformer_optimizer_matches_it(tmp_path) -> None:
+    """``optimize_model(model_type="bert")`` fuses the residual adds and layer norms into SkipLayerNormalization
+    and the bias and GELU into BiasGelu; the fused model runs and equals onnxruntime's outputs."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
+    onnx.save(make_encoder(layers=2, d_model=64, heads=4, seq=16, vocab=100), tmp_path / "enc.onnx")
+    optimize_model(str(tmp_path / "enc.onnx"), model_type="bert", num_heads=4, hidden_size=64,
+                   opt_level=0).save_model_to_file(str(tmp_path / "enc_fused.onnx"))
+    model = onnx.load(tmp_path / "enc_fused.onnx")
+    assert {"SkipLayerNormalization", "BiasGelu"} <= {n.op_type for n in model.graph.node if n.domain}
+    inputs = token_inputs(model, 16, 100)
+    np.testing.assert_allclose(_run(model, inputs)[0], run_onnxruntime(model, inputs)[0], rtol=1e-5, atol=1e-5)
