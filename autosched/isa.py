@@ -21,7 +21,7 @@ from autosched.target import Target, host_cpu_features, host_cpu_name, probe_ass
 
 #: the features a module can be checked for, in the order they are reported
 CHECKED = ("sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "f16c", "bmi", "bmi2", "lzcnt",
-           "movbe", "avx512f", "avx512vl", "avx512bw", "avx512dq", "avx512cd")
+           "movbe", "avx512f", "avx512vl", "avx512bw", "avx512dq", "avx512cd", "avx512vnni")
 
 _AVX512_REG = re.compile(r"%(zmm\d+|k[1-7]\b|[xy]mm(1[6-9]|2\d|3[01])\b)|\{1to\d+\}|\{%k[1-7]\}")
 _XY = re.compile(r"%[xy]mm\d")
@@ -113,6 +113,8 @@ def code_features(assembly: str) -> frozenset[str]:
                 out.add("avx512bw")
             if _AVX512_CD.match(mn):
                 out.add("avx512cd")
+            if mn.startswith(("vpdpbusd", "vpdpwssd")):
+                out.add("avx512vnni")
         if _FMA.match(mn):
             out.add("fma")
         if _AVX2_ANY.match(mn) or (mn in ("vbroadcastss", "vbroadcastsd") and _REG_SRC.match(ops)) or (
@@ -123,7 +125,8 @@ def code_features(assembly: str) -> frozenset[str]:
 
 
 #: /proc/cpuinfo's flag names where they differ from LLVM's
-_CPUINFO_NAMES = {"pni": "sse3", "sse4_1": "sse4.1", "sse4_2": "sse4.2", "bmi1": "bmi", "abm": "lzcnt"}
+_CPUINFO_NAMES = {"pni": "sse3", "sse4_1": "sse4.1", "sse4_2": "sse4.2", "bmi1": "bmi", "abm": "lzcnt",
+                  "avx512_vnni": "avx512vnni"}
 
 
 def _cpuinfo_features() -> frozenset[str]:

@@ -128,6 +128,7 @@ class CPUDescription:
     l2_bytes: int  #: L2 cache per core
     l3_bytes: int  #: last-level cache (shared)
     cores: int  #: cores the kernels run on (threads of parallel loops)
+    dot_u8s8: bool = False  #: AVX-512 VNNI: vpdpbusd sums 4 uint8 x int8 products into each 32-bit lane
 
     def lanes(self, dtype: str = "float32") -> int:
         """Elements of ``dtype`` in one native vector (its width from its name: the dtype table lives in te,
@@ -171,13 +172,22 @@ define void @probe_int(ptr %a, ptr %b) {
   store <16 x i32> %z, ptr %a
   ret void
 }
+define i32 @probe_dot(<64 x i8> %a, <64 x i8> %b) {
+  %za = zext <64 x i8> %a to <64 x i32>
+  %sb = sext <64 x i8> %b to <64 x i32>
+  %m = mul <64 x i32> %za, %sb
+  %r = call i32 @llvm.vector.reduce.add.v64i32(<64 x i32> %m)
+  ret i32 %r
+}
+declare i32 @llvm.vector.reduce.add.v64i32(<64 x i32>)
 """
 
 
 @functools.cache
 def probe_assembly(cpu: str, features: str) -> str:
-    """LLVM's assembly, for ``cpu`` with ``features``, of a ``<16 x float>`` multiply and an FMA: what the
-    target's vector code looks like (its width, FMA, and the instruction-set extensions it needs)."""
+    """LLVM's assembly, for ``cpu`` with ``features``, of a ``<16 x float>`` multiply, an FMA, an integer shift
+    and a uint8 x int8 dot product: what the target's vector code looks like (its width, FMA, VNNI, and the
+    instruction-set extensions it needs)."""
     import llvmlite.binding as llvm
 
     init_llvm()
@@ -185,6 +195,13 @@ def probe_assembly(cpu: str, features: str) -> str:
     mod.triple = llvm.get_process_triple()
     tm = llvm.Target.from_triple(mod.triple).create_target_machine(cpu=cpu, features=features, opt=2)
     return tm.emit_assembly(mod)
+
+
+def has_dot_u8s8(cpu: str, features: str) -> bool:
+    """Whether ``cpu`` with ``features`` has AVX-512 VNNI's ``vpdpbusd`` (4 uint8 x int8 products into each
+    32-bit lane): LLVM compiles the probe's uint8 x int8 dot product to it exactly when the CPU has it (to
+    ``vpmaddwd`` otherwise), so LLVM is asked rather than a table of CPU names."""
+    return bool(re.search(r"\svpdpbusd\s+[^\n]*%zmm", probe_assembly(cpu, features)))
 
 
 @functools.cache
@@ -251,6 +268,7 @@ def describe_cpu(cpu: str, features: str, host: bool) -> CPUDescription:
         l2_bytes=caches.get(2, typical_l2),
         l3_bytes=caches.get(3, 16 << 20),
         cores=_host_cores(),
+        dot_u8s8=vector_bytes >= 64 and has_dot_u8s8(cpu, features),
     )
 
 

@@ -312,7 +312,8 @@ done:
 def generate_ir(func: S.PrimFunc, target: Target) -> tuple[str, dict, list[str]]:
     """LLVM IR text of one PrimFunc (with its embedded signature), the signature itself, and the loop
     annotations the code does not honour (``codegen.llvm.UNHONOURED`` flags, each logged once at WARNING)."""
-    cg = CodeGenLLVM(func.name, int(target.options.get("num-cores", 0)), target.cpu.vector_bytes)
+    cg = CodeGenLLVM(func.name, int(target.options.get("num-cores", 0)), target.cpu.vector_bytes,
+                     dot_u8s8=target.cpu.dot_u8s8)
     cg.add_function(func)
     sig = signature(func)
     _add_metadata(cg.module, [sig], func.name)

@@ -96,7 +96,7 @@ class CodeGenLLVM:
     """Builds one LLVM module from PrimFuncs."""
 
     def __init__(self, module_name: str = "autosched", num_threads: int = 0, vector_bytes: int = 16,
-                 unit: bool = False):
+                 unit: bool = False, dot_u8s8: bool = False):
         self.module = ir.Module(name=module_name)
         # one compile unit of several (build_many): the thread count is declared here and defined once, by the
         # module that gathers the units, and the workspaces' destructor is a named function the JIT can call
@@ -108,6 +108,8 @@ class CodeGenLLVM:
         self.module.triple = llvm.get_process_triple()
         # x86 with 512-bit vectors: AVX-512's instructions may be called by name (ops.exp_f32's vscalefps)
         self.avx512 = vector_bytes >= 64 and self.module.triple.startswith(("x86_64", "i686", "i386"))
+        # AVX-512 VNNI (Target.cpu.dot_u8s8): int8 products summed in int32 by vpdpbusd (ops.dot4_u8s8)
+        self.dot_u8s8 = dot_u8s8 and self.avx512
         self._decls: dict[str, ir.Function] = {}
         self._counter = 0
         self._unrolled = 1  # product of the unrolled loops being expanded
@@ -254,7 +256,10 @@ class CodeGenLLVM:
         hit = shared.get(id(e))
         if hit is not None and hit[0] is e and hit[1] is self.b.block:
             return hit[2]
-        if isinstance(e, E.BinaryOp):
+        dot = ops.accumulated_dot4(e)
+        if dot is not None:  # acc + dot4_u8s8(0, a, w): one dot4_u8s8(acc, a, w) (vpdpbusd accumulates)
+            v = self._e_Call(dot)
+        elif isinstance(e, E.BinaryOp):
             v = ops.binary(self.b, e, self.expr(e.a), self.expr(e.b))
         else:
             m = getattr(self, "_e_" + type(e).__name__, None)
@@ -327,7 +332,19 @@ class CodeGenLLVM:
             base = self.expr(e.args[0])
             ety = next((ltype(b.dtype, True) for b in self.cur.bufs if b._data is e.args[0]), I8)
             return self.b.gep(base, [self.expr(e.args[1])], source_etype=ety)
+        if e.name == ops.DOT4_U8S8:
+            return ops.dot4_u8s8(self.b, self.expr(e.args[0]), *(self._word(ld) for ld in e.args[1:]))
+        if e.name == ops.DOT4_U8S8 + ".word":  # (the vector generator's uniform operand)
+            return self._word(e.args[0])
         return ops.call(self.b, e.name, e.dtype, [self.expr(a) for a in e.args])
+
+    def _word(self, e: Expr) -> ir.Value:
+        """The 4 bytes from the byte buffer element ``e`` on, as one int32 (a dot4_u8s8 operand)."""
+        if not isinstance(e, S.BufferLoad) or e.buffer.dtype not in ("uint8", "int8"):
+            raise CodegenError(f"{ops.DOT4_U8S8}: its operands must be loads of uint8/int8 buffers, got {e}")
+        ptr = self.b.gep(self.cur.bufs[e.buffer], [self.index(self.flat(e.buffer, e.indices))], inbounds=True,
+                         source_etype=I8)
+        return self.b.load(ptr, typ=I32, align=1)
 
     def _e_BufferRef(self, e: S.BufferRef):
         return self._buffer_base(e.buffer)

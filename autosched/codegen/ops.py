@@ -279,6 +279,47 @@ def call(b: ir.IRBuilder, name: str, dtype: str, args: list[ir.Value], avx512: b
     raise CodegenError(f"unknown intrinsic {name}")
 
 
+#: ``dot4_u8s8(acc, a, w)``: acc plus the 4 products of the uint8 bytes from element ``a`` on and the int8 bytes
+#: from element ``w`` on (``a`` and ``w`` are loads of byte buffers); one VNNI vpdpbusd on 16 int32 lanes
+DOT4_U8S8 = "dot4_u8s8"
+
+
+def accumulated_dot4(e: E.Expr) -> E.Call | None:
+    """``acc + dot4_u8s8(0, a, w)`` (a reduction's update, either order) as ``dot4_u8s8(acc, a, w)``; else None."""
+    if not isinstance(e, E.Add):
+        return None
+    for acc, call in ((e.a, e.b), (e.b, e.a)):
+        if isinstance(call, E.Call) and call.name == DOT4_U8S8 and isinstance(call.args[0], E.IntImm) and \
+                call.args[0].value == 0:
+            return E.Call(call.dtype, DOT4_U8S8, [acc, *call.args[1:]])
+    return None
+
+
+def dot4_u8s8(b: ir.IRBuilder, acc: ir.Value, a: ir.Value, w: ir.Value, vnni: bool = False) -> ir.Value:
+    """``acc`` plus, lane by lane, the sum of the products of the 4 uint8 bytes of ``a``'s 32-bit lane with the
+    4 int8 bytes of ``w``'s (scalars or vectors of int32: the words the operands' bytes make). ``vnni``: 16 lanes
+    are one AVX-512 VNNI ``vpdpbusd``; otherwise the bytes are widened, multiplied and each lane's four products
+    added (exact; LLVM's ``vpmaddwd`` where it finds it)."""
+    ty = acc.type
+    if vnni and isinstance(ty, ir.VectorType) and ty.count == 16:
+        name = "llvm.x86.avx512.vpdpbusd.512"
+        fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(ty, [ty, ty, ty]), name=name)
+        return b.call(fn, [acc, a, w])
+    n = ty.count if isinstance(ty, ir.VectorType) else 1
+    wide = ir.VectorType(I32, 4 * n)
+    products = b.mul(b.zext(b.bitcast(a, ir.VectorType(I8, 4 * n)), wide),
+                     b.sext(b.bitcast(w, ir.VectorType(I8, 4 * n)), wide))
+    if not isinstance(ty, ir.VectorType):
+        name = f"llvm.vector.reduce.add.v{4 * n}i32"
+        fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(I32, [wide]), name=name)
+        return b.add(acc, b.call(fn, [products]))
+    total = acc
+    for t in range(4):  # lane j sums products 4j .. 4j + 3
+        total = b.add(total, b.shuffle_vector(products, ir.Constant(wide, ir.Undefined),
+                                              ir.Constant(ir.VectorType(I32, n), [4 * j + t for j in range(n)])))
+    return total
+
+
 def branch(cg, cond: ir.Value, then_fn: Callable[[], ir.Value | None],
            else_fn: Callable[[], ir.Value | None] | None = None, name: str = "if") -> ir.Value | None:
     """``if cond then_fn() else else_fn()`` as basic blocks; a phi of their values when both return one. A

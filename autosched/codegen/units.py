@@ -25,7 +25,7 @@ from typing import Any
 from autosched.codegen.llvm import CodeGenLLVM, warn_unhonoured
 from autosched.codegen.objcompile import Machine, compile_units
 from autosched.process import WorkerProcess
-from autosched.target import init_llvm
+from autosched.target import has_dot_u8s8, init_llvm
 from autosched.tir import stmt as S
 
 log = logging.getLogger("autosched.codegen")
@@ -60,8 +60,8 @@ class Chunk:
     opt_ir: str
 
 
-def generate_unit(func: S.PrimFunc, num_threads: int, vector_bytes: int) -> Unit:
-    cg = CodeGenLLVM(func.name, num_threads, vector_bytes, unit=True)
+def generate_unit(func: S.PrimFunc, num_threads: int, vector_bytes: int, dot_u8s8: bool = False) -> Unit:
+    cg = CodeGenLLVM(func.name, num_threads, vector_bytes, unit=True, dot_u8s8=dot_u8s8)
     cg.add_function(func)
     return Unit(func.name, str(cg.finish()), cg.workspace_destructor, dict(cg.unhonoured), cg.uses_parallel)
 
@@ -70,7 +70,8 @@ def compile_chunk(funcs: Sequence[S.PrimFunc], num_threads: int, vector_bytes: i
                   lock: Any = None) -> Chunk:
     """Generate each kernel's unit, then link, optimise and compile them to one object (LLVM's part holding
     ``lock``, when given: llvmlite's calls are not thread-safe)."""
-    units = [generate_unit(f, num_threads, vector_bytes) for f in funcs]
+    dot = vector_bytes >= 64 and has_dot_u8s8(machine.cpu, machine.features)
+    units = [generate_unit(f, num_threads, vector_bytes, dot) for f in funcs]
     with lock if lock is not None else contextlib.nullcontext():
         obj, opt_ir = compile_units([u.text for u in units], machine)
     return Chunk(units, obj, opt_ir)

@@ -205,6 +205,9 @@ class VectorEmitter:
     def _emit(self, e: Expr) -> tuple[ir.Value, bool]:
         if not self.varying(e) and (self.mask is None or not self.has_load(e)):
             return self.scalar(e), False
+        dot = ops.accumulated_dot4(e)
+        if dot is not None:  # acc + dot4_u8s8(0, a, w): one dot4_u8s8(acc, a, w) (vpdpbusd accumulates)
+            return self._e_Call(dot)
         if isinstance(e, E.BinaryOp):
             if type(e) in (E.FloorDiv, E.FloorMod) and self._narrow_division(e):
                 return self._in_i32(e), True
@@ -292,7 +295,30 @@ class VectorEmitter:
         return ops.cast(self.b, self.vec(e.value), e.value.dtype, e.dtype, ltype(e.dtype)), True
 
     def _e_Call(self, e: E.Call):
+        if e.name == ops.DOT4_U8S8:
+            words = [self._words(ld) for ld in e.args[1:]]
+            return ops.dot4_u8s8(self.b, self.vec(e.args[0]), *words, vnni=self.cg.dot_u8s8), True
         return ops.call(self.b, e.name, e.dtype, [self.vec(a) for a in e.args], self.cg.avx512), True
+
+    def _words(self, e: Expr) -> ir.Value:
+        """A dot4_u8s8 operand's lanes: the 4 bytes from each lane's element on as int32, the lanes' elements 4
+        apart (one contiguous load) or one for all (one word, broadcast)."""
+        if not isinstance(e, S.BufferLoad) or e.buffer.dtype not in ("uint8", "int8"):
+            raise CodegenError(f"{ops.DOT4_U8S8}: its operands must be loads of uint8/int8 buffers, got {e}")
+        flat = self.cg.flat(e.buffer, e.indices)
+        stride, base = self._stride(flat)
+        if stride == 0 or not self.varying(e):
+            return self.splat(self.scalar(E.Call("int32", ops.DOT4_U8S8 + ".word", [e])))
+        if stride == 4 and self.mask is None:
+            ptr = self.cg.b.gep(self.cg.cur.bufs[e.buffer], [self.scalar(base, index=True)], inbounds=True,
+                                source_etype=ops.I8)
+            v = self.b.load(ptr, typ=ir.VectorType(ops.I8, 4 * self.lanes), align=1)
+            return self.b.bitcast(v, self.vtype(I32))
+        vt = self.vtype(I32)  # any other layout (a searched schedule's): a gather of each lane's word
+        fn = self.cg._decl(f"llvm.masked.gather.v{self.lanes}i32.v{self.lanes}p0", vt,
+                           [self.vtype(PTR), I32, self.vtype(ops.I1), vt])
+        return self.b.call(fn, [self._pointers(e.buffer, flat), ir.Constant(I32, 1), self._mask_or_true(),
+                                ir.Constant(vt, None)])
 
     def _e_BufferLoad(self, e: S.BufferLoad):
         return self.load(e), True
