@@ -18,11 +18,13 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
+from _cpus import host_runs  # noqa: E402
 from _onnx_models import IR_VERSION, make_resnet18, run_onnxruntime  # noqa: E402
 from _transformer_models import make_encoder, token_inputs  # noqa: E402
 from autosched import relay  # noqa: E402
 from autosched.relay.frontend import OnnxImportError, from_onnx  # noqa: E402
 from autosched.runtime.graph_executor import GraphModule  # noqa: E402
+from autosched.target import Target, has_dot_u8s8  # noqa: E402
 
 _TYPES = {"uint8": onnx.TensorProto.UINT8, "int8": onnx.TensorProto.INT8, "int32": onnx.TensorProto.INT32,
           "float32": onnx.TensorProto.FLOAT}
@@ -96,6 +98,18 @@ def test_matmul_integer_is_exact_in_float32_when_its_sums_fit_and_in_int32_other
     got, products = _run(model, inputs)
     _assert_same(got, _reference(model, inputs))
     assert products == {exact_in}
+
+
+def test_matmul_integer_of_bytes_by_a_weight_of_zero_point_0_stays_in_bytes() -> None:
+    """quantize_dynamic's form (uint8 activations with a run-time zero point, an int8 weight of zero point 0) is
+    one int8 dense summed in int32, less the zero point times the weight's row sums: exact."""
+    model = _node_model("MatMulInteger", [("a", "uint8", (2, 8, 64)), ("azp", "uint8", ())],
+                        {"b": _i8(64, 32), "bzp": np.array(0, np.int8)}, [("y", "int32", (2, 8, 32))],
+                        order=["a", "b", "azp", "bzp"])
+    inputs = {"a": _u8(2, 8, 64), "azp": np.array(97, np.uint8)}
+    got, products = _run(model, inputs)
+    _assert_same(got, _reference(model, inputs))
+    assert products == {"int32"}
 
 
 def test_matmul_integer_of_two_runtime_operands() -> None:
@@ -328,6 +342,51 @@ def test_out_dtype_sums_int8_products_in_int32_and_integer_filters_stay_direct()
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want.astype(np.int32))
     np.testing.assert_array_equal(np.asarray(m.get_output(1)), dv.astype(np.int32) @ w1[:, :, 0, 0].T.astype(np.int32))
+
+
+@pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512", "icelake-server"])
+def test_an_int8_dense_runs_vpdpbusd_where_the_cpu_has_vnni_and_float32_kernels_elsewhere(cpu: str) -> None:
+    """relay.nn.dense(uint8, int8, out_dtype="int32"): for a CPU with AVX-512 VNNI, AlterOpLayout packs the
+    weight for nn.dense_vnni (four bytes of 16 columns side by side: one vpdpbusd per step); elsewhere a float32
+    dense (every partial sum an integer below 2^24, so exact). Run where this machine can: equal to numpy."""
+    rng = np.random.default_rng(5)
+    x = relay.var("x", shape=(3, 20, 128), dtype="uint8")
+    w = rng.integers(-128, 128, (48, 128)).astype(np.int8)
+    y = relay.nn.dense(x, relay.const(w), out_dtype="int32")
+    target = f"llvm -mcpu={cpu}"
+    graph_json, lib, params = relay.build(relay.IRModule.from_expr(relay.Function([x], y)), target=target)
+    vnni = has_dot_u8s8(cpu, "")
+    assert vnni == (cpu == "icelake-server") == Target(target).cpu.dot_u8s8
+    names = [n["name"] for n in json.loads(graph_json)["nodes"] if n["op"] != "null"]
+    assert any("dense_vnni" in n for n in names) == vnni
+    assert ("llvm.x86.avx512.vpdpbusd.512" in lib.get_source("ll")) == vnni
+    if host_runs(target):
+        m = GraphModule(graph_json, lib, params)
+        xv = rng.integers(0, 256, (3, 20, 128)).astype(np.uint8)
+        m.set_input(x=xv)
+        m.run()
+        np.testing.assert_array_equal(np.asarray(m.get_output(0)), xv.astype(np.int64) @ w.T.astype(np.int64))
+
+
+@pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])
+def test_the_vnni_dense_is_exact_on_cpus_without_vnni(cpu: str) -> None:
+    """nn.dense_vnni built for a CPU without VNNI (as a searched schedule or a shared library might be) widens
+    the bytes and adds each lane's four products: the same int32 sums."""
+    target = f"llvm -mcpu={cpu}"
+    if not host_runs(target):
+        pytest.skip(f"this machine cannot run code built for {target!r}")
+    rng = np.random.default_rng(6)
+    w = rng.integers(-128, 128, (32, 64)).astype(np.int8)
+    packed = np.ascontiguousarray(w.reshape(2, 16, 16, 4).transpose(0, 2, 1, 3))
+    x = relay.var("x", shape=(5, 64), dtype="uint8")
+    y = relay.op.make_call("nn.dense_vnni", [x, relay.const(packed)])
+    graph_json, lib, params = relay.build(relay.IRModule.from_expr(relay.Function([x], y)), target=target)
+    assert "vpdpbusd" not in lib.get_source("ll")
+    m = GraphModule(graph_json, lib, params)
+    xv = rng.integers(0, 256, (5, 64)).astype(np.uint8)
+    m.set_input(x=xv)
+    m.run()
+    np.testing.assert_array_equal(np.asarray(m.get_output(0)), xv.astype(np.int64) @ w.T.astype(np.int64))
 
 
 def _requantized(y):

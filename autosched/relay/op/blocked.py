@@ -4,7 +4,8 @@
 - ``nn.conv2d_nchwc`` (``nn.contrib_conv2d_NCHWc``): data NCHW[x]c (or NCHW for x = 1: the stem), weights
   OIHW[x]i[y]o packed ahead of time, output NCHW[y]c; groups;
 - ``nn.depthwise_conv2d_nchwc`` (``nn.contrib_depthwise_conv2d_NCHWc``): weights [C/x, 1, KH, KW, 1, x];
-- ``nn.dense_pack`` (``nn.contrib_dense_pack``): weights [units/x, in, x].
+- ``nn.dense_pack`` (``nn.contrib_dense_pack``): weights [units/x, in, x];
+- ``nn.dense_vnni``: uint8 data, int8 weights [units/x, in/4, x, 4], int32 sums (VNNI's ``vpdpbusd``).
 
 Pooling takes ``layout="NCHW16c"`` on the plain ops (``nn.max_pool2d``, ``nn.avg_pool2d``,
 ``nn.global_avg_pool2d``). The computes are those of the blocked workloads (autosched/workloads/blocked_layout.py);
@@ -14,11 +15,13 @@ the default schedules are in autosched/relay/op/schedules.py.
 from __future__ import annotations
 
 from autosched import te
+from autosched.codegen.ops import DOT4_U8S8
 from autosched.relay.ir.expr import RelayError, TensorType
 from autosched.relay.op import schedules
 from autosched.relay.op.common import _operands, _pair, _same_dtype, pad4
 from autosched.relay.op.nn._nn import _canon_spatial, channel_block_of
 from autosched.relay.op.op import INJECTIVE, OUT_ELEMWISE_FUSABLE, OpDef, register_op
+from autosched.te import expr as E
 from autosched.workloads.blocked_layout import (
     conv2d_nchwc_compute,
     conv2d_winograd_nchwc_compute,
@@ -199,6 +202,34 @@ register_op(OpDef("nn.dense_pack", _dense_pack_rel, _dense_pack_compute, OUT_ELE
                   attrs={"units": None}, schedule=schedules.dense_pack,
                   doc="data @ weight.T with the weight packed [units/x, in, x] ahead of time"))
 
+
+
+def _dense_vnni_rel(types, attrs):
+    op = "nn.dense_vnni"
+    d, w = _operands(types, op, "data", "weight")
+    if d.dtype != "uint8" or w.dtype != "int8" or len(d.shape) < 2 or len(w.shape) != 4 or w.shape[3] != 4 \
+            or d.shape[-1] != 4 * w.shape[1]:
+        raise RelayError(f"{op}: data [..., in] uint8 and weight [units/x, in/4, x, 4] int8 do not match: "
+                         f"{d.shape} {d.dtype}, {w.shape} {w.dtype}")
+    return TensorType(tuple(d.shape[:-1]) + (w.shape[0] * w.shape[2],), "int32")
+
+
+def _dense_vnni_compute(inputs, attrs, out_type):
+    """Each output column's int32 sum over k in steps of 4 bytes: dot4_u8s8 of the data's 4 bytes and the
+    column's 4 weight bytes (packed side by side), so that x columns in vector lanes are one vpdpbusd."""
+    data, weight = inputs
+    _, KW, B, _ = (int(d) for d in weight.shape)
+    k = te.reduce_axis((0, KW), name="k")
+    lead = tuple(int(d) for d in data.shape[:-1])
+    return te.compute(lead + (int(out_type.shape[-1]),), lambda *i: te.sum(E.Call("int32", DOT4_U8S8, [
+        E.const(0, "int32"), data[tuple(i[:-1]) + (k * 4,)], weight[i[-1] // B, k, i[-1] % B, 0]]), axis=k),
+        name="dense_vnni")
+
+
+register_op(OpDef("nn.dense_vnni", _dense_vnni_rel, _dense_vnni_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
+                  schedule=schedules.dense_pack,
+                  doc="uint8 data @ int8 weight.T summed in int32, the weight packed [units/x, in/4, x, 4] ahead of "
+                      "time for VNNI's vpdpbusd"))
 
 
 # ----------------------------------------------------------------- Winograd

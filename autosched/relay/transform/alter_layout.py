@@ -123,6 +123,10 @@ def _without_padding_taps(node: Call) -> Call | None:
     return call
 
 
+#: int32 lanes of AVX-512 VNNI's vpdpbusd: the output columns of one nn.dense_vnni block
+VNNI_LANES = 16
+
+
 def _packed_dense_weight(w: np.ndarray) -> tuple[Constant, int | None]:
     """A dense weight [units, in] packed [units/x, in, x], and ``units`` when it was padded to whole blocks: units
     that divide into no whole vector (a vocabulary of 50257) get zero rows up to blocks of one vector, and the
@@ -303,12 +307,41 @@ class _Alter:
 
     def _nn_dense(self, node: Call) -> tuple[Expr, None] | None:
         data, weight = node.args
+        if node.attrs.get("out_dtype"):
+            return self._integer_dense(node)
         if not isinstance(weight, Constant) or len(data.checked_type.shape) < 2:
             return None
         if id(weight) not in self.packed_dense:  # one packed copy of a weight that several layers share
             self.packed_dense[id(weight)] = _packed_dense_weight(weight.data)  # (an unrolled LSTM's steps)
         packed, units = self.packed_dense[id(weight)]
         return _op.make_call("nn.dense_pack", [self.nchw(self.new[id(data)]), packed], units=units), None
+
+    def _integer_dense(self, node: Call) -> tuple[Expr, None] | None:
+        """A dense of 8-bit operands summed in int32: on targets with VNNI (uint8 data, a constant int8 weight)
+        ``nn.dense_vnni``, the weight packed for vpdpbusd; elsewhere, with a constant weight, a float32 dense
+        when every partial sum is an integer below 2^24 (then exact, in the packed float kernels), else an int32
+        dense of the operands cast."""
+        data, weight = node.args
+        dt, wt = data.checked_type.dtype, weight.checked_type.dtype
+        units, depth = weight.checked_type.shape
+        x = self.nchw(self.new[id(data)])
+        if (Target.current().cpu.dot_u8s8 and (dt, wt) == ("uint8", "int8") and isinstance(weight, Constant)
+                and units % VNNI_LANES == 0 and depth % 4 == 0 and len(data.checked_type.shape) >= 2):
+            w = weight.data.reshape(units // VNNI_LANES, VNNI_LANES, depth // 4, 4).transpose(0, 2, 1, 3)
+            return _op.make_call("nn.dense_vnni", [x, Constant(np.ascontiguousarray(w))]), None
+        magnitude = {"uint8": 255, "int8": 128}
+        exact = isinstance(weight, Constant) and magnitude[dt] * float(
+            np.abs(weight.data.astype(np.int64)).sum(axis=1).max()) < 2 ** 24
+        dtype = "float32" if exact else "int32"
+        x = _op.cast(x, dtype)
+        if isinstance(weight, Constant) and len(data.checked_type.shape) >= 2:
+            packed, units = _packed_dense_weight(weight.data.astype(dtype))
+            out = _op.make_call("nn.dense_pack", [x, packed], units=units)
+        else:
+            w = Constant(weight.data.astype(dtype)) if isinstance(weight, Constant) else \
+                _op.cast(self.nchw(self.new[id(weight)]), dtype)
+            out = _op.make_call("nn.dense", [x, w], units=node.attrs.get("units"))
+        return (out if dtype == "int32" else _op.cast(out, "int32")), None
 
     def _nn_batch_matmul(self, node: Call) -> tuple[Expr, None] | None:
         """A transposed operand (TVM's default ``transpose_b=True``: y as [batch, N, K]) gets a transposed copy

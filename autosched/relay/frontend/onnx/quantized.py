@@ -165,6 +165,8 @@ def _integer_matmul(g: _GraphConverter, a: str, azp: str | None, b: str, bzp: st
     """(a - azp) @ (b - bzp) with numpy.matmul's shapes (``b_layout`` "nk": a 2-D b stored transposed, QGemm's
     transB), and the dtype it is computed in. a's zero point: a scalar or one per row; b's: one per column."""
     sa, sb = g.shape(a), g.shape(b)
+    if _bytes_by_weight(g, a, azp, b, bzp):
+        return _bytes_dense(g, a, azp, g.value(b, "the weight") if b_layout == "nk" else g.value(b, "").T), "int32"
     if b_layout == "nk":
         sb = (sb[1], sb[0])
     rows = (sa[-2], 1) if len(sa) >= 2 else ()
@@ -180,6 +182,27 @@ def _integer_matmul(g: _GraphConverter, a: str, azp: str | None, b: str, bzp: st
         y, b_const = (relay_op.transpose(y, (1, 0)) if b_layout == "nk" else y), False
     x = _shifted(g, a, azp, dtype, rows)
     return matmul_of(g, x, y, sa, sb, b_const), dtype
+
+
+def _bytes_by_weight(g: _GraphConverter, a: str, azp: str | None, b: str, bzp: str | None) -> bool:
+    """Whether ``a @ b`` is uint8 activations (one zero point, any) by a constant 2-D int8 weight of zero point 0:
+    what quantize_dynamic writes, and what VNNI's vpdpbusd multiplies as it is."""
+    return (g.dtype(a) == "uint8" and len(g.shape(a)) >= 2 and g.is_const(b) and g.dtype(b) == "int8"
+            and len(g.shape(b)) == 2 and (bzp is None or (g.is_const(bzp) and not g.value(bzp, "").any()))
+            and (azp is None or math.prod(g.shape(azp)) == 1))
+
+
+def _bytes_dense(g: _GraphConverter, a: str, azp: str | None, w_nk: np.ndarray) -> Expr:
+    """(a - azp) @ w_nk.T in int32 as ``nn.dense(a, w_nk, out_dtype="int32")`` on the bytes, less azp times the
+    weight's row sums: AlterOpLayout keeps the bytes for VNNI targets and runs the float32 kernels elsewhere
+    where that is exact."""
+    acc = relay_op.make_call("nn.dense", [g.tensor(a), relay_ir.const(np.ascontiguousarray(w_nk))], units=None,
+                             out_dtype="int32")
+    if azp is None or (g.is_const(azp) and not g.value(azp, "").any()):
+        return acc
+    zp = relay_op.reshape(relay_op.cast(g.tensor(azp), "int32"), ())
+    sums = relay_ir.const(w_nk.astype(np.int32).sum(axis=1, dtype=np.int32))
+    return relay_op.subtract(acc, relay_op.multiply(zp, sums))
 
 
 def _integer_conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, x: str, xzp: str | None, w: str,

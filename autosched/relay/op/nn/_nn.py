@@ -113,17 +113,29 @@ def _dense_rel(types, attrs):
                          f"{d.shape[-1] if d.shape else '?'} != {w.shape[1] if len(w.shape) == 2 else '?'}")
     if attrs.get("units") is not None and int(attrs["units"]) != w.shape[0]:
         raise RelayError(f"{op}: units={attrs['units']} but weight shape {w.shape} has {w.shape[0]} rows")
-    return TensorType(d.shape[:-1] + (w.shape[0],), _same_dtype(op, d, w))
+    out = attrs.get("out_dtype") or ""
+    if not out:
+        return TensorType(d.shape[:-1] + (w.shape[0],), _same_dtype(op, d, w))
+    if out != "int32" or d.dtype not in _BYTES or w.dtype not in _BYTES:
+        raise RelayError(f"{op}: out_dtype={out!r} takes uint8/int8 operands summed in int32, got {d.dtype} and "
+                         f"{w.dtype}")
+    return TensorType(d.shape[:-1] + (w.shape[0],), out)
+
+
+_BYTES = ("uint8", "int8")
 
 
 def _dense_compute(inputs, attrs, out_type):
+    """data @ weight.T; with ``out_dtype`` (8-bit operands) their products summed in it."""
     data, weight = inputs
     k = te.reduce_axis((0, int(weight.shape[1])), name="k")
-    return te.compute(out_type.shape, lambda *i: te.sum(data[i[:-1] + (k,)] * weight[i[-1], k], axis=k),
+    out = attrs.get("out_dtype") or ""
+    wide = (lambda x: x.astype(out)) if out else (lambda x: x)
+    return te.compute(out_type.shape, lambda *i: te.sum(wide(data[i[:-1] + (k,)]) * wide(weight[i[-1], k]), axis=k),
                       name="dense", tag="dense")
 
 
-register_op(OpDef("nn.dense", _dense_rel, _dense_compute, OUT_ELEMWISE_FUSABLE, attrs={"units": None},
+register_op(OpDef("nn.dense", _dense_rel, _dense_compute, OUT_ELEMWISE_FUSABLE, attrs={"units": None, "out_dtype": ""},
                   num_inputs=2, schedule=schedules.dense, doc="data @ weight.T (weight is [units, in])",
                   canonical_attrs=_canon_spatial))
 

@@ -12,16 +12,19 @@ from autosched.relay.op.op import make_call
 from autosched.relay.op.tensor import upsampling
 
 
+def _dtype_of(e: Expr) -> str | None:
+    """``e``'s element type when known without type inference (a constant, a typed variable, an inferred call)."""
+    if isinstance(e, Constant):
+        return str(e.data.dtype)
+    return getattr(getattr(e, "type_annotation", None) or getattr(e, "_checked_type", None), "dtype", None)
+
+
 def _in_dtype(e: Expr, dtype: str) -> Expr:
     """``e`` cast to ``dtype`` (TVM's ``out_dtype``: int8 operands multiplied and summed in int32, say), unless
     its type is already known to be ``dtype``."""
     if not dtype:
         return e
-    if isinstance(e, Constant):
-        known = str(e.data.dtype)
-    else:
-        known = getattr(getattr(e, "type_annotation", None) or getattr(e, "_checked_type", None), "dtype", None)
-    return e if known == dtype else cast(e, dtype)
+    return e if _dtype_of(e) == dtype else cast(e, dtype)
 
 
 def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0), dilation: Any = (1, 1),
@@ -37,7 +40,11 @@ def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0
 
 
 def dense(data: Expr, weight: Expr, units: int | None = None, out_dtype: str = "") -> Call:
-    """``data @ weight.T`` with weight [units, in], summed in ``out_dtype`` (the operands' type by default)."""
+    """``data @ weight.T`` with weight [units, in], summed in ``out_dtype`` (the operands' type by default):
+    uint8/int8 operands with ``out_dtype="int32"`` stay 8-bit (VNNI targets sum them by ``vpdpbusd``; others
+    in float32 when that is exact, AlterOpLayout decides); other operands are cast to it."""
+    if out_dtype == "int32" and _dtype_of(data) in ("uint8", "int8") and _dtype_of(weight) in ("uint8", "int8"):
+        return make_call("nn.dense", [data, weight], units=units, out_dtype=out_dtype)
     return make_call("nn.dense", [_in_dtype(data, out_dtype), _in_dtype(weight, out_dtype)], units=units)
 
 
