@@ -88,12 +88,12 @@ def test_a_used_training_statistic_is_refused() -> None:
         from_onnx(model)
 
 
-def test_an_encoder_fused_by_onnxruntimes_transformer_optimizer_matches_it(tmp_path) -> None:
+def test_an_encoder_fused_by_onnxruntimes_transformer_optimizer_matches_it(tmp_path, caplog) -> None:
     """``optimize_model(model_type="bert")`` fuses the residual adds and layer norms into SkipLayerNormalization
     and the bias and GELU into BiasGelu; the fused model runs and equals onnxruntime's outputs."""
     from onnxruntime.transformers.optimizer import optimize_model
 
-    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
+    caplog.set_level(logging.ERROR, logger="onnxruntime.transformers")
     onnx.save(make_encoder(layers=2, d_model=64, heads=4, seq=16, vocab=100), tmp_path / "enc.onnx")
     optimize_model(str(tmp_path / "enc.onnx"), model_type="bert", num_heads=4, hidden_size=64,
                    opt_level=0).save_model_to_file(str(tmp_path / "enc_fused.onnx"))

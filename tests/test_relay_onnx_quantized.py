@@ -264,12 +264,12 @@ def test_quantized_ops_name_what_they_cannot_take() -> None:
 
 
 # ------------------------------------------------------------------ whole models from onnxruntime.quantization
-def test_a_dynamically_quantized_encoder_matches_onnxruntime(tmp_path) -> None:
+def test_a_dynamically_quantized_encoder_matches_onnxruntime(tmp_path, caplog) -> None:
     """quantize_dynamic's BERT-style encoder (int8 weights; activations quantized at run time by
     DynamicQuantizeLinear for each MatMulInteger): onnxruntime's outputs, to float32 rounding."""
     from onnxruntime.quantization import quantize_dynamic
 
-    logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice to preprocess
+    caplog.set_level(logging.ERROR)  # the quantizer's advice to preprocess (restored after the test)
     onnx.save(make_encoder(layers=2, d_model=64, heads=4, seq=16, vocab=100), tmp_path / "enc.onnx")
     quantize_dynamic(tmp_path / "enc.onnx", tmp_path / "enc_int8.onnx", reduce_range=True)
     model = onnx.load(tmp_path / "enc_int8.onnx")
@@ -282,7 +282,8 @@ def test_a_dynamically_quantized_encoder_matches_onnxruntime(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("activations", ["QUInt8", "QInt8"])
-def test_a_statically_quantized_resnet_in_the_operator_format_matches_onnxruntime(tmp_path, activations) -> None:
+def test_a_statically_quantized_resnet_in_the_operator_format_matches_onnxruntime(tmp_path, caplog,
+                                                                                  activations) -> None:
     """quantize_static's operator format of a ResNet-18-shaped network (QLinearConv, QLinearAdd, MaxPool on
     uint8, QLinearGlobalAveragePool, QGemm), calibrated on four images: every logit equals onnxruntime's."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
@@ -295,7 +296,7 @@ def test_a_statically_quantized_resnet_in_the_operator_format_matches_onnxruntim
         def get_next(self):
             return next(self.it, None)
 
-    logging.getLogger().setLevel(logging.ERROR)
+    caplog.set_level(logging.ERROR)
     onnx.save(make_resnet18(image=32, num_classes=10, width=8), tmp_path / "rn.onnx")
     quantize_static(tmp_path / "rn.onnx", tmp_path / "rn_int8.onnx", Images(), quant_format=QuantFormat.QOperator,
                     activation_type=getattr(QuantType, activations), reduce_range=True)
