@@ -9,6 +9,13 @@ from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType, Type
 
 
+def exact_sum_dtype(bound: float) -> str:
+    """The type an integer dot product whose partial sums stay within ``bound`` in magnitude is summed in:
+    float32 while ``bound`` < 2^24 (every partial sum is then an integer float32 holds, in any order, so the
+    float kernels compute it exactly), else int32."""
+    return "float32" if bound < 2 ** 24 else "int32"
+
+
 def _tensor(types: Sequence[Type], k: int, op: str, what: str = "") -> TensorType:
     t = types[k]
     if not isinstance(t, TensorType):

@@ -44,7 +44,7 @@ from autosched.relay.ir.expr import (
 )
 from autosched.relay.ir.type_infer import infer_type
 from autosched.relay.op import schedules as _schedules
-from autosched.relay.op.common import _pair, pad4
+from autosched.relay.op.common import _pair, exact_sum_dtype, pad4
 from autosched.relay.transform.transform import Pass, PassContext, _map_functions
 from autosched.target import Target
 from autosched.workloads.blocked_layout import winograd_weight
@@ -329,10 +329,9 @@ class _Alter:
                 and units % VNNI_LANES == 0 and depth % 4 == 0 and len(data.checked_type.shape) >= 2):
             w = weight.data.reshape(units // VNNI_LANES, VNNI_LANES, depth // 4, 4).transpose(0, 2, 1, 3)
             return _op.make_call("nn.dense_vnni", [x, Constant(np.ascontiguousarray(w))]), None
-        magnitude = {"uint8": 255, "int8": 128}
-        exact = isinstance(weight, Constant) and magnitude[dt] * float(
-            np.abs(weight.data.astype(np.int64)).sum(axis=1).max()) < 2 ** 24
-        dtype = "float32" if exact else "int32"
+        data_magnitude = max(-np.iinfo(dt).min, np.iinfo(dt).max)
+        dtype = exact_sum_dtype(data_magnitude * float(np.abs(weight.data.astype(np.int64)).sum(axis=1).max())) \
+            if isinstance(weight, Constant) else "int32"
         x = _op.cast(x, dtype)
         if isinstance(weight, Constant) and len(data.checked_type.shape) >= 2:
             packed, units = _packed_dense_weight(weight.data.astype(dtype))

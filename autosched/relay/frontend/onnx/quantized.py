@@ -26,12 +26,12 @@ from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.nn import _from_2d, conv_of, matmul_of
 from autosched.relay.frontend.onnx.registry import register
 from autosched.relay.ir.expr import Expr
+from autosched.relay.op.common import exact_sum_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
 _QRANGE = {"uint8": (0, 255), "int8": (-128, 127)}
-EXACT_FLOAT32 = 2 ** 24  # integers of at most this magnitude are exact in float32
 _MS = "com.microsoft."  # onnxruntime's contrib-op domain
 
 
@@ -155,11 +155,6 @@ def _shifted(g: _GraphConverter, name: str, zp: str | None, dtype: str, zp_shape
     return relay_op.subtract(x, z)
 
 
-def _exact_dtype(bound: float) -> str:
-    """float32 when every partial sum of magnitude at most ``bound`` is an exact float32 integer, else int32."""
-    return "float32" if bound < EXACT_FLOAT32 else "int32"
-
-
 def _integer_matmul(g: _GraphConverter, a: str, azp: str | None, b: str, bzp: str | None,
                     b_layout: str = "kn", bias_bound: float = 0.0) -> tuple[Expr, str]:
     """(a - azp) @ (b - bzp) with numpy.matmul's shapes (``b_layout`` "nk": a 2-D b stored transposed, QGemm's
@@ -174,10 +169,10 @@ def _integer_matmul(g: _GraphConverter, a: str, azp: str | None, b: str, bzp: st
     if g.is_const(b):
         w = _const_shifted(g, b, bzp, (-1, 1) if b_layout == "nk" else (-1,))
         w = w.T if b_layout == "nk" else w
-        dtype = _exact_dtype(a_mag * float(np.abs(w).sum(axis=-2 if w.ndim > 1 else 0).max()) + bias_bound)
+        dtype = exact_sum_dtype(a_mag * float(np.abs(w).sum(axis=-2 if w.ndim > 1 else 0).max()) + bias_bound)
         y, b_const = relay_ir.const(np.ascontiguousarray(w.astype(dtype))), True
     else:
-        dtype = _exact_dtype(a_mag * _magnitude(g, b, bzp) * float(sb[-2 if len(sb) > 1 else 0]) + bias_bound)
+        dtype = exact_sum_dtype(a_mag * _magnitude(g, b, bzp) * float(sb[-2 if len(sb) > 1 else 0]) + bias_bound)
         y = _shifted(g, b, bzp, dtype, (-1, 1) if b_layout == "nk" else (-1,))
         y, b_const = (relay_op.transpose(y, (1, 0)) if b_layout == "nk" else y), False
     x = _shifted(g, a, azp, dtype, rows)
@@ -215,10 +210,10 @@ def _integer_conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, x: str,
     x_mag = _magnitude(g, x, xzp)
     if g.is_const(w):
         wv = _const_shifted(g, w, wzp, per_out)
-        dtype = _exact_dtype(x_mag * float(np.abs(wv).reshape(wv.shape[0], -1).sum(axis=1).max()) + bias_bound)
+        dtype = exact_sum_dtype(x_mag * float(np.abs(wv).reshape(wv.shape[0], -1).sum(axis=1).max()) + bias_bound)
         weight = relay_ir.const(np.ascontiguousarray(wv.astype(dtype)))
     else:
-        dtype = _exact_dtype(x_mag * _magnitude(g, w, wzp) * math.prod(wshape[1:]) + bias_bound)
+        dtype = exact_sum_dtype(x_mag * _magnitude(g, w, wzp) * math.prod(wshape[1:]) + bias_bound)
         weight = _shifted(g, w, wzp, dtype, per_out)
     if xzp is not None and math.prod(g.shape(xzp)) != 1:
         g._fail(f"the data's zero point {xzp!r} has shape {list(g.shape(xzp))}; it must be one value")
