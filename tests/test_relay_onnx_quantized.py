@@ -18,7 +18,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-from _cpus import host_runs  # noqa: E402
+from _cpus import host_runs, skip_unless_host_runs  # noqa: E402
 from _onnx_models import IR_VERSION, make_resnet18, run_onnxruntime  # noqa: E402
 from _transformer_models import make_encoder, token_inputs  # noqa: E402
 from autosched import relay  # noqa: E402
@@ -374,8 +374,7 @@ def test_the_vnni_dense_is_exact_on_cpus_without_vnni(cpu: str) -> None:
     """nn.dense_vnni built for a CPU without VNNI (as a searched schedule or a shared library might be) widens
     the bytes and adds each lane's four products: the same int32 sums."""
     target = f"llvm -mcpu={cpu}"
-    if not host_runs(target):
-        pytest.skip(f"this machine cannot run code built for {target!r}")
+    skip_unless_host_runs(target)  # names the extensions this CPU lacks
     rng = np.random.default_rng(6)
     w = rng.integers(-128, 128, (32, 64)).astype(np.int8)
     packed = np.ascontiguousarray(w.reshape(2, 16, 16, 4).transpose(0, 2, 1, 3))
