@@ -1,62 +1,86 @@
-"""TVM's ``tvm.transform.PassContext``: build options for the code lowered inside a ``with`` block.
+"""TVM's ``tvm.transform.PassContext``: the one ``with`` block of build options, read by te lowering
+(``tvm.build``) and by the graph passes (``relay.build``; ``relay.transform.PassContext`` is this class).
 
-``PassContext(config={"tir.UnrollLoop": {"auto_max_step": 16}})`` is honoured: every serial loop of constant
-extent whose unrolled body runs at most that many steps is unrolled, as TVM's pass does (the same rule as the
-``auto_unroll_max_step`` pragma). ``opt_level``, the pass lists and other configuration keys name TVM passes
-that autosched's lowering does not have: they are accepted and each is logged once as having no effect.
+- ``opt_level`` (default 3; TVM's is 2) enables the relay passes of that level and below: 3 adds the blocked
+  layouts of AlterOpLayout, which is most of a CNN's speed on a CPU.
+- ``required_pass`` / ``disabled_pass`` name relay passes to run or skip whatever the level.
+- ``config={"tir.UnrollLoop": {"auto_max_step": 16}}`` unrolls every serial loop of constant extent whose
+  unrolled body runs at most that many steps, as TVM's pass does (the rule of the ``auto_unroll_max_step``
+  pragma); ``config={"relay.winograd": False}`` keeps convolutions off Winograd's algorithm.
+
+Other configuration keys and pass names are TVM's own: they are accepted and each is logged once, on entering
+the block, as having no effect here.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
-import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 log = logging.getLogger("autosched.transform")
-_local = threading.local()
+_CURRENT: contextvars.ContextVar[PassContext | None] = contextvars.ContextVar("autosched_pass_context",
+                                                                               default=None)
+#: configuration keys something in autosched reads, and what for (anything else is logged as without effect)
+CONFIG_KEYS = {
+    "tir.UnrollLoop": "te lowering unrolls short serial loops",
+    "relay.winograd": "relay's AlterOpLayout may use Winograd's algorithm for 3x3 convolutions",
+    "relay.backend.use_auto_scheduler": "always on: relay.build applies the records of apply_history_best",
+}
+_PASS_NAMES: set[str] = set()  # every pass name some loaded module has (relay registers its own on import)
 _said: set[str] = set()
 
 
-class PassContext:
-    """A ``with`` block of build options (see the module docstring for what they do here)."""
+def register_pass_names(names: Iterable[str]) -> None:
+    """Declare the names of passes that ``required_pass`` / ``disabled_pass`` can name (relay does on import)."""
+    _PASS_NAMES.update(names)
 
-    def __init__(self, opt_level: int = 2, required_pass: Sequence[str] | None = None,
+
+class PassContext:
+    """A ``with`` block of build options (see the module docstring for what each does)."""
+
+    def __init__(self, opt_level: int = 3, required_pass: Sequence[str] | None = None,
                  disabled_pass: Sequence[str] | None = None, instruments: Any = None,
                  config: dict[str, Any] | None = None, trace: Any = None):
-        self.opt_level = opt_level
-        self.required_pass = list(required_pass or [])
-        self.disabled_pass = list(disabled_pass or [])
+        if isinstance(required_pass, str) or isinstance(disabled_pass, str):
+            raise TypeError("PassContext: required_pass and disabled_pass are lists of pass names, e.g. "
+                            "disabled_pass=['AlterOpLayout']")
+        self.opt_level = int(opt_level)
+        self.required_pass = set(required_pass or ())
+        self.disabled_pass = set(disabled_pass or ())
         self.config = dict(config or {})
         unroll = self.config.get("tir.UnrollLoop", {})
         if not isinstance(unroll, dict):
             raise TypeError(f"PassContext: config['tir.UnrollLoop'] is a dict such as {{'auto_max_step': 16}}, "
                             f"got {unroll!r}")
         self.unroll_max_step = int(unroll.get("auto_max_step", 0)) if unroll.get("explicit_unroll", True) else 0
-        ignored = [f"config {k!r}" for k in self.config if k != "tir.UnrollLoop"]
-        ignored += [f"{k} {list(v)}" for k, v in (("required_pass", self.required_pass),
-                                                   ("disabled_pass", self.disabled_pass)) if v]
-        for what in ignored:
-            if what not in _said:
-                _said.add(what)
-                log.info("PassContext: %s has no effect in autosched (its lowering has no such pass)", what)
+        self._tokens: list[contextvars.Token] = []
 
     @staticmethod
     def current() -> PassContext:
         """The innermost active context, or the defaults."""
-        stack = getattr(_local, "stack", None)
-        return stack[-1] if stack else _DEFAULT
+        return _CURRENT.get() or _DEFAULT
+
+    def _log_unused(self) -> None:
+        ignored = [f"config {k!r}" for k in self.config if k not in CONFIG_KEYS]
+        ignored += [f"{what} {name!r}" for what, names in (("required_pass", self.required_pass),
+                                                             ("disabled_pass", self.disabled_pass))
+                    for name in sorted(names) if name not in _PASS_NAMES]
+        for what in ignored:
+            if what not in _said:
+                _said.add(what)
+                log.info("PassContext: %s has no effect in autosched (it has no such option or pass)", what)
 
     def __enter__(self) -> PassContext:
-        if not hasattr(_local, "stack"):
-            _local.stack = []
-        _local.stack.append(self)
+        self._log_unused()
+        self._tokens.append(_CURRENT.set(self))
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _local.stack.pop()
+        _CURRENT.reset(self._tokens.pop())
 
 
 _DEFAULT = PassContext()
 
-__all__ = ["PassContext"]
+__all__ = ["CONFIG_KEYS", "PassContext", "register_pass_names"]

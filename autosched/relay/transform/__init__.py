@@ -18,9 +18,13 @@ from autosched.relay.transform.transform import (
     SimplifyInference,
     bind_params,
 )
+from autosched.transform import register_pass_names
 
 __all__ = [
     "AlterOpLayout", "AnnotateTarget", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FuseOps",
     "InferType", "MergeComposite", "PartitionGraph", "Pass", "PassContext", "Sequential", "SimplifyInference",
     "alter_layout", "bind_params", "infer_type", "partition", "partition_for", "transform",
 ]
+
+# the passes PassContext's required_pass / disabled_pass can name: the pass constructors above
+register_pass_names(n for n in __all__ if n[0].isupper() and n not in ("Pass", "PassContext", "Sequential"))

@@ -1,5 +1,5 @@
-"""Graph passes: ``Sequential`` under a ``PassContext(opt_level=...)``, as in TVM (the default level is 3:
-everything on, as TVM's tutorials build).
+"""Graph passes: ``Sequential`` under a ``PassContext(opt_level=...)`` (``autosched.transform``'s, TVM's
+``tvm.transform.PassContext``; the default level is 3: everything on, as TVM's tutorials build).
 
 InferType (0), SimplifyInference (0: batch_norm to scale and shift, folded into conv2d weights),
 FoldConstant (2), EliminateCommonSubexpr (3), DeadCodeElimination (1), AlterOpLayout (3: blocked layouts,
@@ -9,7 +9,6 @@ external compilers (partition.py). FoldConstant evaluates with relay/op/interp.p
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,31 +34,7 @@ from autosched.relay.ir.expr import (
 )
 from autosched.relay.ir.type_infer import infer_type
 from autosched.relay.op.interp import evaluate
-
-_CTX: contextvars.ContextVar[PassContext | None] = contextvars.ContextVar("autosched_relay_pass_ctx", default=None)
-
-
-class PassContext:
-    """``with PassContext(opt_level=3, disabled_pass=["FoldConstant"]):`` settings for the passes run inside."""
-
-    def __init__(self, opt_level: int = 3, required_pass: Sequence[str] = (), disabled_pass: Sequence[str] = (),
-                 config: dict | None = None):
-        self.opt_level = int(opt_level)
-        self.required_pass = set(required_pass)
-        self.disabled_pass = set(disabled_pass)
-        self.config = dict(config or {})
-        self._tokens: list[contextvars.Token] = []
-
-    @staticmethod
-    def current() -> PassContext:
-        return _CTX.get() or PassContext()
-
-    def __enter__(self) -> PassContext:
-        self._tokens.append(_CTX.set(self))
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        _CTX.reset(self._tokens.pop())
+from autosched.transform import PassContext
 
 
 class Pass:
