@@ -292,6 +292,15 @@ def test_the_graph_executor_runs_a_cuda_graph_on_device_memory(resnet_cuda, driv
     again = graph_executor.load(tmp_path / "deploy")
     again.run(data=x)
     assert [x["name"] for x in driver.launches()[len(launches):]] == ops
+    # TVM's one-file export: the host library carries the PTX, the graph and the parameters
+    resnet_cuda.export_library(tmp_path / "model.so")
+    loaded = load_module(tmp_path / "model.so")
+    assert isinstance(loaded.lib, cuda.CUDAModule) and sorted(loaded.params) == sorted(params)
+    with pytest.raises(ValueError, match="built for a cuda GPU and cannot run on cpu"):
+        loaded["default"](autosched.cpu(0))
+    before = len(driver.launches())
+    graph_executor.GraphModule(loaded["default"](autosched.cuda(0))).run(data=x)
+    assert [x["name"] for x in driver.launches()[before:]] == ops
 
 
 # ----------------------------------------------------------------------------- default schedules coalesce

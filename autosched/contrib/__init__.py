@@ -1,6 +1,6 @@
-"""TVM's ``tvm.contrib`` helpers that te tutorials use: ``cc.create_shared``, ``utils.tempdir`` and
-``nvcc.have_tensorcore``."""
+"""TVM's ``tvm.contrib`` helpers that its tutorials use: ``cc.create_shared``, ``utils.tempdir``,
+``nvcc.have_tensorcore`` and ``graph_executor``."""
 
-from autosched.contrib import cc, nvcc, utils
+from autosched.contrib import cc, graph_executor, nvcc, utils
 
-__all__ = ["cc", "nvcc", "utils"]
+__all__ = ["cc", "graph_executor", "nvcc", "utils"]

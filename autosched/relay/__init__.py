@@ -19,7 +19,7 @@ import importlib
 from typing import Any
 
 from autosched.relay import backend, dataflow_pattern, ir, op, transform
-from autosched.relay.backend import build, contrib, extract_tasks, optimize
+from autosched.relay.backend import build, build_module, contrib, create_executor, extract_tasks, optimize
 from autosched.relay.ir import (
     Call,
     Constant,
@@ -113,7 +113,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "bind_params_by_name", "contrib", "dataflow_pattern", "partition_for",
+    "bind_params_by_name", "build_module", "contrib", "create_executor", "dataflow_pattern", "partition_for",
     "Call", "Constant", "Expr", "FuncType", "Function", "IRModule", "RelayError", "TensorType", "Tuple",
     "TupleGetItem", "TupleType", "Type", "Var", "add", "backend", "build", "clip", "concatenate", "const", "divide",
     "evaluate", "exp", "expr", "extract_tasks", "ir", "maximum", "minimum", "multiply", "negative", "nn", "op",

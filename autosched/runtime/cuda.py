@@ -33,7 +33,7 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -410,7 +410,7 @@ class PTXModule(Module):
         with open(path) as f:
             return PTXModule(f.read())
 
-    def export_library(self, path: str | os.PathLike) -> None:
+    def export_library(self, path: str | os.PathLike, extra_objects: Sequence[str] = ()) -> None:
         raise ValueError("a device module is exported with its host module (host.export_library(path) embeds "
                          "the PTX), or saved alone with save('NAME.ptx')")
 
@@ -494,9 +494,10 @@ class CUDAModule(Module):
         with open(path, "w") as f:
             json.dump({**self._meta(), "ptx": self.ptx}, f)
 
-    def export_library(self, path: str | os.PathLike) -> None:
+    def export_library(self, path: str | os.PathLike, extra_objects: Sequence[str] = ()) -> None:
         """Write a shared library holding the host functions (signatures, launch dimensions) and the PTX of
-        the imported device modules; ``runtime.load_module`` loads it with the device code imported."""
+        the imported device modules (and ``extra_objects``: a model's graph); ``runtime.load_module`` loads it
+        with the device code imported."""
         if any(not isinstance(m, PTXModule) for m in self.imported_modules):
             raise ValueError("export_library: a CUDA host module exports only its device (PTX) modules")
         meta = json.dumps(self._meta()).encode()
@@ -506,7 +507,7 @@ class CUDAModule(Module):
         with tempfile.TemporaryDirectory(prefix="autosched-export-") as tmp:
             obj = os.path.join(tmp, "host.o")
             compile_c(src, obj, flags=("-O0", "-fPIC"), what="export_library (CUDA host module)")
-            link_shared([obj], os.fspath(path), [])
+            link_shared([obj, *extra_objects], os.fspath(path), [])
 
     @staticmethod
     def from_metadata(meta: dict, ptx: list[str]) -> CUDAModule:

@@ -11,10 +11,15 @@ import ctypes
 import json
 import os
 import shutil
+import tarfile
+import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 from autosched.isa import check_runs_here
+from autosched.runtime.cc import TAR_MEMBER, write_tar
 from autosched.runtime.cuda import PTX_SYMBOL, CUDAModule, PTXModule
+from autosched.runtime.graph_factory import GraphExecutorFactoryModule, embedded_model
 from autosched.runtime.module_base import (
     IMPORTS_METADATA_SYMBOL,
     ISA_SYMBOL,
@@ -27,8 +32,8 @@ from autosched.runtime.module_base import (
     data_pointer,
 )
 
-__all__ = ["IMPORTS_METADATA_SYMBOL", "ISA_SYMBOL", "METADATA_SYMBOL", "NUM_THREADS_SYMBOL", "DSOModule", "Module",
-           "PackedFunc", "ProfileResult", "data_pointer", "load_module"]
+__all__ = ["IMPORTS_METADATA_SYMBOL", "ISA_SYMBOL", "METADATA_SYMBOL", "NUM_THREADS_SYMBOL", "DSOModule",
+           "GraphExecutorFactoryModule", "Module", "PackedFunc", "ProfileResult", "data_pointer", "load_module"]
 
 
 class DSOModule(Module):
@@ -72,11 +77,17 @@ class DSOModule(Module):
             funcs[sig["name"]] = PackedFunc(sig, addr, self)
         super().__init__(funcs, meta.get("entry"))
 
-    def export_library(self, path: str | os.PathLike) -> None:
-        if self.imported_modules:
-            raise ValueError(f"export_library: a library loaded from {self.path} cannot take imported modules; "
-                             "import them into the module before exporting it")
-        shutil.copyfile(self.path, os.fspath(path))
+    def export_library(self, path: str | os.PathLike, extra_objects: Sequence[str] = ()) -> None:
+        """A copy of the library (in a ``.tar`` when ``path`` ends so); it cannot be linked again."""
+        if self.imported_modules or extra_objects:
+            raise ValueError(f"export_library: a library loaded from {self.path} is copied as it is, so it cannot "
+                             f"take {'imported modules' if self.imported_modules else 'more objects'}; export the "
+                             f"module these came from instead")
+        path = os.fspath(path)
+        if path.endswith(".tar"):
+            write_tar(self.path, path)
+        else:
+            shutil.copyfile(self.path, path)
 
 
 def _open_library(path: str) -> ctypes.CDLL:
@@ -99,15 +110,51 @@ def _library_string(lib: ctypes.CDLL, symbol: str, path: str, required: bool = T
     return json.loads(ctypes.string_at(ctypes.addressof(raw)).decode())
 
 
-def load_module(path: str | os.PathLike) -> Module:
-    """Load a library written by ``Module.export_library`` (a ``.so``; needs only ctypes and numpy; a CUDA host
-    library comes back with its embedded PTX imported), a CUDA device module saved by ``PTXModule.save`` (a
-    ``.ptx``), or a CUDA host and device module saved together by ``CUDAModule.save`` (a ``.cuda.json``)."""
+def load_module(path: str | os.PathLike) -> Module | GraphExecutorFactoryModule:
+    """Load a library written by ``export_library`` (a ``.so``, or a ``.tar`` holding one; needs only ctypes and
+    numpy; a CUDA host library comes back with its embedded PTX imported; a whole model exported by relay.build's
+    result comes back as that: ``load_module(path)["default"](dev)`` runs it), a CUDA device module saved by
+    ``PTXModule.save`` (a ``.ptx``), or a CUDA host and device module saved by ``CUDAModule.save`` (a
+    ``.cuda.json``)."""
     path = os.fspath(path)
     if path.endswith(".cuda.json") or path.endswith(".ptx"):
         return CUDAModule.load(path) if path.endswith(".cuda.json") else PTXModule.load(path)
+    if path.endswith(".tar"):
+        return _load_tar(path)
     lib = _open_library(path)
     meta = _library_string(lib, METADATA_SYMBOL, path)
+    model = embedded_model(lib)
     if meta.get("device") == "cuda":
-        return CUDAModule.from_metadata(meta, _library_string(lib, PTX_SYMBOL, path, required=False) or [])
-    return DSOModule(path, lib)
+        mod: Module = CUDAModule.from_metadata(meta, _library_string(lib, PTX_SYMBOL, path, required=False) or [])
+    else:
+        mod = DSOModule(path, lib)
+    if model is None:
+        return mod
+    mod.holds_model = True
+    return GraphExecutorFactoryModule(model[0], mod, model[1])
+
+
+def _load_tar(path: str) -> Module | GraphExecutorFactoryModule:
+    """A library from a ``.tar`` written by ``export_library``: its one member, unpacked into a folder that
+    lives as long as the module (a copy of the library exported again is taken from there)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such library: {path}")
+    tmp = tempfile.TemporaryDirectory(prefix="autosched-tar-")
+    try:
+        with tarfile.open(path) as t:
+            members = t.getmembers()
+            if [m.name for m in members] != [TAR_MEMBER] or not members[0].isfile():
+                raise ValueError(f"{path} is not a library written by export_library (a tar holding only "
+                                 f"{TAR_MEMBER}; it holds {', '.join(t.getnames()[:5]) or 'nothing'})")
+            with t.extractfile(members[0]) as src, open(os.path.join(tmp.name, TAR_MEMBER), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+    except tarfile.TarError as e:
+        tmp.cleanup()
+        raise ValueError(f"cannot read {path} as a tar: {e}") from e
+    except ValueError:
+        tmp.cleanup()
+        raise
+    mod = load_module(os.path.join(tmp.name, TAR_MEMBER))
+    kernels = mod.lib if isinstance(mod, GraphExecutorFactoryModule) else mod
+    kernels._unpacked = tmp  # removed when the module goes
+    return mod

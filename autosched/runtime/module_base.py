@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -284,6 +284,7 @@ class Module:
             out.extend(m._all_modules())
         return out
 
+    holds_model: bool = False  # a library exported with a model's graph and parameters (load_module's factory)
     num_threads_address: int = 0  # where the library keeps its parallel loops' thread count (0: none)
     run_plan_address: int = 0  # the library's RUN_PLAN_SYMBOL (0: none, as in libraries built before it)
     _plan_names: frozenset[str] = frozenset()  # the kernels it has a call site for
@@ -332,10 +333,10 @@ class Module:
     def __call__(self, *args: Any) -> None:
         self.entry_func(*args)
 
-    def export_library(self, path: str | os.PathLike) -> None:
+    def export_library(self, path: str | os.PathLike, extra_objects: Sequence[str] = ()) -> None:
         """Write one shared library with this module's functions and those of its imported modules, loadable
-        by :func:`load_module` (ctypes and numpy only). Each module contributes object files; the C compiler
-        links them."""
+        by :func:`load_module` (ctypes and numpy only); ``NAME.tar`` holds that library. Each module contributes
+        object files (and ``extra_objects`` more: a model's graph); the C compiler links them."""
         mods = self._all_modules()
         with tempfile.TemporaryDirectory(prefix="autosched-export-") as tmp:
             objects: list[str] = []
@@ -359,7 +360,7 @@ class Module:
                 obj = os.path.join(tmp, "metadata.o")
                 compile_c(f"const char {symbol}[] = {c_string(meta)};\n", obj, what="export_library metadata")
                 objects.append(obj)
-            link_shared(objects, os.fspath(path), libs or ["-lm"])
+            link_shared([*objects, *extra_objects], os.fspath(path), libs or ["-lm"])
 
     def _object_files(self, prefix: str) -> tuple[list[str], bool, list[str]]:
         """``(object files, whether they embed their own metadata, link flags)`` for :meth:`export_library`."""

@@ -3,7 +3,15 @@ kernels as tuning tasks with their default schedules (fused), and the external c
 (contrib, which registers their pattern tables and codegens on import). The top of relay, beside the frontends."""
 
 from autosched.relay.backend import build_module, contrib, fused
-from autosched.relay.backend.build_module import BuildResult, TaskList, build, build_summary, extract_tasks, optimize
+from autosched.relay.backend.build_module import (
+    BuildResult,
+    TaskList,
+    build,
+    build_summary,
+    create_executor,
+    extract_tasks,
+    optimize,
+)
 
-__all__ = ["BuildResult", "TaskList", "build", "build_module", "build_summary", "contrib", "extract_tasks", "fused",
-           "optimize"]
+__all__ = ["BuildResult", "TaskList", "build", "build_module", "build_summary", "contrib", "create_executor",
+           "extract_tasks", "fused", "optimize"]

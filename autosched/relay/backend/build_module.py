@@ -9,7 +9,7 @@ import bisect
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,8 +32,9 @@ from autosched.relay.ir.expr import (
     post_order,
 )
 from autosched.relay.transform.alter_layout import AlterOpLayout
-from autosched.runtime.graph_executor import NOP
+from autosched.runtime.graph_executor import NOP, GraphExecutorFactoryModule
 from autosched.runtime.module import Module
+from autosched.runtime.ndarray import Device, NDArray, cpu
 from autosched.runtime.registry import get_global_func
 from autosched.target import Target
 from autosched.task import Task
@@ -326,9 +327,10 @@ def _reshape_only(fn: Function) -> bool:
 _RESHAPES = frozenset({"reshape", "nn.batch_flatten"})
 
 
-class BuildResult(tuple):
-    """``(graph_json, lib, params)``, also with ``.kernels``: per kernel, its name, task and whether a tuning
-    record was applied; and ``.summary``, the line that ended the build."""
+class BuildResult(GraphExecutorFactoryModule):
+    """``(graph_json, lib, params)`` and TVM's factory module (``res["default"](dev)`` makes an executor,
+    ``res.export_library(path)`` writes the model as one library), also with ``.kernels``: per kernel, its name,
+    task and whether a tuning record was applied; and ``.summary``, the line that ended the build."""
 
     kernels: list[dict]
     summary: str
@@ -370,10 +372,61 @@ def build(mod: IRModule | Function, target: Any = "llvm", params: dict[str, Any]
                     f"uses tuning record {k['record_id']}" if k["tuned"] else "uses its default schedule")
     line, warn = build_summary(kernels, gb.kernels, target)
     summary_logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
-    res = BuildResult((graph_json, lib, out_params))
+    res = BuildResult(graph_json, lib, out_params)
     res.kernels = kernels
     res.summary = line
     return res
+
+
+EXECUTOR_KINDS = ("graph", "debug", "vm", "aot")
+
+
+class Executor:
+    """What TVM's ``relay.create_executor(kind, mod, device, target, params)`` returns: ``evaluate()`` builds the
+    model (under the current PassContext) and gives a function of its inputs that runs it. Every kind runs the
+    compiled graph in the graph executor: TVM's interpreter ("debug"), VM and AOT compute the same values."""
+
+    def __init__(self, kind: str, mod: IRModule | Function | None, device: Device | None, target: Any,
+                 params: dict[str, Any] | None):
+        if kind not in EXECUTOR_KINDS:
+            raise ValueError(f"create_executor: unknown kind {kind!r} (one of {', '.join(EXECUTOR_KINDS)})")
+        self.kind = kind
+        self.mod = mod
+        self.device = device if device is not None else cpu(0)
+        self.target = target
+        self.params = dict(params or {})
+
+    def evaluate(self, expr: Expr | None = None, binds: dict | None = None) -> Callable[..., Any]:
+        """A function that runs the model (``expr`` instead of ``mod["main"]`` when given): its inputs
+        positionally in the order of the function's parameters (those not bound by ``params``) or by name;
+        it returns the output as an NDArray, a tuple of them when the model has several."""
+        if binds:
+            raise ValueError("create_executor(...).evaluate: binds is not supported; pass the values as params")
+        if expr is None and self.mod is None:
+            raise ValueError("create_executor(...).evaluate(): give a module to create_executor or an expression here")
+        mod = _as_module(expr if expr is not None else self.mod)
+        names = [v.name_hint for v in mod["main"].params if v.name_hint not in self.params]
+        executor = build(mod, self.target, self.params)["default"](self.device)
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > len(names):
+                raise TypeError(f"the model takes {len(names)} inputs ({', '.join(names)}), got {len(args)}")
+            inputs = {**dict(zip(names, args)), **kwargs}
+            missing = [n for n in names if n not in inputs]
+            if missing:
+                raise TypeError(f"the model's input{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                                f"{'were' if len(missing) > 1 else 'was'} not given")
+            executor.run(**inputs)
+            outs = [NDArray(executor.get_output(i).numpy(), self.device) for i in range(executor.get_num_outputs())]
+            return outs[0] if len(outs) == 1 else tuple(outs)
+
+        return run
+
+
+def create_executor(kind: str = "debug", mod: IRModule | Function | None = None, device: Device | None = None,
+                    target: Any = "llvm", params: dict[str, Any] | None = None) -> Executor:
+    """TVM's ``relay.create_executor``: ``create_executor("graph", mod, cpu(0), "llvm", params).evaluate()(x)``."""
+    return Executor(kind, mod, device, target, params)
 
 
 def build_summary(kernels: list[dict], built: dict, target: Target | str) -> tuple[str, bool]:
@@ -426,4 +479,5 @@ def _kernels(n: int) -> str:
     return f"{n} kernel{'s' if n != 1 else ''}"
 
 
-__all__ = ["BuildResult", "TaskList", "build", "build_summary", "extract_tasks", "optimize"]
+__all__ = ["BuildResult", "Executor", "TaskList", "build", "build_summary", "create_executor", "extract_tasks",
+           "optimize"]

@@ -1,0 +1,218 @@
+"""TVM's relay deployment flow, as its tutorials write it (relay_quick_start, from_onnx, autotvm_relay_x86):
+``relay.build`` returns a factory module (``lib["default"](dev)``, ``export_library`` of the whole model,
+``runtime.load_module`` of it), ``graph_executor.GraphModule`` wraps the executor, ``get_output(i, out)``
+answers ``.numpy()``, ``relay.build_module.create_executor(...).evaluate()`` runs a model, and
+``tvm.transform.PassContext`` is the context relay's passes read. ``tvm`` is autosched, mapped by name."""
+
+import json
+import logging
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import autosched as tvm
+from _onnx_models import make_espcn, make_resnet18, run_onnxruntime
+from autosched import relay
+from autosched.contrib import graph_executor, utils
+from autosched.runtime.graph_executor import OutputArray
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    model = make_resnet18(image=32, width=8, num_classes=10)
+    mod, params = relay.frontend.from_onnx(model, {"data": (1, 3, 32, 32)})
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 3, 32, 32)).astype("float32")
+    return model, mod, params, x
+
+
+@pytest.fixture(scope="module")
+def built(resnet):
+    _, mod, params, _ = resnet
+    with tvm.transform.PassContext(opt_level=3):
+        return relay.build(mod, "llvm", params=params)
+
+
+def test_quick_start_flow_builds_runs_exports_and_loads_the_model(resnet, built, tmp_path):
+    """relay_quick_start.py, unedited but for the model and the target: build, run through
+    ``GraphModule(lib["default"](dev))``, export as ``.tar``, load, run with an NDArray, same output."""
+    model, _, _, data = resnet
+    lib = built
+    dev = tvm.cpu()
+    module = graph_executor.GraphModule(lib["default"](dev))
+    module.set_input("data", data)
+    module.run()
+    out = module.get_output(0, tvm.nd.empty((1, 10))).numpy()
+    np.testing.assert_allclose(out, run_onnxruntime(model, {"data": data})[0], rtol=1e-4, atol=1e-5)
+
+    temp = utils.tempdir()
+    path_lib = temp.relpath("deploy_lib.tar")
+    lib.export_library(path_lib)
+    assert temp.listdir() == ["deploy_lib.tar"]
+    with tarfile.open(path_lib) as t:
+        assert t.getnames() == ["lib.so"]  # one shared library: kernels, graph JSON and parameters
+    loaded_lib = tvm.runtime.load_module(path_lib)
+    input_data = tvm.nd.array(data)
+    module = graph_executor.GraphModule(loaded_lib["default"](dev))
+    module.run(data=input_data)
+    out_deploy = module.get_output(0).numpy()
+    tvm.testing.assert_allclose(out_deploy, out, atol=1e-5)
+
+    # the loaded model exported again (a copy) and as a plain .so
+    loaded_lib.export_library(tmp_path / "again.so")
+    lib.export_library(tmp_path / "model.so")
+    for path in ("again.so", "model.so"):
+        m = graph_executor.GraphModule(tvm.runtime.load_module(tmp_path / path)["default"](dev))
+        m.run(data=data)
+        np.testing.assert_array_equal(m.get_output(0), out_deploy)
+
+
+def test_an_exported_model_runs_where_llvmlite_is_absent(resnet, built, tmp_path):
+    """The one-file model is what a deployer ships: a process without llvmlite loads and runs it."""
+    _, _, _, data = resnet
+    built.export_library(tmp_path / "model.so")
+    np.save(tmp_path / "x.npy", data)
+    code = ("import sys; sys.modules['llvmlite'] = None\n"
+            "import numpy as np\n"
+            "import autosched as tvm\n"
+            "from autosched.contrib import graph_executor\n"
+            f"lib = tvm.runtime.load_module({str(tmp_path / 'model.so')!r})\n"
+            "m = graph_executor.GraphModule(lib['default'](tvm.cpu(0)))\n"
+            f"m.set_input('data', np.load({str(tmp_path / 'x.npy')!r})); m.run()\n"
+            f"np.save({str(tmp_path / 'y.npy')!r}, m.get_output(0).numpy())\n"
+            "assert 'llvmlite' not in sys.modules or sys.modules['llvmlite'] is None\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path, env={"PYTHONPATH": str(ROOT),
+                                                                              "PATH": "/usr/bin:/bin"})
+    want = graph_executor.GraphModule(built["default"](tvm.cpu()))
+    want.run(data=data)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want.get_output(0))
+
+
+def test_the_build_result_is_still_the_tuple_and_has_tvms_getters(built):
+    graph_json, lib, params = built
+    assert built.get_graph_json() is graph_json and built.get_lib() is lib and built.get_params() is params
+    assert built.graph_json is graph_json and built[1] is lib and len(built) == 3
+    assert json.loads(graph_json)["heads"] and built.libmod_name == "default"
+    kernel = lib.function_names[0]
+    assert built[kernel] is lib.get_function(kernel)  # another name: that kernel
+    m = built["default"]()  # the device may be left out
+    assert isinstance(m, graph_executor.GraphModule)
+    assert graph_executor.GraphModule(m)._entries is m._entries  # wrapping the executor shares it
+    assert m["run"] == m.run and m["get_num_outputs"]() == 1  # TVM's executor functions by name
+    with pytest.raises(AttributeError, match="no function 'nope'"):
+        m["nope"]
+
+
+def test_get_output_is_numpy_with_tvms_numpy_method_or_fills_out(resnet, built):
+    _, _, _, data = resnet
+    m = graph_executor.GraphModule(built["default"](tvm.cpu(0)))
+    m.run(data=data)
+    y = m.get_output(0)
+    assert isinstance(y, OutputArray) and isinstance(y, np.ndarray) and y.shape == (1, 10)
+    assert type(y.numpy()) is np.ndarray and type(y.asnumpy()) is np.ndarray
+    np.testing.assert_array_equal(y.numpy(), y)
+    out = np.zeros((1, 10), "float32")
+    assert m.get_output(0, out) is out
+    np.testing.assert_array_equal(out, y)
+    with pytest.raises(ValueError, match=r"out has shape \(10,\), the output \(1, 10\)"):
+        m.get_output(0, tvm.nd.empty((10,)))
+    np.testing.assert_array_equal(m.get_input("data").numpy(), data)
+
+
+def test_a_device_the_library_does_not_run_on_is_refused(built):
+    with pytest.raises(ValueError, match=r"built for the CPU and cannot run on cuda\(0\)"):
+        built["default"](tvm.cuda(0))
+    with pytest.raises(TypeError, match="expected a device"):
+        built["default"]("llvm")
+    with pytest.raises(TypeError, match=r"GraphModule\(relay.build\(...\)\['default'\]\(dev\)\)"):
+        graph_executor.GraphModule(built.graph_json)
+
+
+def test_load_module_refuses_a_tar_it_did_not_write(tmp_path):
+    (tmp_path / "a.txt").write_text("x")
+    with tarfile.open(tmp_path / "other.tar", "w") as t:
+        t.add(tmp_path / "a.txt", arcname="a.txt")
+    with pytest.raises(ValueError, match=r"other.tar is not a library written by export_library .* holds a.txt"):
+        tvm.runtime.load_module(tmp_path / "other.tar")
+    (tmp_path / "broken.tar").write_bytes(b"not a tar")
+    with pytest.raises(ValueError, match="cannot read .*broken.tar as a tar"):
+        tvm.runtime.load_module(tmp_path / "broken.tar")
+
+
+def test_a_kernel_library_exports_to_a_tar_too(tmp_path):
+    """``tvm.build(...).export_library("f.tar")`` (TVM's tutorials write both suffixes)."""
+    A = tvm.te.placeholder((16,), name="A")
+    B = tvm.te.compute((16,), lambda i: A[i] + 1, name="B")
+    f = tvm.build(tvm.te.create_schedule(B.op), [A, B], "llvm", name="add_one")
+    f.export_library(tmp_path / "f.tar")
+    g = tvm.runtime.load_module(tmp_path / "f.tar")
+    a, b = np.arange(16, dtype="float32"), np.zeros(16, "float32")
+    g["add_one"](a, b)
+    np.testing.assert_array_equal(b, a + 1)
+    g.export_library(tmp_path / "g.tar")  # a loaded library is copied, still as a tar
+    with tarfile.open(tmp_path / "g.tar") as t:
+        assert t.getnames() == ["lib.so"]
+
+
+def test_create_executor_runs_a_model_as_from_onnx_does():
+    """from_onnx.py: ``relay.build_module.create_executor("graph", mod, tvm.cpu(0), target, params)
+    .evaluate()`` under ``PassContext(opt_level=1)``, called with an NDArray."""
+    model = make_espcn(image=16, upscale=2)
+    x = np.random.default_rng(1).random((1, 3, 16, 16)).astype("float32")
+    name = model.graph.input[0].name
+    mod, params = relay.frontend.from_onnx(model, {name: x.shape})
+    with tvm.transform.PassContext(opt_level=1):
+        executor = relay.build_module.create_executor("graph", mod, tvm.cpu(0), "llvm", params).evaluate()
+    tvm_output = executor(tvm.nd.array(x)).numpy()
+    np.testing.assert_allclose(tvm_output, run_onnxruntime(model, {name: x})[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(executor(**{name: x}).numpy(), tvm_output)  # by name, numpy in
+    with pytest.raises(TypeError, match=f"the model's input {name} was not given"):
+        executor()
+    with pytest.raises(TypeError, match="takes 1 inputs"):
+        executor(x, x)
+    with pytest.raises(ValueError, match="unknown kind 'jit'"):
+        relay.create_executor("jit", mod)
+
+
+def test_create_executor_of_an_expression_with_two_outputs():
+    a = relay.var("a", shape=(4,))
+    b = relay.var("b", shape=(4,))
+    f = relay.Function([a, b], relay.Tuple([relay.add(a, b), relay.multiply(a, b)]))
+    run = relay.create_executor("debug", device=tvm.cpu(0)).evaluate(f)
+    x, y = np.arange(4, dtype="float32"), np.full(4, 2, "float32")
+    s, p = run(x, y)
+    assert isinstance(s, tvm.nd.NDArray)
+    np.testing.assert_array_equal(s.numpy(), x + y)
+    np.testing.assert_array_equal(p.numpy(), x * y)
+
+
+def _layouts(graph_json: str) -> set:
+    return {len(s) for s in json.loads(graph_json)["attrs"]["shape"][1]}
+
+
+def test_tvms_pass_context_is_the_one_relay_reads(resnet, caplog):
+    """``tvm.transform.PassContext`` and ``relay.transform.PassContext`` are one class: its opt_level and
+    disabled_pass decide relay.build's passes (AlterOpLayout's blocked layouts are 5-d); a pass or option
+    autosched does not have is logged once as having no effect."""
+    _, mod, params, _ = resnet
+    assert relay.transform.PassContext is tvm.transform.PassContext
+    assert 5 in _layouts(relay.build(mod, "llvm", params=params).graph_json)  # opt_level 3 by default
+    with tvm.transform.PassContext(opt_level=3, disabled_pass=["AlterOpLayout"]):
+        assert 5 not in _layouts(relay.build(mod, "llvm", params=params).graph_json)
+    with tvm.transform.PassContext(opt_level=2):
+        assert 5 not in _layouts(relay.build(mod, "llvm", params=params).graph_json)
+    caplog.set_level(logging.INFO, logger="autosched.transform")
+    with tvm.transform.PassContext(disabled_pass=["FoldScaleAxis", "FuseOps"], config={"relay.winograd": False,
+                                                                                      "tir.noalias": True}):
+        pass
+    said = [r.getMessage() for r in caplog.records]
+    assert any("disabled_pass 'FoldScaleAxis' has no effect" in m for m in said)
+    assert any("config 'tir.noalias' has no effect" in m for m in said)
+    assert not any("FuseOps" in m or "relay.winograd" in m for m in said)
+    with pytest.raises(TypeError, match="lists of pass names"):
+        tvm.transform.PassContext(disabled_pass="AlterOpLayout")
