@@ -54,6 +54,10 @@ def __getattr__(name: str):
         from autosched.relay import extract_tasks
 
         return extract_tasks
+    if name == "auto_scheduler":  # TVM's auto_scheduler names over the search, the database and relay
+        import autosched.auto_scheduler as auto_scheduler
+
+        return auto_scheduler
     if name == "tune_tasks":
         from autosched.search import tune_tasks
 

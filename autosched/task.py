@@ -16,7 +16,7 @@ from typing import Any
 
 from autosched.space import make_space
 from autosched.target import Target
-from autosched.te.analysis import flop_count, structural_hash
+from autosched.te.analysis import ComputeDAG, flop_count, structural_hash
 from autosched.te.schedule import Schedule, create_schedule
 from autosched.te.tensor import Tensor
 from autosched.te.trace import Trace
@@ -92,6 +92,11 @@ class Task:
                                separators=(",", ":"))
             self._key = hashlib.sha256(canon.encode()).hexdigest()
         return self._key
+
+    @property
+    def compute_dag(self) -> ComputeDAG:
+        """The computation, one stage a line (TVM's ``print(task.compute_dag)``)."""
+        return ComputeDAG(self.tensors())
 
     @property
     def flop(self) -> int:

@@ -223,6 +223,10 @@ class TuningRecord:
         if not isinstance(obj, dict):
             raise LogFormatError(f"a record is a JSON object, got {type(obj).__name__}")
         missing = [k for k in _REQUIRED if k not in obj]
+        if {"i", "r"} <= obj.keys() or {"input", "config", "result"} <= obj.keys():
+            raise LogFormatError(f"a TVM {'auto_scheduler' if 'i' in obj else 'AutoTVM'} record: autosched's "
+                                 f"records are its own (schedules as traces of its steps), so TVM's logs do not "
+                                 f"load; tune again with autosched")
         if "v" in missing:
             raise LogFormatError("no record-format version ('v' field); not an autosched tuning record")
         v = obj["v"]

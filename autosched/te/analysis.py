@@ -1,4 +1,5 @@
-"""Whole-computation facts: a canonical structural form (for workload keys) and FLOP counts."""
+"""Whole-computation facts: a canonical structural form (for workload keys), FLOP counts, and the computation
+printed one stage a line (:class:`ComputeDAG`)."""
 
 from __future__ import annotations
 
@@ -127,3 +128,34 @@ def flop_count(outputs: Sequence[Tensor | Operation]) -> int:
         else:
             total += size * sum(_arith_ops(b) for b in op.bodies)
     return total
+
+
+class ComputeDAG:
+    """The computation producing ``tensors``, printed one stage a line as TVM's auto_scheduler shows it:
+    ``A = PLACEHOLDER [1024, 1024]`` for an input, ``C(i, j) += (A[i, k]*B[k, j])`` for a sum."""
+
+    def __init__(self, tensors: Sequence[Tensor]):
+        self.tensors = list(tensors)
+        self.ops = _ops(self.tensors)
+
+    @property
+    def flop_ct(self) -> int:
+        return flop_count(self.tensors)
+
+    def __str__(self) -> str:
+        lines = []
+        for op in self.ops:
+            if isinstance(op, PlaceholderOp):
+                lines.append(f"{op.name} = PLACEHOLDER [{', '.join(str(d) for d in op.shape)}]")
+            elif isinstance(op, ComputeOp):
+                axes = ", ".join(a.var.name for a in op.axis)
+                b = op.body
+                if isinstance(b, E.Reduce) and b.combiner.name == "sum" and len(b.sources) == 1:
+                    lines.append(f"{op.name}({axes}) += {b.source}")
+                else:
+                    lines.append(f"{op.name}({axes}) = {b}")
+            else:
+                lines.append(f"{op.name} = {type(op).__name__}")
+        return "\n".join(lines) + "\n"
+
+    __repr__ = __str__
