@@ -59,8 +59,111 @@ CASES = {
     "QuickGelu": lambda: _model("QuickGelu", X, {}, ["x"], ["y"], alpha=1.5),
 }
 
+F, I = TensorProto.FLOAT, TensorProto.INT32
+B, S, HEADS = 2, 5, 4
+
+
+def _typed_model(op: str, inputs: dict[str, tuple[tuple, int]], inits: dict[str, np.ndarray], order: list[str],
+                 outputs: list[str], **attrs):
+    """One com.microsoft node with typed graph inputs (name -> (shape, element type)) and initializers."""
+    node = helper.make_node(op, order, outputs, domain="com.microsoft", **attrs)
+    graph = helper.make_graph(
+        [node], op, [helper.make_tensor_value_info(n, t, list(shape)) for n, (shape, t) in inputs.items()],
+        [helper.make_tensor_value_info(o, F if k != 1 or op != "EmbedLayerNormalization" else I, None)
+         for k, o in enumerate(outputs) if o],
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def _weights(cols: int = 3 * D) -> dict[str, np.ndarray]:
+    return {"w": (R.standard_normal((D, cols)) / np.sqrt(D)).astype(np.float32),
+            "b": (R.standard_normal(cols) * 0.1).astype(np.float32)}
+
+
+XS = {"x": ((B, S, D), F)}
+#: com.microsoft Attention in each mask form, with a past state, a bias on the scores, unequal V size; and
+#: EmbedLayerNormalization with and without segments, mask and position ids; inputs made by _attention_inputs
+ATTENTION_CASES = {
+    "Attention, 2-D mask": lambda: _typed_model("Attention", {**XS, "mask": ((B, S), I)}, _weights(),
+                                                ["x", "w", "b", "mask"], ["y"], num_heads=HEADS),
+    "Attention, lengths, causal": lambda: _typed_model("Attention", {**XS, "lens": ((B,), I)}, _weights(),
+                                                       ["x", "w", "b", "lens"], ["y"], num_heads=HEADS,
+                                                       unidirectional=1),
+    "Attention, ends and starts": lambda: _typed_model("Attention", {**XS, "ends": ((2 * B,), I)}, _weights(),
+                                                       ["x", "w", "b", "ends"], ["y"], num_heads=HEADS),
+    "Attention, 3-D mask and a bias": lambda: _typed_model(
+        "Attention", {**XS, "mask": ((B, S, S), I), "rel": ((1, HEADS, S, S), F)}, _weights(),
+        ["x", "w", "b", "mask", "", "rel"], ["y"], num_heads=HEADS, scale=0.2),
+    "Attention, past and present": lambda: _typed_model(
+        "Attention", {**XS, "mask": ((B, S + 3), I), "past": ((2, B, HEADS, 3, D // HEADS), F)}, _weights(),
+        ["x", "w", "b", "mask", "past"], ["y", "present"], num_heads=HEADS, unidirectional=1),
+    "Attention, smaller V": lambda: _typed_model(
+        "Attention", XS, _weights(2 * D + 24), ["x", "w", "b"], ["y"], num_heads=HEADS, qkv_hidden_sizes=[D, D, 24]),
+    "EmbedLayerNormalization": lambda: _typed_model(
+        "EmbedLayerNormalization", {"ids": ((B, S), I), "seg": ((B, S), I), "mask": ((B, S), I)},
+        {"word": _table(30), "pos": _table(16), "segt": _table(2), "gamma": _vec(), "beta": _vec()},
+        ["ids", "seg", "word", "pos", "segt", "gamma", "beta", "mask"], ["y", "mask_index", "sum"], epsilon=1e-5),
+    "EmbedLayerNormalization, position ids, no segments": lambda: _typed_model(
+        "EmbedLayerNormalization", {"ids": ((B, S), I), "pos_ids": ((B, S), I)},
+        {"word": _table(30), "pos": _table(16), "gamma": _vec(), "beta": _vec()},
+        ["ids", "", "word", "pos", "", "gamma", "beta", "", "pos_ids"], ["y", "mask_index"]),
+}
+
+
+def _table(rows: int) -> np.ndarray:
+    return (R.standard_normal((rows, D)) * 0.5).astype(np.float32)
+
+
+def _attention_inputs(model) -> dict[str, np.ndarray]:
+    """Inputs in each input's valid range: 0/1 masks with a padded tail, lengths, ends then starts, ids."""
+    out = {}
+    for vi in model.graph.input:
+        shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        if vi.type.tensor_type.elem_type == F:
+            out[vi.name] = R.standard_normal(shape).astype(np.float32)
+        elif vi.name == "mask":
+            m = (R.random(shape) > 0.3).astype(np.int32)
+            m[..., 0] = 1
+            m[0, ..., -1] = 0
+            out[vi.name] = m
+        elif vi.name == "lens":
+            out[vi.name] = np.array([S, 2], np.int32)
+        elif vi.name == "ends":
+            out[vi.name] = np.array([S, 4, 0, 1], np.int32)  # ends of each sample, then starts
+        elif vi.name == "seg":
+            out[vi.name] = R.integers(0, 2, shape).astype(np.int32)
+        elif vi.name == "pos_ids":
+            out[vi.name] = R.integers(0, 16, shape).astype(np.int32)
+        else:
+            out[vi.name] = R.integers(0, 30, shape).astype(np.int32)
+    return out
+
+
+@pytest.mark.parametrize("case", list(ATTENTION_CASES))
+def test_onnxruntimes_attention_and_embeddings_match_it(case: str) -> None:
+    model = ATTENTION_CASES[case]()
+    inputs = _attention_inputs(model)
+    for got, want in zip(_run(model, inputs), run_onnxruntime(model, inputs)):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_an_attention_form_onnxruntime_has_and_autosched_does_not_is_named() -> None:
+    model = _typed_model("Attention", {**XS, "mask": ((B, 1, S, S), I)}, _weights(), ["x", "w", "b", "mask"], ["y"],
+                         num_heads=HEADS)
+    with pytest.raises(OnnxImportError, match=r"mask_index of shape \[2, 1, 5, 5\] is not one of the supported"):
+        from_onnx(model)
+    model = _typed_model("Attention", XS, _weights(), ["x", "w", "b"], ["y"], num_heads=HEADS, do_rotary=1)
+    with pytest.raises(OnnxImportError, match="do_rotary=1 is not supported"):
+        from_onnx(model)
+
+
 #: the converters these tests cover, as the importer names them (domain.op_type outside the default domain)
-CONTRIB_OPS = {"SimplifiedLayerNormalization"} | {f"com.microsoft.{case.split()[0]}" for case in CASES
+CONTRIB_OPS = {"SimplifiedLayerNormalization"} | {f"com.microsoft.{case.split()[0].rstrip(',')}"
+                                                   for case in [*CASES, *ATTENTION_CASES]
                                                    if case != "SimplifiedLayerNormalization"}
 
 

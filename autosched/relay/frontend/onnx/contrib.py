@@ -1,6 +1,7 @@
 """ONNX converters of onnxruntime's fused transformer ops, as ``onnxruntime.transformers.optimizer`` writes them
-into BERT- and GPT-style models: com.microsoft SkipLayerNormalization, SkipSimplifiedLayerNormalization,
-BiasGelu, FastGelu, Gelu and QuickGelu, and SimplifiedLayerNormalization (onnxruntime's, in the default domain).
+into BERT- and GPT-style models: com.microsoft Attention, EmbedLayerNormalization, SkipLayerNormalization,
+SkipSimplifiedLayerNormalization, BiasGelu, FastGelu, Gelu and QuickGelu, and SimplifiedLayerNormalization
+(onnxruntime's, in the default domain).
 Each is the composition of default-domain ops it fuses, converted by their converters, so it fuses as they do."""
 
 from __future__ import annotations
@@ -84,3 +85,131 @@ def _quick_gelu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     x = g.tensor(node.input[0])
     alpha = relay_ir.const(np.array(attrs.get("alpha", 1.702), dtype=g.dtype(node.input[0])))
     return relay_op.multiply(x, relay_op.sigmoid(relay_op.multiply(x, alpha)))
+
+
+def _additive_mask(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, batch: int, seq: int, past: int,
+                   dtype: str) -> Expr | None:
+    """onnxruntime's masks as one float bias added to the scores ([batch or 1, 1, seq or 1, total]):
+    ``mask_filter_value`` (-10000) where ``mask_index`` masks a key (a 2-D raw 0/1 mask, 3-D per query, 1-D
+    valid lengths, or 1-D ends then starts) and again past the causal frontier with ``unidirectional``, as
+    onnxruntime adds them (a fully masked row averages its values, as there)."""
+    total = past + seq
+    fill = float(attrs.get("mask_filter_value", -10000.0))
+    keys = relay_ir.const(np.arange(total, dtype=np.int32).reshape(1, total))
+    name = g.optional(node, 3)
+    bias = None
+    if name is not None:
+        shape = tuple(g.shape(name))
+        m = relay_op.cast(g.tensor(name), "int32")
+        if shape in ((batch, total), (batch, seq, total)):  # 0/1 masks: a key takes part where the mask is > 0
+            allowed = relay_op.reshape(relay_op.compare("greater", m, relay_ir.const(np.int32(0))),
+                                       (batch, 1, seq if len(shape) == 3 else 1, total))
+        elif shape == (batch,):
+            allowed = relay_op.compare("less", keys, relay_op.reshape(m, (batch, 1)))
+            allowed = relay_op.reshape(allowed, (batch, 1, 1, total))
+        elif shape == (2 * batch,):
+            ends = relay_op.strided_slice(m, begin=[0], end=[batch], strides=[1], axes=[0])
+            starts = relay_op.strided_slice(m, begin=[batch], end=[2 * batch], strides=[1], axes=[0])
+            allowed = relay_op.compare("logical_and",
+                                       relay_op.compare("less", keys, relay_op.reshape(ends, (batch, 1))),
+                                       relay_op.compare("greater_equal", keys, relay_op.reshape(starts, (batch, 1))))
+            allowed = relay_op.reshape(allowed, (batch, 1, 1, total))
+        else:
+            g._fail(f"mask_index of shape {list(shape)} is not one of the supported forms: [batch] lengths, "
+                    f"[2 * batch] ends and starts, [batch, total] or [batch, seq, total] 0/1 masks "
+                    f"(batch {batch}, seq {seq}, total {total})")
+        bias = relay_op.where(allowed, relay_ir.const(np.zeros((), dtype)), relay_ir.const(np.array(fill, dtype)))
+    if int(attrs.get("unidirectional", 0)):
+        future = np.arange(total)[None, :] > np.arange(seq)[:, None] + past
+        causal = relay_ir.const(np.where(future, fill, 0).astype(dtype).reshape(1, 1, seq, total))
+        bias = causal if bias is None else relay_op.add(bias, causal)
+    return bias
+
+
+@register(_MS + "Attention")
+def _ms_attention(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> list[Expr | None]:
+    """onnxruntime's BERT/GPT-2 attention: the input times the packed Q, K, V weights (+ bias), split into
+    ``num_heads`` heads, scaled dot-product attention with ``mask_index``, ``unidirectional`` (as an additive
+    ``mask_filter_value``), ``attention_bias`` and a ``past`` state [2, batch, heads, past, size] (``present``
+    is it with this step's keys and values appended), as the default-domain Attention it generalises."""
+    if int(attrs.get("do_rotary", 0)):
+        g._fail("do_rotary=1 is not supported (export the rotary embedding as its own op)")
+    if int(attrs.get("past_present_share_buffer", 0)):
+        g._fail("past_present_share_buffer=1 (a preallocated cache written in place) is not supported")
+    heads = int(attrs.get("num_heads", 0))
+    xs = tuple(g.shape(node.input[0]))
+    ws = tuple(g.shape(node.input[1]))
+    if len(xs) != 3 or len(ws) != 2 or ws[0] != xs[2]:
+        g._fail(f"input {list(xs)} and weights {list(ws)} must be [batch, seq, hidden] and [hidden, q+k+v sizes]")
+    sizes = [int(s) for s in attrs.get("qkv_hidden_sizes", [])] or [ws[1] // 3] * 3
+    if sum(sizes) != ws[1] or sizes[0] != sizes[1] or heads < 1 or any(s % heads for s in sizes):
+        g._fail(f"qkv_hidden_sizes {sizes} must sum to the weights' {ws[1]} columns, with Q and K alike, each a "
+                f"multiple of num_heads={heads}")
+    batch, seq = xs[:2]
+    dtype = g.dtype(node.input[0])
+    qkv = g.convert_as(node, "MatMul", [node.input[0], node.input[1]], {})
+    bias = g.optional(node, 2)
+    if bias is not None:
+        qkv = relay_op.add(qkv, g.tensor(bias))
+    ends = np.cumsum([0] + sizes)
+    q, k, v = (relay_op.strided_slice(qkv, begin=[int(ends[i])], end=[int(ends[i + 1])], strides=[1], axes=[2])
+               for i in range(3))
+    past_name = g.optional(node, 4)
+    past_k = past_v = ""
+    past = 0
+    if past_name is not None:
+        ps = tuple(g.shape(past_name))
+        if len(ps) != 5 or ps[0] != 2 or ps[1] != batch or ps[2] != heads:
+            g._fail(f"past of shape {list(ps)} is not [2, batch {batch}, heads {heads}, past, size]")
+        past = ps[3]
+        p = g.tensor(past_name)
+        past_k, past_v = (relay_op.reshape(relay_op.strided_slice(p, begin=[i], end=[i + 1], strides=[1], axes=[0]),
+                                           ps[1:]) for i in (0, 1))
+    mask = _additive_mask(g, node, attrs, batch, seq, past, dtype)
+    extra = g.optional(node, 5)
+    if extra is not None:
+        mask = g.tensor(extra) if mask is None else relay_op.add(mask, g.tensor(extra))
+    sdpa = {"q_num_heads": heads, "kv_num_heads": heads}
+    if "scale" in attrs:
+        sdpa["scale"] = float(attrs["scale"])
+    out, present_k, present_v, _ = g.convert_as(node, "Attention", [q, k, v, mask if mask is not None else "",
+                                                                    past_k, past_v], sdpa)
+    present = None
+    if len(node.output) > 1 and node.output[1]:
+        if sizes[0] != sizes[2]:
+            g._fail(f"present needs K and V of one size, got qkv_hidden_sizes {sizes}")
+        cache = (1, batch, heads, past + seq, sizes[0] // heads)
+        present = relay_op.concatenate([relay_op.reshape(present_k, cache), relay_op.reshape(present_v, cache)], 0)
+    return [out, present]
+
+
+@register(_MS + "EmbedLayerNormalization")
+def _embed_layer_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> list[Expr | None]:
+    """BERT's embeddings: word, position (``position_ids``, else 0..seq-1) and segment embeddings summed, then layer
+    normalisation; outputs 1 and 2 are each sample's mask sum (``mask_index``, zeros without a mask) and the sum."""
+    ids = node.input[0]
+    batch, seq = tuple(g.shape(ids))
+    total = relay_op.take(g.tensor(node.input[2]), relay_op.cast(g.tensor(ids), "int32"), axis=0)
+    pos_ids = g.optional(node, 8)
+    table = g.tensor(node.input[3])
+    if pos_ids is not None:
+        pos = relay_op.take(table, relay_op.cast(g.tensor(pos_ids), "int32"), axis=0)
+    else:
+        pos = relay_op.strided_slice(table, begin=[0], end=[seq], strides=[1], axes=[0])
+    total = relay_op.add(total, pos)
+    seg_ids, seg_table = g.optional(node, 1), g.optional(node, 4)
+    if (seg_ids is None) != (seg_table is None):
+        g._fail("segment_ids and segment_embedding must be given together")
+    if seg_ids is not None:
+        total = relay_op.add(total, relay_op.take(g.tensor(seg_table), relay_op.cast(g.tensor(seg_ids), "int32"),
+                                                  axis=0))
+    out = g.convert_as(node, "LayerNormalization", [total, node.input[5], node.input[6]],
+                       {"axis": -1, "epsilon": float(attrs.get("epsilon", 1e-12))})
+    mask = g.optional(node, 7)
+    mask_index = None
+    if len(node.output) > 1 and node.output[1]:
+        if mask is None:
+            mask_index = relay_ir.const(np.zeros(batch, np.int32))
+        else:
+            mask_index = relay_op.sum(relay_op.cast(g.tensor(mask), "int32"), axis=1)
+    return [out, mask_index, total]
