@@ -58,6 +58,10 @@ def __getattr__(name: str):
         import autosched.auto_scheduler as auto_scheduler
 
         return auto_scheduler
+    if name == "autotvm":  # TVM's autotvm names over the template spaces and the search
+        import autosched.autotvm as autotvm
+
+        return autotvm
     if name == "tune_tasks":
         from autosched.search import tune_tasks
 

@@ -49,7 +49,7 @@ LAYERS: list[set[str]] = [
     {"measure", "database", "cost_model"},  # beside each other: none imports another
     {"search"},
     {"relay"},
-    {"auto_scheduler"},  # TVM's auto_scheduler names over the search, the database and relay
+    {"auto_scheduler", "autotvm"},  # TVM's tuning names over the search, the database and relay
     {"cli"},
 ]
 MUTUAL = {frozenset({"te", "tir"})}  # same layer and allowed to import each other

@@ -7,7 +7,7 @@ Accepted everywhere a database is named (``Database(...)``, ``apply_history_best
 - an SQLAlchemy URL: ``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite://`` (in memory),
   ``postgresql://user:pass@host:5432/dbname`` (the psycopg 3 driver is used; ``postgresql+psycopg://``
   says so explicitly).
-- a path: ``tuning.db`` or any other name is an SQLite file; ``*.jsonl`` / ``*.json`` is a JSON-lines
+- a path: ``tuning.db`` or any other name is an SQLite file; ``*.jsonl`` / ``*.json`` / ``*.log`` is a JSON-lines
   tuning log (read into memory; new records are appended to the file).
 - ``":memory:"``: a private in-memory SQLite database.
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENV_VAR = "AUTOSCHED_DB"
-LOG_SUFFIXES = (".jsonl", ".json")
+LOG_SUFFIXES = (".jsonl", ".json", ".log")  # .log: AutoTVM's tutorials name their logs so
 
 
 def default_data_dir() -> Path:

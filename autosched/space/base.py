@@ -249,6 +249,12 @@ class Space(abc.ABC):
     def size(self) -> int:
         """How many distinct points the space has (exact for templates, an estimate for sketches)."""
 
+    def __len__(self) -> int:
+        return self.size()
+
+    def __bool__(self) -> bool:  # a space is an object, not a container: no size estimate for a truth test
+        return True
+
     def _execute(self, run: DecisionRun) -> Trace:
         sch, args = self.task.schedule()
         run.sch = sch

@@ -119,6 +119,13 @@ class TemplateSpace(Space):
     def __len__(self) -> int:
         return self._size
 
+    def __str__(self) -> str:
+        """The knobs one a line, as AutoTVM prints a config space."""
+        lines = [f"ConfigSpace (len={self._size}, template of {self.task.name} on {self.task.target.kind}):"]
+        lines += [f"  {i:3d} {k.name}: {k.kind}, {len(k)} candidates, e.g. {list(k.candidates[:3])}"
+                  for i, k in enumerate(self.knobs)]
+        return "\n".join(lines)
+
     # ----------------------------------------------------------- indices
     def point_at(self, index: int) -> Point:
         """The configuration with this index (the first knob varies fastest)."""

@@ -72,8 +72,9 @@ def astext(expr: Expr, indent: str = "") -> str:
     return f"fn ({head}){prim} {{\n" + "\n".join(lines) + ("\n" if lines else "") + f"{indent}  {out}\n{indent}}}"
 
 
-def module_astext(mod: IRModule) -> str:
-    """``def @main(...) { ... }`` for each global function of ``mod``."""
+def module_astext(mod: IRModule, show_meta_data: bool = True, annotate: object = None) -> str:
+    """``def @main(...) { ... }`` for each global function of ``mod`` (TVM's keywords accepted: constants are
+    always summarised as ``meta[Constant][k]``)."""
     return "\n".join(f"def @{name}" + astext(f)[2:] for name, f in mod.functions.items())
 
 

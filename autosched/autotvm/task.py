@@ -1,0 +1,124 @@
+"""AutoTVM templates and tasks: ``@template(name)`` turns a function returning ``(s, args)`` that reads its knobs
+from ``get_config()`` into a workload (its computation) with a template space (its knobs) on every target
+kind; ``create`` makes its task, ``extract_from_program`` a model's tasks; ``config_space`` is the task's space.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from autosched.database.apply import best_record
+from autosched.relay.backend.build_module import extract_tasks
+from autosched.space import register_template
+from autosched.space.base import SpaceError
+from autosched.target import Target
+from autosched.task import Task as _Task
+from autosched.workloads import register_workload
+from autosched.workloads.knobs import DefaultConfig, SplitEntity
+
+_CONFIG: contextvars.ContextVar[Any] = contextvars.ContextVar("autosched_autotvm_config", default=None)
+#: the target kinds a template's space is registered for
+_KINDS = ("llvm", "cuda")
+
+
+class FallbackConfig(DefaultConfig):
+    """The configuration of a template called outside tuning with no record for it: AutoTVM's fallback (every
+    split leaves the axis whole in its outer loop, every other knob at its first candidate)."""
+
+    is_fallback = True
+
+    def define_split(self, name: str, axis: Any, num_outputs: int = 2, policy: str = "factors",
+                     max_factor: int | None = None, candidate: Any = None, filter: Any = None,  # noqa: A002
+                     default: Sequence[int] | None = None) -> None:
+        if default is None:
+            default = [int(axis.dom.extent)] + [1] * (num_outputs - 1)
+        self._set(name, SplitEntity(default), [int(x) for x in default])
+
+
+def get_config() -> Any:
+    """The configuration the template being run reads its knobs from (a fallback one outside tuning)."""
+    cfg = _CONFIG.get()
+    return cfg if cfg is not None else FallbackConfig()
+
+
+def _run_with(cfg: Any, func: Callable, params: dict) -> tuple[Any, list]:
+    token = _CONFIG.set(cfg)
+    try:
+        out = func(**params)
+    finally:
+        _CONFIG.reset(token)
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError(f"AutoTVM template {func.__name__} must return (schedule, [tensors]), got {out!r}")
+    return out[0], list(out[1])
+
+
+def template(name: str) -> Callable[[Callable], Callable]:
+    """Register a template function ``f(*args) -> (s, [tensors])``: its computation as workload ``name``, its knobs
+    as that workload's template space. Calling ``f`` returns the best record's schedule of the active
+    ``apply_history_best`` for the task ``(name, args, current target)``, else the fallback schedule."""
+
+    def do(func: Callable) -> Callable:
+        @functools.wraps(func)
+        def computation(*args: Any, **kwargs: Any) -> list:
+            return _run_with(FallbackConfig(), func, _params(func, args, kwargs))[1]
+
+        register_workload(name, override=True)(computation)
+
+        def knobs(cfg: Any, sch: Any, tensors: list, **params: Any) -> None:
+            own, _ = _run_with(cfg, func, params)
+            own.trace.replay(sch)  # the same computation: its stages line up with the task's schedule
+
+        for kind in _KINDS:
+            register_template(name, kind, override=True)(knobs)
+
+        @functools.wraps(func)
+        def dispatch(*args: Any, **kwargs: Any) -> tuple[Any, list]:
+            task = Task(name, _params(func, args, kwargs), Target.current())
+            rec = best_record(task)
+            if rec is None:
+                return _run_with(FallbackConfig(), func, task.args)
+            return task.apply(rec.trace)
+
+        dispatch.workload_name = name  # (Task(dispatch, ...) finds the workload)
+        return dispatch
+
+    return do
+
+
+def _params(func: Callable, args: tuple, kwargs: dict) -> dict:
+    return dict(inspect.signature(func).bind(*args, **kwargs).arguments)
+
+
+class Task(_Task):
+    """A task with AutoTVM's ``config_space``: the template space when the workload has a template for the
+    target kind, else the generated (sketch) space."""
+
+    @property
+    def config_space(self) -> Any:
+        try:
+            return self.space("template")
+        except SpaceError:  # no template for this workload (a model's fused kernel): the generated space
+            return self.space("generated")
+
+
+def create(task_name: str, args: Sequence[Any] = (), target: Any = None, target_host: Any = None) -> Task:
+    """The task of template ``task_name`` with ``args`` for ``target`` (default: the current target)."""
+    return Task(task_name, tuple(args), target if target is not None else Target.current())
+
+
+def extract_from_program(mod: Any, params: dict[str, Any] | None, target: Any, target_host: Any = None,
+                         ops: Any = None, **unused: Any) -> list[Task]:
+    """The tuning tasks of a model: one per distinct fused kernel worth tuning (``task.weight`` runs of it)."""
+    out = []
+    for t in extract_tasks(mod, params, target):
+        task = Task(t.name, t.args, t.target)
+        task.weight = t.weight
+        out.append(task)
+    return out
+
+
+__all__ = ["FallbackConfig", "Task", "create", "extract_from_program", "get_config", "template"]
