@@ -201,7 +201,7 @@ RELAY_LAYERS: list[set[str]] = [
     {"op"},  # the registry, every op's compute and default schedules, constant evaluation
     {"dataflow_pattern"},  # patterns name registered ops
     {"transform"},  # passes, layouts, partitioning
-    {"backend", "frontend"},  # build and external compilers; the ONNX importer: beside each other
+    {"backend", "frontend", "testing"},  # build and external compilers; the ONNX importer; TVM's test networks
 ]
 #: relay imports against its internal order, each with its reason (none today)
 RELAY_KNOWN: dict[tuple[str, str], str] = {}

@@ -216,3 +216,43 @@ def test_tvms_pass_context_is_the_one_relay_reads(resnet, caplog):
     assert not any("FuseOps" in m or "relay.winograd" in m for m in said)
     with pytest.raises(TypeError, match="lists of pass names"):
         tvm.transform.PassContext(disabled_pass="AlterOpLayout")
+
+
+@pytest.mark.parametrize("net, kwargs, nparams", [
+    ("resnet", {"num_layers": 18}, 102), ("resnet", {"num_layers": 50}, 267), ("mobilenet", {"alpha": 0.25}, 137),
+    ("vgg", {"num_layers": 11, "batch_norm": True}, 54), ("mlp", {"image_shape": (3, 32, 32)}, 6)])
+def test_relay_testing_networks_build_and_agree_at_every_opt_level(net, kwargs, nparams):
+    """relay.testing's networks (TVM's benchmark and tutorial models, random weights): each builds, its class
+    probabilities sum to one, and the blocked-layout build (opt_level 3) equals the plain one (0)."""
+    kw = {"image_shape": (3, 32, 32), "num_classes": 10, "batch_size": 2, **kwargs}
+    mod, params = getattr(relay.testing, net).get_workload(**kw)
+    assert len(params) == nparams and [p.name_hint for p in mod["main"].params][0] == "data"
+    assert all(isinstance(v, tvm.nd.NDArray) for v in params.values())
+    x = np.random.default_rng(0).standard_normal((2, *kw["image_shape"])).astype("float32")
+    outs = []
+    for level in (0, 3):
+        with tvm.transform.PassContext(opt_level=level):
+            m = graph_executor.GraphModule(relay.build(mod, "llvm", params=params)["default"](tvm.cpu()))
+        m.run(data=x)
+        outs.append(m.get_output(0).numpy())
+    assert outs[0].shape == (2, 10)
+    np.testing.assert_allclose(outs[0].sum(axis=1), 1, rtol=1e-5)
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-4, atol=1e-6)
+
+
+def test_relay_testing_refuses_nhwc_and_unknown_depths_by_name():
+    with pytest.raises(relay.RelayError, match="layout 'NHWC' is not supported.*use layout='NCHW'"):
+        relay.testing.resnet.get_workload(layout="NHWC")
+    with pytest.raises(relay.RelayError, match=r"num_layers 20 is not one of \[18, 34, 50, 101, 152\]"):
+        relay.testing.resnet.get_workload(num_layers=20)
+
+
+def test_create_workload_gives_a_users_network_its_parameters():
+    data = relay.var("data", shape=(1, 4))
+    w = relay.var("fc_weight", shape=(3, 4))
+    b = relay.var("fc_bias", shape=(3,))
+    mod, params = relay.testing.create_workload(relay.Function([data, w, b], relay.nn.bias_add(
+        relay.nn.dense(data, w), b)))
+    assert sorted(params) == ["fc_bias", "fc_weight"] and not params["fc_bias"].numpy().any()
+    limit = np.sqrt(6 / 7)
+    assert 0 < np.abs(params["fc_weight"].numpy()).max() <= limit  # Xavier-uniform

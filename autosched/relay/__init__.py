@@ -107,8 +107,8 @@ def bind_params_by_name(func: Function, params: dict[str, Any]) -> Function:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "frontend":  # the ONNX importer, loaded when first used
-        return importlib.import_module("autosched.relay.frontend")
+    if name in ("frontend", "testing"):  # the ONNX importer; TVM's networks in relay: loaded when first used
+        return importlib.import_module(f"autosched.relay.{name}")
     raise AttributeError(f"module 'autosched.relay' has no attribute {name!r}")
 
 
