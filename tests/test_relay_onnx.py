@@ -558,6 +558,7 @@ def test_every_supported_op_has_a_case() -> None:
     covered |= {op for op, _, _ in RANGED_CASES}
     covered |= {n.op_type for model in (_qdq_conv_model(True, True), _eye_like_model()) for n in model.graph.node}
     covered |= QUANTIZED_OPS | CONTRIB_OPS  # quantized and fused ops (com.microsoft ones as domain.op_type)
+    covered |= {"If", "Loop"}  # control flow decided at import: test_if_on_a_shape_check..., test_loop_..., below
     assert covered == set(relay.frontend.SUPPORTED_OPS)
 
 
@@ -1038,4 +1039,77 @@ def test_grid_sample_under_tvm_name_and_opset_20_modes() -> None:
     model = make_typed_op("GridSample", [("x", "float32", (1, 1, 2, 2, 2)), ("grid", "float32", (1, 2, 2, 2, 3))],
                           opset=20)
     with pytest.raises(OnnxImportError, match=r"3-D sampling is not supported"):
+        from_onnx(model)
+
+
+# ------------------------------------------------------------------------------------- control flow at import
+def _control_model(nodes: list, inputs: list, outputs: list, inits: dict | None = None, opset: int = 17):
+    graph = helper.make_graph(nodes, "control", inputs, outputs,
+                              initializer=[numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _vi(name: str, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _if_on_width(limit: int):
+    """If the input's last dimension exceeds ``limit`` (a shape check, as exporters write it): relu(x) + w, else
+    -x; each branch reads outer values."""
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "w"], ["t"])],
+                             "then", [], [_vi("t", None)])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [_vi("e", None)])
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "last"], ["width"], axis=0),
+             helper.make_node("Greater", ["width", "limit"], ["wide"]),
+             helper.make_node("If", ["wide"], ["y"], then_branch=then, else_branch=other),
+             helper.make_node("Mul", ["y", "two"], ["out"])]
+    inits = {"last": np.array(1, np.int64), "limit": np.array(limit, np.int64), "w": _f32(6),
+             "two": np.array(2, np.float32)}
+    return _control_model(nodes, [_vi("x", [3, 6])], [_vi("out", [3, 6])], inits)
+
+
+@pytest.mark.parametrize("limit", [4, 8])
+def test_if_on_a_shape_check_becomes_its_taken_branch(limit: int) -> None:
+    model = _if_on_width(limit)
+    x = {"x": _f32(3, 6)}
+    np.testing.assert_allclose(run_relay(model, x)[0], run_onnxruntime(model, x)[0], rtol=1e-6)
+
+
+def test_loop_with_a_known_trip_count_is_unrolled_with_its_scan_output() -> None:
+    """y <- 0.5 y + x + i, three times; the scan output stacks each step's y; the condition is carried as is."""
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["y_in", "half"], ["h"]),
+         helper.make_node("Add", ["h", "x"], ["hx"]),
+         helper.make_node("Add", ["hx", "fi"], ["y_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Identity", ["y_out"], ["scan"])],
+        "body", [_vi("i", [], TensorProto.INT64), _vi("cond_in", [], TensorProto.BOOL), _vi("y_in", [2, 3])],
+        [_vi("cond_out", [], TensorProto.BOOL), _vi("y_out", [2, 3]), _vi("scan", [2, 3])])
+    nodes = [helper.make_node("Loop", ["trips", "go", "y0"], ["y", "ys"], body=body)]
+    inits = {"trips": np.array(3, np.int64), "go": np.array(True), "y0": np.zeros((2, 3), np.float32),
+             "half": np.array(0.5, np.float32)}
+    model = _control_model(nodes, [_vi("x", [2, 3])], [_vi("y", [2, 3]), _vi("ys", [3, 2, 3])], inits)
+    x = {"x": _f32(2, 3)}
+    for got, want in zip(run_relay(model, x), run_onnxruntime(model, x)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_control_flow_decided_at_run_time_is_refused_by_name() -> None:
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [], [_vi("t", None)])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [_vi("e", None)])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["pos"]),
+             helper.make_node("If", ["pos"], ["y"], then_branch=then, else_branch=other)]
+    model = _control_model(nodes, [_vi("x", [4])], [_vi("y", [4])], {"zero": np.array(0, np.float32)})
+    with pytest.raises(OnnxImportError, match=r"\(If\): the condition \('pos'\) is computed from the inputs at run "
+                                              r"time"):
+        from_onnx(model)
+    branch = helper.make_graph([helper.make_node("Unique", ["x"], ["u"])], "odd", [], [_vi("u", None)])
+    nodes = [helper.make_node("If", ["yes"], ["y"], then_branch=branch, else_branch=other)]
+    model = _control_model(nodes, [_vi("x", [4])], [_vi("y", None)], {"yes": np.array(True)})
+    with pytest.raises(OnnxImportError, match=r"its body 'odd' uses unsupported operator type\(s\): Unique \(x1\)"):
         from_onnx(model)

@@ -1,13 +1,14 @@
 """ONNX -> relay (``from_onnx``). ``importer`` walks the graph; the op converters live by family in ``nn``
 (conv, pool, norm, dense), ``elementwise``, ``tensor`` (reshape, concat, pad, slice, resize, reductions, gathers
 and scatters), ``rnn`` (LSTM, GRU, RNN, unrolled), ``attention`` (Attention, RotaryEmbedding), ``quantized``
-(QDQ, dynamic and QLinear quantization), ``contrib`` (onnxruntime's fused transformer ops) and ``constants``
-(values known at import); ``registry`` is the table that joins them."""
+(QDQ, dynamic and QLinear quantization), ``contrib`` (onnxruntime's fused transformer ops), ``control`` (If and
+Loop decided at import) and ``constants`` (values known at import); ``registry`` is the table that joins them."""
 
 from autosched.relay.frontend.onnx import (  # noqa: F401 - they fill the table
     attention,
     constants,
     contrib,
+    control,
     elementwise,
     nn,
     quantized,

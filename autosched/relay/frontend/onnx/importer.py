@@ -92,6 +92,19 @@ def from_onnx(model: onnx.ModelProto | str | os.PathLike, shape: Mapping[str, Se
     return _GraphConverter(model, dict(shape or {}), dtype, opset, freeze_params).convert()
 
 
+def _inputs_of(graph: onnx.GraphProto) -> set[str]:
+    """Every value the nodes of ``graph`` read, in the bodies of its control-flow nodes too."""
+    from onnx import AttributeProto
+
+    out = set()
+    for n in graph.node:
+        out.update(i for i in n.input if i)
+        for a in n.attribute:
+            if a.type == AttributeProto.GRAPH:
+                out |= _inputs_of(a.g)
+    return out
+
+
 def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
     """A node's attributes as Python values (strings decoded, tensors as numpy arrays)."""
     from onnx import AttributeProto, helper, numpy_helper
@@ -129,7 +142,7 @@ class _GraphConverter:
         self.consts: dict[str, np.ndarray] = {}  # ONNX value name -> value known at import (Constant, folded nodes)
         self.param_vars: dict[str, Any] = {}  # initializer name -> relay Var, made on first use as a tensor
         self.input_vars: list[Any] = []
-        self.used: set[str] = {i for n in self.graph.node for i in n.input if i} | {o.name for o in self.graph.output}
+        self.used: set[str] = _inputs_of(self.graph) | {o.name for o in self.graph.output}
         self.onnx_shapes: dict[str, tuple[int, ...]] = {}
         self._node: onnx.NodeProto | None = None
         self._node_index = 0
@@ -139,7 +152,19 @@ class _GraphConverter:
         self._check_supported()
         self._make_inputs()
         self._infer_onnx_shapes()
-        for i, node in enumerate(self.graph.node):
+        self._convert_nodes(self.graph.node)
+        self._node = None
+        outs = [self.tensor(o.name) for o in self.graph.output]
+        body = outs[0] if len(outs) == 1 else relay_ir.Tuple(outs)
+        used = [name for name in self.initializers if name in self.param_vars]  # in the model's order
+        params = list(self.input_vars) + [self.param_vars[name] for name in used]
+        mod = relay_ir.IRModule.from_expr(relay_ir.Function(params, body))
+        weights = {} if self.freeze else {name: self.initializers[name] for name in used}
+        return mod, weights
+
+    def _convert_nodes(self, nodes: Sequence[onnx.NodeProto]) -> None:
+        """Convert ``nodes`` in order into the value tables (folded when their inputs are known at import)."""
+        for i, node in enumerate(nodes):
             self._node, self._node_index = node, i
             result = self._fold(node) if self._foldable(node) else None
             if result is None:
@@ -156,14 +181,30 @@ class _GraphConverter:
                 if name and name in self.used:
                     self._fail(f"output {name!r} (output {list(node.output).index(name)}) is used, but only the "
                                f"first {len(outputs)} output(s) are supported in inference")
-        self._node = None
-        outs = [self.tensor(o.name) for o in self.graph.output]
-        body = outs[0] if len(outs) == 1 else relay_ir.Tuple(outs)
-        used = [name for name in self.initializers if name in self.param_vars]  # in the model's order
-        params = list(self.input_vars) + [self.param_vars[name] for name in used]
-        mod = relay_ir.IRModule.from_expr(relay_ir.Function(params, body))
-        weights = {} if self.freeze else {name: self.initializers[name] for name in used}
-        return mod, weights
+
+    def convert_subgraph(self, graph: onnx.GraphProto, bound: dict[str, Any] | None = None) -> list[Any]:
+        """The outputs of a control-flow node's body ``graph`` (an expression, or an array when known at import),
+        its nodes converted into the same tables: they read outer values by name. ``bound`` gives the body's
+        formal inputs their values (arrays or expressions)."""
+        from onnx import numpy_helper
+
+        bad = Counter(op_key(n) for n in graph.node if op_key(n) not in CONVERTERS)
+        if bad:
+            self._fail(f"its body {graph.name!r} uses unsupported operator type(s): "
+                       f"{', '.join(f'{op} (x{k})' for op, k in sorted(bad.items()))}")
+        for t in graph.initializer:
+            self.initializers[t.name] = numpy_helper.to_array(t)
+        for name, value in (bound or {}).items():
+            (self.consts if isinstance(value, np.ndarray) else self.exprs)[name] = value
+        self.used |= {o.name for o in graph.output}
+        for n in graph.node:  # a body converted again (a loop's next iteration) computes its values anew
+            for name in n.output:
+                self.exprs.pop(name, None)
+                self.consts.pop(name, None)
+        where = self._node, self._node_index
+        self._convert_nodes(graph.node)
+        self._node, self._node_index = where
+        return [self.consts[o.name] if o.name in self.consts else self.tensor(o.name) for o in graph.output]
 
     def _check_supported(self) -> None:
         bad: Counter[str] = Counter()
