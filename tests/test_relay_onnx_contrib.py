@@ -57,6 +57,10 @@ CASES = {
     "BiasGelu": lambda: _model("BiasGelu", X, {"bias": _vec()}, ["x", "bias"], ["y"]),
     "FastGelu": lambda: _model("FastGelu", X, {"bias": _vec()}, ["x", "bias"], ["y"]),
     "QuickGelu": lambda: _model("QuickGelu", X, {}, ["x"], ["y"], alpha=1.5),
+    "FusedMatMul, scores": lambda: _model("FusedMatMul", {"q": (2, 4, 5, 8), "k": (2, 4, 6, 8)}, {}, ["q", "k"],
+                                          ["y"], transB=1, alpha=0.35),
+    "FusedMatMul, transposed A by a weight": lambda: _model(
+        "FusedMatMul", {"a": (2, 8, 5)}, {"w": np.ascontiguousarray(_table(8)[:, :7])}, ["a", "w"], ["y"], transA=1),
 }
 
 F, I = TensorProto.FLOAT, TensorProto.INT32

@@ -309,8 +309,71 @@ def test_a_statically_quantized_resnet_in_the_operator_format_matches_onnxruntim
 
 
 #: the converters these tests cover (an onnxruntime contrib op as domain.op_type, as the importer names it)
+# ------------------------------------------------------------------ fused integer matmuls, 4-bit LLM weights
+def _pack(values: np.ndarray, bits: int) -> np.ndarray:
+    """``bits``-bit values packed along the last axis into bytes, lowest bits first (MatMulNBits' layout)."""
+    per = 8 // bits
+    v = values.astype(np.uint8).reshape(*values.shape[:-1], -1, per)
+    return np.bitwise_or.reduce(v << (np.arange(per, dtype=np.uint8) * bits), axis=-1).astype(np.uint8)
+
+
+def _nbits(k: int, n: int, block: int, bits: int = 4, zero_points: str = "packed", bias: bool = True):
+    """MatMulNBits of A [2, 3, k] by a weight quantized per block of ``block`` along k (asymmetric, by the
+    block's range), its zero points packed, as floats, or absent (then the values are centred on 2^(bits-1))."""
+    blocks = -(-k // block)
+    top = (1 << bits) - 1
+    q = R.integers(0, top + 1, (n, blocks, block))
+    scales = R.uniform(0.01, 0.05, (n, blocks)).astype(np.float32)
+    inits = {"B": _pack(q, bits).reshape(n, blocks, block * bits // 8), "scales": scales.reshape(-1)}
+    order = ["A", "B", "scales"]
+    if zero_points == "packed":
+        zp = R.integers(0, top + 1, (n, blocks))
+        pad = (-blocks) % (8 // bits)
+        inits["zp"] = _pack(np.pad(zp, ((0, 0), (0, pad))), bits).reshape(-1)
+        order.append("zp")
+    elif zero_points == "float":
+        inits["zp"] = R.uniform(0, top, (n, blocks)).astype(np.float32).reshape(-1)
+        order.append("zp")
+    if bias:
+        inits["bias"] = R.standard_normal(n).astype(np.float32)
+        order += [""] * (5 - len(order)) + ["bias"]
+    return _ms("MatMulNBits", [("A", "float32", (2, 3, k))], inits, [("y", "float32", (2, 3, n))], order=order,
+               K=k, N=n, bits=bits, block_size=block)
+
+
+FUSED_CASES = {
+    "MatMulNBits, 4 bits, packed zero points, K not a multiple of the block": lambda: _nbits(80, 24, 32),
+    "MatMulNBits, 4 bits, no zero points": lambda: _nbits(64, 16, 16, zero_points="none", bias=False),
+    "MatMulNBits, 4 bits, float zero points": lambda: _nbits(64, 16, 32, zero_points="float"),
+    "MatMulNBits, 8 bits": lambda: _nbits(64, 16, 32, bits=8),
+    "MatMulIntegerToFloat": lambda: _ms(
+        "MatMulIntegerToFloat", [("a", "uint8", (4, 32))],
+        {"b": R.integers(-128, 128, (32, 8)).astype(np.int8), "as": np.float32(0.02),
+         "bs": R.uniform(0.01, 0.03, 8).astype(np.float32), "az": np.array(120, np.uint8),
+         "bias": R.standard_normal(8).astype(np.float32)},
+        [("y", "float32", (4, 8))], order=["a", "b", "as", "bs", "az", "", "bias"]),
+    "DynamicQuantizeMatMul": lambda: _ms(
+        "DynamicQuantizeMatMul", [("A", "float32", (2, 5, 32))],
+        {"b": R.integers(-128, 128, (32, 8)).astype(np.int8), "bs": np.float32(0.02),
+         "bz": np.array(3, np.int8), "bias": R.standard_normal(8).astype(np.float32)},
+        [("y", "float32", (2, 5, 8))], order=["A", "b", "bs", "bz", "bias"]),
+}
+
+
+@pytest.mark.parametrize("case", list(FUSED_CASES))
+def test_onnxruntimes_fused_integer_and_block_quantized_matmuls_match_it(case: str) -> None:
+    model = FUSED_CASES[case]()
+    inputs = {vi.name: (_u8(*[d.dim_value for d in vi.type.tensor_type.shape.dim])
+                        if vi.type.tensor_type.elem_type == onnx.TensorProto.UINT8 else
+                        R.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim]).astype(np.float32))
+              for vi in model.graph.input}
+    got, want = _run(model, inputs)[0][0], run_onnxruntime(model, inputs)[0]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+
+
 QUANTIZED_OPS = {"MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLinear"} | {
-    f"com.microsoft.{case.split()[0]}" for case in MS_CASES}
+    f"com.microsoft.{case.split()[0].rstrip(',')}" for case in [*MS_CASES, *FUSED_CASES]}
 
 
 # ------------------------------------------------------------------ the relay side

@@ -213,3 +213,22 @@ def _embed_layer_norm(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> 
         else:
             mask_index = relay_op.sum(relay_op.cast(g.tensor(mask), "int32"), axis=1)
     return [out, mask_index, total]
+
+
+@register(_MS + "FusedMatMul")
+def _fused_matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """alpha * A @ B with A and B each transposed in their last two axes when ``transA`` / ``transB`` says: what
+    onnxruntime's graph optimisation makes of a MatMul between Transposes and a Mul by a constant."""
+    if int(attrs.get("transBatchA", 0)) or int(attrs.get("transBatchB", 0)):
+        g._fail("transBatchA / transBatchB (batch axes moved into the matrix) are not supported")
+    inputs = []
+    for name, flag in ((node.input[0], "transA"), (node.input[1], "transB")):
+        rank = len(g.shape(name))
+        if int(attrs.get(flag, 0)) and rank >= 2:
+            perm = tuple(range(rank - 2)) + (rank - 1, rank - 2)
+            inputs.append(relay_op.transpose(g.tensor(name), perm))
+        else:
+            inputs.append(name)
+    y = g.convert_as(node, "MatMul", inputs, {})
+    alpha = float(attrs.get("alpha", 1.0))
+    return y if alpha == 1.0 else relay_op.multiply(y, relay_ir.const(np.array(alpha, g.dtype(node.input[0]))))

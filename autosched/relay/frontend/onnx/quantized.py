@@ -1,8 +1,9 @@
 """ONNX converters of quantized models, as onnxruntime's quantization tool writes them: the QDQ format
 (QuantizeLinear/DequantizeLinear around float ops), dynamic quantization (DynamicQuantizeLinear, MatMulInteger,
-ConvInteger) and the operator format (QLinearConv, QLinearMatMul, and onnxruntime's ``com.microsoft`` QGemm,
-QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearLeakyRelu,
-QLinearSigmoid).
+ConvInteger, and onnxruntime's fusions of them: ``com.microsoft`` MatMulIntegerToFloat and
+DynamicQuantizeMatMul), the operator format (QLinearConv, QLinearMatMul, and onnxruntime's ``com.microsoft``
+QGemm, QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearLeakyRelu,
+QLinearSigmoid) and block-quantized LLM weights (``com.microsoft`` MatMulNBits, dequantized at import).
 
 Integer products run in float32 where that is exact, else in int32. An 8-bit value less its zero point is an
 integer of at most 9 bits, so every product is exact in float32, and every partial sum of a dot product is an
@@ -412,3 +413,73 @@ def _qlinear_concat(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Ex
         g._fail(f"{len(rest)} inputs after Y_scale and Y_zero_point; they must come in (tensor, scale, zero point)")
     values = [_dequantized_float(g, rest[i], rest[i + 1], rest[i + 2] or None) for i in range(0, len(rest), 3)]
     return _quantized(g, g.convert_as(node, "Concat", values, {"axis": int(attrs["axis"])}), ys, yzp)
+
+
+# ------------------------------------------------------------------ onnxruntime's fused integer matmuls
+def _scaled_float(g: _GraphConverter, acc: Expr, dtype: str, scales: Sequence[str], bias: str | None) -> Expr:
+    """The integer product ``acc`` as float32, times the scales (each a scalar, or one per column), plus bias."""
+    y = _as_float(acc, dtype)
+    for s in scales:
+        y = relay_op.multiply(y, relay_ir.const(g.value(s, "").astype(np.float32)) if g.is_const(s) else
+                              relay_op.cast(g.tensor(s), "float32"))
+    return y if bias is None else relay_op.add(y, g.tensor(bias))
+
+
+@register(_MS + "MatMulIntegerToFloat")
+def _matmul_integer_to_float(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """(A - a_zero_point) @ (B - b_zero_point) * a_scale * b_scale (+ bias), in float32: what onnxruntime's graph
+    fusion makes of DynamicQuantizeLinear, MatMulInteger and the scaling after it."""
+    acc, dtype = _integer_matmul(g, node.input[0], g.optional(node, 4), node.input[1], g.optional(node, 5))
+    return _scaled_float(g, acc, dtype, node.input[2:4], g.optional(node, 6))
+
+
+@register(_MS + "DynamicQuantizeMatMul")
+def _dynamic_quantize_matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """A quantized to uint8 by its range (as DynamicQuantizeLinear), times (B - b_zero_point), times both scales
+    (+ bias), in float32."""
+    names = [f"{node.output[0]}/{part}" for part in ("a_q", "a_scale", "a_zero_point")]
+    for name, value in zip(names, g.convert_as(node, "DynamicQuantizeLinear", [node.input[0]], {})):
+        g.exprs[name] = value
+    acc, dtype = _integer_matmul(g, names[0], names[2], node.input[1], g.optional(node, 3))
+    return _scaled_float(g, acc, dtype, [names[1], node.input[2]], g.optional(node, 4))
+
+
+def _unpack_bits(packed: np.ndarray, bits: int) -> np.ndarray:
+    """The ``bits``-bit values packed into the last axis of ``packed`` (uint8), lowest bits first."""
+    per = 8 // bits
+    shifts = np.arange(per, dtype=np.uint8) * bits
+    out = (packed[..., None] >> shifts) & np.uint8((1 << bits) - 1)
+    return out.reshape(*packed.shape[:-1], packed.shape[-1] * per)
+
+
+@register(_MS + "MatMulNBits")
+def _matmul_nbits(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """A @ W (+ bias) for W [K, N] stored in blocks of ``block_size`` ``bits``-bit values along K (LLM weights
+    quantized to 4 bits), each block with its scale and zero point (packed like the values, default 2^(bits-1),
+    or floats): W is dequantized at import, and the product runs in the float kernels."""
+    k, n = int(attrs["K"]), int(attrs["N"])
+    bits, block = int(attrs.get("bits", 4)), int(attrs["block_size"])
+    if bits not in (2, 4, 8):
+        g._fail(f"bits={bits} is not supported (2, 4 or 8)")
+    if g.optional(node, 4) is not None:
+        g._fail("g_idx (act-order block indices) is not supported")
+    blocks = -(-k // block)
+    q = _unpack_bits(g.value(node.input[1], "the packed weight").astype(np.uint8).reshape(n, -1), bits)
+    q = q[:, :blocks * block].reshape(n, blocks, block).astype(np.float32)
+    scales = g.value(node.input[2], "the scales").astype(np.float32).reshape(n, blocks, 1)
+    zp_name = g.optional(node, 3)
+    if zp_name is None:
+        zp = np.float32(1 << (bits - 1))
+    else:
+        z = g.value(zp_name, "the zero points")
+        if z.dtype == np.uint8:
+            zp = _unpack_bits(z.reshape(n, -1), bits)[:, :blocks].astype(np.float32).reshape(n, blocks, 1)
+        else:
+            zp = z.astype(np.float32).reshape(n, blocks, 1)
+    w = ((q - zp) * scales).reshape(n, blocks * block)[:, :k]
+    dtype = g.dtype(node.input[0])
+    sa = g.shape(node.input[0])
+    y = matmul_of(g, g.tensor(node.input[0]), relay_ir.const(np.ascontiguousarray(w.T.astype(dtype))), sa, (k, n),
+                  True)
+    bias = g.optional(node, 5)
+    return y if bias is None else relay_op.add(y, g.tensor(bias))
