@@ -146,6 +146,73 @@ def _attention_inputs(model) -> dict[str, np.ndarray]:
     return out
 
 
+H, KVN, QN = 16, 2, 4  # head size, key/value heads, query heads of the GroupQueryAttention cases
+
+
+def _rotary_caches(rows: int = 16) -> dict[str, np.ndarray]:
+    angles = np.arange(rows)[:, None] / 10000 ** (np.arange(H // 2)[None, :] / (H // 2))
+    return {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
+
+
+def _gqa(seq: int = 5, past: int = 0, packed: bool = False, lens=None, rotary: bool = False, **attrs):
+    """GroupQueryAttention on [B, seq] new tokens after a cache of ``past``; ``lens`` the valid lengths (default:
+    all of them), given as seqlens_k = length - 1."""
+    total = past + seq
+    lens = [total] * B if lens is None else lens
+    inputs = {"qkv": ((B, seq, (QN + 2 * KVN) * H), F)} if packed else {
+        "q": ((B, seq, QN * H), F), "k": ((B, seq, KVN * H), F), "v": ((B, seq, KVN * H), F)}
+    order = ["qkv", "", ""] if packed else ["q", "k", "v"]
+    if past:
+        inputs.update({"pk": ((B, KVN, past, H), F), "pv": ((B, KVN, past, H), F)})
+        order += ["pk", "pv"]
+    else:
+        order += ["", ""]
+    inits = {"seqlens": np.array(lens, np.int32) - 1, "total": np.array(total, np.int32)}
+    order += ["seqlens", "total"]
+    if rotary:
+        inits.update(_rotary_caches())
+        order += ["cos", "sin"]
+    return _typed_model("GroupQueryAttention", inputs, inits, order, ["y", "present_k", "present_v"],
+                        num_heads=QN, kv_num_heads=KVN, do_rotary=int(rotary), **attrs)
+
+
+GQA_CASES = {
+    "GroupQueryAttention, prompt": lambda: _gqa(),
+    "GroupQueryAttention, a step after a cache, rotary": lambda: _gqa(seq=1, past=3, rotary=True),
+    "GroupQueryAttention, packed, interleaved rotary, softcap": lambda: _gqa(packed=True, rotary=True,
+                                                                            rotary_interleaved=1, softcap=2.0),
+    "GroupQueryAttention, local window, scale": lambda: _gqa(seq=6, local_window_size=3, scale=0.3),
+    "RotaryEmbedding, position ids": lambda: _typed_model(
+        "RotaryEmbedding", {"x": ((B, S, QN * H), F), "pos": ((B, S), TensorProto.INT64)}, _rotary_caches(),
+        ["x", "pos", "cos", "sin"], ["y"], num_heads=QN),
+    "RotaryEmbedding, a start position, interleaved": lambda: _typed_model(
+        "RotaryEmbedding", {"x": ((B, QN, S, H), F)}, {"pos": np.array([3], np.int64), **_rotary_caches()},
+        ["x", "pos", "cos", "sin"], ["y"], interleaved=1),
+}
+
+
+@pytest.mark.parametrize("case", list(GQA_CASES))
+def test_onnxruntimes_llm_attention_matches_it(case: str) -> None:
+    model = GQA_CASES[case]()
+    inputs = {vi.name: (R.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim]).astype(np.float32)
+                        if vi.type.tensor_type.elem_type == F else
+                        np.tile(np.arange(S, dtype=np.int64), (B, 1)) + 2)
+              for vi in model.graph.input}
+    for got, want in zip(_run(model, inputs), run_onnxruntime(model, inputs)):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_group_query_attention_masks_right_padding() -> None:
+    """A prompt whose second sample has 3 tokens of 5: its keys 3 and 4 are masked; the valid queries' outputs
+    equal onnxruntime's (what a padded query gives is not used)."""
+    model = _gqa(lens=[5, 3])
+    inputs = {vi.name: R.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim]).astype(np.float32)
+              for vi in model.graph.input}
+    got, want = _run(model, inputs), run_onnxruntime(model, inputs)
+    np.testing.assert_allclose(got[0][0], want[0][0], rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(got[0][1, :3], want[0][1, :3], rtol=2e-5, atol=2e-5)
+
+
 @pytest.mark.parametrize("case", list(ATTENTION_CASES))
 def test_onnxruntimes_attention_and_embeddings_match_it(case: str) -> None:
     model = ATTENTION_CASES[case]()
@@ -167,7 +234,7 @@ def test_an_attention_form_onnxruntime_has_and_autosched_does_not_is_named() -> 
 
 #: the converters these tests cover, as the importer names them (domain.op_type outside the default domain)
 CONTRIB_OPS = {"SimplifiedLayerNormalization"} | {f"com.microsoft.{case.split()[0].rstrip(',')}"
-                                                   for case in [*CASES, *ATTENTION_CASES]
+                                                   for case in [*CASES, *ATTENTION_CASES, *GQA_CASES]
                                                    if case != "SimplifiedLayerNormalization"}
 
 

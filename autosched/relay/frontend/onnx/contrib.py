@@ -6,6 +6,7 @@ Each is the composition of default-domain ops it fuses, converted by their conve
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -232,3 +233,83 @@ def _fused_matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr
     y = g.convert_as(node, "MatMul", inputs, {})
     alpha = float(attrs.get("alpha", 1.0))
     return y if alpha == 1.0 else relay_op.multiply(y, relay_ir.const(np.array(alpha, g.dtype(node.input[0]))))
+
+
+def _positions(g: _GraphConverter, batch: int, seq: int, start: int) -> str:
+    """A constant [batch, seq] of positions start .. start + seq - 1, named for ``convert_as``."""
+    name = f"/positions/{batch}x{seq}+{start}"
+    g.consts[name] = np.broadcast_to(np.arange(start, start + seq, dtype=np.int64), (batch, seq)).copy()
+    return name
+
+
+@register(_MS + "RotaryEmbedding")
+def _ms_rotary(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """onnxruntime's rotary embedding, as the default-domain RotaryEmbedding: ``position_ids`` [batch, seq], or one
+    value, the position of the first token (the rest follow it)."""
+    if float(attrs.get("scale", 1.0)) != 1.0 or int(attrs.get("is_packed_batching", 0)):
+        g._fail("scale != 1 and is_packed_batching are not supported")
+    x, pos = node.input[0], node.input[1]
+    shape = tuple(g.shape(x))
+    batch, seq = (shape[0], shape[1]) if len(shape) == 3 else (shape[0], shape[2])
+    if math.prod(g.shape(pos)) == 1:
+        pos = _positions(g, batch, seq, int(np.asarray(g.value(pos, "a single position_ids")).reshape(-1)[0]))
+    rot = {k: int(attrs[k]) for k in ("interleaved", "num_heads", "rotary_embedding_dim") if k in attrs}
+    return g.convert_as(node, "RotaryEmbedding", [x, node.input[2], node.input[3], pos], rot)
+
+
+@register(_MS + "GroupQueryAttention")
+def _group_query_attention(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> list[Expr]:
+    """onnxruntime's decoder attention (LLM exports of its model builder): query heads sharing ``kv_num_heads``
+    key/value heads, Q, K, V given apart or packed in the query, always causal, a KV cache (``past_key`` /
+    ``past_value`` [batch, kv heads, past, size], held whole: the past is its full length) returned as ``present``,
+    keys past ``seqlens_k`` + 1 masked (right padding), the rotary embedding (``do_rotary``, the positions following
+    the past), ``softcap`` and ``local_window_size``; as the default-domain Attention."""
+    if int(attrs.get("smooth_softmax", 0)):
+        g._fail("smooth_softmax=1 is not supported")
+    heads, kv_heads = int(attrs["num_heads"]), int(attrs["kv_num_heads"])
+    qn = node.input[0]
+    batch, seq, width = tuple(g.shape(qn))
+    kn, vn = g.optional(node, 1), g.optional(node, 2)
+    if kn is None:  # Q, K and V packed in the query's last axis
+        size = width // (heads + 2 * kv_heads)
+        cut = np.cumsum([0, heads * size, kv_heads * size, kv_heads * size])
+        q, k, v = (relay_op.strided_slice(g.tensor(qn), begin=[int(cut[i])], end=[int(cut[i + 1])], strides=[1],
+                                          axes=[2]) for i in range(3))
+    else:
+        size = width // heads
+        q, k, v = g.tensor(qn), g.tensor(kn), g.tensor(vn)
+    past_k, past_v = g.optional(node, 3), g.optional(node, 4)
+    past = g.shape(past_k)[2] if past_k is not None else 0
+    if past == 0:
+        past_k = past_v = None
+    total_name = g.optional(node, 6)
+    if total_name is not None and g.is_const(total_name):
+        total = int(np.asarray(g.value(total_name, "")).reshape(-1)[0])
+        if total != past + seq:
+            g._fail(f"total_sequence_length {total} is not the past's {past} plus the {seq} new tokens (a cache "
+                    f"shared with present, written in place, is not supported)")
+    if int(attrs.get("do_rotary", 0)):
+        pos = _positions(g, batch, seq, past)
+        rot = {"interleaved": int(attrs.get("rotary_interleaved", 0))}
+        cos, sin = node.input[7], node.input[8]
+        q = g.convert_as(node, "RotaryEmbedding", [q, cos, sin, pos], {**rot, "num_heads": heads})
+        k = g.convert_as(node, "RotaryEmbedding", [k, cos, sin, pos], {**rot, "num_heads": kv_heads})
+    mask = ""
+    lens = g.optional(node, 5)
+    if lens is not None:
+        if g.is_const(lens) and (np.asarray(g.value(lens, "")) + 1 >= past + seq).all():
+            pass  # no sample is padded
+        else:
+            keys = relay_ir.const(np.arange(past + seq, dtype=np.int32).reshape(1, 1, 1, -1))
+            last = relay_op.reshape(relay_op.cast(g.tensor(lens), "int32"), (batch, 1, 1, 1))
+            mask = relay_op.compare("less_equal", keys, last)
+    sdpa: dict = {"q_num_heads": heads, "kv_num_heads": kv_heads, "is_causal": 1}
+    if float(attrs.get("scale", 0.0)):
+        sdpa["scale"] = float(attrs["scale"])
+    if float(attrs.get("softcap", 0.0)):
+        sdpa["softcap"] = float(attrs["softcap"])
+    window = int(attrs.get("local_window_size", -1))
+    if window > 0:
+        sdpa["left_window_size"] = window - 1
+    out, present_k, present_v, _ = g.convert_as(node, "Attention", [q, k, v, mask, past_k or "", past_v or ""], sdpa)
+    return [out, present_k, present_v]
