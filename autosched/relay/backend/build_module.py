@@ -224,7 +224,7 @@ class _GraphBuilder:
                 raise RelayError(f"variable {node.name_hint} is not an input of the main function")
             if isinstance(node, Constant):
                 name = f"p{len(self.params)}"
-                arr = np.ascontiguousarray(node.data)
+                arr = np.asarray(node.data, order="C")  # (ascontiguousarray would make a 0-d constant 1-d)
                 self.params[name] = arr
                 self.entry[id(node)] = self._input(name, TensorType(arr.shape, str(arr.dtype)))
             elif isinstance(node, Tuple):
