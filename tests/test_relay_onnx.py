@@ -559,6 +559,8 @@ def test_every_supported_op_has_a_case() -> None:
     covered |= {n.op_type for model in (_qdq_conv_model(True, True), _eye_like_model()) for n in model.graph.node}
     covered |= QUANTIZED_OPS | CONTRIB_OPS  # quantized and fused ops (com.microsoft ones as domain.op_type)
     covered |= {"If", "Loop"}  # control flow decided at import: test_if_on_a_shape_check..., test_loop_..., below
+    covered |= {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt",
+                "SequenceLength", "ConcatFromSequence", "SplitToSequence"}  # test_sequences_..., below
     assert covered == set(relay.frontend.SUPPORTED_OPS)
 
 
@@ -1113,3 +1115,52 @@ def test_control_flow_decided_at_run_time_is_refused_by_name() -> None:
     model = _control_model(nodes, [_vi("x", [4])], [_vi("y", None)], {"yes": np.array(True)})
     with pytest.raises(OnnxImportError, match=r"its body 'odd' uses unsupported operator type\(s\): Unique \(x1\)"):
         from_onnx(model)
+
+
+def test_sequences_are_lists_known_at_import() -> None:
+    """SplitToSequence, SequenceAt, SequenceLength, SequenceConstruct, SequenceInsert, SequenceErase and
+    ConcatFromSequence (stacking on a new axis), against onnxruntime."""
+    nodes = [helper.make_node("SplitToSequence", ["x", "two"], ["parts"], axis=0),
+             helper.make_node("SequenceAt", ["parts", "minus_one"], ["last"]),
+             helper.make_node("Mul", ["last", "last"], ["y1"]),
+             helper.make_node("SequenceLength", ["parts"], ["y3"]),
+             helper.make_node("SequenceConstruct", ["a", "b"], ["ab"]),
+             helper.make_node("SequenceInsert", ["ab", "last", "one"], ["alb"]),
+             helper.make_node("SequenceErase", ["alb", "zero"], ["lb"]),
+             helper.make_node("ConcatFromSequence", ["lb"], ["y2"], axis=1, new_axis=1),
+             helper.make_node("SplitToSequence", ["a"], ["rows"], axis=1, keepdims=0),
+             helper.make_node("ConcatFromSequence", ["rows"], ["y4"], axis=0)]
+    inits = {"two": np.array(2, np.int64), "minus_one": np.array(-1, np.int64), "one": np.array(1, np.int64),
+             "zero": np.array(0, np.int64)}
+    model = _control_model(nodes, [_vi("x", [6, 4]), _vi("a", [2, 4]), _vi("b", [2, 4])],
+                           [_vi("y1", [2, 4]), _vi("y2", [2, 2, 4]), _vi("y3", [], TensorProto.INT64),
+                            _vi("y4", [8])], inits)
+    x = {"x": _f32(6, 4), "a": _f32(2, 4), "b": _f32(2, 4)}
+    for got, want in zip(run_relay(model, x), run_onnxruntime(model, x)):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_list_built_in_a_loop_is_the_unrolled_steps() -> None:
+    """A Loop appending x * i to a sequence three times, then the sequence stacked: what a scripted loop over
+    a Python list exports."""
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["x", "fi"], ["t"]),
+         helper.make_node("SequenceInsert", ["s_in", "t"], ["s_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [_vi("i", [], TensorProto.INT64), _vi("cond_in", [], TensorProto.BOOL),
+                 helper.make_tensor_sequence_value_info("s_in", TensorProto.FLOAT, None)],
+        [_vi("cond_out", [], TensorProto.BOOL), helper.make_tensor_sequence_value_info("s_out", TensorProto.FLOAT,
+                                                                                       None)])
+    nodes = [helper.make_node("SequenceEmpty", [], ["s0"], dtype=TensorProto.FLOAT),
+             helper.make_node("Loop", ["trips", "go", "s0"], ["s"], body=body),
+             helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=1)]
+    model = _control_model(nodes, [_vi("x", [2, 3])], [_vi("y", [3, 2, 3])],
+                           {"trips": np.array(3, np.int64), "go": np.array(True)})
+    x = {"x": _f32(2, 3)}
+    np.testing.assert_allclose(run_relay(model, x)[0], run_onnxruntime(model, x)[0], rtol=1e-6)
+    bad = _control_model(nodes[:2], [_vi("x", [2, 3])], [helper.make_tensor_sequence_value_info(
+        "s", TensorProto.FLOAT, None)], {"trips": np.array(3, np.int64), "go": np.array(True)})
+    with pytest.raises(OnnxImportError, match=r"graph output 's' is not a tensor \(OnnxSequence\)"):
+        from_onnx(bad, shape={"x": (2, 3)})

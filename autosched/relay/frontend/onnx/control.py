@@ -1,7 +1,9 @@
 """ONNX control flow whose course is known when the model is imported: ``If`` on a condition computed from
 shapes and constants (exporters write shape checks as If) becomes its taken branch, and ``Loop`` with a known
 trip count (or a condition known at each step) is unrolled, its scan outputs stacked. A condition or trip count
-computed from the inputs at run time is refused: relay's graphs have no branches."""
+computed from the inputs at run time is refused: relay's graphs have no branches. Sequences (SequenceConstruct,
+SequenceInsert, SplitToSequence, ConcatFromSequence, ...) are lists known at import, of tensors that may be
+computed at run time: a list built in a loop is a list of the unrolled steps' tensors."""
 
 from __future__ import annotations
 
@@ -76,3 +78,127 @@ def _loop(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> list[Any]:
         shape = g._relay_shape(exprs[0])
         stacked.append(relay_op.concatenate([relay_op.reshape(e, (1, *shape)) for e in exprs], axis=0))
     return carried + stacked
+
+
+# ------------------------------------------------------------------ sequences, as lists known at import
+class OnnxSequence:
+    """An ONNX sequence value: a list, known at import, of tensors (relay expressions, or arrays when known)."""
+
+    def __init__(self, items: list[Any]):
+        self.items = list(items)
+
+    def __repr__(self) -> str:
+        return f"OnnxSequence({len(self.items)} tensors)"
+
+
+def _sequence(g: _GraphConverter, name: str) -> list[Any]:
+    value = g.exprs.get(name)
+    if not isinstance(value, OnnxSequence):
+        g._fail(f"input {name!r} is not a sequence")
+    return value.items
+
+
+def _value(g: _GraphConverter, name: str) -> Any:
+    """A tensor input as it is known: its array when known at import, else its expression."""
+    return g.consts[name] if name in g.consts else (g.initializers[name] if name in g.initializers else
+                                                     g.tensor(name))
+
+
+def _position(g: _GraphConverter, node: onnx.NodeProto, i: int, length: int, default: int, insert: bool) -> int:
+    name = g.optional(node, i)
+    if name is None:
+        return default
+    p = int(np.asarray(g.value(name, "the position")).reshape(-1)[0])
+    if not -length <= p <= (length if insert else length - 1):
+        g._fail(f"position {p} is outside a sequence of {length} tensors")
+    return p + length if p < 0 else p
+
+
+def _expr(v: Any) -> Any:
+    return relay_ir.const(v) if isinstance(v, np.ndarray) else v
+
+
+@register("SequenceEmpty")
+def _sequence_empty(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> OnnxSequence:
+    return OnnxSequence([])
+
+
+@register("SequenceConstruct")
+def _sequence_construct(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> OnnxSequence:
+    return OnnxSequence([_value(g, n) for n in node.input])
+
+
+@register("SequenceInsert")
+def _sequence_insert(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> OnnxSequence:
+    items = _sequence(g, node.input[0])
+    p = _position(g, node, 2, len(items), len(items), insert=True)
+    return OnnxSequence(items[:p] + [_value(g, node.input[1])] + items[p:])
+
+
+@register("SequenceErase")
+def _sequence_erase(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> OnnxSequence:
+    items = _sequence(g, node.input[0])
+    if not items:
+        g._fail("erasing from an empty sequence")
+    p = _position(g, node, 1, len(items), len(items) - 1, insert=False)
+    return OnnxSequence(items[:p] + items[p + 1:])
+
+
+@register("SequenceAt")
+def _sequence_at(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Any:
+    items = _sequence(g, node.input[0])
+    return items[_position(g, node, 1, len(items), 0, insert=False)]
+
+
+@register("SequenceLength")
+def _sequence_length(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> np.ndarray:
+    return np.array(len(_sequence(g, node.input[0])), np.int64)
+
+
+@register("ConcatFromSequence")
+def _concat_from_sequence(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Any:
+    """The tensors joined along ``axis`` (stacked on a new axis there with ``new_axis=1``)."""
+    items = _sequence(g, node.input[0])
+    if not items:
+        g._fail("concatenating an empty sequence")
+    axis, new = int(attrs["axis"]), bool(int(attrs.get("new_axis", 0)))
+    if all(isinstance(v, np.ndarray) for v in items):
+        return np.stack(items, axis=axis) if new else np.concatenate(items, axis=axis)
+    exprs = [_expr(v) for v in items]
+    if new:
+        shape = g._relay_shape(exprs[0])
+        at = axis if axis >= 0 else axis + len(shape) + 1
+        exprs = [relay_op.reshape(e, shape[:at] + (1,) + shape[at:]) for e in exprs]
+        axis = at
+    return relay_op.concatenate(exprs, axis=axis)
+
+
+@register("SplitToSequence")
+def _split_to_sequence(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> OnnxSequence:
+    """Pieces along ``axis``: of the sizes in ``split`` (one size: pieces of it, the last shorter), or of one
+    element each, that axis dropped unless ``keepdims``."""
+    x = node.input[0]
+    shape = tuple(g.shape(x))
+    axis = int(attrs.get("axis", 0)) % len(shape)
+    split = g.optional(node, 1)
+    keep = True
+    if split is None:
+        sizes = [1] * shape[axis]
+        keep = bool(int(attrs.get("keepdims", 1)))
+    else:
+        s = np.asarray(g.value(split, "split")).astype(np.int64)
+        sizes = [int(v) for v in s.reshape(-1)] if s.ndim else [int(s)] * (shape[axis] // int(s)) + (
+            [shape[axis] % int(s)] if shape[axis] % int(s) else [])
+    if sum(sizes) != shape[axis]:
+        g._fail(f"split sizes {sizes} do not add up to the {shape[axis]} elements of axis {axis}")
+    starts = np.cumsum([0] + sizes)
+    value = _value(g, x)
+    pieces = []
+    for begin, end in zip(starts[:-1], starts[1:]):
+        if isinstance(value, np.ndarray):
+            piece = np.take(value, np.arange(begin, end), axis=axis)
+            pieces.append(piece if keep else np.squeeze(piece, axis))
+            continue
+        piece = relay_op.strided_slice(value, begin=[int(begin)], end=[int(end)], strides=[1], axes=[axis])
+        pieces.append(piece if keep else relay_op.reshape(piece, shape[:axis] + shape[axis + 1:]))
+    return OnnxSequence(pieces)

@@ -36,7 +36,7 @@ import numpy as np
 
 from autosched.errors import AutoschedError
 from autosched.relay import ir as relay_ir
-from autosched.relay.frontend.onnx.registry import CONVERTERS, FOLD_ALWAYS, FOLD_LIMIT, FOLD_ONLY
+from autosched.relay.frontend.onnx.registry import CONVERTERS, FOLD_ALWAYS, FOLD_LIMIT, FOLD_ONLY, NEVER_FOLD
 from autosched.relay.ir.expr import Expr, IRModule
 
 logger = logging.getLogger("autosched.relay")
@@ -155,6 +155,10 @@ class _GraphConverter:
         self._convert_nodes(self.graph.node)
         self._node = None
         outs = [self.tensor(o.name) for o in self.graph.output]
+        for o, e in zip(self.graph.output, outs):
+            if not isinstance(e, Expr):
+                raise OnnxImportError(f"graph output {o.name!r} is not a tensor ({type(e).__name__}); a sequence "
+                                      f"output is not supported (ConcatFromSequence it)")
         body = outs[0] if len(outs) == 1 else relay_ir.Tuple(outs)
         used = [name for name in self.initializers if name in self.param_vars]  # in the model's order
         params = list(self.input_vars) + [self.param_vars[name] for name in used]
@@ -355,7 +359,7 @@ class _GraphConverter:
         """Nodes whose inputs are all known at import time are evaluated now (shape arithmetic, small constants);
         weights above ``FOLD_LIMIT`` elements stay parameters."""
         ins = [n for n in node.input if n]
-        if not ins or not all(self.is_const(n) for n in ins):
+        if not ins or node.op_type in NEVER_FOLD or not all(self.is_const(n) for n in ins):
             return False
         return node.op_type in FOLD_ALWAYS or sum(self.value(n, "").size for n in ins) <= FOLD_LIMIT
 

@@ -37,3 +37,8 @@ FOLD_ALWAYS = FOLD_ONLY | frozenset({"Gather", "Expand", "Trilu", "Equal", "Less
 
 
 FOLD_LIMIT = 4096  # a node of constant inputs with at most this many elements in all is evaluated at import
+
+# ops never evaluated at import by onnx's reference evaluator: their values are sequences, which the importer keeps
+# as lists (the evaluator would give a list, taken for one array)
+NEVER_FOLD = frozenset({"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt",
+                        "SequenceLength", "ConcatFromSequence", "SplitToSequence", "If", "Loop"})
