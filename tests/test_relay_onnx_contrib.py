@@ -14,6 +14,7 @@ pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from _llm_models import llm_inputs, make_llama  # noqa: E402
 from _onnx_models import IR_VERSION, run_onnxruntime  # noqa: E402
 from _transformer_models import make_encoder, token_inputs  # noqa: E402
 from autosched import relay  # noqa: E402
@@ -200,6 +201,18 @@ def test_onnxruntimes_llm_attention_matches_it(case: str) -> None:
               for vi in model.graph.input}
     for got, want in zip(_run(model, inputs), run_onnxruntime(model, inputs)):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("kw", [{"seq": 8}, {"seq": 1, "past": 8}, {"seq": 8, "bits": 4, "accuracy_level": 0}],
+                         ids=["prompt", "a step after a cache", "int4 weights"])
+def test_a_llama_as_onnxruntimes_model_builder_writes_it_matches_it(kw: dict) -> None:
+    """A 2-layer Llama-style decoder with the builder's ops (GroupQueryAttention with rotary and a cache,
+    (Skip)SimplifiedLayerNormalization, MatMulNBits; tests/_llm_models.py): logits and the new cache as
+    onnxruntime's (at accuracy_level 0: at the builder's 4, onnxruntime quantizes activations to int8)."""
+    model = make_llama(**kw)
+    inputs = llm_inputs(model)
+    for got, want in zip(_run(model, inputs), run_onnxruntime(model, inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6 * np.abs(want).max())
 
 
 def test_group_query_attention_masks_right_padding() -> None:
