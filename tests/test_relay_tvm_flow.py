@@ -220,7 +220,9 @@ def test_tvms_pass_context_is_the_one_relay_reads(resnet, caplog):
 
 @pytest.mark.parametrize("net, kwargs, nparams", [
     ("resnet", {"num_layers": 18}, 102), ("resnet", {"num_layers": 50}, 267), ("mobilenet", {"alpha": 0.25}, 137),
-    ("vgg", {"num_layers": 11, "batch_norm": True}, 54), ("mlp", {"image_shape": (3, 32, 32)}, 6)])
+    ("vgg", {"num_layers": 11, "batch_norm": True}, 54), ("mlp", {"image_shape": (3, 32, 32)}, 6),
+    ("resnet", {"num_layers": 18, "layout": "NHWC", "image_shape": (32, 32, 3)}, 102),
+    ("mobilenet", {"alpha": 0.25, "layout": "NHWC", "image_shape": (32, 32, 3)}, 137)])
 def test_relay_testing_networks_build_and_agree_at_every_opt_level(net, kwargs, nparams):
     """relay.testing's networks (TVM's benchmark and tutorial models, random weights): each builds, its class
     probabilities sum to one, and the blocked-layout build (opt_level 3) equals the plain one (0)."""
@@ -240,9 +242,9 @@ def test_relay_testing_networks_build_and_agree_at_every_opt_level(net, kwargs, 
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-4, atol=1e-6)
 
 
-def test_relay_testing_refuses_nhwc_and_unknown_depths_by_name():
-    with pytest.raises(relay.RelayError, match="layout 'NHWC' is not supported.*use layout='NCHW'"):
-        relay.testing.resnet.get_workload(layout="NHWC")
+def test_relay_testing_refuses_unknown_layouts_and_depths_by_name():
+    with pytest.raises(relay.RelayError, match="layout 'NCHW8c' is not one of NCHW, NHWC"):
+        relay.testing.resnet.get_workload(layout="NCHW8c")
     with pytest.raises(relay.RelayError, match=r"num_layers 20 is not one of \[18, 34, 50, 101, 152\]"):
         relay.testing.resnet.get_workload(num_layers=20)
 
@@ -256,3 +258,29 @@ def test_create_workload_gives_a_users_network_its_parameters():
     assert sorted(params) == ["fc_bias", "fc_weight"] and not params["fc_bias"].numpy().any()
     limit = np.sqrt(6 / 7)
     assert 0 < np.abs(params["fc_weight"].numpy()).max() <= limit  # Xavier-uniform
+
+
+def test_nhwc_convolutions_and_pools_compute_what_nchw_ones_do():
+    """TVM's NHWC layouts (HWIO kernels, HWOI depthwise ones) run as NCHW between transposes: equal to the NCHW
+    ops on the transposed data and weights."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 9, 9, 8)).astype("float32")
+    w = rng.standard_normal((3, 3, 8, 16)).astype("float32")
+    dw = rng.standard_normal((3, 3, 16, 1)).astype("float32")
+
+    def run(data, body):
+        v = relay.var("d", shape=data.shape)
+        m = graph_executor.GraphModule(relay.build(relay.IRModule.from_expr(relay.Function([v], body(v))),
+                                                   "llvm")["default"]())
+        m.run(d=data)
+        return m.get_output(0).numpy()
+
+    got = run(x, lambda d: relay.nn.global_avg_pool2d(relay.nn.max_pool2d(relay.nn.conv2d(
+        relay.nn.conv2d(d, relay.const(w), padding=(1, 1), strides=(2, 2), data_layout="NHWC", kernel_layout="HWIO"),
+        relay.const(dw), padding=(1, 1), groups=16, data_layout="NHWC", kernel_layout="HWOI"), (2, 2), (2, 2),
+        layout="NHWC"), layout="NHWC"))
+    want = run(x.transpose(0, 3, 1, 2), lambda d: relay.nn.global_avg_pool2d(relay.nn.max_pool2d(relay.nn.conv2d(
+        relay.nn.conv2d(d, relay.const(w.transpose(3, 2, 0, 1)), padding=(1, 1), strides=(2, 2)),
+        relay.const(dw.transpose(2, 3, 0, 1)), padding=(1, 1), groups=16), (2, 2), (2, 2))))
+    assert got.shape == (1, 1, 1, 16)
+    np.testing.assert_allclose(got, want.transpose(0, 2, 3, 1), rtol=1e-5, atol=1e-5)

@@ -7,7 +7,7 @@ from typing import Any
 
 from autosched.relay.ir.expr import Function, IRModule, var
 from autosched.relay.testing.init import create_workload
-from autosched.relay.testing.layers import check_layout, classifier, conv_bn_relu, function
+from autosched.relay.testing.layers import channels_of, check_layout, classifier, conv_bn_relu, function
 from autosched.runtime.ndarray import NDArray
 
 #: (output channels, stride) of the separable blocks
@@ -19,13 +19,14 @@ def get_net(batch_size: int, num_classes: int, image_shape: tuple = (3, 224, 224
     check_layout(layout)
     data = var("data", shape=(batch_size, *image_shape), dtype=dtype)
     channels = int(32 * alpha)
-    x = conv_bn_relu(data, "conv0", image_shape[0], channels, 3, 2, dtype=dtype)
+    x = conv_bn_relu(data, "conv0", channels_of(image_shape, layout), channels, 3, 2, dtype=dtype, layout=layout)
     for k, (width, stride) in enumerate(BLOCKS):
         cout = int(width * alpha)
-        x = conv_bn_relu(x, f"sep{k + 1}_dw", channels, channels, 3, stride, groups=channels, dtype=dtype)
-        x = conv_bn_relu(x, f"sep{k + 1}_pw", channels, cout, 1, dtype=dtype)
+        x = conv_bn_relu(x, f"sep{k + 1}_dw", channels, channels, 3, stride, groups=channels, dtype=dtype,
+                         layout=layout)
+        x = conv_bn_relu(x, f"sep{k + 1}_pw", channels, cout, 1, dtype=dtype, layout=layout)
         channels = cout
-    y = classifier(x, channels, num_classes, dtype)
+    y = classifier(x, channels, num_classes, dtype, layout)
     return function(data, y)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from autosched.relay import op
 from autosched.relay.ir.expr import Function, IRModule, RelayError, var
 from autosched.relay.testing.init import create_workload
-from autosched.relay.testing.layers import batch_norm, check_layout, dense_bias, function
+from autosched.relay.testing.layers import batch_norm, channels_of, check_layout, conv, dense_bias, function
 from autosched.runtime.ndarray import NDArray
 
 #: convolutions per stage, by depth
@@ -22,18 +22,17 @@ def get_net(batch_size: int, num_classes: int, num_layers: int = 11, image_shape
     if num_layers not in DEPTHS:
         raise RelayError(f"vgg: num_layers {num_layers} is not one of {sorted(DEPTHS)}")
     data = var("data", shape=(batch_size, *image_shape), dtype=dtype)
-    x, channels, size = data, image_shape[0], image_shape[1]
+    x, channels, size = data, channels_of(image_shape, layout), image_shape[1]
     for stage, (n, width) in enumerate(zip(DEPTHS[num_layers], WIDTHS)):
         for k in range(n):
             name = f"conv{stage + 1}_{k + 1}"
-            w = var(f"{name}_weight", shape=(width, channels, 3, 3), dtype=dtype)
-            x = op.nn.bias_add(op.nn.conv2d(x, w, padding=(1, 1), channels=width, kernel_size=(3, 3)),
-                               var(f"{name}_bias", shape=(width,), dtype=dtype))
+            x = op.nn.bias_add(conv(x, name, channels, width, 3, dtype=dtype, layout=layout),
+                               var(f"{name}_bias", shape=(width,), dtype=dtype), axis=3 if layout == "NHWC" else 1)
             if batch_norm_:
-                x = batch_norm(x, f"{name}_bn", width, dtype)
+                x = batch_norm(x, f"{name}_bn", width, dtype, layout)
             x = op.nn.relu(x)
             channels = width
-        x = op.nn.max_pool2d(x, pool_size=(2, 2), strides=(2, 2))
+        x = op.nn.max_pool2d(x, pool_size=(2, 2), strides=(2, 2), layout=layout)
         size //= 2
     x = op.nn.batch_flatten(x)
     x = op.nn.relu(dense_bias(x, "fc6", channels * size * size, 4096, dtype))

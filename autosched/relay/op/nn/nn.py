@@ -9,7 +9,7 @@ from autosched.relay.ir.expr import Call, Constant, Expr, TupleGetItem
 from autosched.relay.op.elemwise import cast, prelu
 from autosched.relay.op.nn._nn import dilate, log_softmax, lrn
 from autosched.relay.op.op import make_call
-from autosched.relay.op.tensor import upsampling
+from autosched.relay.op.tensor import transpose, upsampling
 
 
 def _dtype_of(e: Expr) -> str | None:
@@ -27,11 +27,32 @@ def _in_dtype(e: Expr, dtype: str) -> Expr:
     return e if _dtype_of(e) == dtype else cast(e, dtype)
 
 
+#: axes permutations to NCHW from each data layout, and to OIHW from each kernel layout (NHWC's HWIO; HWOI for
+#: depthwise kernels, [KH, KW, C, multiplier])
+_TO_NCHW = {"NHWC": (0, 3, 1, 2)}
+_TO_OIHW = {"HWIO": (3, 2, 0, 1), "OHWI": (0, 3, 1, 2), "HWOI": (2, 3, 0, 1)}
+
+
+def _as_nchw(data: Expr, layout: str) -> Expr:
+    return transpose(data, _TO_NCHW[layout]) if layout in _TO_NCHW else data
+
+
+def _from_nchw(out: Expr, layout: str) -> Expr:
+    return transpose(out, (0, 2, 3, 1)) if layout == "NHWC" else out
+
+
 def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0), dilation: Any = (1, 1),
            groups: int = 1, channels: int | None = None, kernel_size: Any = None, data_layout: str = "NCHW",
            kernel_layout: str = "OIHW", out_layout: str = "", out_dtype: str = "") -> Call:
     """2-D convolution (NCHW/OIHW); padding of 1, 2 or 4 ints (top, left, bottom, right); ``out_dtype``: the
-    type the products are summed in (the operands are cast to it)."""
+    type the products are summed in (the operands are cast to it). NHWC data (with an HWIO, OHWI or HWOI
+    kernel) is computed as NCHW between transposes (NCHW is the faster layout here: AlterOpLayout blocks it)."""
+    if (data_layout in _TO_NCHW or kernel_layout in _TO_OIHW) and data_layout in ("NCHW", *_TO_NCHW) and \
+            kernel_layout in ("OIHW", *_TO_OIHW):
+        w = transpose(weight, _TO_OIHW[kernel_layout]) if kernel_layout in _TO_OIHW else weight
+        out = conv2d(_as_nchw(data, data_layout), w, strides, padding, dilation, groups, channels, kernel_size,
+                     out_dtype=out_dtype)
+        return _from_nchw(out, out_layout or data_layout)
     data, weight = _in_dtype(data, out_dtype), _in_dtype(weight, out_dtype)
     return make_call("nn.conv2d", [data, weight], strides=tuple(strides) if not isinstance(strides, int) else strides,
                      padding=padding if isinstance(padding, int) else tuple(padding),
@@ -75,6 +96,9 @@ def _pool(name: str, data: Expr, pool_size: Any, strides: Any, dilation: Any, pa
     def norm(v: Any) -> Any:
         return v if isinstance(v, int) else tuple(v)
 
+    if layout in _TO_NCHW:  # NHWC pooled as NCHW between transposes
+        return _from_nchw(_pool(name, _as_nchw(data, layout), pool_size, strides, dilation, padding, "NCHW",
+                                ceil_mode, **extra), layout)
     return make_call(name, [data], pool_size=norm(pool_size), strides=norm(strides), dilation=norm(dilation),
                      padding=norm(padding), layout=layout, ceil_mode=bool(ceil_mode), **extra)
 
@@ -92,6 +116,8 @@ def avg_pool2d(data: Expr, pool_size: Any = (1, 1), strides: Any = (1, 1), dilat
 
 
 def global_avg_pool2d(data: Expr, layout: str = "NCHW", out_layout: str = "") -> Call:
+    if layout in _TO_NCHW:
+        return _from_nchw(make_call("nn.global_avg_pool2d", [_as_nchw(data, layout)], layout="NCHW"), layout)
     return make_call("nn.global_avg_pool2d", [data], layout=layout)
 
 
