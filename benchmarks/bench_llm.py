@@ -20,35 +20,14 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from _timing import alternating_medians  # noqa: E402
+from _onnx_sides import compare, onnx_sides  # noqa: E402
 
 from _llm_models import LLAMA_SMALL, llm_inputs, make_llama  # noqa: E402
-from autosched import relay  # noqa: E402
-from autosched.runtime.graph_executor import GraphModule  # noqa: E402
 from autosched.target import Target  # noqa: E402
-
-
-def sides(model, threads: int, target: str) -> dict:
-    import onnxruntime as ort
-
-    inputs = llm_inputs(model)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.log_severity_level = 3  # (its shape inference takes the cache's length for present's: a warning per output)
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    ref = sess.run(None, inputs)[0]
-    mod, params = relay.frontend.from_onnx(model)
-    gm = GraphModule(*relay.build(mod, target=target, params=params))
-    gm.set_input(**inputs)
-    gm.run()
-    err = float(np.abs(gm.get_output(0) - ref).max() / np.abs(ref).max())
-    return {"autosched": gm.run, "onnxruntime": lambda: sess.run(None, inputs), "rel_err": err}
 
 
 def main() -> None:
@@ -66,14 +45,11 @@ def main() -> None:
           f"{args.threads} thread(s); {LLAMA_SMALL}")
     phases = {"prompt": {"seq": args.prompt, "past": 0}, "step": {"seq": 1, "past": args.prompt - 1}}
     for weights, extra in (("fp32", {}), ("int4", {"bits": 4, "accuracy_level": 4})):
-        runs = {phase: sides(make_llama(**LLAMA_SMALL, **shape, **extra), args.threads, args.target)
-                for phase, shape in phases.items()}
-        fns = {f"{lib} {phase}": run[lib] for phase, run in runs.items() for lib in ("autosched", "onnxruntime")}
-        best = alternating_medians(fns, rounds=args.rounds, seconds=args.seconds)
-        for phase, run in runs.items():
-            a, o = best[f"autosched {phase}"], best[f"onnxruntime {phase}"]
+        models = {phase: make_llama(**LLAMA_SMALL, **shape, **extra) for phase, shape in phases.items()}
+        runs = {phase: onnx_sides(m, llm_inputs(m), args.threads, args.target) for phase, m in models.items()}
+        for phase, a, o, err in compare(runs, args.rounds, args.seconds):
             print(f"{weights} {phase:6s}: autosched {a * 1e3:8.3f} ms, onnxruntime {o * 1e3:8.3f} ms, {a / o:.2f}x "
-                  f"(largest difference {run['rel_err']:.1e} of the largest logit)", flush=True)
+                  f"(largest difference {err:.1e} of the largest logit)", flush=True)
 
 
 if __name__ == "__main__":

@@ -30,12 +30,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from _timing import alternating_medians  # noqa: E402
+from _onnx_sides import compare, onnx_sides  # noqa: E402
 
 import _onnx_models  # noqa: E402
 import _transformer_models  # noqa: E402
-from autosched import relay  # noqa: E402
-from autosched.runtime.graph_executor import GraphModule  # noqa: E402
 from autosched.target import Target  # noqa: E402
 
 
@@ -78,23 +76,6 @@ def quantized_resnet50(tmp: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
 MODELS = {"bert_base": quantized_bert, "resnet50": quantized_resnet50}
 
 
-def sides(path: Path, inputs: dict[str, np.ndarray], threads: int, target: str) -> dict:
-    """autosched's and onnxruntime's run of the model at ``path``, autosched checked against onnxruntime."""
-    import onnx
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    ref = sess.run(None, inputs)[0]
-    mod, params = relay.frontend.from_onnx(onnx.load(path))
-    gm = GraphModule(*relay.build(mod, target=target, params=params))
-    gm.set_input(**inputs)
-    gm.run()
-    err = float(np.abs(np.asarray(gm.get_output(0)) - ref).max() / np.abs(ref).max())
-    return {"autosched": gm.run, "onnxruntime": lambda: sess.run(None, inputs), "rel_err": err}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
@@ -112,14 +93,11 @@ def main() -> None:
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
             float_path, int8_path, inputs = MODELS[name](Path(tmp))
-            runs = {kind: sides(p, inputs, args.threads, args.target)
+            runs = {kind: onnx_sides(p, inputs, args.threads, args.target)
                     for kind, p in (("float", float_path), ("int8", int8_path))}
-        fns = {f"{lib} {kind}": run[lib] for kind, run in runs.items() for lib in ("autosched", "onnxruntime")}
-        best = alternating_medians(fns, rounds=args.rounds, seconds=args.seconds)
-        for kind, run in runs.items():
-            a, o = best[f"autosched {kind}"], best[f"onnxruntime {kind}"]
+        for kind, a, o, err in compare(runs, args.rounds, args.seconds):
             print(f"{name:10s} {kind:5s}: autosched {a * 1e3:8.2f} ms, onnxruntime {o * 1e3:8.2f} ms, {a / o:.2f}x "
-                  f"(largest difference {run['rel_err']:.1e} of the largest output)", flush=True)
+                  f"(largest difference {err:.1e} of the largest output)", flush=True)
 
 
 if __name__ == "__main__":

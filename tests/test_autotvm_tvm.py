@@ -17,15 +17,19 @@ from autosched.contrib import graph_executor
 from autosched.database import Database
 
 
-@autotvm.template("tutorial/matmul_v1")
-def matmul_v1(N, L, M, dtype):
+def _matmul(N, L, M, dtype):
+    """The tutorial's computation and its untransformed schedule: (s, [A, B, C], (y, x, k))."""
     A = te.placeholder((N, L), name="A", dtype=dtype)
     B = te.placeholder((L, M), name="B", dtype=dtype)
     k = te.reduce_axis((0, L), name="k")
     C = te.compute((N, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     s = te.create_schedule(C.op)
-    y, x = s[C].op.axis
-    k = s[C].op.reduce_axis[0]
+    return s, [A, B, C], (*s[C].op.axis, s[C].op.reduce_axis[0])
+
+
+@autotvm.template("tutorial/matmul_v1")
+def matmul_v1(N, L, M, dtype):
+    s, (A, B, C), (y, x, k) = _matmul(N, L, M, dtype)
     cfg = autotvm.get_config()
     cfg.define_knob("tile_y", [1, 2, 4, 8, 16])
     cfg.define_knob("tile_x", [1, 2, 4, 8, 16])
@@ -37,13 +41,7 @@ def matmul_v1(N, L, M, dtype):
 
 @autotvm.template("tutorial/matmul")
 def matmul(N, L, M, dtype):
-    A = te.placeholder((N, L), name="A", dtype=dtype)
-    B = te.placeholder((L, M), name="B", dtype=dtype)
-    k = te.reduce_axis((0, L), name="k")
-    C = te.compute((N, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = te.create_schedule(C.op)
-    y, x = s[C].op.axis
-    k = s[C].op.reduce_axis[0]
+    s, (A, B, C), (y, x, k) = _matmul(N, L, M, dtype)
     cfg = autotvm.get_config()
     cfg.define_split("tile_y", y, num_outputs=2)
     cfg.define_split("tile_x", x, num_outputs=2)

@@ -93,16 +93,23 @@ def _params(func: Callable, args: tuple, kwargs: dict) -> dict:
     return dict(inspect.signature(func).bind(*args, **kwargs).arguments)
 
 
+def template_space(task: _Task) -> Any:
+    """``task``'s template space, or None when its workload has no template for the target kind (a model's
+    fused kernel)."""
+    try:
+        return task.space("template")
+    except SpaceError:
+        return None
+
+
 class Task(_Task):
     """A task with AutoTVM's ``config_space``: the template space when the workload has a template for the
     target kind, else the generated (sketch) space."""
 
     @property
     def config_space(self) -> Any:
-        try:
-            return self.space("template")
-        except SpaceError:  # no template for this workload (a model's fused kernel): the generated space
-            return self.space("generated")
+        space = template_space(self)
+        return space if space is not None else self.space("generated")
 
 
 def create(task_name: str, args: Sequence[Any] = (), target: Any = None, target_host: Any = None) -> Task:
@@ -121,4 +128,4 @@ def extract_from_program(mod: Any, params: dict[str, Any] | None, target: Any, t
     return out
 
 
-__all__ = ["FallbackConfig", "Task", "create", "extract_from_program", "get_config", "template"]
+__all__ = ["FallbackConfig", "Task", "create", "extract_from_program", "get_config", "template", "template_space"]

@@ -9,8 +9,8 @@ from typing import Any
 
 from autosched.autotvm.callback import log_to_file
 from autosched.autotvm.measure import MeasureOption
+from autosched.autotvm.task import template_space
 from autosched.search import tune
-from autosched.space.base import SpaceError
 
 
 class Tuner:
@@ -31,7 +31,7 @@ class Tuner:
         logs = [c.filename for c in callbacks if isinstance(c, log_to_file)]
         if len(logs) > 1:
             raise ValueError(f"tune: one log_to_file per run (it is the run's database), got {logs}")
-        space = "template" if self.policy == "grid" or _has_template(self.task) else None
+        space = "template" if self.policy == "grid" or template_space(self.task) is not None else None
         self.best_record = tune(self.task, n_trial, policy=self.policy, space=space,
                                 database=logs[0] if logs else None, backend="local",
                                 run_config=measure_option.run_config if measure_option is not None else None,
@@ -43,13 +43,6 @@ class Tuner:
     def _tune_options(self) -> dict[str, Any]:
         return {}
 
-
-def _has_template(task: Any) -> bool:
-    try:
-        task.space("template")
-    except SpaceError:  # a workload without a template (a model's fused kernel)
-        return False
-    return True
 
 
 class RandomTuner(Tuner):
