@@ -11,8 +11,9 @@ The float models come from ``tests/_transformer_models`` and ``tests/_onnx_model
 autosched imports each model, builds it with default schedules and checks its output against onnxruntime's
 (the largest difference relative to the largest output); then all four (two libraries x float / quantized) are
 timed in alternating rounds (benchmarks/_timing.py), each keeping its best median. onnxruntime runs its integer
-kernels (VNNI or AMX where the CPU has them); autosched runs the integer products in its float kernels where
-that is exact (docs/relay_onnx.md). Prints the CPU. Run it with nothing else running.
+kernels (VNNI or AMX where the CPU has them); so does autosched on a CPU with AVX-512 VNNI (nn.conv2d_nchwc_vnni,
+nn.dense_vnni), elsewhere its float kernels where that is exact (docs/relay_onnx.md). Prints the CPU. Run it
+with nothing else running.
 """
 
 from __future__ import annotations

@@ -432,6 +432,81 @@ def test_an_int8_dense_runs_vpdpbusd_where_the_cpu_has_vnni_and_float32_kernels_
         np.testing.assert_array_equal(np.asarray(m.get_output(0)), xv.astype(np.int64) @ w.T.astype(np.int64))
 
 
+def _int_conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int, pad_value: int = 0) -> np.ndarray:
+    """numpy's int64 convolution of NCHW ``x`` by OIHW ``w``, the padding ``pad_value``."""
+    p = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=pad_value)
+    k = w.shape[2]
+    span = ((p.shape[2] - k) // stride) * stride + 1  # the rows (columns) one tap reads, a stride apart
+    return sum(np.einsum("nchw,oc->nohw", p[:, :, i:i + span:stride, j:j + span:stride], w[:, :, i, j].astype(np.int64))
+               for i in range(k) for j in range(k))
+
+
+def _requantize(acc, scale: float):
+    """An int32 accumulator scaled, rounded and saturated to uint8: relay, and numpy's float32 twin."""
+    if isinstance(acc, np.ndarray):
+        return np.clip(np.round(acc.astype(np.float32) * np.float32(scale)), 0, 255).astype(np.uint8)
+    scaled = relay.multiply(relay.cast(acc, "float32"), relay.const(np.float32(scale)))
+    return relay.cast(relay.clip(relay.round(scaled), 0.0, 255.0), "uint8")
+
+
+@pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512", "icelake-server"])
+def test_int8_convolutions_run_vpdpbusd_where_the_cpu_has_vnni_and_exact_float32_elsewhere(cpu: str) -> None:
+    """A quantized CNN's convolutions, relay.nn.conv2d(uint8, int8, out_dtype="int32"): for a CPU with AVX-512
+    VNNI, AlterOpLayout packs each filter for nn.conv2d_nchwc_vnni (a 3-channel stem given a fourth channel of
+    zeros; a zero point's padding an nn.pad kept in the blocked layout); elsewhere blocked float32 kernels. A
+    chain of a 7x7/2 stem, a 3x3, a strided 3x3 padded with a zero point of 9 and a 1x1 in blocks of 8, equal to
+    numpy's integers where this machine runs the code."""
+    rng = np.random.default_rng(11)
+    layers = [(3, 32, 7, 2, 3, 0), (32, 48, 3, 1, 1, 0), (48, 64, 3, 2, 1, 9), (64, 16, 1, 1, 0, 0)]
+    ws = [rng.integers(-128, 128, (o, c, k, k)).astype(np.int8) for c, o, k, _, _, _ in layers]
+    x = relay.var("x", shape=(1, 3, 29, 29), dtype="uint8")
+    y = x
+    for w, (_, _, _, s, p, zp) in zip(ws, layers):
+        if zp:
+            y = relay.nn.pad(y, [(0, 0), (0, 0), (p, p), (p, p)], pad_value=float(zp))
+        y = relay.nn.conv2d(y, relay.const(w), strides=(s, s), padding=(0, 0) if zp else (p, p), out_dtype="int32")
+        y = _requantize(y, 2.0 ** -12) if w is not ws[-1] else y
+    target = f"llvm -mcpu={cpu}"
+    graph_json, lib, params = relay.build(relay.IRModule.from_expr(relay.Function([x], y)), target=target)
+    vnni = cpu == "icelake-server"
+    names = [n["name"] for n in json.loads(graph_json)["nodes"] if n["op"] != "null"]
+    assert sum("conv2d_nchwc_vnni" in n for n in names) == (4 if vnni else 0), names
+    assert sum("conv2d_nchwc" in n for n in names) == 4, names  # blocked either way
+    assert ("llvm.x86.avx512.vpdpbusd.512" in lib.get_source("ll")) == vnni
+    if host_runs(target):
+        m = GraphModule(graph_json, lib, params)
+        xv = rng.integers(0, 256, (1, 3, 29, 29)).astype(np.uint8)
+        m.set_input(x=xv)
+        m.run()
+        want = xv
+        for w, (_, _, _, s, p, zp) in zip(ws, layers):
+            want = _int_conv(want, w, s, p, zp)
+            want = _requantize(want, 2.0 ** -12) if w is not ws[-1] else want
+        np.testing.assert_array_equal(np.asarray(m.get_output(0)), want)
+
+
+@pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])
+def test_int8_convolutions_too_large_for_float32_run_on_data_less_128(cpu: str) -> None:
+    """Without VNNI, a uint8 convolution whose sums may pass 2^24 (255 x 576 taps x 127) runs in float32 on the
+    data less 128 (padded before it is shifted; the 128s added back per output channel), where sums stay
+    below 2^24: exact, not int32's slow multiplies. Near-maximal bytes make float32 of the raw data round."""
+    target = f"llvm -mcpu={cpu}"
+    skip_unless_host_runs(target)
+    rng = np.random.default_rng(12)
+    w = rng.integers(120, 128, (16, 64, 3, 3)).astype(np.int8)
+    w[::2] *= -1
+    x = relay.var("x", shape=(1, 64, 6, 6), dtype="uint8")
+    y = relay.nn.conv2d(x, relay.const(w), padding=(1, 1), out_dtype="int32")
+    graph_json, lib, params = relay.build(relay.IRModule.from_expr(relay.Function([x], y)), target=target)
+    m = GraphModule(graph_json, lib, params)
+    xv = rng.integers(250, 256, (1, 64, 6, 6)).astype(np.uint8)
+    m.set_input(x=xv)
+    m.run()
+    want = _int_conv(xv, w, 1, 1)
+    assert np.abs(want).max() > 2 ** 24
+    np.testing.assert_array_equal(np.asarray(m.get_output(0)), want)
+
+
 @pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])
 def test_the_vnni_dense_is_exact_on_cpus_without_vnni(cpu: str) -> None:
     """nn.dense_vnni built for a CPU without VNNI (as a searched schedule or a shared library might be) widens

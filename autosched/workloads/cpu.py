@@ -596,10 +596,11 @@ def _prod(xs) -> int:
 def place_padding(sch, pad, stride: int, dtype: str) -> None:
     """The padded input of a blocked convolution: read in place (its guards partitioned away: the interior of
     the image runs guard-free, the edge tiles with their guards folded), or for a strided convolution copied
-    once at the root, where reading in place measured slower (docs/measured_choices.md)."""
+    once at the root, where reading in place measured slower (docs/measured_choices.md). Bytes (a VNNI
+    convolution's uint8 data) are always copied: each dot product reads its four bytes as one load."""
     if pad is None:
         return
-    if stride > 1:
+    if stride > 1 or pad.dtype in ("uint8", "int8"):
         _root_elementwise(sch, pad, _lanes(dtype))
     else:
         sch[pad].compute_inline()

@@ -5,7 +5,8 @@
   OIHW[x]i[y]o packed ahead of time, output NCHW[y]c; groups;
 - ``nn.depthwise_conv2d_nchwc`` (``nn.contrib_depthwise_conv2d_NCHWc``): weights [C/x, 1, KH, KW, 1, x];
 - ``nn.dense_pack`` (``nn.contrib_dense_pack``): weights [units/x, in, x];
-- ``nn.dense_vnni``: uint8 data, int8 weights [units/x, in/4, x, 4], int32 sums (VNNI's ``vpdpbusd``).
+- ``nn.dense_vnni``: uint8 data, int8 weights [units/x, in/4, x, 4], int32 sums (VNNI's ``vpdpbusd``);
+- ``nn.conv2d_nchwc_vnni``: uint8 data NCHW[x]c, int8 weights [O/y, I/x, KH, KW, x/4, y, 4], int32 sums.
 
 Pooling takes ``layout="NCHW16c"`` on the plain ops (``nn.max_pool2d``, ``nn.avg_pool2d``,
 ``nn.global_avg_pool2d``). The computes are those of the blocked workloads (autosched/workloads/blocked_layout.py);
@@ -27,6 +28,7 @@ from autosched.workloads.blocked_layout import (
     conv2d_winograd_nchwc_compute,
     dense_pack_compute,
     depthwise_conv2d_nchwc_compute,
+    pad_blocked,
 )
 
 
@@ -230,6 +232,50 @@ register_op(OpDef("nn.dense_vnni", _dense_vnni_rel, _dense_vnni_compute, OUT_ELE
                   schedule=schedules.dense_pack,
                   doc="uint8 data @ int8 weight.T summed in int32, the weight packed [units/x, in/4, x, 4] ahead of "
                       "time for VNNI's vpdpbusd"))
+
+
+def _conv2d_nchwc_vnni_rel(types, attrs):
+    op = "nn.conv2d_nchwc_vnni"
+    d, w = _operands(types, op, "data", "weight")
+    N, CI, H, W = _nchw_shape(d.shape, attrs["data_layout"], op)
+    ib = channel_block_of(attrs["data_layout"], op) or 1
+    if d.dtype != "uint8" or w.dtype != "int8" or len(w.shape) != 7 or w.shape[6] != 4 or ib % 4 \
+            or w.shape[1] * ib != CI or w.shape[4] * 4 != ib:
+        raise RelayError(f"{op}: uint8 data NCHW[x]c (x a multiple of 4) and int8 weight "
+                         f"[O/y, I/x, KH, KW, x/4, y, 4] do not match: {d.shape} {d.dtype} "
+                         f"({attrs['data_layout']}), {w.shape} {w.dtype}")
+    OCB, _, KH, KW, _, ob, _ = w.shape
+    OH, OW = _blocked_out_size(H, W, KH, KW, {**attrs, "dilation": (1, 1)}, op)
+    if OH <= 0 or OW <= 0:
+        raise RelayError(f"{op}: data {d.shape} with weight {w.shape} gives an empty output {OH}x{OW}")
+    return TensorType((N, OCB, OH, OW, ob), "int32")
+
+
+def _conv2d_nchwc_vnni_compute(inputs, attrs, out_type):
+    """Each output channel's int32 sum over the input-channel blocks, the window and a block's channels in
+    fours: dot4_u8s8 of a pixel's 4 channel bytes and the output channel's 4 weight bytes (packed side by side),
+    so that the y output channels of a block, in vector lanes, take one vpdpbusd per four input channels. The
+    padding (zeros) is a stage of its own, a load for the dot product to read."""
+    data, weight = inputs
+    op = "nn.conv2d_nchwc_vnni"
+    sh, sw = _pair(attrs["strides"], op, "strides")
+    src = pad_blocked(data, pad4(attrs["padding"], op))
+    _, ICB, KH, KW, IB4, _, _ = (int(d) for d in weight.shape)
+    icb = te.reduce_axis((0, ICB), name="icb")
+    kh = te.reduce_axis((0, KH), name="kh")
+    kw = te.reduce_axis((0, KW), name="kw")
+    i4 = te.reduce_axis((0, IB4), name="i4")
+    return te.compute(out_type.shape, lambda n, ob, y, x, o: te.sum(E.Call("int32", DOT4_U8S8, [
+        E.const(0, "int32"), src[n, icb, y * sh + kh, x * sw + kw, i4 * 4], weight[ob, icb, kh, kw, i4, o, 0]]),
+        axis=[icb, kh, kw, i4]), name="conv2d_nchwc_vnni")
+
+
+register_op(OpDef(
+    "nn.conv2d_nchwc_vnni", _conv2d_nchwc_vnni_rel, _conv2d_nchwc_vnni_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
+    attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "data_layout": "NCHW16c"},
+    schedule=schedules.conv2d_nchwc,
+    doc="uint8 NCHW[x]c data convolved with int8 weights packed [O/y, I/x, KH, KW, x/4, y, 4] ahead of time, "
+        "summed in int32 (VNNI's vpdpbusd)", canonical_attrs=_canon_spatial))
 
 
 # ----------------------------------------------------------------- Winograd

@@ -10,12 +10,15 @@ Each 4-D activation gets a layout as the pass walks the graph in order:
   Output channels that no block of 8 divides (27, 75, 116) are padded with zero filters to a multiple of 8,
   and the real channels are sliced out in NCHW. A dilated convolution (FCN's and DeepLab's backbones, their
   ASPP) runs blocked too, after losing the kernel rows and columns that read only padding (at rate 24 or 36
-  on a 14x14 map a 3x3 becomes a 1x1).
+  on a 14x14 map a 3x3 becomes a 1x1). uint8 data by int8 filters summed in int32 (a quantized CNN) becomes
+  ``nn.conv2d_nchwc_vnni`` on CPUs with AVX-512 VNNI, elsewhere the blocked float32 convolution where exact.
 - Elementwise ops (pattern ELEMWISE, any op of the user's too), and broadcasting binary ones whose other operand
   is another activation in the same layout, a scalar or a constant broadcast per channel (a bias, a batch-norm
   scale or shift: re-laid out here), keep the layout;
-  so do pooling, global pooling and a channel concatenation of inputs with one block.
-- ``nn.dense`` with constant weights becomes ``nn.dense_pack`` (weights packed [units/x, in, x]).
+  so do pooling, global pooling, padding of the rows and columns, and a channel concatenation of inputs with one
+  block.
+- ``nn.dense`` with constant weights becomes ``nn.dense_pack`` (weights packed [units/x, in, x]); 8-bit operands
+  summed in int32 ``nn.dense_vnni`` on VNNI CPUs.
 - ``nn.batch_matmul`` with a transposed operand gets a transposed copy of it and ``transpose_a/b=False``, unless
   it has a few rows against a transposed y (a decode step's scores: dot products of contiguous rows).
 - Anything else, and the function's outputs, get NCHW back through one ``layout_transform`` per tensor.
@@ -179,6 +182,12 @@ def to_blocked_const(c: np.ndarray, channels: int, block: int) -> np.ndarray | N
     return np.ascontiguousarray(a.reshape(n, ch // block, block, h, w).transpose(0, 1, 3, 4, 2))
 
 
+def _bytes_to_int32(node: Call) -> bool:
+    """Whether a conv2d or dense with ``out_dtype`` sums 8-bit operands in int32 (a quantized model's product;
+    other casts keep the generic kernels)."""
+    return node.attrs["out_dtype"] == "int32" and all(a.checked_type.dtype in ("uint8", "int8") for a in node.args)
+
+
 class _Alter:
     def __init__(self) -> None:
         self.new: dict[int, Expr] = {}  # id(old node) -> rebuilt node
@@ -244,7 +253,74 @@ class _Alter:
             return None
         if tuple(_pair(node.attrs["dilation"], "nn.conv2d", "dilation")) != (1, 1):
             node = _without_padding_taps(node) or node
+        if node.attrs.get("out_dtype"):
+            return self._integer_conv(node) if _bytes_to_int32(node) else None
         return self._conv(node, self.new[id(data)], node.args[1].data)
+
+    def _integer_conv(self, node: Call) -> tuple[Expr, int | None]:
+        """A convolution of 8-bit operands summed in int32, its weight constant: on targets with VNNI (uint8 data,
+        int8 weights, no groups, whole blocks of 16 output and 4 input channels) ``nn.conv2d_nchwc_vnni``, the
+        weight packed for vpdpbusd; elsewhere the convolution of the operands cast to float32 where every partial
+        sum is an integer below 2^24 (exact, in the blocked float kernels), uint8 data less 128 where only that
+        makes it so (the 128s added back per output channel), else in int32."""
+        data, weight = node.args
+        x, w = self.new[id(data)], weight.data
+        CO, CI, KH, KW = w.shape
+        have = self.block.get(id(x))
+        uint8 = data.checked_type.dtype == "uint8"
+        if (Target.current().cpu.dot_u8s8 and uint8 and w.dtype == np.int8
+                and int(node.attrs["groups"]) == 1 and CO % VNNI_LANES == 0 and (CI % 4 == 0 or have is None)
+                and tuple(_pair(node.attrs["dilation"], "nn.conv2d", "dilation")) == (1, 1)):
+            if CI % 4:  # a stem's 3 channels: a fourth of zeros (zero filters too), then blocks of 4
+                x = self.nchw(x)
+                x = _op.nn.pad(x, [(0, 0), (0, -CI % 4), (0, 0), (0, 0)])
+                w = np.concatenate([w, np.zeros((CO, -CI % 4, KH, KW), w.dtype)], axis=1)
+                CI = w.shape[1]
+            ib = have if have is not None and have % 4 == 0 and CI % have == 0 else \
+                next(b for b in (16, 8, 4) if CI % b == 0)
+            packed = np.ascontiguousarray(w.reshape(CO // VNNI_LANES, VNNI_LANES, CI // ib, ib // 4, 4, KH, KW)
+                                          .transpose(0, 2, 5, 6, 3, 1, 4))
+            call = _op.make_call("nn.conv2d_nchwc_vnni", [self.in_layout(x, ib), Constant(packed)],
+                                 strides=_pair(node.attrs["strides"], "nn.conv2d", "strides"),
+                                 padding=pad4(node.attrs["padding"], "nn.conv2d"), data_layout=f"NCHW{ib}c")
+            return call, VNNI_LANES
+        bound = float(np.abs(w.astype(np.int64)).reshape(CO, -1).sum(axis=1).max())
+        shift = 128 if uint8 and exact_sum_dtype(255 * bound) != "float32" else 0
+        dtype = exact_sum_dtype((255 if uint8 and not shift else 128) * bound)
+        attrs = {k: v for k, v in node.attrs.items() if k != "out_dtype"}
+        if shift:  # the zeros of the padding are less 128 too: padded explicitly, before the shift
+            pt, pl, pb, pr = pad4(node.attrs["padding"], "nn.conv2d")
+            if pt or pl or pb or pr:
+                x = self._keep(_op.nn.pad(x, [(0, 0), (0, 0), (pt, pb), (pl, pr)] + [(0, 0)] * (have is not None)),
+                               have)
+                attrs["padding"] = (0, 0, 0, 0)
+        x = self._keep(_op.cast(x, dtype), have)
+        if shift:
+            x = self._keep(_op.subtract(x, Constant(np.array(shift, dtype))), have)
+        plain = Call(node.op, node.args, attrs)
+        out = self._conv(plain, x, w.astype(dtype))
+        call, block = out if out is not None else (Call(node.op, [self.nchw(x), Constant(w.astype(dtype))], attrs),
+                                                   None)
+        if dtype != "int32":
+            call = _op.cast(call, "int32")
+        if shift:
+            back = (shift * w.astype(np.int64).reshape(CO, -1).sum(axis=1)).astype(np.int32).reshape(-1, 1, 1)
+            call = _op.add(call, Constant(back if block is None else to_blocked_const(back, CO, block)))
+        return call, block
+
+    def _keep(self, e: Expr, block: int | None) -> Expr:
+        """``e`` (an elementwise op on an activation in ``block``) recorded in that layout."""
+        self.block[id(e)] = block
+        return e
+
+    def _nn_pad(self, node: Call) -> tuple[Expr, int] | None:
+        """Padding of an image's rows and columns (an explicit Pad before a convolution) in its blocked layout."""
+        x = self.new[id(node.args[0])]
+        block = self.block.get(id(x))
+        pw = [tuple(int(v) for v in p) for p in node.attrs["pad_width"]]
+        if block is None or len(pw) != 4 or pw[0] != (0, 0) or pw[1] != (0, 0):
+            return None
+        return Call(node.op, [x], {**node.attrs, "pad_width": pw + [(0, 0)]}), block
 
     def _conv(self, node: Call, x: Expr, w: np.ndarray) -> tuple[Expr, int | None] | None:
         """``node`` (an NCHW conv2d) on the rebuilt input ``x`` with weight ``w`` in a blocked layout."""
@@ -308,7 +384,7 @@ class _Alter:
     def _nn_dense(self, node: Call) -> tuple[Expr, None] | None:
         data, weight = node.args
         if node.attrs.get("out_dtype"):
-            return self._integer_dense(node)
+            return self._integer_dense(node) if _bytes_to_int32(node) else None
         if not isinstance(weight, Constant) or len(data.checked_type.shape) < 2:
             return None
         if id(weight) not in self.packed_dense:  # one packed copy of a weight that several layers share

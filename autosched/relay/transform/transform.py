@@ -222,6 +222,8 @@ def simplify_inference(func: Function) -> Function:
                 and isinstance(inner.args[1], Constant) and uses.get(id(inner), 0) <= 1):
             return None
         w = inner.args[1].data
+        if not np.issubdtype(w.dtype, np.floating):  # integer filters (a quantized model's) stay integers
+            return None
         vec = _channel_vector(rhs, w.shape[0])
         if vec is None:
             return None

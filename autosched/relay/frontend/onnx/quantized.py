@@ -5,7 +5,11 @@ DynamicQuantizeMatMul), the operator format (QLinearConv, QLinearMatMul, and onn
 QGemm, QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearLeakyRelu,
 QLinearSigmoid) and block-quantized LLM weights (``com.microsoft`` MatMulNBits, dequantized at import).
 
-Integer products run in float32 where that is exact, else in int32. An 8-bit value less its zero point is an
+uint8 activations by a constant int8 weight of zero point 0 (what quantize_static and quantize_dynamic write)
+stay bytes, ``nn.conv2d`` / ``nn.dense`` with ``out_dtype="int32"``, less the zero point times the weight's sums:
+AlterOpLayout runs them by VNNI's vpdpbusd where the CPU has it, and as below elsewhere.
+
+Other integer products run in float32 where that is exact, else in int32. An 8-bit value less its zero point is an
 integer of at most 9 bits, so every product is exact in float32, and every partial sum of a dot product is an
 integer no larger than the sum of its terms' magnitudes: when that bound (the largest activation times the
 largest column sum of the constant weight's magnitudes) is below 2^24, float32 holds each partial sum exactly, in
@@ -27,7 +31,7 @@ from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.nn import _from_2d, conv_of, matmul_of
 from autosched.relay.frontend.onnx.registry import register
 from autosched.relay.ir.expr import Expr
-from autosched.relay.op.common import exact_sum_dtype
+from autosched.relay.op.common import exact_sum_dtype, pad4
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -206,6 +210,8 @@ def _integer_conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, x: str,
     """The 4-D result of the Conv-like ``node`` on (x - xzp) and (w - wzp) (the weight's zero point a scalar or
     one per output channel), and the dtype it is computed in. The data's padding is its zero point, so the
     shifted data pads with 0."""
+    if _bytes_by_filter(g, x, xzp, w, wzp):
+        return _bytes_conv(g, node, attrs, x, xzp, w), "int32"
     wshape = g.shape(w)
     per_out = (-1,) + (1,) * (len(wshape) - 1)
     x_mag = _magnitude(g, x, xzp)
@@ -219,6 +225,35 @@ def _integer_conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, x: str,
     if xzp is not None and math.prod(g.shape(xzp)) != 1:
         g._fail(f"the data's zero point {xzp!r} has shape {list(g.shape(xzp))}; it must be one value")
     return conv_of(g, node, attrs, _shifted(g, x, xzp, dtype), weight, wshape), dtype
+
+
+def _bytes_by_filter(g: _GraphConverter, x: str, xzp: str | None, w: str, wzp: str | None) -> bool:
+    """Whether a convolution is uint8 data (one constant zero point, any) by a constant int8 filter of zero point
+    0: what onnxruntime's static quantization writes (uint8 activations, symmetric int8 weights), and what
+    VNNI's vpdpbusd multiplies as it is."""
+    return (g.dtype(x) == "uint8" and g.is_const(w) and g.dtype(w) == "int8"
+            and (wzp is None or (g.is_const(wzp) and not g.value(wzp, "").any()))
+            and (xzp is None or (g.is_const(xzp) and math.prod(g.shape(xzp)) == 1)))
+
+
+def _bytes_conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, x: str, xzp: str | None, w: str) -> Expr:
+    """(x - xzp) conv w in int32 as ``nn.conv2d(x, w, out_dtype="int32")`` on the bytes, less xzp times each
+    filter's sum; the padding, which is xzp in x's terms, explicit when xzp is not 0. AlterOpLayout keeps the bytes
+    for VNNI targets and runs the float32 kernels elsewhere where that is exact."""
+    wv = g.value(w, "the weight")
+    conv = conv_of(g, node, attrs, g.tensor(x), relay_ir.const(wv), g.shape(w))
+    data, weight = conv.args
+    zp = int(g.value(xzp, "the zero point").reshape(())) if xzp is not None else 0
+    conv_attrs = {**conv.attrs, "out_dtype": "int32"}
+    pt, pl, pb, pr = pad4(conv.attrs["padding"], "nn.conv2d")
+    if zp and (pt or pl or pb or pr):
+        data = relay_op.nn.pad(data, [(0, 0), (0, 0), (pt, pb), (pl, pr)], pad_value=float(zp))
+        conv_attrs["padding"] = (0, 0, 0, 0)
+    acc = relay_ir.Call(conv.op, [data, weight], conv_attrs)
+    if not zp:
+        return acc
+    sums = zp * wv.astype(np.int64).reshape(wv.shape[0], -1).sum(axis=1)
+    return relay_op.subtract(acc, relay_ir.const(sums.astype(np.int32).reshape(-1, 1, 1)))
 
 
 def _as_int32(acc: Expr, dtype: str) -> Expr:

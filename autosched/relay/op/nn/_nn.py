@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType, TupleType
 from autosched.relay.op import schedules
@@ -50,7 +52,20 @@ def _conv2d_rel(types, attrs):
     if OH <= 0 or OW <= 0 or min(sh, sw, dh, dw) <= 0:
         raise RelayError(f"{op}: data shape {d.shape} with weight {w.shape}, strides {(sh, sw)}, padding "
                          f"{(pt, pl, pb, pr)}, dilation {(dh, dw)} gives an empty output {OH}x{OW}")
-    return TensorType((N, O, OH, OW), _same_dtype(op, d, w))
+    return TensorType((N, O, OH, OW), _sum_dtype(op, d, w, attrs))
+
+
+def _sum_dtype(op: str, d: TensorType, w: TensorType, attrs: dict) -> str:
+    """The dtype a product of ``d`` and ``w`` is summed in: theirs, or ``out_dtype``, the operands cast to it
+    (TVM's meaning: uint8/int8 operands summed in int32 are a quantized model's products)."""
+    out = attrs.get("out_dtype") or ""
+    if not out:
+        return _same_dtype(op, d, w)
+    try:
+        np.dtype(out)
+    except TypeError:
+        raise RelayError(f"{op}: out_dtype={out!r} is not a dtype") from None
+    return out
 
 
 def pad_nchw(data: te.Tensor, pt: int, pl: int, pb: int, pr: int, value: Any = 0.0, name: str = "pad") -> te.Tensor:
@@ -72,17 +87,19 @@ def _conv2d_compute(inputs, attrs, out_type):
         _ishape(data), _ishape(weight), attrs)
     g = int(attrs["groups"])
     pad = pad_nchw(data, pt, pl, pb, pr)
+    wide = (lambda v: v.astype(out_type.dtype)) if attrs.get("out_dtype") else (lambda v: v)
     rc = te.reduce_axis((0, I), name="rc")
     rh = te.reduce_axis((0, KH), name="rh")
     rw = te.reduce_axis((0, KW), name="rw")
     og = O // g
     if g == 1:
         def f(n, o, y, x):
-            return te.sum(pad[n, rc, y * sh + rh * dh, x * sw + rw * dw] * weight[o, rc, rh, rw], axis=[rc, rh, rw])
+            return te.sum(wide(pad[n, rc, y * sh + rh * dh, x * sw + rw * dw]) * wide(weight[o, rc, rh, rw]),
+                          axis=[rc, rh, rw])
     else:
         def f(n, o, y, x):
-            return te.sum(pad[n, (o // og) * I + rc, y * sh + rh * dh, x * sw + rw * dw] * weight[o, rc, rh, rw],
-                          axis=[rc, rh, rw])
+            return te.sum(wide(pad[n, (o // og) * I + rc, y * sh + rh * dh, x * sw + rw * dw])
+                          * wide(weight[o, rc, rh, rw]), axis=[rc, rh, rw])
     return te.compute((N, O, OH, OW), f, name="conv2d", tag="conv2d")
 
 
@@ -97,12 +114,22 @@ def _canon_spatial(attrs: dict) -> dict:
     return out
 
 
+def _canon_conv2d(attrs: dict) -> dict:
+    """:func:`_canon_spatial`, and no ``out_dtype`` when it is the operands' own: task keys (and tuning records)
+    of convolutions are what they were before it was an attribute."""
+    out = _canon_spatial(attrs)
+    if not out.get("out_dtype", "x"):
+        del out["out_dtype"]
+    return out
+
+
 register_op(OpDef(
     "nn.conv2d", _conv2d_rel, _conv2d_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
     attrs={"strides": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1, "channels": None,
-           "kernel_size": None, "data_layout": "NCHW", "kernel_layout": "OIHW"},
-    schedule=schedules.conv2d_nchw, doc="2-D convolution, NCHW data and OIHW weights",
-    canonical_attrs=_canon_spatial))
+           "kernel_size": None, "data_layout": "NCHW", "kernel_layout": "OIHW", "out_dtype": ""},
+    schedule=schedules.conv2d_nchw, doc="2-D convolution, NCHW data and OIHW weights (with out_dtype, the operands' "
+                                         "products summed in it)",
+    canonical_attrs=_canon_conv2d))
 
 
 def _dense_rel(types, attrs):
@@ -113,20 +140,11 @@ def _dense_rel(types, attrs):
                          f"{d.shape[-1] if d.shape else '?'} != {w.shape[1] if len(w.shape) == 2 else '?'}")
     if attrs.get("units") is not None and int(attrs["units"]) != w.shape[0]:
         raise RelayError(f"{op}: units={attrs['units']} but weight shape {w.shape} has {w.shape[0]} rows")
-    out = attrs.get("out_dtype") or ""
-    if not out:
-        return TensorType(d.shape[:-1] + (w.shape[0],), _same_dtype(op, d, w))
-    if out != "int32" or d.dtype not in _BYTES or w.dtype not in _BYTES:
-        raise RelayError(f"{op}: out_dtype={out!r} takes uint8/int8 operands summed in int32, got {d.dtype} and "
-                         f"{w.dtype}")
-    return TensorType(d.shape[:-1] + (w.shape[0],), out)
-
-
-_BYTES = ("uint8", "int8")
+    return TensorType(d.shape[:-1] + (w.shape[0],), _sum_dtype(op, d, w, attrs))
 
 
 def _dense_compute(inputs, attrs, out_type):
-    """data @ weight.T; with ``out_dtype`` (8-bit operands) their products summed in it."""
+    """data @ weight.T; with ``out_dtype`` the operands' products summed in it."""
     data, weight = inputs
     k = te.reduce_axis((0, int(weight.shape[1])), name="k")
     out = attrs.get("out_dtype") or ""

@@ -19,6 +19,15 @@ def _dtype_of(e: Expr) -> str | None:
     return getattr(getattr(e, "type_annotation", None) or getattr(e, "_checked_type", None), "dtype", None)
 
 
+def _summed_in(data: Expr, weight: Expr, out_dtype: str) -> dict:
+    """The ``out_dtype`` attribute of a conv2d or dense: none when the operands are known to be of that type
+    already (their task keys stay those of plain products), else the type they are cast to and summed in
+    (uint8/int8 operands in int32 stay bytes until AlterOpLayout: VNNI targets sum them by vpdpbusd)."""
+    if not out_dtype or _dtype_of(data) == _dtype_of(weight) == out_dtype:
+        return {}
+    return {"out_dtype": out_dtype}
+
+
 def _in_dtype(e: Expr, dtype: str) -> Expr:
     """``e`` cast to ``dtype`` (TVM's ``out_dtype``: int8 operands multiplied and summed in int32, say), unless
     its type is already known to be ``dtype``."""
@@ -53,20 +62,18 @@ def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0
         out = conv2d(_as_nchw(data, data_layout), w, strides, padding, dilation, groups, channels, kernel_size,
                      out_dtype=out_dtype)
         return _from_nchw(out, out_layout or data_layout)
-    data, weight = _in_dtype(data, out_dtype), _in_dtype(weight, out_dtype)
     return make_call("nn.conv2d", [data, weight], strides=tuple(strides) if not isinstance(strides, int) else strides,
                      padding=padding if isinstance(padding, int) else tuple(padding),
                      dilation=dilation if isinstance(dilation, int) else tuple(dilation), groups=int(groups),
-                     channels=channels, kernel_size=kernel_size, data_layout=data_layout, kernel_layout=kernel_layout)
+                     channels=channels, kernel_size=kernel_size, data_layout=data_layout, kernel_layout=kernel_layout,
+                     **_summed_in(data, weight, out_dtype))
 
 
 def dense(data: Expr, weight: Expr, units: int | None = None, out_dtype: str = "") -> Call:
     """``data @ weight.T`` with weight [units, in], summed in ``out_dtype`` (the operands' type by default):
     uint8/int8 operands with ``out_dtype="int32"`` stay 8-bit (VNNI targets sum them by ``vpdpbusd``; others
     in float32 when that is exact, AlterOpLayout decides); other operands are cast to it."""
-    if out_dtype == "int32" and _dtype_of(data) in ("uint8", "int8") and _dtype_of(weight) in ("uint8", "int8"):
-        return make_call("nn.dense", [data, weight], units=units, out_dtype=out_dtype)
-    return make_call("nn.dense", [_in_dtype(data, out_dtype), _in_dtype(weight, out_dtype)], units=units)
+    return make_call("nn.dense", [data, weight], units=units, **_summed_in(data, weight, out_dtype))
 
 
 def matmul(a: Expr, b: Expr, units: int | None = None, transpose_a: bool = False, transpose_b: bool = False,
