@@ -1,15 +1,16 @@
 """Quantized models as onnxruntime's quantization tool makes them, on autosched and onnxruntime side by side in one
 run: BERT-base (12 layers, d_model 768, 128 tokens) by ``quantize_dynamic`` (int8 weights, activations quantized
 at run time for each MatMulInteger) and ResNet-50 (224 x 224) by ``quantize_static`` in the operator format
-(QLinearConv, QLinearAdd, QGemm; uint8 activations and int8 weights; calibrated on 8 random images, preprocessed
-by ``quant_pre_process`` so its batch norms are folded), each next to its float model.
+(QLinearConv, QLinearAdd, QGemm) and in its default QDQ format (QuantizeLinear/DequantizeLinear around float
+ops; uint8 activations and int8 weights; calibrated on 8 random images, preprocessed by ``quant_pre_process`` so
+its batch norms are folded), each next to its float model.
 
     python benchmarks/bench_quantized.py [--models bert_base resnet50] [--threads 2] [--rounds 6] [--seconds 1]
                                          [--target llvm]
 
 The float models come from ``tests/_transformer_models`` and ``tests/_onnx_models`` (seeded random weights).
 autosched imports each model, builds it with default schedules and checks its output against onnxruntime's
-(the largest difference relative to the largest output); then all four (two libraries x float / quantized) are
+(the largest difference relative to the largest output); then all of them (two libraries x float / quantized) are
 timed in alternating rounds (benchmarks/_timing.py), each keeping its best median. onnxruntime runs its integer
 kernels (VNNI or AMX where the CPU has them); so does autosched on a CPU with AVX-512 VNNI (nn.conv2d_nchwc_vnni,
 nn.dense_vnni), elsewhere its float kernels where that is exact (docs/relay_onnx.md). Prints the CPU. Run it
@@ -38,7 +39,7 @@ import _transformer_models  # noqa: E402
 from autosched.target import Target  # noqa: E402
 
 
-def quantized_bert(tmp: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
+def quantized_bert(tmp: Path) -> tuple[dict[str, Path], dict[str, np.ndarray]]:
     import onnx
     from onnxruntime.quantization import quantize_dynamic
 
@@ -47,10 +48,10 @@ def quantized_bert(tmp: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
     inputs = _transformer_models.token_inputs(model, sizes["seq"], sizes["vocab"])
     onnx.save(model, tmp / "bert.onnx")
     quantize_dynamic(tmp / "bert.onnx", tmp / "bert_int8.onnx")
-    return tmp / "bert.onnx", tmp / "bert_int8.onnx", inputs
+    return {"float": tmp / "bert.onnx", "int8": tmp / "bert_int8.onnx"}, inputs
 
 
-def quantized_resnet50(tmp: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
+def quantized_resnet50(tmp: Path) -> tuple[dict[str, Path], dict[str, np.ndarray]]:
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -68,10 +69,12 @@ def quantized_resnet50(tmp: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
     quant_pre_process(str(tmp / "resnet50.onnx"), str(tmp / "resnet50_pre.onnx"))
     # uint8 activations, int8 weights: the operator format onnxruntime runs fast on x86 (with int8 activations it
     # warns of bad performance there, and took 257 ms on Emerald Rapids)
-    quantize_static(tmp / "resnet50_pre.onnx", tmp / "resnet50_int8.onnx", Images(),
-                    quant_format=QuantFormat.QOperator, activation_type=QuantType.QUInt8)
-    return tmp / "resnet50.onnx", tmp / "resnet50_int8.onnx", {
-        "data": np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    paths = {"float": tmp / "resnet50.onnx"}
+    for kind, fmt in (("int8", QuantFormat.QOperator), ("int8 QDQ", QuantFormat.QDQ)):
+        paths[kind] = tmp / f"resnet50_{fmt.name}.onnx"
+        quantize_static(tmp / "resnet50_pre.onnx", paths[kind], Images(), quant_format=fmt,
+                        activation_type=QuantType.QUInt8)
+    return paths, {"data": np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)}
 
 
 MODELS = {"bert_base": quantized_bert, "resnet50": quantized_resnet50}
@@ -93,11 +96,10 @@ def main() -> None:
           f"{args.threads} thread(s)")
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
-            float_path, int8_path, inputs = MODELS[name](Path(tmp))
-            runs = {kind: onnx_sides(p, inputs, args.threads, args.target)
-                    for kind, p in (("float", float_path), ("int8", int8_path))}
+            paths, inputs = MODELS[name](Path(tmp))
+            runs = {kind: onnx_sides(p, inputs, args.threads, args.target) for kind, p in paths.items()}
         for kind, a, o, err in compare(runs, args.rounds, args.seconds):
-            print(f"{name:10s} {kind:5s}: autosched {a * 1e3:8.2f} ms, onnxruntime {o * 1e3:8.2f} ms, {a / o:.2f}x "
+            print(f"{name:10s} {kind:8s}: autosched {a * 1e3:8.2f} ms, onnxruntime {o * 1e3:8.2f} ms, {a / o:.2f}x "
                   f"(largest difference {err:.1e} of the largest output)", flush=True)
 
 

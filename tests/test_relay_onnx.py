@@ -928,10 +928,12 @@ def _qdq_conv_model(per_axis: bool, signed: bool) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("per_axis, signed", [(True, True), (False, False)])
 def test_a_qdq_quantized_conv_matches_onnxruntime(per_axis: bool, signed: bool) -> None:
-    """A QDQ model runs in float between its quantize/dequantize pairs (rounding halves to even, saturating):
-    the weights are dequantized at build, and every output equals onnxruntime's as the ONNX operators define it
-    (its graph optimisations off: with them it fuses the pattern into an integer convolution whose requantization
-    moves some outputs by several steps), quantization steps included."""
+    """A QDQ model runs in float between its quantize/dequantize pairs (rounding halves to even, saturating),
+    and every output equals onnxruntime's as the ONNX operators define it (its graph optimisations off: with
+    them it fuses the pattern into an integer convolution whose requantization moves some outputs by several
+    steps), quantization steps included. With int8 activations the weights are dequantized at build; uint8
+    activations by int8 filters run on the integers (the rewrite of QDQ products: their filters stay integers),
+    scaled after the sum."""
     import onnxruntime as ort
 
     model = _qdq_conv_model(per_axis, signed)
@@ -946,8 +948,8 @@ def test_a_qdq_quantized_conv_matches_onnxruntime(per_axis: bool, signed: bool) 
         fused = relay.optimize(mod, params)
     (conv,) = [f for f in relay.ir.expr.post_order(fused["main"].body)
                if isinstance(f, relay.Call) and isinstance(f.op, relay.Function) and "conv2d" in str(f.op.body)]
-    weights = [a for a in conv.args if isinstance(a, relay.Constant) and a.data.ndim >= 4]
-    assert weights and all(w.data.dtype == np.float32 for w in weights)  # dequantized at build
+    weights = [a.data for a in conv.args if isinstance(a, relay.Constant) and a.data.ndim >= 6]  # packed filters
+    assert len(weights) == 1 and np.array_equal(weights[0], np.round(weights[0])) == (not signed)
 
 
 RANGED_CASES = [  # op, attributes, the input (in the op's domain; halves for rounding)

@@ -23,6 +23,7 @@ from _onnx_models import IR_VERSION, make_resnet18, run_onnxruntime  # noqa: E40
 from _transformer_models import make_encoder, token_inputs  # noqa: E402
 from autosched import relay  # noqa: E402
 from autosched.relay.frontend import OnnxImportError, from_onnx  # noqa: E402
+from autosched.relay.frontend.onnx.quantized import _QRANGE  # noqa: E402
 from autosched.runtime.graph_executor import GraphModule  # noqa: E402
 from autosched.target import Target, has_dot_u8s8  # noqa: E402
 
@@ -154,6 +155,42 @@ def test_qlinear_conv_requantizes_as_the_spec(signed: bool, nd: int) -> None:
     x = (R.integers(-128, 128, shape) if signed else R.integers(0, 256, shape)).astype("int8" if signed else "uint8")
     want = _reference(model, {"x": x}) if nd == 2 else run_onnxruntime(model, {"x": x})
     _assert_same(_run(model, {"x": x})[0], want)
+
+
+def _qdq_product(op: str, act: str = "uint8"):
+    """A float ``op`` of dequantized activations (one scale and zero point) and a dequantized constant int8 weight
+    (zero point 0, a scale per output channel or column), as quantize_static's QDQ format writes it."""
+    x_shape, w, axis, out, attrs = {
+        "Conv": ((1, 8, 9, 9), _i8(16, 8, 3, 3), 0, (1, 16, 5, 5), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        "MatMul": ((2, 3, 64), _i8(64, 32), 1, (2, 3, 32), {}),
+        "Gemm": ((4, 64), _i8(48, 64), 0, (4, 48), {"transB": 1})}[op]
+    channels = out[1] if op == "Conv" else out[-1]
+    inits = {"xs": np.float32(0.03), "xzp": np.array(-5 if act == "int8" else 117, act), "w": w,
+             "ws": (R.random(channels) * 0.01 + 0.001).astype(np.float32), "wzp": np.zeros(channels, np.int8),
+             "b": R.standard_normal(channels).astype(np.float32)}
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xzp"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wzp"], ["wf"], axis=axis),
+             helper.make_node(op, ["xf", "wf"] + (["b"] if op != "MatMul" else []), ["y"], **attrs)]
+    graph = helper.make_graph(nodes, op, [helper.make_tensor_value_info("x", _TYPES[act], list(x_shape))],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list(out))],
+                              initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])  # the reference's Dequantize
+    model.ir_version = IR_VERSION
+    return model, x_shape
+
+
+@pytest.mark.parametrize("op, act", [("Conv", "uint8"), ("MatMul", "uint8"), ("Gemm", "uint8"), ("Conv", "int8")])
+def test_qdq_products_of_uint8_by_int8_run_on_their_integers(op: str, act: str) -> None:
+    """quantize_static's default (QDQ) format: a Conv, MatMul or Gemm of dequantized uint8 activations by a
+    dequantized int8 weight runs as QLinearConv's integer product of the bytes (VNNI where the CPU has it),
+    scaled after the sum: the float reference's value, up to its roundings. int8 activations stay float."""
+    model, x_shape = _qdq_product(op, act)
+    lo, hi = _QRANGE[act]
+    x = R.integers(lo, hi + 1, x_shape).astype(act)
+    got, products = _run(model, {"x": x})
+    want = _reference(model, {"x": x})[0]
+    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+    assert products == ({"int32"} if act == "uint8" else {"float32"})
 
 
 def test_qlinear_matmul_with_a_scale_per_column() -> None:
@@ -306,6 +343,40 @@ def test_a_statically_quantized_resnet_in_the_operator_format_matches_onnxruntim
     want = run_onnxruntime(model, x)
     got, _ = _run(model, x)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_a_statically_quantized_resnet_in_the_qdq_format_runs_its_products_on_integers(tmp_path, caplog,
+                                                                                       per_channel) -> None:
+    """quantize_static's default format (QDQ: QuantizeLinear/DequantizeLinear around float Conv, Add, Gemm) of a
+    ResNet-18-shaped network: every Conv and the Gemm run on the bytes (the QDQ rewrite), and every logit equals
+    onnxruntime's, with its graph optimisations (which fuse the pattern into integer kernels) and without."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Images(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.it = iter([{"data": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    caplog.set_level(logging.ERROR)
+    onnx.save(make_resnet18(image=32, num_classes=10, width=16), tmp_path / "rn.onnx")
+    quantize_static(tmp_path / "rn.onnx", tmp_path / "rn_qdq.onnx", Images(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8, per_channel=per_channel)
+    model = onnx.load(tmp_path / "rn_qdq.onnx")
+    assert "QLinearConv" not in {n.op_type for n in model.graph.node}
+    x = {"data": np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    as_defined = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(
+        None, x)[0]
+    got, products = _run(model, x)
+    assert products == {"int32"}
+    np.testing.assert_allclose(got[0], run_onnxruntime(model, x)[0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got[0], as_defined, rtol=1e-6, atol=1e-6)
 
 
 #: the converters these tests cover (an onnxruntime contrib op as domain.op_type, as the importer names it)

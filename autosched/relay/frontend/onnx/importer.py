@@ -36,7 +36,14 @@ import numpy as np
 
 from autosched.errors import AutoschedError
 from autosched.relay import ir as relay_ir
-from autosched.relay.frontend.onnx.registry import CONVERTERS, FOLD_ALWAYS, FOLD_LIMIT, FOLD_ONLY, NEVER_FOLD
+from autosched.relay.frontend.onnx.registry import (
+    CONVERTERS,
+    FOLD_ALWAYS,
+    FOLD_LIMIT,
+    FOLD_ONLY,
+    NEVER_FOLD,
+    REWRITES,
+)
 from autosched.relay.ir.expr import Expr, IRModule
 
 logger = logging.getLogger("autosched.relay")
@@ -144,6 +151,7 @@ class _GraphConverter:
         self.input_vars: list[Any] = []
         self.used: set[str] = _inputs_of(self.graph) | {o.name for o in self.graph.output}
         self.onnx_shapes: dict[str, tuple[int, ...]] = {}
+        self.producers: dict[str, onnx.NodeProto] = {}  # ONNX value name -> the node that computed it
         self._node: onnx.NodeProto | None = None
         self._node_index = 0
 
@@ -172,7 +180,13 @@ class _GraphConverter:
             self._node, self._node_index = node, i
             result = self._fold(node) if self._foldable(node) else None
             if result is None:
-                result = CONVERTERS[op_key(node)](self, node, _attrs(node))
+                attrs = _attrs(node)
+                result = next((r for r in (f(self, node, attrs) for f in REWRITES.get(op_key(node), ()))
+                               if r is not None), None)
+            if result is None:
+                result = CONVERTERS[op_key(node)](self, node, attrs)
+            for name in node.output:
+                self.producers[name] = node
             outputs = result if isinstance(result, (tuple, list)) else (result,)
             for name, value in zip(node.output, outputs):
                 if not name:

@@ -7,7 +7,9 @@ QLinearSigmoid) and block-quantized LLM weights (``com.microsoft`` MatMulNBits, 
 
 uint8 activations by a constant int8 weight of zero point 0 (what quantize_static and quantize_dynamic write)
 stay bytes, ``nn.conv2d`` / ``nn.dense`` with ``out_dtype="int32"``, less the zero point times the weight's sums:
-AlterOpLayout runs them by VNNI's vpdpbusd where the CPU has it, and as below elsewhere.
+AlterOpLayout runs them by VNNI's vpdpbusd where the CPU has it, and as below elsewhere. So do QDQ models'
+products: a float Conv, MatMul or Gemm of such dequantized operands is rewritten into the integer product,
+scaled after the sum (``_qdq_conv``, ``_qdq_matmul``).
 
 Other integer products run in float32 where that is exact, else in int32. An 8-bit value less its zero point is an
 integer of at most 9 bits, so every product is exact in float32, and every partial sum of a dot product is an
@@ -27,9 +29,9 @@ import numpy as np
 
 from autosched.relay import ir as relay_ir
 from autosched.relay import op as relay_op
-from autosched.relay.frontend.onnx.importer import _GraphConverter
+from autosched.relay.frontend.onnx.importer import _attrs, _GraphConverter, op_key
 from autosched.relay.frontend.onnx.nn import _from_2d, conv_of, matmul_of
-from autosched.relay.frontend.onnx.registry import register
+from autosched.relay.frontend.onnx.registry import register, rewrite
 from autosched.relay.ir.expr import Expr
 from autosched.relay.op.common import exact_sum_dtype, pad4
 
@@ -93,6 +95,75 @@ def _dequantize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         x = relay_op.subtract(x, relay_op.cast(_per_axis(g, node, 2, attrs), "int32"))
     scale = _per_axis(g, node, 1, attrs)
     return relay_op.multiply(relay_op.cast(x, g.dtype(node.input[1])), scale)
+
+
+# ------------------------------------------------------------------ QDQ products run on their integers
+def _dequantized_bytes(g: _GraphConverter, name: str) -> tuple[str, str | None, np.ndarray, int] | None:
+    """``(q, zero point, scale, axis)`` when ``name`` is a DequantizeLinear of the 8-bit ``q`` by constant scale
+    and zero point (a scalar, or one per slice along ``axis``); else None."""
+    node = g.producers.get(name)
+    if node is None or op_key(node) != "DequantizeLinear" or g.dtype(node.input[0]) not in _QRANGE:
+        return None
+    attrs = _attrs(node)
+    zp = g.optional(node, 2)
+    if attrs.get("block_size", 0) or not g.is_const(node.input[1]) or (zp is not None and not g.is_const(zp)):
+        return None
+    scale = g.value(node.input[1], "").astype(np.float32)
+    return node.input[0], zp, scale, int(attrs.get("axis", 1)) % len(g.shape(node.input[0]))
+
+
+def _product_scale(xs: np.ndarray, ws: np.ndarray, w_axis: int, channel_axis: int) -> np.ndarray | None:
+    """x_scale * w_scale, per output channel when w's scale is (along ``channel_axis`` of w), for a QDQ product's
+    int32 result; None for other layouts of the scales."""
+    if xs.size != 1:
+        return None
+    if ws.size == 1:
+        return (xs.reshape(()) * ws.reshape(())).astype(np.float32)
+    return (xs.reshape(()) * ws.reshape(-1)).astype(np.float32) if w_axis == channel_axis else None
+
+
+@rewrite("Conv")
+def _qdq_conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr | None:
+    """A float Conv of dequantized uint8 data (one scale and zero point) and a dequantized constant int8 filter
+    (zero point 0, a scale per tensor or per output channel), as quantize_static's QDQ format writes it, run on
+    the integers: the int32 convolution of the bytes (QLinearConv's: VNNI's vpdpbusd where the CPU has it) times
+    x_scale * w_scale, plus the bias. It differs from the float reference by that reference's roundings."""
+    x, w = _dequantized_bytes(g, node.input[0]), _dequantized_bytes(g, node.input[1])
+    if x is None or w is None or not _bytes_by_filter(g, x[0], x[1], w[0], w[1]):
+        return None
+    scale = _product_scale(x[2], w[2], w[3], 0)
+    if scale is None:
+        return None
+    nd = len(g.shape(w[0])) - 2
+    y = relay_op.multiply(relay_op.cast(_bytes_conv(g, node, attrs, x[0], x[1], w[0]), "float32"),
+                          relay_ir.const(scale.reshape(-1, 1, 1) if scale.ndim else scale))
+    bias = g.optional(node, 2)
+    if bias is not None:
+        y = relay_op.nn.bias_add(y, g.tensor(bias), axis=1)
+    return _from_2d(y, nd)
+
+
+@rewrite("MatMul", "Gemm")
+def _qdq_matmul(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr | None:
+    """A float MatMul (or Gemm, alpha and beta 1, A not transposed) of dequantized uint8 activations (one scale and
+    zero point) by a dequantized constant 2-D int8 weight (zero point 0, a scale per tensor or per column), as the
+    QDQ format writes it, run on the integers: QLinearMatMul's int32 product of the bytes (VNNI's vpdpbusd where
+    the CPU has it) times a_scale * b_scale, plus Gemm's C."""
+    gemm = node.op_type == "Gemm"
+    if gemm and (attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0):
+        return None
+    a, b = _dequantized_bytes(g, node.input[0]), _dequantized_bytes(g, node.input[1])
+    if a is None or b is None or not _bytes_by_weight(g, a[0], a[1], b[0], b[1]):
+        return None
+    trans_b = gemm and attrs.get("transB", 0)
+    scale = _product_scale(a[2], b[2], b[3], 0 if trans_b else 1)
+    if scale is None:
+        return None
+    w = g.value(b[0], "the weight")
+    y = relay_op.multiply(relay_op.cast(_bytes_dense(g, a[0], a[1], w if trans_b else w.T), "float32"),
+                          relay_ir.const(scale))
+    c = g.optional(node, 2) if gemm else None
+    return relay_op.add(y, g.tensor(c)) if c is not None else y
 
 
 # ------------------------------------------------------------------ dynamic quantization
@@ -432,11 +503,11 @@ def _unary_qlinear(op_type: str, float_attrs):
     return convert
 
 
-for _op, _attrs in (("LeakyRelu", lambda g, a: {"alpha": float(a.get("alpha", 0.01))}),
-                    ("Sigmoid", lambda g, a: {}),
-                    ("AveragePool", _channels_first),
-                    ("GlobalAveragePool", _channels_first)):
-    register(_MS + "QLinear" + _op)(_unary_qlinear(_op, _attrs))
+for _op, _float_attrs in (("LeakyRelu", lambda g, a: {"alpha": float(a.get("alpha", 0.01))}),
+                          ("Sigmoid", lambda g, a: {}),
+                          ("AveragePool", _channels_first),
+                          ("GlobalAveragePool", _channels_first)):
+    register(_MS + "QLinear" + _op)(_unary_qlinear(_op, _float_attrs))
 
 
 @register(_MS + "QLinearConcat")

@@ -1,4 +1,5 @@
-"""The table of ONNX op converters: ``register("Op")`` adds one; the importer looks ops up in ``CONVERTERS``."""
+"""The table of ONNX op converters: ``register("Op")`` adds one; the importer looks ops up in ``CONVERTERS``, after
+the ``rewrite("Op")`` patterns in ``REWRITES``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,21 @@ def register(*ops: str) -> Callable[[Converter], Converter]:
     def deco(fn: Converter) -> Converter:
         for op in ops:
             CONVERTERS[op] = fn
+        return fn
+
+    return deco
+
+
+#: ``fn(converter, node, attrs) -> relay expression or None``, tried in turn before an op's converter: a node that a
+#: pattern around it lets run another way (a float Conv of dequantized bytes, run on the bytes); None leaves it to
+#: the converter
+REWRITES: dict[str, list[Converter]] = {}
+
+
+def rewrite(*ops: str) -> Callable[[Converter], Converter]:
+    def deco(fn: Converter) -> Converter:
+        for op in ops:
+            REWRITES.setdefault(op, []).append(fn)
         return fn
 
     return deco
