@@ -388,8 +388,9 @@ def _pack(values: np.ndarray, bits: int) -> np.ndarray:
     return np.bitwise_or.reduce(v << (np.arange(per, dtype=np.uint8) * bits), axis=-1).astype(np.uint8)
 
 
-def _nbits(k: int, n: int, block: int, bits: int = 4, zero_points: str = "packed", bias: bool = True):
-    """MatMulNBits of A [2, 3, k] by a weight quantized per block of ``block`` along k (asymmetric, by the
+def _nbits(k: int, n: int, block: int, bits: int = 4, zero_points: str = "packed", bias: bool = True,
+           lead: tuple[int, ...] = (2, 3)):
+    """MatMulNBits of A [*lead, k] by a weight quantized per block of ``block`` along k (asymmetric, by the
     block's range), its zero points packed, as floats, or absent (then the values are centred on 2^(bits-1))."""
     blocks = -(-k // block)
     top = (1 << bits) - 1
@@ -408,7 +409,7 @@ def _nbits(k: int, n: int, block: int, bits: int = 4, zero_points: str = "packed
     if bias:
         inits["bias"] = R.standard_normal(n).astype(np.float32)
         order += [""] * (5 - len(order)) + ["bias"]
-    return _ms("MatMulNBits", [("A", "float32", (2, 3, k))], inits, [("y", "float32", (2, 3, n))], order=order,
+    return _ms("MatMulNBits", [("A", "float32", (*lead, k))], inits, [("y", "float32", (*lead, n))], order=order,
                K=k, N=n, bits=bits, block_size=block)
 
 
@@ -441,6 +442,30 @@ def test_onnxruntimes_fused_integer_and_block_quantized_matmuls_match_it(case: s
     got, want = _run(model, inputs)[0][0], run_onnxruntime(model, inputs)[0]
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])
+@pytest.mark.parametrize("rows", [1, 24])
+def test_4_bit_weights_stay_4_bit_and_are_dequantized_in_the_kernel(cpu: str, rows: int) -> None:
+    """MatMulNBits of 4-bit weights imports as nn.dense_int4: the built model holds them at half a byte a value
+    (not dequantized floats, 8x the bytes a decode step reads); a step's row dequantizes them in the kernel's
+    loop, a prompt's rows once per call into the packed GEMM's panel. Equal to onnxruntime (accuracy_level 0)
+    where this machine runs the code."""
+    k, n = 256, 48
+    model = _nbits(k, n, 32, lead=(1, rows))
+    target = f"llvm -mcpu={cpu}"
+    mod, params = from_onnx(model)
+    graph_json, lib, built = relay.build(mod, target=target, params=params)
+    assert [x["name"] for x in json.loads(graph_json)["nodes"] if "dense_int4" in x["name"]]
+    weights = [v for v in built.values() if np.asarray(v).size >= k * n // 2]
+    assert weights and all(np.asarray(v).dtype == np.uint8 and np.asarray(v).nbytes == k * n // 2 for v in weights)
+    if host_runs(target):
+        x = {"A": R.standard_normal((1, rows, k)).astype(np.float32)}
+        m = GraphModule(graph_json, lib, built)
+        m.set_input(**x)
+        m.run()
+        want = run_onnxruntime(model, x)[0]
+        np.testing.assert_allclose(np.asarray(m.get_output(0)), want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
 
 
 QUANTIZED_OPS = {"MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeLinear"} | {

@@ -6,7 +6,9 @@
 - ``nn.depthwise_conv2d_nchwc`` (``nn.contrib_depthwise_conv2d_NCHWc``): weights [C/x, 1, KH, KW, 1, x];
 - ``nn.dense_pack`` (``nn.contrib_dense_pack``): weights [units/x, in, x];
 - ``nn.dense_vnni``: uint8 data, int8 weights [units/x, in/4, x, 4], int32 sums (VNNI's ``vpdpbusd``);
-- ``nn.conv2d_nchwc_vnni``: uint8 data NCHW[x]c, int8 weights [O/y, I/x, KH, KW, x/4, y, 4], int32 sums.
+- ``nn.conv2d_nchwc_vnni``: uint8 data NCHW[x]c, int8 weights [O/y, I/x, KH, KW, x/4, y, 4], int32 sums;
+- ``nn.dense_int4``: float32 data, 4-bit weights packed [N/16, K/2, 16] with scales per block of k, dequantized
+  in the loop (an LLM's MatMulNBits).
 
 Pooling takes ``layout="NCHW16c"`` on the plain ops (``nn.max_pool2d``, ``nn.avg_pool2d``,
 ``nn.global_avg_pool2d``). The computes are those of the blocked workloads (autosched/workloads/blocked_layout.py);
@@ -14,6 +16,8 @@ the default schedules are in autosched/relay/op/schedules.py.
 """
 
 from __future__ import annotations
+
+import math
 
 from autosched import te
 from autosched.codegen.ops import DOT4_U8S8
@@ -276,6 +280,60 @@ register_op(OpDef(
     schedule=schedules.conv2d_nchwc,
     doc="uint8 NCHW[x]c data convolved with int8 weights packed [O/y, I/x, KH, KW, x/4, y, 4] ahead of time, "
         "summed in int32 (VNNI's vpdpbusd)", canonical_attrs=_canon_spatial))
+
+
+#: the columns of one nn.dense_int4 block: a 16-byte load holds two k of each
+INT4_BLOCK = 16
+
+
+def _dense_int4_rel(types, attrs):
+    op = "nn.dense_int4"
+    d, w, s, z = _operands(types, op, "data", "weight", "scales", "scaled_zero_points")
+    block = int(attrs["block_size"])
+    ok = (d.dtype == "float32" and w.dtype == "uint8" and len(d.shape) >= 2 and len(w.shape) == 3
+          and w.shape[2] == INT4_BLOCK and d.shape[-1] == 2 * w.shape[1] and block > 0 and d.shape[-1] % block == 0
+          and s.shape == z.shape == (w.shape[0], d.shape[-1] // block, INT4_BLOCK))
+    if not ok:
+        raise RelayError(f"{op}: float32 data [..., K], uint8 weight [N/16, K/2, 16] and float32 scales and scaled "
+                         f"zero points [N/16, K/{block}, 16] do not match: {d.shape} {d.dtype}, {w.shape} {w.dtype}, "
+                         f"{s.shape}, {z.shape}")
+    return TensorType(tuple(d.shape[:-1]) + (w.shape[0] * INT4_BLOCK,), "float32")
+
+
+#: rows from which nn.dense_int4 dequantizes its weight once per call (a prompt) rather than in its loop (a step)
+INT4_PANEL_ROWS = 8
+
+
+def _dense_int4_compute(inputs, attrs, out_type):
+    """data @ W.T for W's 4-bit values: column n, k is ``q * scale - zero_point * scale`` of its block of k, q the
+    low nibble of byte [n/16, k/2, n%16] for even k, the high one for odd k. A few rows (a decode step, bound by
+    the weight's bytes) dequantize in the loop: the k loop unrolled by 4 makes each nibble's choice a constant,
+    and 16 columns in lanes read 16 bytes a step. From INT4_PANEL_ROWS rows (a prompt) the weight is dequantized
+    once, [N/16, K, 16] as nn.dense_pack's, and the packed GEMM's tile reads it."""
+    data, weight, scales, zs = inputs
+    B, block = INT4_BLOCK, int(attrs["block_size"])
+    K = int(data.shape[-1])
+    lead = tuple(int(d) for d in data.shape[:-1])
+
+    def dequantized(nb, k, lane):
+        byte = weight[nb, k // 2, lane]
+        q = te.if_then_else(k % 2 == 0, byte % 16, byte // 16).astype("float32")
+        return q * scales[nb, k // block, lane] - zs[nb, k // block, lane]
+
+    k = te.reduce_axis((0, K), name="k")
+    if math.prod(lead) >= INT4_PANEL_ROWS:
+        w = te.compute((int(weight.shape[0]), K, B), dequantized, name="dense_int4_weight")
+        return te.compute(lead + (int(out_type.shape[-1]),), lambda *i: te.sum(
+            data[tuple(i[:-1]) + (k,)] * w[i[-1] // B, k, i[-1] % B], axis=k), name="dense_int4")
+    return te.compute(lead + (int(out_type.shape[-1]),), lambda *i: te.sum(
+        data[tuple(i[:-1]) + (k,)] * dequantized(i[-1] // B, k, i[-1] % B), axis=k), name="dense_int4")
+
+
+register_op(OpDef("nn.dense_int4", _dense_int4_rel, _dense_int4_compute, OUT_ELEMWISE_FUSABLE, num_inputs=4,
+                  attrs={"block_size": 32}, schedule=schedules.dense_int4,
+                  doc="float32 data @ W.T, W [N, K] held as 4-bit values (two a byte, packed [N/16, K/2, 16]) with "
+                      "a scale and a zero point (premultiplied by it) per block of k, dequantized in the loop: "
+                      "onnxruntime's MatMulNBits"))
 
 
 # ----------------------------------------------------------------- Winograd

@@ -298,6 +298,26 @@ def dense_pack(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None
     gemm_pack_nest(sch, out, _block_stage(sch, out, acc), block, int(weight.shape[1]))
 
 
+def dense_int4(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None:
+    """nn.dense_int4: the packed dense's nests, 16 columns a block (a decode step's few rows: the dense tile; a
+    prompt's many: the GEMM tile, whose rows share each dequantized weight vector)."""
+    if len(out.shape) < 2 or shape_of(out)[:-1] != shape_of(anchor)[:-1]:
+        return reduction(sch, out)
+    acc = anchor if is_reduction(anchor) else next(t for t in compute_stages(out) if is_reduction(t))
+    panel = _named_input(acc, "dense_int4_weight")
+    inline_injective(sch, out, (acc,) + ((panel,) if panel is not None else ()))
+    if panel is not None:  # the dequantized weight: blocks of columns in parallel, 16 lanes
+        nb, k, lane = sch[panel].op.axis
+        _, pair = sch[panel].split(k, factor=2)  # unrolled: each k's nibble a constant choice
+        sch[panel].parallel(nb)
+        sch[panel].unroll(pair)
+        sch[panel].vectorize(lane)
+    k = int(acc.op.reduce_axis[0].dom.extent.value)
+    if len(out.shape) == 2 and int(out.shape[0]) < 8:
+        return dense_pack_nest(sch, out, _block_stage(sch, out, acc), 16)
+    gemm_pack_nest(sch, out, _block_stage(sch, out, acc), 16, k)
+
+
 def gemm_tile(rows: int, col_blocks: int, block: int, k: int, dtype: str) -> tuple[int, int]:
     """``(rows, blocks)`` of a packed GEMM's register tile: as many accumulators as the target's vector
     registers hold beside the broadcasts and weight loads, the fewest loads per step among those (4 x 3

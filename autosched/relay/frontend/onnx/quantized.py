@@ -33,6 +33,7 @@ from autosched.relay.frontend.onnx.importer import _attrs, _GraphConverter, op_k
 from autosched.relay.frontend.onnx.nn import _from_2d, conv_of, matmul_of
 from autosched.relay.frontend.onnx.registry import register, rewrite
 from autosched.relay.ir.expr import Expr
+from autosched.relay.op.blocked import INT4_BLOCK
 from autosched.relay.op.common import exact_sum_dtype, pad4
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -562,7 +563,8 @@ def _unpack_bits(packed: np.ndarray, bits: int) -> np.ndarray:
 def _matmul_nbits(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """A @ W (+ bias) for W [K, N] stored in blocks of ``block_size`` ``bits``-bit values along K (LLM weights
     quantized to 4 bits), each block with its scale and zero point (packed like the values, default 2^(bits-1),
-    or floats): W is dequantized at import, and the product runs in the float kernels."""
+    or floats): 4-bit weights stay 4-bit, dequantized in the kernel's loop (``nn.dense_int4``); others (and
+    shapes it does not take) are dequantized at import for the float kernels."""
     k, n = int(attrs["K"]), int(attrs["N"])
     bits, block = int(attrs.get("bits", 4)), int(attrs["block_size"])
     if bits not in (2, 4, 8):
@@ -582,10 +584,31 @@ def _matmul_nbits(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr
             zp = _unpack_bits(z.reshape(n, -1), bits)[:, :blocks].astype(np.float32).reshape(n, blocks, 1)
         else:
             zp = z.astype(np.float32).reshape(n, blocks, 1)
-    w = ((q - zp) * scales).reshape(n, blocks * block)[:, :k]
     dtype = g.dtype(node.input[0])
     sa = g.shape(node.input[0])
-    y = matmul_of(g, g.tensor(node.input[0]), relay_ir.const(np.ascontiguousarray(w.T.astype(dtype))), sa, (k, n),
-                  True)
+    if bits == 4 and n % INT4_BLOCK == 0 and k == blocks * block and block % 2 == 0 and dtype == "float32" \
+            and len(sa) >= 2:
+        y = _int4_dense(g.tensor(node.input[0]), q.astype(np.uint8), scales, zp, block)
+    else:
+        w = ((q - zp) * scales).reshape(n, blocks * block)[:, :k]
+        y = matmul_of(g, g.tensor(node.input[0]), relay_ir.const(np.ascontiguousarray(w.T.astype(dtype))), sa,
+                      (k, n), True)
     bias = g.optional(node, 5)
     return y if bias is None else relay_op.add(y, g.tensor(bias))
+
+
+def _int4_dense(a: Expr, q: np.ndarray, scales: np.ndarray, zp: np.ndarray, block: int) -> Expr:
+    """``nn.dense_int4`` of ``a`` by the 4-bit values ``q`` [N, blocks, block] with their scales and zero points
+    ([N, blocks, 1], or one zero point): two k a byte (even k in the low nibble), 16 columns side by side, so
+    the weight stays at half a byte a value and is dequantized in the kernel's loop."""
+    n, blocks, _ = q.shape
+    pairs = q.reshape(n // INT4_BLOCK, INT4_BLOCK, blocks * block // 2, 2)
+    packed = (pairs[..., 0] | (pairs[..., 1] << 4)).transpose(0, 2, 1)
+    zs = np.broadcast_to(np.asarray(zp, np.float32) * scales, scales.shape)
+
+    def per_block(v: np.ndarray) -> np.ndarray:  # [N, blocks, 1] -> [N/16, blocks, 16]
+        return np.ascontiguousarray(v.reshape(n // INT4_BLOCK, INT4_BLOCK, blocks).transpose(0, 2, 1))
+
+    return relay_op.make_call("nn.dense_int4", [a, relay_ir.const(np.ascontiguousarray(packed)),
+                                                relay_ir.const(per_block(scales)), relay_ir.const(per_block(zs))],
+                              block_size=block)
