@@ -9,8 +9,8 @@ generation step after a cache of ``--prompt - 1`` tokens, with fp32 weights and 
 autosched builds each model with default schedules (static shapes: one build per phase) and checks its logits
 against onnxruntime's (the largest difference relative to the largest logit; with 4-bit weights onnxruntime
 quantizes the activations to int8 at accuracy_level 4, autosched dequantizes the 4-bit weights in its kernels
-and computes in fp32, so they sit ~1e-2 apart); then both are timed in alternating rounds (benchmarks/_timing.py), each keeping its
-best median. Prints the CPU. Run it with nothing else running.
+and computes in fp32, so they sit ~1e-2 apart); then both are timed in alternating rounds
+(benchmarks/_timing.py), each keeping its best median. Prints the CPU. Run it with nothing else running.
 """
 
 from __future__ import annotations
