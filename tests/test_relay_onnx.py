@@ -544,11 +544,12 @@ def test_xor_matches_onnxruntime() -> None:
 def test_every_supported_op_has_a_case() -> None:
     """Each converter is tested against onnxruntime: here, in test_relay_transformers.py (transformer ops),
     test_relay_onnx_conv.py (1-D and transposed convolutions), test_relay_onnx_quantized.py (quantized
-    models' ops, also against onnx's reference evaluator) or test_relay_onnx_contrib.py (onnxruntime's fused
-    transformer ops)."""
+    models' ops, also against onnx's reference evaluator), test_relay_onnx_contrib.py (onnxruntime's fused
+    transformer ops) or test_relay_onnx_signal.py (DFT, STFT, windows)."""
     from test_relay_onnx_contrib import CONTRIB_OPS
     from test_relay_onnx_conv import CONV_CASES  # (here: it imports this module's helpers)
     from test_relay_onnx_quantized import QUANTIZED_OPS
+    from test_relay_onnx_signal import SIGNAL_OPS
 
     cases = list(OP_CASES.values()) + list(TRANSFORMER_CASES.values()) + list(CONV_CASES.values())
     covered = {n.op_type for make in cases for n in make().graph.node}
@@ -558,6 +559,7 @@ def test_every_supported_op_has_a_case() -> None:
     covered |= {op for op, _, _ in RANGED_CASES}
     covered |= {n.op_type for model in (_qdq_conv_model(True, True), _eye_like_model()) for n in model.graph.node}
     covered |= QUANTIZED_OPS | CONTRIB_OPS  # quantized and fused ops (com.microsoft ones as domain.op_type)
+    covered |= SIGNAL_OPS  # DFT, STFT, windows, mel filters: test_relay_onnx_signal.py
     covered |= {"If", "Loop"}  # control flow decided at import: test_if_on_a_shape_check..., test_loop_..., below
     covered |= {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt",
                 "SequenceLength", "ConcatFromSequence", "SplitToSequence"}  # test_sequences_..., below

@@ -1,8 +1,9 @@
 """ONNX -> relay (``from_onnx``). ``importer`` walks the graph; the op converters live by family in ``nn``
 (conv, pool, norm, dense), ``elementwise``, ``tensor`` (reshape, concat, pad, slice, resize, reductions, gathers
 and scatters), ``rnn`` (LSTM, GRU, RNN, unrolled), ``attention`` (Attention, RotaryEmbedding), ``quantized``
-(QDQ, dynamic and QLinear quantization), ``contrib`` (onnxruntime's fused transformer ops), ``control`` (If and
-Loop decided at import) and ``constants`` (values known at import); ``registry`` is the table that joins them."""
+(QDQ, dynamic and QLinear quantization), ``signal`` (DFT, STFT, windows), ``contrib`` (onnxruntime's fused
+transformer ops), ``control`` (If and Loop decided at import) and ``constants`` (values known at import);
+``registry`` is the table that joins them."""
 
 from autosched.relay.frontend.onnx import (  # noqa: F401 - they fill the table
     attention,
@@ -13,6 +14,7 @@ from autosched.relay.frontend.onnx import (  # noqa: F401 - they fill the table
     nn,
     quantized,
     rnn,
+    signal,
     tensor,
 )
 from autosched.relay.frontend.onnx.importer import OnnxImportError, OpNotImplemented, from_onnx

@@ -274,6 +274,9 @@ class _GraphConverter:
         import onnx
 
         m = _without_big_weights(self.model)
+        for node in m.graph.node:  # onnx's STFT inference takes a missing onesided for 0 (the spec's default: 1)
+            if node.op_type == "STFT" and not any(a.name == "onesided" for a in node.attribute):
+                node.attribute.append(onnx.helper.make_attribute("onesided", 1))
         for vi in m.graph.input:
             if vi.name in self.onnx_shapes:
                 dims = vi.type.tensor_type.shape.dim
