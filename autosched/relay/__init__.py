@@ -52,6 +52,7 @@ from autosched.relay.op import (  # noqa: A004 - TVM's names
     clip,
     concatenate,
     cos,
+    cumprod,
     cumsum,
     divide,
     erf,
@@ -121,5 +122,5 @@ __all__ = [
     "abs", "ceil", "cos", "floor", "isinf", "isnan", "log", "round", "sign", "sin", "tan", "atan", "asin", "acos",
     "broadcast_to", "cast", "erf", "gather", "gather_nd", "image", "logical_not", "mod", "one_hot", "power",
     "scatter_elements", "scatter_nd", "take", "tile", "topk", "trilu", "where",
-    "sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum",
+    "sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod",
 ]

@@ -69,6 +69,7 @@ from autosched.relay.op.op import (
 from autosched.relay.op.reduce import (  # noqa: A004 - TVM's names (relay.sum, relay.max, ...)
     argmax,
     argmin,
+    cumprod,
     cumsum,
     layer_norm,
     max,
@@ -101,5 +102,5 @@ __all__ = [
     "reduce", "layer_norm", "broadcast_to", "take", "trilu", "abs", "ceil", "cos", "floor", "isinf", "isnan",
     "log", "round", "sign", "sin", "tan", "atan", "asin", "acos",
     "tile", "image", "indexing", "gather", "gather_nd", "one_hot", "scatter_elements",
-    "scatter_nd", "topk", "sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum",
+    "scatter_nd", "topk", "sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod",
 ]

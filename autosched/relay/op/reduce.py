@@ -131,39 +131,48 @@ for _name in ("argmax", "argmin"):
                           "select_last_index"))
 
 
-def _cumsum_rel(types, attrs):
-    (x,) = _operands(types, "cumsum", "data")
-    if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
-        raise RelayError(f"cumsum: axis {attrs['axis']} is out of range for data shape {x.shape}")
-    return x
+def _running_rel(name: str):
+    def rel(types, attrs):
+        (x,) = _operands(types, name, "data")
+        if not x.shape or not -len(x.shape) <= attrs["axis"] < len(x.shape):
+            raise RelayError(f"{name}: axis {attrs['axis']} is out of range for data shape {x.shape}")
+        return x
+
+    return rel
 
 
-def _cumsum_compute(inputs, attrs, out_type):
-    """Each output the sum of the inputs up to it along the axis (from the end with ``reverse``; itself left out
-    with ``exclusive``): a reduction over the axis masked by position, so n^2 / 2 additions a row (rows of
-    token positions: n in the hundreds), in parallel over the rows."""
-    (x,) = inputs
-    shape = _ishape(x)
-    axis = attrs["axis"] % len(shape)
-    k = te.reduce_axis((0, shape[axis]), name="k")
-    exclusive, reverse = bool(attrs["exclusive"]), bool(attrs["reverse"])
+def _running_compute(name: str):
+    def compute(inputs, attrs, out_type):
+        """Each output the sum (product) of the inputs up to it along the axis (from the end with ``reverse``;
+        itself left out with ``exclusive``): a reduction over the axis masked by position, so n^2 / 2 steps a
+        row (rows of token positions: n in the hundreds), in parallel over the rows."""
+        (x,) = inputs
+        shape = _ishape(x)
+        axis = attrs["axis"] % len(shape)
+        k = te.reduce_axis((0, shape[axis]), name="k")
+        exclusive, reverse = bool(attrs["exclusive"]), bool(attrs["reverse"])
+        reducer, identity = (te.sum, 0) if name == "cumsum" else (_product, 1)
 
-    def f(*i):
-        j = i[axis]
-        if reverse:
-            take = k > j if exclusive else k >= j
-        else:
-            take = k < j if exclusive else k <= j
-        v = x[tuple(i[:axis]) + (k,) + tuple(i[axis + 1:])]
-        return te.sum(te.if_then_else(take, v, _c(0, x.dtype)), axis=k)
+        def f(*i):
+            j = i[axis]
+            if reverse:
+                take = k > j if exclusive else k >= j
+            else:
+                take = k < j if exclusive else k <= j
+            v = x[tuple(i[:axis]) + (k,) + tuple(i[axis + 1:])]
+            return reducer(te.if_then_else(take, v, _c(identity, x.dtype)), axis=k)
 
-    return te.compute(out_type.shape, f, name="cumsum", tag="cumsum")
+        return te.compute(out_type.shape, f, name=name, tag=name)
+
+    return compute
 
 
-register_op(OpDef("cumsum", _cumsum_rel, _cumsum_compute, OPAQUE, attrs={"axis": 0, "exclusive": False,
-                                                                        "reverse": False},
-                  num_inputs=1, schedule=schedules.reduction,
-                  doc="the running sum along one axis (exclusive: without the element itself; reverse: from the end)"))
+for _name, _what in (("cumsum", "sum"), ("cumprod", "product")):
+    register_op(OpDef(_name, _running_rel(_name), _running_compute(_name), OPAQUE,
+                      attrs={"axis": 0, "exclusive": False, "reverse": False}, num_inputs=1,
+                      schedule=schedules.reduction,
+                      doc=f"the running {_what} along one axis (exclusive: without the element itself; reverse: from "
+                          "the end)"))
 
 
 def _layer_norm_rel(types, attrs):
@@ -268,6 +277,11 @@ def argmin(data: Any, axis: int = 0, keepdims: bool = False, select_last_index: 
 def cumsum(data: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Any:
     """The running sum along ``axis`` (TVM's ``relay.cumsum``; ``reverse`` sums from the end, as ONNX's)."""
     return make_call("cumsum", [data], axis=int(axis), exclusive=bool(exclusive), reverse=bool(reverse))
+
+
+def cumprod(data: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Any:
+    """The running product along ``axis`` (TVM's ``relay.cumprod``; ``reverse`` from the end, as ONNX's)."""
+    return make_call("cumprod", [data], axis=int(axis), exclusive=bool(exclusive), reverse=bool(reverse))
 
 
 def _reduce(name: str, data: Any, axis: Any, keepdims: bool) -> Any:

@@ -118,16 +118,17 @@ def _reduce(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.add(out, relay_op.reshape(peak, kept))
 
 
-@register("CumSum")
+@register("CumSum", "CumProd")
 def _cumsum(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """The running sum along a constant ``axis`` input (RoBERTa's position ids: the count of real tokens so
-    far), ``exclusive`` and ``reverse`` as ONNX defines them."""
+    """The running sum (product) along a constant ``axis`` input (RoBERTa's position ids: the count of real
+    tokens so far), ``exclusive`` and ``reverse`` as ONNX defines them."""
     rank = len(g.shape(node.input[0]))
     axis = int(np.asarray(g.value(node.input[1], "the axis")).reshape(-1)[0])
     if not -rank <= axis < rank:
         g._fail(f"axis {axis} is out of range for rank {rank}")
-    return relay_op.reduce.cumsum(g.tensor(node.input[0]), axis=axis % rank, exclusive=bool(attrs.get("exclusive", 0)),
-                                  reverse=bool(attrs.get("reverse", 0)))
+    running = relay_op.reduce.cumsum if node.op_type == "CumSum" else relay_op.reduce.cumprod
+    return running(g.tensor(node.input[0]), axis=axis % rank, exclusive=bool(attrs.get("exclusive", 0)),
+                   reverse=bool(attrs.get("reverse", 0)))
 
 
 @register("ArgMax", "ArgMin")
@@ -174,12 +175,59 @@ def _pad(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         axes = [int(a) % rank for a in np.asarray(g.value(ax, "axes")).reshape(-1)] if ax else list(range(rank))
     if len(pads) != 2 * len(axes):
         g._fail(f"pads {pads} must have 2 x {len(axes)} entries")
-    if any(p < 0 for p in pads):
-        g._fail(f"negative pads {pads} (cropping) are not supported")
     width = [[0, 0] for _ in range(rank)]
     for i, a in enumerate(axes):
         width[a] = [pads[i], pads[i + len(axes)]]
-    return relay_op.nn.pad(g.tensor(node.input[0]), pad_width=tuple(tuple(w) for w in width), pad_value=pad_value)
+    return _padded_or_cropped(g.tensor(node.input[0]), g.shape(node.input[0]), width, pad_value)
+
+
+def _padded_or_cropped(x: Expr, shape: Sequence[int], width: Sequence[Sequence[int]], value: float = 0.0) -> Expr:
+    """``x`` with ``width[a] = (before, after)`` elements added along each axis a (at ``value``), or taken off
+    where negative (cropping)."""
+    crops = [(a, -min(b, 0), shape[a] + min(e, 0)) for a, (b, e) in enumerate(width) if min(b, e) < 0]
+    if crops:
+        x = relay_op.strided_slice(x, [c[1] for c in crops], [c[2] for c in crops], axes=[c[0] for c in crops])
+    if any(max(b, e) > 0 for b, e in width):
+        x = relay_op.nn.pad(x, pad_width=tuple((max(b, 0), max(e, 0)) for b, e in width), pad_value=value)
+    return x
+
+
+@register("CenterCropPad")
+def _center_crop_pad(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Each of ``axes`` (all by default) cropped or zero-padded to the constant ``shape``, centred (the odd
+    element at the end)."""
+    xshape = g.shape(node.input[0])
+    rank = len(xshape)
+    target = [int(v) for v in np.asarray(g.value(node.input[1], "the shape")).reshape(-1)]
+    axes = [int(a) % rank for a in attrs.get("axes", range(rank))]
+    if len(target) != len(axes):
+        g._fail(f"shape {target} must give one size for each of the axes {axes}")
+    width = [[0, 0] for _ in range(rank)]
+    for a, n in zip(axes, target):
+        diff = n - xshape[a]
+        before = diff // 2 if diff >= 0 else -((-diff) // 2)
+        width[a] = [before, diff - before]
+    return _padded_or_cropped(g.tensor(node.input[0]), xshape, width)
+
+
+@register("ReverseSequence")
+def _reverse_sequence(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Each batch entry's first ``sequence_lens[b]`` steps along the time axis reversed, the rest kept: one
+    gather along the time axis at index ``lens[b] - 1 - t`` where ``t < lens[b]``, else ``t`` (the lengths may be
+    computed)."""
+    shape = g.shape(node.input[0])
+    time, batch = int(attrs.get("time_axis", 0)), int(attrs.get("batch_axis", 1))
+    if len(shape) < 2 or {time, batch} != {0, 1}:
+        g._fail(f"time_axis {time} and batch_axis {batch} must be 0 and 1 (either way) of a tensor of rank >= 2")
+    steps, n = shape[time], shape[batch]
+    t = np.arange(steps, dtype=np.int64).reshape((steps, 1) if time == 0 else (1, steps))
+    lens = relay_op.reshape(relay_op.cast(g.tensor(node.input[1]), "int64"), (1, n) if time == 0 else (n, 1))
+    t_const = relay_ir.const(t)
+    last = relay_op.subtract(lens, relay_ir.const(np.array(1, np.int64)))
+    index = relay_op.where(relay_op.compare("less", t_const, lens), relay_op.subtract(last, t_const), t_const)
+    per_step = (steps, n) if time == 0 else (n, steps)
+    index = relay_op.broadcast_to(relay_op.reshape(index, (*per_step, *(1,) * (len(shape) - 2))), shape)
+    return relay_op.gather(g.tensor(node.input[0]), time, index)
 
 
 @register("Split")
@@ -585,6 +633,32 @@ def _depth_space(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
 
 _GRID_SAMPLE_MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest", "bicubic": "bicubic",
                       "cubic": "bicubic"}  # (opset 16's names, then opset 20's)
+
+
+@register("AffineGrid")
+def _affine_grid(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """The sampling grid of affine matrices ``theta`` [N, 2, 3] (or [N, 3, 4]) over a constant ``size`` [N, C, H, W]
+    (or [N, C, D, H, W]): each output pixel's normalised coordinates (x, y[, z], 1), -1 to 1 at the corner pixels'
+    centres with align_corners, else at their outer edges, times theta: [N, H, W, 2] (or [N, D, H, W, 3]), what
+    GridSample reads. One batch_matmul of the constant coordinates by theta."""
+    size = [int(v) for v in np.asarray(g.value(node.input[1], "the size")).reshape(-1)]
+    spatial = size[2:]
+    nd = len(spatial)
+    tshape = g.shape(node.input[0])
+    if nd not in (2, 3) or tuple(tshape) != (size[0], nd, nd + 1):
+        g._fail(f"theta must be [N, {nd}, {nd + 1}] for size {size}, got {list(tshape)}")
+    align = bool(attrs.get("align_corners", 0))
+
+    def steps(n: int) -> np.ndarray:
+        if align:
+            return np.linspace(-1, 1, n) if n > 1 else np.zeros(1)
+        return (np.arange(n) * 2 + 1) / n - 1
+
+    axes = np.meshgrid(*(steps(n) for n in spatial), indexing="ij")  # (D,) H, W
+    coords = np.stack([*reversed(axes), np.ones(spatial)], axis=-1).reshape(1, -1, nd + 1)  # x first
+    base = relay_ir.const(np.ascontiguousarray(np.broadcast_to(coords, (size[0], *coords.shape[1:])), np.float32))
+    grid = relay_op.nn.batch_matmul(base, relay_op.cast(g.tensor(node.input[0]), "float32"), transpose_b=True)
+    return relay_op.reshape(grid, (size[0], *spatial, nd))
 
 
 @register("GridSample")
