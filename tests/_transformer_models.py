@@ -215,7 +215,10 @@ def token_inputs(model: onnx.ModelProto, seq: int, vocab: int, seed: int = 0, pa
 
 # ------------------------------------------------------------------------------- one operator, typed inputs
 _NP_TO_ONNX = {"float32": TensorProto.FLOAT, "int64": TensorProto.INT64, "bool": TensorProto.BOOL,
-               "int32": TensorProto.INT32}
+               "int32": TensorProto.INT32, "uint8": TensorProto.UINT8, "int8": TensorProto.INT8,
+               "uint32": TensorProto.UINT32}
+_BYTE_RANGES = {TensorProto.UINT8: ("uint8", 0, 256), TensorProto.INT8: ("int8", -128, 128),
+                TensorProto.UINT32: ("uint32", 0, 1 << 32)}
 
 
 def make_typed_op(op: str, inputs: Sequence[tuple[str, str, Sequence[int]]], *, initializers: dict | None = None,
@@ -261,6 +264,9 @@ def _rng_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
             out[vi.name] = rng.standard_normal(shape).astype(np.float32)
         elif tt.elem_type == TensorProto.BOOL:
             out[vi.name] = rng.random(shape) < 0.5
+        elif tt.elem_type in _BYTE_RANGES:  # bit patterns: the type's whole range
+            dtype, lo, hi = _BYTE_RANGES[tt.elem_type]
+            out[vi.name] = rng.integers(lo, hi, size=shape).astype(dtype)
         else:
             v = rng.integers(1, 6, size=shape) * rng.choice([-1, 1], size=shape)
             out[vi.name] = v.astype(np.int64 if tt.elem_type == TensorProto.INT64 else np.int32)
@@ -355,6 +361,17 @@ OP_CASES: dict = {
     "affine_grid_3d_align_corners": lambda: make_typed_op("AffineGrid", [("t", F, (2, 3, 4))],
                                                           initializers={"sz": _i64([2, 3, 3, 4, 5])},
                                                           extra_inputs=["sz"], align_corners=1, opset=20),
+    "bit_shift_left_uint8": lambda: make_typed_op("BitShift", [("a", "uint8", (3, 8))],
+                                                  initializers={"n": np.arange(8, dtype=np.uint8)}, extra_inputs=["n"],
+                                                  direction="LEFT", opset=11),
+    "bit_shift_right_uint32": lambda: make_typed_op("BitShift", [("a", "uint32", (2, 5)), ("b", "uint32", (2, 5))],
+                                                    direction="RIGHT", opset=11),
+    "bitwise_and_int32": lambda: make_typed_op("BitwiseAnd", [("a", "int32", (2, 6)), ("b", "int32", (2, 6))],
+                                               opset=18),
+    "bitwise_or_uint8_broadcast": lambda: make_typed_op("BitwiseOr", [("a", "uint8", (4, 6)), ("b", "uint8", (6,))],
+                                                        opset=18),
+    "bitwise_xor_int64": lambda: make_typed_op("BitwiseXor", [("a", I, (3, 4)), ("b", I, (3, 4))], opset=18),
+    "bitwise_not_int8": lambda: make_typed_op("BitwiseNot", [("a", "int8", (5, 7))], opset=18),
     "trilu_upper": lambda: make_typed_op("Trilu", [("x", F, (2, 5, 6))]),
     "trilu_lower_k": lambda: make_typed_op("Trilu", [("x", F, (5, 6))], initializers={"k": _i64(-1)},
                                            extra_inputs=["k"], upper=0),
@@ -512,6 +529,8 @@ def op_case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 #: inputs that seeded values would not make valid: a scatter's indices without duplicates (where they land is
 #: then undefined), float indices that are whole numbers and not, ties for TopK
 _FIXED_INPUTS = {
+    "bit_shift_right_uint32": {"a": np.array([[1, 2 ** 31, 7, 255, 4096]] * 2, np.uint32),
+                               "b": np.array([[0, 31, 1, 4, 12], [3, 1, 2, 8, 0]], np.uint32)},
     "reverse_sequence_time_first": {"lens": _i64([6, 1, 4])},
     "attention_nonpad_kv_seqlen_causal": {"n": _i64([2, 6])},
     "attention_row_that_sees_nothing": {"m": np.array([[[[True, False, True, False], [False] * 4, [True] * 4]]])},

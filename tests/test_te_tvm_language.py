@@ -56,6 +56,36 @@ def test_index_operators_match_numpy_on_negative_values(mod):
     assert te.truncdiv(-7, 2).value == -3 and te.truncmod(-7, 2).value == -1
 
 
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_bit_operators_on_integers_and_logic_on_conditions(vectorized: bool):
+    """As in TVM: >>, <<, &, |, ^ and ~ are bit operators on integers (a right shift arithmetic for signed ones,
+    logical for unsigned), while & and | of conditions stay logical; tir.bitwise_* and shift_* spell them too.
+    Unpacking two 4-bit values a byte, scalar and in vector lanes, equals numpy."""
+    n = 64
+    A = te.placeholder((n,), dtype="uint8", name="A")
+    B = te.placeholder((n,), dtype="int32", name="B")
+    lo = te.compute((n,), lambda i: (A[i] & 15).astype("int32") - ((A[i] >> 4) << 1), name="lo")
+    mixed = te.compute((n,), lambda i: tir.bitwise_xor(B[i] >> 3, ~B[i]) | tir.shift_left(B[i], 2), name="mixed")
+    gated = te.compute((n,), lambda i: te.if_then_else((i > 3) & (i < 60) | (i == 0), B[i], 0), name="gated")
+    assert str(mixed.op.body) == "B[i] >> 3 ^ (B[i] ^ -1) | B[i] << 2"
+    s = te.create_schedule([lo.op, mixed.op, gated.op])
+    if vectorized:
+        for t in (lo, mixed, gated):
+            _, inner = s[t].split(t.op.axis[0], factor=16)
+            s[t].vectorize(inner)
+    f = autosched.build(s, [A, B, lo, mixed, gated])
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 256, n).astype(np.uint8), rng.integers(-5000, 5000, n).astype(np.int32)
+    outs = [np.zeros(n, np.int32) for _ in range(3)]
+    f(a, b, *outs)
+    i = np.arange(n)
+    np.testing.assert_array_equal(outs[0], (a & 15).astype(np.int32) - ((a >> 4) << 1))
+    np.testing.assert_array_equal(outs[1], ((b >> 3) ^ ~b) | (b << 2))
+    np.testing.assert_array_equal(outs[2], np.where((i > 3) & (i < 60) | (i == 0), b, 0))
+    with pytest.raises(TypeError, match="integers"):
+        te.placeholder((n,), name="F")[0] >> 1
+
+
 def test_float_truncmod_matches_fmod():
     n = 16
     A = te.placeholder((n,), name="A")

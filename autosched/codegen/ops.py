@@ -163,7 +163,10 @@ _FOLD = {E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, 
          E.FloorDiv: lambda a, b: a // b if b else None, E.FloorMod: lambda a, b: a % b if b else None,
          E.Min: min, E.Max: max, E.LT: lambda a, b: a < b, E.LE: lambda a, b: a <= b,
          E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b, E.EQ: lambda a, b: a == b,
-         E.NE: lambda a, b: a != b, E.And: lambda a, b: a and b, E.Or: lambda a, b: a or b}
+         E.NE: lambda a, b: a != b, E.And: lambda a, b: a and b, E.Or: lambda a, b: a or b,
+         E.BitAnd: lambda a, b: a & b, E.BitOr: lambda a, b: a | b, E.BitXor: lambda a, b: a ^ b,
+         E.ShiftLeft: lambda a, b: a << b if 0 <= b < 64 else None,
+         E.ShiftRight: lambda a, b: a >> b if b >= 0 else None}
 
 
 def fold(e: E.BinaryOp, x: ir.Value, y: ir.Value) -> ir.Constant | None:
@@ -201,8 +204,8 @@ def concat(b: ir.IRBuilder, vectors: list[ir.Value]) -> ir.Value:
 
 
 def binary(b: ir.IRBuilder, e: E.BinaryOp, x: ir.Value, y: ir.Value) -> ir.Value:
-    """The value of ``e`` (arithmetic, min/max, a comparison, and/or) from its operands' values ``x`` and ``y``
-    (both scalars, or both vectors of the same lanes)."""
+    """The value of ``e`` (arithmetic, min/max, a comparison, and/or, bit operators) from its operands' values
+    ``x`` and ``y`` (both scalars, or both vectors of the same lanes)."""
     folded = fold(e, x, y)
     if folded is not None:
         return folded
@@ -222,10 +225,16 @@ def binary(b: ir.IRBuilder, e: E.BinaryOp, x: ir.Value, y: ir.Value) -> ir.Value
         return b.call(_decl(b, minmax_intrinsic(dtype, kind is E.Min), x.type, 2), [x, y])
     if isinstance(e, E.CmpOp):
         return compare(b, e.symbol, x, y, dtype)
-    if kind is E.And:
+    if kind in (E.And, E.BitAnd):
         return b.and_(x, y)
-    if kind is E.Or:
+    if kind in (E.Or, E.BitOr):
         return b.or_(x, y)
+    if kind is E.BitXor:
+        return b.xor(x, y)
+    if kind is E.ShiftLeft:
+        return b.shl(x, y)
+    if kind is E.ShiftRight:
+        return b.lshr(x, y) if unsigned(dtype) else b.ashr(x, y)
     raise CodegenError(f"cannot generate code for expression {kind.__name__}: {e}")
 
 

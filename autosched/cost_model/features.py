@@ -189,6 +189,8 @@ def _op_kind(t: type) -> tuple[str | None, str | None]:
             k = ("flop_div", "int_ops")
         elif issubclass(t, (E.Min, E.Max)):
             k = ("flop_minmax", "int_ops")
+        elif issubclass(t, E.BitOp):
+            k = (None, "int_ops")
         elif issubclass(t, E.Call):
             k = ("flop_call", "flop_call")
         elif issubclass(t, E.Select):

@@ -128,20 +128,42 @@ class Expr:
 
     __hash__ = object.__hash__
 
+    # &, |, ^ and ~ are logical on conditions (bool) and bitwise on integers, as in TVM; << and >> shift integers
     def __and__(self, o):
-        return And(_as_bool(self), _as_bool(o))
+        return _bitwise(BitAnd, self, o)
 
     def __rand__(self, o):
-        return And(_as_bool(o), _as_bool(self))
+        return _bitwise(BitAnd, o, self)
 
     def __or__(self, o):
-        return Or(_as_bool(self), _as_bool(o))
+        return _bitwise(BitOr, self, o)
 
     def __ror__(self, o):
-        return Or(_as_bool(o), _as_bool(self))
+        return _bitwise(BitOr, o, self)
+
+    def __xor__(self, o):
+        return _bitwise(BitXor, self, o)
+
+    def __rxor__(self, o):
+        return _bitwise(BitXor, o, self)
 
     def __invert__(self):
-        return Not(_as_bool(self))
+        if self.dtype == "bool" or is_float(self.dtype):
+            return Not(_as_bool(self))
+        return BitXor(self, const(-1 if not self.dtype.startswith("uint") else (1 << _bits(self.dtype)) - 1,
+                                  self.dtype))
+
+    def __lshift__(self, o):
+        return _bitwise(ShiftLeft, self, o)
+
+    def __rlshift__(self, o):
+        return _bitwise(ShiftLeft, o, self)
+
+    def __rshift__(self, o):
+        return _bitwise(ShiftRight, self, o)
+
+    def __rrshift__(self, o):
+        return _bitwise(ShiftRight, o, self)
 
     def __bool__(self):
         raise TypeError(
@@ -321,6 +343,39 @@ class Or(BinaryOp):
 
     def __init__(self, a: Expr, b: Expr, dtype: str | None = None):
         super().__init__(a, b, "bool")
+
+
+class BitOp(BinaryOp):
+    """An operator on the bits of integers (TVM's bitwise_and, bitwise_or, bitwise_xor, shift_left, shift_right)."""
+
+    __slots__ = ()
+
+
+class BitAnd(BitOp):
+    __slots__ = ()
+    symbol = "&"
+
+
+class BitOr(BitOp):
+    __slots__ = ()
+    symbol = "|"
+
+
+class BitXor(BitOp):
+    __slots__ = ()
+    symbol = "^"
+
+
+class ShiftLeft(BitOp):
+    __slots__ = ()
+    symbol = "<<"
+
+
+class ShiftRight(BitOp):
+    """Arithmetic for signed integers, logical for unsigned ones."""
+
+    __slots__ = ()
+    symbol = ">>"
 
 
 class Not(Expr):
@@ -636,6 +691,53 @@ def _div(a: Any, b: Any) -> Expr:
             "or cast to a float type first"
         )
     return Div(a, b)
+
+
+_LOGICAL = {"BitAnd": And, "BitOr": Or, "BitXor": NE}
+
+
+def _bitwise(cls: type, a: Any, b: Any) -> Expr:
+    """``cls`` (a BitOp) of two integers; &, | and ^ of conditions (either side bool) are And, Or, NE."""
+    if cls.__name__ in _LOGICAL and (_is_condition(a) or _is_condition(b)):
+        return _LOGICAL[cls.__name__](_as_bool(a), _as_bool(b))
+    a, b = _promote(a, b)
+    if not is_int(a.dtype):
+        raise TypeError(f"'{cls.symbol}' takes integers (or conditions), got {a.dtype}: {a} {cls.symbol} {b}")
+    return cls(a, b)
+
+
+def _is_condition(x: Any) -> bool:
+    return isinstance(x, bool) or (isinstance(x, (Expr, IterVar)) and convert(x).dtype == "bool")
+
+
+def bitwise_and(a: Any, b: Any) -> Expr:
+    """``a & b`` of integers (TVM's tir.bitwise_and)."""
+    return _bitwise(BitAnd, a, b)
+
+
+def bitwise_or(a: Any, b: Any) -> Expr:
+    """``a | b`` of integers."""
+    return _bitwise(BitOr, a, b)
+
+
+def bitwise_xor(a: Any, b: Any) -> Expr:
+    """``a ^ b`` of integers."""
+    return _bitwise(BitXor, a, b)
+
+
+def bitwise_not(a: Any) -> Expr:
+    """``~a`` of an integer."""
+    return ~convert(a)
+
+
+def shift_left(a: Any, b: Any) -> Expr:
+    """``a << b`` of integers."""
+    return _bitwise(ShiftLeft, a, b)
+
+
+def shift_right(a: Any, b: Any) -> Expr:
+    """``a >> b`` of integers: arithmetic for signed ones, logical for unsigned ones."""
+    return _bitwise(ShiftRight, a, b)
 
 
 def _cmp(cls: type, a: Any, b: Any) -> Expr:
@@ -1055,15 +1157,20 @@ def substitute(e: Expr, vmap: dict) -> Expr:
 # ----------------------------------------------------------------------------------------------
 # text form
 
-_PREC = {
+_PREC = {  # Python's: | below ^ below & below shifts below + and -
     Or: 1,
     And: 2,
-    EQ: 4,
-    NE: 4,
-    LT: 4,
-    LE: 4,
-    GT: 4,
-    GE: 4,
+    EQ: 3,
+    NE: 3,
+    LT: 3,
+    LE: 3,
+    GT: 3,
+    GE: 3,
+    BitOr: 4,
+    BitXor: 4.25,
+    BitAnd: 4.5,
+    ShiftLeft: 4.75,
+    ShiftRight: 4.75,
     Add: 5,
     Sub: 5,
     Mul: 6,

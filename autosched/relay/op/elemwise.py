@@ -398,6 +398,40 @@ register_op(OpDef("logical_not", _logical_not_rel, _logical_not_compute, ELEMWIS
                   doc="elementwise not of a bool tensor"))
 
 
+_BITWISE = {"bitwise_and": te.bitwise_and, "bitwise_or": te.bitwise_or, "bitwise_xor": te.bitwise_xor,
+            "left_shift": te.shift_left, "right_shift": te.shift_right}
+
+
+def _bitwise_rel(name: str):
+    def rel(types, attrs):
+        t = _binary_rel(name)(types, attrs) if name in _BITWISE else _operands(types, name, "data")[0]
+        if not (t.dtype.startswith("int") or t.dtype.startswith("uint")):
+            raise RelayError(f"{name}: operands must be integers, got {t.dtype}")
+        return t
+
+    return rel
+
+
+def _bitwise_compute(name: str):
+    def compute(inputs, attrs, out_type):
+        if name == "bitwise_not":
+            (x,) = inputs
+            return te.compute(out_type.shape, lambda *i: te.bitwise_not(x[i]), name=name)
+        a, b = inputs
+        return te.compute(out_type.shape, lambda *i: _BITWISE[name](_bload(a, i), _bload(b, i)), name=name)
+
+    return compute
+
+
+for _name in _BITWISE:
+    register_op(OpDef(_name, _bitwise_rel(_name), _bitwise_compute(_name), BROADCAST, num_inputs=2,
+                      doc=f"{_name} of integers with numpy broadcasting (a right shift: arithmetic for signed "
+                          "integers, logical for unsigned)" if "shift" in _name else
+                      f"{_name} of integers with numpy broadcasting"))
+register_op(OpDef("bitwise_not", _bitwise_rel("bitwise_not"), _bitwise_compute("bitwise_not"), ELEMWISE, num_inputs=1,
+                  doc="elementwise bitwise not of integers"))
+
+
 def _where_rel(types, attrs):
     op = "where"
     c, x, y = _operands(types, op, "condition", "x", "y")
@@ -459,6 +493,36 @@ def mod(lhs: Any, rhs: Any, fmod: bool = False) -> Any:
 def compare(name: str, lhs: Any, rhs: Any) -> Any:
     """A comparison or logical binary op by name (``equal``, ``less``, ``logical_and``, ...), a bool tensor."""
     return make_call(name, [lhs, rhs])
+
+
+def bitwise_and(lhs: Any, rhs: Any) -> Any:
+    """``lhs & rhs`` of integers, with numpy broadcasting (TVM's relay.bitwise_and)."""
+    return make_call("bitwise_and", [lhs, rhs])
+
+
+def bitwise_or(lhs: Any, rhs: Any) -> Any:
+    """``lhs | rhs`` of integers."""
+    return make_call("bitwise_or", [lhs, rhs])
+
+
+def bitwise_xor(lhs: Any, rhs: Any) -> Any:
+    """``lhs ^ rhs`` of integers."""
+    return make_call("bitwise_xor", [lhs, rhs])
+
+
+def bitwise_not(data: Any) -> Any:
+    """``~data`` of integers."""
+    return make_call("bitwise_not", [data])
+
+
+def left_shift(lhs: Any, rhs: Any) -> Any:
+    """``lhs << rhs`` of integers."""
+    return make_call("left_shift", [lhs, rhs])
+
+
+def right_shift(lhs: Any, rhs: Any) -> Any:
+    """``lhs >> rhs`` of integers (arithmetic for signed, logical for unsigned)."""
+    return make_call("right_shift", [lhs, rhs])
 
 
 def logical_not(data: Any) -> Any:

@@ -207,6 +207,29 @@ def _not(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.logical_not(g.tensor(node.input[0]))
 
 
+_BITWISE = {"BitwiseAnd": relay_op.bitwise_and, "BitwiseOr": relay_op.bitwise_or, "BitwiseXor": relay_op.bitwise_xor}
+
+
+@register(*_BITWISE)
+def _bitwise(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    return _BITWISE[node.op_type](g.tensor(node.input[0]), g.tensor(node.input[1]))
+
+
+@register("BitwiseNot")
+def _bitwise_not(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    return relay_op.bitwise_not(g.tensor(node.input[0]))
+
+
+@register("BitShift")
+def _bit_shift(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Unsigned integers shifted by the second input's bits, ``direction`` LEFT or RIGHT (logical)."""
+    direction = attrs.get("direction", "")
+    if direction not in ("LEFT", "RIGHT"):
+        g._fail(f"direction {direction!r} must be LEFT or RIGHT")
+    shift = relay_op.left_shift if direction == "LEFT" else relay_op.right_shift
+    return shift(g.tensor(node.input[0]), g.tensor(node.input[1]))
+
+
 @register("Where")
 def _where(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """x where the condition holds, else y; a constant branch takes the other's type (a mask's fill value)."""
