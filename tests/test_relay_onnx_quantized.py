@@ -318,12 +318,10 @@ def test_a_dynamically_quantized_encoder_matches_onnxruntime(tmp_path, caplog) -
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4 * float(np.abs(want[0]).max()))
 
 
-@pytest.mark.parametrize("activations", ["QUInt8", "QInt8"])
-def test_a_statically_quantized_resnet_in_the_operator_format_matches_onnxruntime(tmp_path, caplog,
-                                                                                  activations) -> None:
-    """quantize_static's operator format of a ResNet-18-shaped network (QLinearConv, QLinearAdd, MaxPool on
-    uint8, QLinearGlobalAveragePool, QGemm), calibrated on four images: every logit equals onnxruntime's."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+def _static_resnet18(tmp_path, width: int, **quantize_args) -> onnx.ModelProto:
+    """A ResNet-18-shaped network for 32 x 32 images quantized by onnxruntime's quantize_static, calibrated on
+    four seeded images."""
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
 
     class Images(CalibrationDataReader):
         def __init__(self):
@@ -333,11 +331,21 @@ def test_a_statically_quantized_resnet_in_the_operator_format_matches_onnxruntim
         def get_next(self):
             return next(self.it, None)
 
+    onnx.save(make_resnet18(image=32, num_classes=10, width=width), tmp_path / "rn.onnx")
+    quantize_static(tmp_path / "rn.onnx", tmp_path / "rn_quantized.onnx", Images(), **quantize_args)
+    return onnx.load(tmp_path / "rn_quantized.onnx")
+
+
+@pytest.mark.parametrize("activations", ["QUInt8", "QInt8"])
+def test_a_statically_quantized_resnet_in_the_operator_format_matches_onnxruntime(tmp_path, caplog,
+                                                                                  activations) -> None:
+    """quantize_static's operator format of a ResNet-18-shaped network (QLinearConv, QLinearAdd, MaxPool on
+    uint8, QLinearGlobalAveragePool, QGemm), calibrated on four images: every logit equals onnxruntime's."""
+    from onnxruntime.quantization import QuantFormat, QuantType
+
     caplog.set_level(logging.ERROR)
-    onnx.save(make_resnet18(image=32, num_classes=10, width=8), tmp_path / "rn.onnx")
-    quantize_static(tmp_path / "rn.onnx", tmp_path / "rn_int8.onnx", Images(), quant_format=QuantFormat.QOperator,
-                    activation_type=getattr(QuantType, activations), reduce_range=True)
-    model = onnx.load(tmp_path / "rn_int8.onnx")
+    model = _static_resnet18(tmp_path, 8, quant_format=QuantFormat.QOperator,
+                             activation_type=getattr(QuantType, activations), reduce_range=True)
     assert {"QLinearConv", "QLinearAdd", "QGemm"} <= {n.op_type for n in model.graph.node}
     x = {"data": np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)}
     want = run_onnxruntime(model, x)
@@ -352,21 +360,11 @@ def test_a_statically_quantized_resnet_in_the_qdq_format_runs_its_products_on_in
     ResNet-18-shaped network: every Conv and the Gemm run on the bytes (the QDQ rewrite), and every logit equals
     onnxruntime's, with its graph optimisations (which fuse the pattern into integer kernels) and without."""
     import onnxruntime as ort
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    class Images(CalibrationDataReader):
-        def __init__(self):
-            rng = np.random.default_rng(0)
-            self.it = iter([{"data": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(4)])
-
-        def get_next(self):
-            return next(self.it, None)
+    from onnxruntime.quantization import QuantFormat, QuantType
 
     caplog.set_level(logging.ERROR)
-    onnx.save(make_resnet18(image=32, num_classes=10, width=16), tmp_path / "rn.onnx")
-    quantize_static(tmp_path / "rn.onnx", tmp_path / "rn_qdq.onnx", Images(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QUInt8, per_channel=per_channel)
-    model = onnx.load(tmp_path / "rn_qdq.onnx")
+    model = _static_resnet18(tmp_path, 16, quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8,
+                             per_channel=per_channel)
     assert "QLinearConv" not in {n.op_type for n in model.graph.node}
     x = {"data": np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)}
     options = ort.SessionOptions()
