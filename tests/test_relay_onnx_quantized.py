@@ -193,6 +193,27 @@ def test_qdq_products_of_uint8_by_int8_run_on_their_integers(op: str, act: str) 
     assert products == ({"int32"} if act == "uint8" else {"float32"})
 
 
+@pytest.mark.parametrize("channels, group, stride", [(32, 32, 2), (16, 4, 1)])
+def test_grouped_and_depthwise_qlinear_convs_equal_the_spec(channels: int, group: int, stride: int) -> None:
+    """A quantized MobileNet's depthwise convolution and a grouped one, uint8 data at a zero point of 100 (the
+    padding), per-channel int8 filters: bytes imported, run in the blocked float kernels (VNNI takes groups of
+    one only), every output equal to the reference's."""
+    inits = {"xs": np.float32(0.05), "xzp": np.array(100, np.uint8),
+             "w": _i8(channels, channels // group, 3, 3, lo=-100, hi=100),
+             "ws": (R.random(channels) * 0.01 + 0.001).astype(np.float32), "wzp": np.zeros(channels, np.int8),
+             "ys": np.float32(0.3), "yzp": np.array(90, np.uint8),
+             "bias": R.integers(-2000, 2000, channels).astype(np.int32)}
+    out = (12 + 2 - 3) // stride + 1
+    model = _node_model("QLinearConv", [("x", "uint8", (1, channels, 12, 12))], inits,
+                        [("y", "uint8", (1, channels, out, out))],
+                        order=["x", "xs", "xzp", "w", "ws", "wzp", "ys", "yzp", "bias"], pads=[1, 1, 1, 1],
+                        group=group, strides=[stride, stride])
+    x = {"x": _u8(1, channels, 12, 12)}
+    got, products = _run(model, x)
+    assert products == {"int32"}
+    _assert_same(got, _reference(model, x))
+
+
 def test_qlinear_matmul_with_a_scale_per_column() -> None:
     inits = {"as": np.float32(0.02), "azp": np.array(120, np.uint8), "b": _i8(16, 8),
              "bs": (R.random(8) * 0.01 + 0.001).astype(np.float32), "bzp": np.zeros(8, np.int8),
