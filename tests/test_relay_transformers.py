@@ -193,6 +193,16 @@ def test_range_of_a_computed_tensor_names_the_node() -> None:
         from_onnx(model)
 
 
+def test_nonzero_of_a_computed_tensor_names_the_node() -> None:
+    """NonZero's shape depends on its input's values: on a graph input it is refused by name (static shapes)."""
+    g = helper.make_graph([helper.make_node("NonZero", ["m"], ["y"], name="where_set")], "computed_nonzero",
+                          [helper.make_tensor_value_info("m", TensorProto.FLOAT, [2, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(OnnxImportError, match=r"'where_set' \(NonZero\).*known at import time.*'m'"):
+        from_onnx(model)
+
+
 def test_unsupported_attributes_name_the_node() -> None:
     with pytest.raises(OnnxImportError, match=r"'node' \(Gelu\).*approximate='erf'"):
         from_onnx(make_typed_op("Gelu", [("x", "float32", (2, 3))], opset=20, approximate="erf"))

@@ -40,9 +40,10 @@ def rewrite(*ops: str) -> Callable[[Converter], Converter]:
 
 # ops supported only on values known at import time (static shapes make the shape arithmetic that exporters
 # emit, e.g. Shape -> Gather -> Unsqueeze -> Concat -> Reshape, constant; an audio front-end's window and mel
-# filters are functions of constants): they are evaluated by ``_fold``
+# filters are functions of constants; NonZero, Compress and Unique have shapes that depend on values, which
+# static shapes allow only for constants): they are evaluated by ``_fold``
 FOLD_ONLY = frozenset({"Shape", "Size", "Slice", "ConstantOfShape", "Range", "HannWindow", "HammingWindow",
-                       "BlackmanWindow", "MelWeightMatrix"})
+                       "BlackmanWindow", "MelWeightMatrix", "NonZero", "Compress", "Unique"})
 
 # ops evaluated whenever all their inputs are known at import time, whatever their size: the shape arithmetic and
 # masks of transformer exports (positions by Range and Mod, a causal mask by Expand, Trilu and Equal, a position
