@@ -702,7 +702,8 @@ def _bitwise(cls: type, a: Any, b: Any) -> Expr:
         return _LOGICAL[cls.__name__](_as_bool(a), _as_bool(b))
     a, b = _promote(a, b)
     if not is_int(a.dtype):
-        raise TypeError(f"'{cls.symbol}' takes integers (or conditions), got {a.dtype}: {a} {cls.symbol} {b}")
+        takes = "integers (or conditions)" if cls.__name__ in _LOGICAL else "integers"
+        raise TypeError(f"'{cls.symbol}' takes {takes}, got {a.dtype}: {a} {cls.symbol} {b}")
     return cls(a, b)
 
 
