@@ -12,6 +12,7 @@ from autosched.relay.op.op import (
     BROADCAST,
     ELEMWISE,
     OpDef,
+    _binary,
     make_call,
     register_op,
 )
@@ -495,34 +496,17 @@ def compare(name: str, lhs: Any, rhs: Any) -> Any:
     return make_call(name, [lhs, rhs])
 
 
-def bitwise_and(lhs: Any, rhs: Any) -> Any:
-    """``lhs & rhs`` of integers, with numpy broadcasting (TVM's relay.bitwise_and)."""
-    return make_call("bitwise_and", [lhs, rhs])
-
-
-def bitwise_or(lhs: Any, rhs: Any) -> Any:
-    """``lhs | rhs`` of integers."""
-    return make_call("bitwise_or", [lhs, rhs])
-
-
-def bitwise_xor(lhs: Any, rhs: Any) -> Any:
-    """``lhs ^ rhs`` of integers."""
-    return make_call("bitwise_xor", [lhs, rhs])
+# TVM's relay.bitwise_and/or/xor, left_shift, right_shift (a Python int operand takes the other's dtype)
+bitwise_and = _binary("bitwise_and")
+bitwise_or = _binary("bitwise_or")
+bitwise_xor = _binary("bitwise_xor")
+left_shift = _binary("left_shift")
+right_shift = _binary("right_shift")
 
 
 def bitwise_not(data: Any) -> Any:
     """``~data`` of integers."""
     return make_call("bitwise_not", [data])
-
-
-def left_shift(lhs: Any, rhs: Any) -> Any:
-    """``lhs << rhs`` of integers."""
-    return make_call("left_shift", [lhs, rhs])
-
-
-def right_shift(lhs: Any, rhs: Any) -> Any:
-    """``lhs >> rhs`` of integers (arithmetic for signed, logical for unsigned)."""
-    return make_call("right_shift", [lhs, rhs])
 
 
 def logical_not(data: Any) -> Any:
