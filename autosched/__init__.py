@@ -7,6 +7,8 @@ import llvmlite: only building does, so exported libraries load without it.
 
 from __future__ import annotations
 
+import sys as _sys
+
 from autosched import container, contrib, errors, runtime, target, te, testing, tir, transform
 from autosched import errors as error  # TVM's name for the module of error classes
 from autosched import task as _task
@@ -21,6 +23,11 @@ from autosched.tir.gpu import prepare_kernel as _prepare_kernel
 from autosched.tir.lower import lower as _lower
 from autosched.version import __version__
 from autosched.workloads import register_workload
+
+# Expressions nest as deep as users write them (a 3000-term Python sum() in a te.compute is 3000 levels), and
+# the compiler's walkers recurse about three frames a level; 10000 frames stays within an 8 MiB C stack on
+# Python 3.10 (the others use less) and within what pickle can nest
+_sys.setrecursionlimit(max(_sys.getrecursionlimit(), 10000))
 
 
 def __getattr__(name: str):

@@ -6,7 +6,8 @@
 - ``required_pass`` / ``disabled_pass`` name relay passes to run or skip whatever the level.
 - ``config={"tir.UnrollLoop": {"auto_max_step": 16}}`` unrolls every serial loop of constant extent whose
   unrolled body runs at most that many steps, as TVM's pass does (the rule of the ``auto_unroll_max_step``
-  pragma); ``config={"relay.winograd": False}`` keeps convolutions off Winograd's algorithm.
+  pragma); ``config={"relay.winograd": False}`` keeps convolutions off Winograd's algorithm;
+  ``config={"relay.FuseOps.max_depth": 64}`` caps the ops fused into one kernel (default 256, as TVM's).
 
 Other configuration keys and pass names are TVM's own: they are accepted and each is logged once, on entering
 the block, as having no effect here.
@@ -27,6 +28,7 @@ CONFIG_KEYS = {
     "tir.UnrollLoop": "te lowering unrolls short serial loops",
     "relay.winograd": "relay's AlterOpLayout may use Winograd's algorithm for 3x3 convolutions",
     "relay.backend.use_auto_scheduler": "always on: relay.build applies the records of apply_history_best",
+    "relay.FuseOps.max_depth": "the most ops FuseOps puts in one kernel (default 256)",
 }
 _PASS_NAMES: set[str] = set()  # every pass name some loaded module has (relay registers its own on import)
 _said: set[str] = set()

@@ -721,6 +721,30 @@ def test_residual_block_with_batch_norms_fuses_to_two_kernels():
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_fusion_puts_at_most_max_depth_ops_in_a_kernel():
+    # torch's exporter writes an adaptive pooling as ~600 gathers and adds: one kernel of them all was one
+    # expression 600 levels deep; TVM caps a kernel at 256 ops, and so does FuseOps
+    x, y = relay.var("x", shape=(4, 8)), relay.var("y", shape=(4, 8))
+    h = x
+    for _ in range(150):
+        h = relay.tanh(relay.add(h, y))
+    func = relay.Function([x, y], h)
+    xd, yd = rand(4, 8), rand(4, 8)
+    ref = xd
+    for _ in range(150):
+        ref = np.tanh(ref + yd)
+    for config, sizes in (({}, 2), ({"relay.FuseOps.max_depth": 100}, 3)):
+        with transform.PassContext(opt_level=3, config=config):
+            graph_json, lib, params = relay.build(func, "llvm")
+        assert len(kernels_of(graph_json)) == sizes
+        m = graph_executor.GraphModule(graph_json, lib, params)
+        m.set_input(x=xd, y=yd)
+        m.run()
+        np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-5, atol=1e-6)
+    with pytest.raises(relay.RelayError, match="max_depth"):
+        transform.transform.fuse_ops(func, max_depth=0)
+
+
 def test_task_key_does_not_depend_on_attribute_spelling():
     def key(**kw):
         x = relay.var("x", shape=(1, 4, 8, 8))

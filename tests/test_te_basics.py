@@ -163,6 +163,15 @@ def test_index_floor_semantics_in_indexing():
     np.testing.assert_array_equal(c, a.reshape(-1))
 
 
+def test_an_expression_thousands_of_terms_deep_compiles():
+    # a Python sum() over a constant range nests one level a term; the compiler's walkers recurse on it
+    a = te.placeholder((4, 2000), name="A")
+    b = te.compute((4,), lambda i: sum((a[i, j] for j in range(2000)), te.const(0.0, "float32")), name="B")
+    ad = RNG.random((4, 2000), dtype=np.float32)
+    out = run(build(b, [a]), [ad], [((4,), "float32")])
+    np.testing.assert_allclose(out, ad.sum(axis=1), rtol=1e-5)
+
+
 def test_printed_expressions_keep_their_grouping():
     """The text form (what lowered loops print) parenthesises what evaluation order needs: a quotient or a
     remainder under a product, the right side of a difference; a product of products needs none."""

@@ -305,10 +305,18 @@ def _pattern(node: Call) -> int:
     return node.op.pattern
 
 
-def fuse_ops(func: Function, fuse: bool = True) -> Function:
+#: the most ops one kernel gets (TVM's default): a graph exporters wrote as hundreds of small ops (torch's
+#: decomposed adaptive pooling: 300 gathers and adds) would otherwise become one expression that deep
+FUSE_MAX_DEPTH = 256
+
+
+def fuse_ops(func: Function, fuse: bool = True, max_depth: int = FUSE_MAX_DEPTH) -> Function:
     """Group ops into primitive Functions, one per kernel: elementwise and broadcast consumers fuse into a
-    conv2d/dense/matmul/pool producer of the same shape (its epilogue), injective chains fuse together;
-    ``fuse=False`` gives one kernel per op. Non-scalar constants become kernel arguments."""
+    conv2d/dense/matmul/pool producer of the same shape (its epilogue), injective chains fuse together, up
+    to ``max_depth`` ops a kernel; ``fuse=False`` gives one kernel per op. Non-scalar constants become
+    kernel arguments."""
+    if max_depth < 1:
+        raise RelayError(f"FuseOps: max_depth is the most ops in one kernel, at least 1; got {max_depth}")
     infer_type(func)
     nodes = post_order(func.body)
     uses: dict[int, int] = {}
@@ -345,6 +353,8 @@ def fuse_ops(func: Function, fuse: bool = True) -> Function:
             if g == group[id(n)] or groot[g] is not a:
                 continue
             mine = group[id(n)]
+            if len(gnodes[g]) + len(gnodes[mine]) > max_depth:
+                continue
             gp, mp = gpattern[g], gpattern[mine]
             ok = False
             if p <= _op.BROADCAST and gp == _op.OUT_ELEMWISE_FUSABLE and mp <= _op.BROADCAST:
@@ -402,10 +412,13 @@ def fuse_ops(func: Function, fuse: bool = True) -> Function:
 
 
 def FuseOps(fuse_opt_level: int = -1) -> Pass:  # noqa: N802
-    """Fuse ops into kernels (primitive functions); at opt_level 0 every op is its own kernel."""
+    """Fuse ops into kernels (primitive functions); at opt_level 0 every op is its own kernel, and
+    ``config={"relay.FuseOps.max_depth": n}`` caps the ops of one kernel."""
     def run(mod: IRModule) -> IRModule:
-        level = fuse_opt_level if fuse_opt_level >= 0 else PassContext.current().opt_level
-        return _map_functions(mod, lambda f: fuse_ops(f, fuse=level >= 1))
+        ctx = PassContext.current()
+        level = fuse_opt_level if fuse_opt_level >= 0 else ctx.opt_level
+        depth = int(ctx.config.get("relay.FuseOps.max_depth", FUSE_MAX_DEPTH))
+        return _map_functions(mod, lambda f: fuse_ops(f, fuse=level >= 1, max_depth=depth))
 
     return Pass("FuseOps", 0, run)
 
