@@ -57,6 +57,10 @@ def __getattr__(name: str):
         import autosched.relay as relay
 
         return relay
+    if name == "IRModule":  # TVM's tvm.IRModule, which relay graphs are wrapped in
+        from autosched.relay import IRModule
+
+        return IRModule
     if name == "extract_tasks":  # the tuning tasks of a relay model, each with .weight
         from autosched.relay import extract_tasks
 

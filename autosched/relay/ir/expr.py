@@ -146,6 +146,10 @@ class Tuple(Expr):
     def __getitem__(self, index: int) -> Expr:  # indexing a literal tuple gives the field itself
         return self.fields[index]
 
+    def astuple(self) -> Tuple:
+        """The tuple itself (what TVM's TupleWrapper, which functions like ``split`` return, gives)."""
+        return self
+
 
 class TupleGetItem(Expr):
     """Field ``index`` of a tuple-valued expression."""

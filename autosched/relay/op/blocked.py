@@ -18,6 +18,7 @@ the default schedules are in autosched/relay/op/schedules.py.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from autosched import te
 from autosched.codegen.ops import DOT4_U8S8
@@ -25,7 +26,7 @@ from autosched.relay.ir.expr import RelayError, TensorType
 from autosched.relay.op import schedules
 from autosched.relay.op.common import _operands, _pair, _same_dtype, pad4
 from autosched.relay.op.nn._nn import _canon_spatial, channel_block_of
-from autosched.relay.op.op import INJECTIVE, OUT_ELEMWISE_FUSABLE, OpDef, register_op
+from autosched.relay.op.op import INJECTIVE, OUT_ELEMWISE_FUSABLE, OpDef, make_call, register_op
 from autosched.te import expr as E
 from autosched.workloads.blocked_layout import (
     conv2d_nchwc_compute,
@@ -83,6 +84,15 @@ def _layout_transform_compute(inputs, attrs, out_type):
 register_op(OpDef("layout_transform", _layout_transform_rel, _layout_transform_compute, INJECTIVE, num_inputs=1,
                   attrs={"src_layout": "NCHW", "dst_layout": "NCHW"}, schedule=schedules.layout_transform,
                   doc="NCHW <-> NCHW[x]c, or NCHW[x]c <-> NCHW[y]c"))
+
+
+def layout_transform(data: Any, src_layout: str, dst_layout: str) -> Any:
+    """``data`` moved from one layout to another: a permutation of the same axes (NCHW <-> NHWC) is a transpose;
+    NCHW <-> NCHW[x]c and NCHW[x]c <-> NCHW[y]c regroup the channels into blocks of x."""
+    src, dst = str(src_layout), str(dst_layout)
+    if src.isalpha() and dst.isalpha() and sorted(src) == sorted(dst) and len(set(src)) == len(src):
+        return data if src == dst else make_call("transpose", [data], axes=tuple(src.index(a) for a in dst))
+    return make_call("layout_transform", [data], src_layout=src, dst_layout=dst)
 
 
 # ------------------------------------------------------------------- conv2d

@@ -481,6 +481,11 @@ def reciprocal(data: Any) -> Any:
     return make_call("reciprocal", [data])
 
 
+def rsqrt(data: Any) -> Any:
+    """1 / sqrt(x)."""
+    return make_call("reciprocal", [make_call("sqrt", [data])])
+
+
 def power(lhs: Any, rhs: Any) -> Any:
     """lhs ** rhs with numpy broadcasting."""
     return make_call("power", [lhs, rhs])
@@ -496,7 +501,17 @@ def compare(name: str, lhs: Any, rhs: Any) -> Any:
     return make_call(name, [lhs, rhs])
 
 
-# TVM's relay.bitwise_and/or/xor, left_shift, right_shift (a Python int operand takes the other's dtype)
+# TVM's comparisons and logical ops (bool tensors), relay.bitwise_and/or/xor, left_shift, right_shift (a Python
+# int operand takes the other's dtype)
+equal = _binary("equal")
+not_equal = _binary("not_equal")
+less = _binary("less")
+less_equal = _binary("less_equal")
+greater = _binary("greater")
+greater_equal = _binary("greater_equal")
+logical_and = _binary("logical_and")
+logical_or = _binary("logical_or")
+logical_xor = _binary("logical_xor")
 bitwise_and = _binary("bitwise_and")
 bitwise_or = _binary("bitwise_or")
 bitwise_xor = _binary("bitwise_xor")

@@ -1,4 +1,6 @@
-"""Relay ops that move data: reshape, batch_flatten, transpose, concatenate, pad, strided_slice, upsampling."""
+"""Relay ops that move data: reshape, batch_flatten, transpose, concatenate, pad, strided_slice, upsampling; and
+TVM's functions that are these ops composed (split, squeeze, expand_dims, stack, repeat, reverse, zeros, full, ...),
+written on the static shapes type inference gives."""
 
 from __future__ import annotations
 
@@ -6,8 +8,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from autosched import te
-from autosched.relay.ir.expr import RelayError, TensorType, Tuple, TupleType
+from autosched.relay.ir.expr import Constant, Expr, RelayError, TensorType, Tuple, TupleType
+from autosched.relay.ir.type_infer import infer_type
 from autosched.relay.op.common import (
     _bload,
     _ishape,
@@ -435,3 +440,140 @@ def take(data: Any, indices: Any, axis: int = 0) -> Any:
 def trilu(data: Any, k: int = 0, upper: bool = True) -> Any:
     """The upper (``upper``) or lower triangle of the last two axes from diagonal ``k``."""
     return make_call("trilu", [data], k=int(k), upper=int(bool(upper)))
+
+
+# ------------------------------------------------------- TVM's functions composed of the ops above
+def _shape_of(data: Any, op: str) -> tuple[int, ...]:
+    t = infer_type(data)
+    if not isinstance(t, TensorType):
+        raise RelayError(f"{op}: the data must be a tensor, got {t!r}")
+    return tuple(int(d) for d in t.shape)
+
+
+def _axis(axis: int, ndim: int, op: str) -> int:
+    if not -ndim <= int(axis) < ndim:
+        raise RelayError(f"{op}: axis {axis} is out of range for {ndim} axes")
+    return int(axis) % ndim
+
+
+def split(data: Any, indices_or_sections: int | Sequence[int], axis: int = 0) -> Tuple:
+    """``data`` cut along ``axis`` into that many equal parts, or at those indices (numpy's ``split``): a tuple
+    whose items are the parts (``split(x, 2)[0]``; ``.astuple()`` as TVM's TupleWrapper)."""
+    shape = _shape_of(data, "split")
+    axis = _axis(axis, len(shape), "split")
+    dim = shape[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        n = int(indices_or_sections)
+        if n < 1 or dim % n:
+            raise RelayError(f"split: axis {axis} of size {dim} does not divide into {n} equal parts")
+        cuts = [dim // n * k for k in range(1, n)]
+    else:
+        cuts = [int(c) for c in indices_or_sections]
+        if any(not 0 <= a <= b <= dim for a, b in zip([0] + cuts, cuts + [dim])):
+            raise RelayError(f"split: indices {cuts} must rise within [0, {dim}] (the size of axis {axis})")
+    return Tuple([strided_slice(data, [lo], [hi], axes=[axis]) for lo, hi in zip([0] + cuts, cuts + [dim])])
+
+
+def squeeze(data: Any, axis: Sequence[int] | None = None) -> Any:
+    """``data`` without its axes of size 1 (only those in ``axis`` if given, each of which must be 1)."""
+    shape = _shape_of(data, "squeeze")
+    drop = {k for k, d in enumerate(shape) if d == 1} if axis is None else \
+        {_axis(a, len(shape), "squeeze") for a in axis}
+    wrong = [k for k in sorted(drop) if shape[k] != 1]
+    if wrong:
+        raise RelayError(f"squeeze: axes {wrong} of shape {list(shape)} are not of size 1")
+    return reshape(data, [d for k, d in enumerate(shape) if k not in drop])
+
+
+def expand_dims(data: Any, axis: int, num_newaxis: int = 1) -> Any:
+    """``data`` with ``num_newaxis`` axes of size 1 inserted at ``axis`` (counted in the input's axes + 1)."""
+    shape = list(_shape_of(data, "expand_dims"))
+    axis = _axis(axis, len(shape) + 1, "expand_dims")
+    return reshape(data, shape[:axis] + [1] * int(num_newaxis) + shape[axis:])
+
+
+def stack(data: Sequence[Any] | Tuple, axis: int) -> Any:
+    """Tensors of one shape joined along a new axis ``axis``."""
+    fields = list(data.fields if isinstance(data, Tuple) else data)
+    if not fields:
+        raise RelayError("stack: no tensors given")
+    ndim = len(_shape_of(fields[0], "stack"))
+    axis = _axis(axis, ndim + 1, "stack")
+    return concatenate([expand_dims(f, axis) for f in fields], axis)
+
+
+def reshape_like(data: Any, shape_like: Any) -> Any:
+    """``data`` reshaped to the shape of ``shape_like``."""
+    return reshape(data, _shape_of(shape_like, "reshape_like"))
+
+
+def repeat(data: Any, repeats: int, axis: int) -> Any:
+    """Each element repeated ``repeats`` times along ``axis`` (numpy's ``repeat``)."""
+    shape = list(_shape_of(data, "repeat"))
+    axis = _axis(axis, len(shape), "repeat")
+    if int(repeats) < 1:
+        raise RelayError(f"repeat: repeats must be at least 1, got {repeats}")
+    wide = broadcast_to(expand_dims(data, axis + 1), shape[:axis + 1] + [int(repeats)] + shape[axis + 1:])
+    return reshape(wide, shape[:axis] + [shape[axis] * int(repeats)] + shape[axis + 1:])
+
+
+def reverse(data: Any, axis: int) -> Any:
+    """``data`` in reverse order along ``axis``."""
+    shape = _shape_of(data, "reverse")
+    axis = _axis(axis, len(shape), "reverse")
+    return strided_slice(data, [shape[axis] - 1], [-shape[axis] - 1], [-1], axes=[axis])
+
+
+def full(fill_value: Any, shape: Sequence[int] = (), dtype: str = "") -> Any:
+    """A tensor of ``shape`` filled with ``fill_value`` (a number or a scalar relay expression), of ``dtype``
+    (the value's own when empty)."""
+    if not isinstance(fill_value, Expr):
+        fill_value = Constant(np.array(fill_value, dtype=dtype or "float32"))
+    elif dtype:
+        fill_value = make_call("cast", [fill_value], dtype=str(dtype))
+    return broadcast_to(fill_value, tuple(int(d) for d in shape))
+
+
+def zeros(shape: Sequence[int], dtype: str = "float32") -> Any:
+    """A tensor of zeros."""
+    return full(0, shape, dtype)
+
+
+def ones(shape: Sequence[int], dtype: str = "float32") -> Any:
+    """A tensor of ones."""
+    return full(1, shape, dtype)
+
+
+def full_like(data: Any, fill_value: Any) -> Any:
+    """A tensor of ``data``'s shape and type filled with ``fill_value``."""
+    t = infer_type(data)
+    return full(fill_value, _shape_of(data, "full_like"), t.dtype)
+
+
+def zeros_like(data: Any) -> Any:
+    """Zeros of ``data``'s shape and type."""
+    return full_like(data, 0)
+
+
+def ones_like(data: Any) -> Any:
+    """Ones of ``data``'s shape and type."""
+    return full_like(data, 1)
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: str = "float32") -> Any:
+    """``[start, stop)`` by ``step`` (numpy's ``arange``; numbers or scalar constants): a constant."""
+    def number(v: Any) -> Any:
+        if isinstance(v, Constant) and v.data.ndim == 0:
+            return v.data.item()
+        if isinstance(v, Expr):
+            raise RelayError("arange: start, stop and step must be numbers or scalar constants (shapes are static)")
+        return v
+
+    start, stop, step = number(start), number(stop), number(step)
+    values = np.arange(start, step=step, dtype=dtype) if stop is None else np.arange(start, stop, step, dtype=dtype)
+    return Constant(values)
+
+
+def shape_of(data: Any, dtype: str = "int32") -> Any:
+    """The shape of ``data`` as a 1-D constant (shapes are static)."""
+    return Constant(np.array(_shape_of(data, "shape_of"), dtype=dtype))

@@ -9,10 +9,15 @@ from autosched.relay.op.nn.nn import (
     batch_matmul,
     batch_norm,
     bias_add,
+    conv1d,
     conv2d,
     dense,
     dilate,
+    dropout,
     global_avg_pool2d,
+    global_max_pool2d,
+    layer_norm,
+    leaky_relu,
     log_softmax,
     lrn,
     matmul,
@@ -24,6 +29,7 @@ from autosched.relay.op.nn.nn import (
     upsampling,
 )
 
-__all__ = ["_nn", "avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv2d",
-           "conv2d_transpose", "dense", "dilate", "global_avg_pool2d", "log_softmax", "lrn", "matmul", "max_pool2d",
-           "pad", "prelu", "relu", "softmax", "upsampling"]
+__all__ = ["_nn", "avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv1d", "conv2d",
+           "conv2d_transpose", "dense", "dilate", "dropout", "global_avg_pool2d", "global_max_pool2d", "layer_norm",
+           "leaky_relu", "log_softmax", "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax",
+           "upsampling"]

@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from autosched.relay.ir.expr import Call, Constant, Expr, TupleGetItem
-from autosched.relay.op.elemwise import cast, prelu
+import numpy as np
+
+from autosched.relay.ir.expr import Call, Constant, Expr, RelayError, TupleGetItem
+from autosched.relay.ir.type_infer import infer_type
+from autosched.relay.op.elemwise import cast, prelu, where
 from autosched.relay.op.nn._nn import dilate, log_softmax, lrn
 from autosched.relay.op.op import make_call
-from autosched.relay.op.tensor import transpose, upsampling
+from autosched.relay.op.reduce import layer_norm as _layer_norm
+from autosched.relay.op.tensor import expand_dims, squeeze, transpose, upsampling
 
 
 def _dtype_of(e: Expr) -> str | None:
@@ -158,6 +162,75 @@ def softmax(data: Expr, axis: int = -1) -> Call:
     return make_call("nn.softmax", [data], axis=int(axis))
 
 
+def global_max_pool2d(data: Expr, layout: str = "NCHW", out_layout: str = "") -> Call:
+    """The maximum over each channel's whole image (NCHW or NHWC), keeping 1x1 spatial axes."""
+    if layout not in ("NCHW", "NHWC"):
+        raise RelayError(f"nn.global_max_pool2d: layout {layout!r} is not one of NCHW, NHWC")
+    return make_call("max", [data], axis=(2, 3) if layout == "NCHW" else (1, 2), keepdims=True)
+
+
+def leaky_relu(data: Expr, alpha: float = 0.01) -> Call:
+    """x where x > 0, else alpha * x."""
+    x_dtype = _dtype_of(data)
+    zero, slope = Constant(np.array(0, x_dtype)), Constant(np.array(alpha, x_dtype))
+    return where(make_call("greater", [data, zero]), data, make_call("multiply", [data, slope]))
+
+
+def layer_norm(data: Expr, gamma: Expr, beta: Expr, axis: int = -1, epsilon: float = 1e-5, center: bool = True,
+               scale: bool = True) -> Expr:
+    """Normalise over the one axis ``axis`` (TVM's meaning), then scale by ``gamma`` and shift by ``beta`` (of that
+    axis's size) unless ``scale`` / ``center`` are False."""
+    shape = infer_type(data).shape
+    ndim = len(shape)
+    if not -ndim <= axis < ndim:
+        raise RelayError(f"nn.layer_norm: axis {axis} is out of range for {ndim} axes")
+    axis %= ndim
+    x = data if axis == ndim - 1 else transpose(data, [k for k in range(ndim) if k != axis] + [axis])
+    if not scale:
+        gamma = Constant(np.ones(int(shape[axis]), _dtype_of(data)))
+    y = _layer_norm(x, gamma, beta if center else None, axis=-1, epsilon=epsilon)
+    if axis == ndim - 1:
+        return y
+    back = list(range(ndim - 1))
+    back.insert(axis, ndim - 1)
+    return transpose(y, back)
+
+
+def conv1d(data: Expr, weight: Expr, strides: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1,
+           channels: int | None = None, kernel_size: Any = None, data_layout: str = "NCW", kernel_layout: str = "OIW",
+           out_layout: str = "", out_dtype: str = "") -> Expr:
+    """1-D convolution of NCW data by an OIW weight: the 2-D one on a height of 1. ``padding`` is 1 or 2 ints."""
+    if data_layout != "NCW" or kernel_layout != "OIW":
+        raise RelayError(f"nn.conv1d: layouts {data_layout}/{kernel_layout} are not supported (NCW with OIW are)")
+
+    def one(v: Any, name: str) -> int:
+        vals = [int(v)] if isinstance(v, (int, np.integer)) else [int(a) for a in v]
+        if len(vals) != 1:
+            raise RelayError(f"nn.conv1d: {name} {v} must be one int")
+        return vals[0]
+
+    pads = [int(padding)] * 2 if isinstance(padding, (int, np.integer)) else [int(p) for p in padding]
+    if len(pads) == 1:
+        pads *= 2
+    if len(pads) != 2:
+        raise RelayError(f"nn.conv1d: padding {padding} must be 1 or 2 ints")
+    y = conv2d(expand_dims(data, 2), expand_dims(weight, 2), strides=(1, one(strides, "strides")),
+               padding=(0, pads[0], 0, pads[1]), dilation=(1, one(dilation, "dilation")), groups=groups,
+               channels=channels, out_dtype=out_dtype)
+    return squeeze(y, [2])
+
+
+def _dtype_of(data: Expr) -> str:
+    return str(infer_type(data).dtype)
+
+
+def dropout(data: Expr, rate: float = 0.5) -> Expr:
+    """Dropout at inference: ``data`` itself (relay here is for inference; TVM's SimplifyInference removes it)."""
+    if not 0.0 <= float(rate) < 1.0:
+        raise RelayError(f"nn.dropout: rate is a probability in [0, 1), got {rate}")
+    return data
+
+
 def batch_flatten(data: Expr) -> Call:
     return make_call("nn.batch_flatten", [data])
 
@@ -171,5 +244,5 @@ def pad(data: Expr, pad_width: Sequence[Sequence[int]], pad_value: float = 0.0, 
 
 
 __all__ = ["avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv2d", "dense", "dilate",
-           "global_avg_pool2d", "log_softmax", "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax",
-           "upsampling"]
+           "conv1d", "dropout", "global_avg_pool2d", "global_max_pool2d", "layer_norm", "leaky_relu", "log_softmax",
+           "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax", "upsampling"]

@@ -1,0 +1,111 @@
+"""TVM's relay functions that hand-written graphs use (split, squeeze, expand_dims, stack, the comparisons,
+zeros and full, layout_transform, nn.leaky_relu, nn.layer_norm on one axis, nn.conv1d, ...), built and run
+against numpy. ``tvm`` is autosched, mapped by name."""
+
+import numpy as np
+import pytest
+
+import autosched as tvm
+from autosched import relay
+from autosched.contrib import graph_executor
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((2, 6, 1, 4)).astype("float32")
+Y = RNG.standard_normal((2, 6, 1, 4)).astype("float32")
+
+
+def run(body, **inputs):
+    """Build ``body(vars...)`` over relay vars shaped like ``inputs`` and run it; the outputs as numpy arrays."""
+    args = [relay.var(k, shape=v.shape, dtype=str(v.dtype)) for k, v in inputs.items()]
+    out = body(*args)
+    mod = tvm.IRModule.from_expr(relay.Function(args, out.astuple() if isinstance(out, relay.Tuple) else out))
+    m = graph_executor.GraphModule(relay.build(mod, "llvm")["default"](tvm.cpu()))
+    m.run(**inputs)
+    return [m.get_output(i).numpy() for i in range(m.get_num_outputs())]
+
+
+@pytest.mark.parametrize("name, body, ref", [
+    ("squeeze", lambda x: relay.squeeze(x), lambda x: np.squeeze(x)),
+    ("squeeze axis", lambda x: relay.squeeze(x, axis=[2]), lambda x: np.squeeze(x, 2)),
+    ("expand_dims", lambda x: relay.expand_dims(x, 1, num_newaxis=2), lambda x: x[:, None, None]),
+    ("expand_dims -1", lambda x: relay.expand_dims(x, -1), lambda x: x[..., None]),
+    ("stack", lambda x: relay.stack([x, relay.negative(x)], axis=1), lambda x: np.stack([x, -x], 1)),
+    ("repeat", lambda x: relay.repeat(x, 3, axis=1), lambda x: np.repeat(x, 3, 1)),
+    ("reverse", lambda x: relay.reverse(x, axis=1), lambda x: x[:, ::-1]),
+    ("reshape_like", lambda x: relay.reshape_like(x, relay.zeros((12, 4), "float32")), lambda x: x.reshape(12, 4)),
+    ("zeros_like", lambda x: relay.add(x, relay.zeros_like(x)), lambda x: x),
+    ("ones_like", lambda x: relay.multiply(x, relay.ones_like(x)), lambda x: x),
+    ("full", lambda x: relay.add(x, relay.full(relay.const(2.5), (6, 1, 4))), lambda x: x + 2.5),
+    ("full_like", lambda x: relay.subtract(relay.full_like(x, 7), x), lambda x: 7 - x),
+    ("arange", lambda x: relay.add(x, relay.arange(4, dtype="float32")), lambda x: x + np.arange(4)),
+    ("rsqrt", lambda x: relay.rsqrt(relay.abs(x)), lambda x: 1 / np.sqrt(np.abs(x))),
+    ("leaky_relu", lambda x: relay.nn.leaky_relu(x, alpha=0.2), lambda x: np.where(x > 0, x, 0.2 * x)),
+    ("global_max_pool2d", lambda x: relay.nn.global_max_pool2d(x), lambda x: x.max(axis=(2, 3), keepdims=True)),
+    ("global_max_pool2d NHWC", lambda x: relay.nn.global_max_pool2d(x, layout="NHWC"),
+     lambda x: x.max(axis=(1, 2), keepdims=True)),
+    ("dropout", lambda x: relay.nn.relu(relay.nn.dropout(x, rate=0.3)), lambda x: np.maximum(x, 0)),
+    ("layout_transform NHWC", lambda x: relay.layout_transform(x, "NCHW", "NHWC"), lambda x: x.transpose(0, 2, 3, 1)),
+    ("layout_transform blocked", lambda x: relay.layout_transform(
+        relay.layout_transform(x, "NCHW", "NCHW2c"), "NCHW2c", "NCHW"), lambda x: x),
+    ("shape_of", lambda x: relay.add(relay.cast(relay.shape_of(x), "float32"), relay.sum(x) * relay.const(0.0)),
+     lambda x: np.array(x.shape, "float32")),
+])
+def test_shape_functions_match_numpy(name, body, ref):
+    (got,) = run(body, x=X)
+    np.testing.assert_allclose(got, ref(X), rtol=1e-6, atol=1e-6)
+
+
+def test_split_gives_sections_or_cuts_and_a_tuple():
+    parts = run(lambda x: relay.split(x, 3, axis=1).astuple(), x=X)
+    for got, want in zip(parts, np.split(X, 3, axis=1), strict=True):
+        np.testing.assert_array_equal(got, want)
+    (got,) = run(lambda x: relay.add(relay.split(x, [1, 4], axis=1)[1], relay.const(1.0)), x=X)
+    np.testing.assert_array_equal(got, X[:, 1:4] + 1)
+    with pytest.raises(relay.RelayError, match="does not divide into 4 equal parts"):
+        relay.split(relay.var("x", shape=(2, 6)), 4, axis=1)
+    with pytest.raises(relay.RelayError, match="axes \\[1\\] of shape \\[2, 6\\] are not of size 1"):
+        relay.squeeze(relay.var("x", shape=(2, 6)), axis=[1])
+
+
+@pytest.mark.parametrize("name, numpy_fn", [
+    ("equal", np.equal), ("not_equal", np.not_equal), ("less", np.less), ("less_equal", np.less_equal),
+    ("greater", np.greater), ("greater_equal", np.greater_equal)])
+def test_comparisons_give_bool_tensors(name, numpy_fn):
+    y = Y.copy()
+    y[0, 0] = X[0, 0]  # some equal elements
+    (got,) = run(lambda a, b: getattr(relay, name)(a, b), x=X, y=y)
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, numpy_fn(X, y))
+
+
+@pytest.mark.parametrize("name, numpy_fn", [
+    ("logical_and", np.logical_and), ("logical_or", np.logical_or), ("logical_xor", np.logical_xor)])
+def test_logical_ops_of_comparisons(name, numpy_fn):
+    (got,) = run(lambda a, b: getattr(relay, name)(relay.greater(a, relay.const(0.0)),
+                                                    relay.less(b, relay.const(0.0))), x=X, y=Y)
+    np.testing.assert_array_equal(got, numpy_fn(X > 0, Y < 0))
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_layer_norm_normalises_one_axis_as_tvm(axis):
+    gamma = RNG.standard_normal(X.shape[axis]).astype("float32")
+    beta = RNG.standard_normal(X.shape[axis]).astype("float32")
+    (got,) = run(lambda x: relay.nn.layer_norm(x, relay.const(gamma), relay.const(beta), axis=axis, epsilon=1e-5),
+                 x=X)
+    mean, var = X.mean(axis=axis, keepdims=True), X.var(axis=axis, keepdims=True)
+    shape = [1] * X.ndim
+    shape[axis] = -1
+    want = (X - mean) / np.sqrt(var + 1e-5) * gamma.reshape(shape) + beta.reshape(shape)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    (got,) = run(lambda x: relay.nn.layer_norm(x, relay.const(gamma), relay.const(beta), axis=axis, center=False,
+                                               scale=False), x=X)
+    np.testing.assert_allclose(got, (X - mean) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-5)
+
+
+def test_conv1d_is_the_sliding_dot_product():
+    x = RNG.standard_normal((2, 3, 20)).astype("float32")
+    w = RNG.standard_normal((5, 3, 4)).astype("float32")
+    (got,) = run(lambda d: relay.nn.conv1d(d, relay.const(w), strides=2, padding=(1, 2)), x=x)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 2)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, 4, axis=2)[:, :, ::2]
+    np.testing.assert_allclose(got, np.einsum("ncwk,ock->now", win, w), rtol=1e-4, atol=1e-5)
