@@ -242,9 +242,114 @@ def test_relay_testing_networks_build_and_agree_at_every_opt_level(net, kwargs, 
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-4, atol=1e-6)
 
 
+def _run_levels(mod, params, x):
+    outs = []
+    for level in (0, 3):
+        with tvm.transform.PassContext(opt_level=level):
+            m = graph_executor.GraphModule(relay.build(mod, "llvm", params=params)["default"](tvm.cpu()))
+        m.run(data=x)
+        outs.append(m.get_output(0).numpy())
+    return outs
+
+
+@pytest.mark.parametrize("net, kwargs, nweights", [
+    ("squeezenet", {"version": "1.0"}, 1248424), ("squeezenet", {"version": "1.1"}, 1235496),
+    ("inception_v3", {}, 23834568), ("densenet", {"batch_size": 1}, 7978856),
+    ("densenet", {"batch_size": 1, "densenet_size": 161}, 28681000), ("dqn", {}, 1693362)])
+def test_relay_testing_networks_have_their_papers_weights(net, kwargs, nweights):
+    """The networks TVM's tuning tutorials and benchmarks name (squeezenet_v1.1, inception_v3, densenet, dqn) have
+    the published number of weights (torchvision's counts, Inception v3 without its auxiliary head; batch norm's
+    running statistics are not weights)."""
+    mod, params = getattr(relay.testing, net).get_workload(**kwargs)
+    assert sum(v.numpy().size for k, v in params.items() if not k.endswith(("moving_mean", "moving_var"))) == nweights
+    assert mod["main"].checked_type.ret_type.shape == ((1, 18) if net == "dqn" else (kwargs.get("batch_size", 1), 1000))
+
+
+@pytest.mark.parametrize("net, kwargs", [
+    ("squeezenet", {"version": "1.0", "image_shape": (3, 64, 64), "num_classes": 10}),
+    ("squeezenet", {"version": "1.1", "image_shape": (3, 64, 64), "num_classes": 10}),
+    ("inception_v3", {"image_shape": (3, 75, 75), "num_classes": 10}),
+    ("densenet", {"image_shape": (3, 32, 32), "classes": 10})])
+def test_relay_testing_cnns_build_and_agree_at_every_opt_level(net, kwargs):
+    """Small images, weights scaled up so that the class probabilities are far from uniform: the blocked-layout build
+    (opt_level 3, Winograd, fused concatenations) gives what the plain one (0) does."""
+    mod, params = getattr(relay.testing, net).get_workload(batch_size=2, **kwargs)
+    params = {k: tvm.nd.array(v.numpy() * (1.6 if v.numpy().ndim == 4 else 1.0)) for k, v in params.items()}
+    x = np.random.default_rng(0).standard_normal((2, *kwargs["image_shape"])).astype("float32")
+    plain, blocked = _run_levels(mod, params, x)
+    assert plain.shape == (2, 10) and plain.max() > 0.3  # not the flat 0.1s of vanishing activations
+    np.testing.assert_allclose(plain.sum(axis=1), 1, rtol=1e-5)
+    np.testing.assert_allclose(blocked, plain, rtol=1e-4, atol=1e-6)
+
+
+def _sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def test_relay_testing_dqn_lstm_and_dcgan_compute_their_formulas():
+    """The three networks that are not classifiers, against numpy written from their papers' formulas."""
+    rng = np.random.default_rng(0)
+    mod, params = relay.testing.dqn.get_workload(batch_size=2)
+    p = {k: v.numpy() for k, v in params.items()}
+    x = rng.standard_normal((2, 4, 84, 84)).astype("float32")
+    h = x
+    for k, (_, kernel, stride) in enumerate(relay.testing.dqn.CONVS):
+        w = p[f"conv{k + 1}_weight"]
+        win = np.lib.stride_tricks.sliding_window_view(h, (kernel, kernel), axis=(2, 3))[:, :, ::stride, ::stride]
+        h = np.maximum(np.einsum("nchwij,ocij->nohw", win, w) + p[f"conv{k + 1}_bias"][:, None, None], 0)
+    h = np.maximum(h.reshape(2, -1) @ p["dense1_weight"].T + p["dense1_bias"], 0)
+    ref = h @ p["dense2_weight"].T + p["dense2_bias"]
+    for out in _run_levels(mod, params, x):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+    mod, params = relay.testing.lstm.get_workload(iterations=3, num_hidden=16, batch_size=2)
+    p = {k: v.numpy() for k, v in params.items()}
+    x = rng.standard_normal((2, 16)).astype("float32")
+    h = c = np.zeros((2, 16), "float32")
+    for k in range(3):
+        gates = x @ p[f"i2h_{k}_weight"].T + p[f"i2h_{k}_bias"] + h @ p[f"h2h_{k}_weight"].T + p[f"h2h_{k}_bias"]
+        i, f, g, o = np.split(gates, 4, axis=1)
+        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+        h = _sigmoid(o) * np.tanh(c)
+    for out in _run_levels(mod, params, x):
+        np.testing.assert_allclose(out, h, rtol=1e-5, atol=1e-6)
+
+    mod, params = relay.testing.dcgan.get_workload(batch_size=2, oshape=(3, 16, 16), ngf=8, random_len=10)
+    p = {k: v.numpy() for k, v in params.items()}
+    x = rng.standard_normal((2, 10)).astype("float32")
+    eps = 2e-5
+
+    def bn_relu(v, name):
+        scale = p[f"{name}_gamma"] / np.sqrt(p[f"{name}_moving_var"] + eps)
+        return np.maximum((v - p[f"{name}_moving_mean"][:, None, None]) * scale[:, None, None]
+                          + p[f"{name}_beta"][:, None, None], 0)
+
+    def deconv(v, w):  # stride 2, padding 1, 4x4: each input pixel scatters its 4x4 patch, the border cropped
+        n, _, hh, ww = v.shape
+        out = np.zeros((n, w.shape[1], 2 * hh + 2, 2 * ww + 2), "float64")
+        for yy in range(hh):
+            for xx in range(ww):
+                out[:, :, 2 * yy:2 * yy + 4, 2 * xx:2 * xx + 4] += np.einsum("nc,cokl->nokl", v[:, :, yy, xx], w)
+        return out[:, :, 1:-1, 1:-1]
+
+    h = bn_relu((x @ p["g1_weight"].T).reshape(2, 16, 4, 4), "g1_bn")
+    h = np.tanh(deconv(bn_relu(deconv(h, p["g2_weight"]), "g2_bn"), p["g3_weight"]))
+    for out in _run_levels(mod, params, x):
+        assert out.shape == (2, 3, 16, 16)
+        np.testing.assert_allclose(out, h, rtol=1e-4, atol=1e-5)
+
+
 def test_relay_testing_refuses_unknown_layouts_and_depths_by_name():
     with pytest.raises(relay.RelayError, match="layout 'NCHW8c' is not one of NCHW, NHWC"):
         relay.testing.resnet.get_workload(layout="NCHW8c")
+    with pytest.raises(relay.RelayError, match="version '1.2' is not one of"):
+        relay.testing.squeezenet.get_workload(version="1.2")
+    with pytest.raises(relay.RelayError, match="densenet_size 100 is not one of"):
+        relay.testing.densenet.get_workload(densenet_size=100)
+    with pytest.raises(relay.RelayError, match="only the NCHW layout"):
+        relay.testing.inception_v3.get_workload(layout="NHWC")
+    with pytest.raises(relay.RelayError, match="square with a size of 4 times a power of 2"):
+        relay.testing.dcgan.get_workload(oshape=(3, 48, 48))
     with pytest.raises(relay.RelayError, match=r"num_layers 20 is not one of \[18, 34, 50, 101, 152\]"):
         relay.testing.resnet.get_workload(num_layers=20)
 
