@@ -109,3 +109,15 @@ def test_conv1d_is_the_sliding_dot_product():
     xp = np.pad(x, ((0, 0), (0, 0), (1, 2)))
     win = np.lib.stride_tricks.sliding_window_view(xp, 4, axis=2)[:, :, ::2]
     np.testing.assert_allclose(got, np.einsum("ncwk,ock->now", win, w), rtol=1e-4, atol=1e-5)
+
+
+def test_const_keeps_a_numpy_scalars_type_as_tvm():
+    """TVM's rule: Python ints and floats are int32 / float32, numpy scalars keep their type but for the 64-bit
+    ones, lists are int32 / float32, arrays keep theirs."""
+    cases = [(3, "int32"), (2.5, "float32"), (True, "bool"), (np.uint8(4), "uint8"), (np.int8(-1), "int8"),
+             (np.float16(1), "float16"), (np.int64(3), "int32"), (np.float64(2), "float32"), ([1, 2], "int32"),
+             ([1.5, 2], "float32"), (np.arange(3), "int64")]
+    assert [str(relay.const(v).data.dtype) for v, _ in cases] == [want for _, want in cases]
+    x = np.arange(256, dtype="uint8").reshape(16, 16)
+    (got,) = run(lambda a: relay.right_shift(a, relay.const(np.uint8(4))), x=x)
+    np.testing.assert_array_equal(got, x >> 4)

@@ -216,18 +216,23 @@ def var(name_hint: str, shape: Sequence[int] | Type | None = None, dtype: str = 
 
 
 def const(value: Any, dtype: str | None = None) -> Constant:
-    """A constant from a numpy array or a Python scalar (float32 for floats, int32 for ints, as TVM does)."""
+    """A constant from a numpy array, a scalar or a list: Python floats are float32, ints int32 (as TVM does); a
+    numpy scalar keeps its type but for int64 -> int32 and float64 -> float32 (TVM's rule); an array its type."""
     if isinstance(value, np.ndarray):
         arr = value.astype(dtype) if dtype else value
     else:
         if dtype is None:
-            if isinstance(value, bool):
+            if isinstance(value, (bool, np.bool_)):
                 dtype = "bool"
-            elif isinstance(value, (int, np.integer)):
+            elif isinstance(value, np.generic):
+                dtype = {"int64": "int32", "float64": "float32"}.get(str(value.dtype), str(value.dtype))
+            elif isinstance(value, int):
                 dtype = "int32"
-            elif isinstance(value, (float, np.floating)):
+            elif isinstance(value, float):
                 dtype = "float32"
         arr = np.array(value, dtype=dtype)
+        if dtype is None and isinstance(value, (list, tuple)) and arr.dtype == np.int64:
+            arr = arr.astype("int32")
     if arr.dtype == np.float64 and dtype is None and not isinstance(value, np.ndarray):
         arr = arr.astype("float32")
     return Constant(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))  # (which makes a scalar 1-d)
