@@ -1,7 +1,8 @@
 """ONNX -> relay (``from_onnx``). ``importer`` walks the graph; the op converters live by family in ``nn``
 (conv, pool, norm, dense), ``elementwise``, ``tensor`` (reshape, concat, pad, slice, resize, reductions, gathers
 and scatters), ``rnn`` (LSTM, GRU, RNN, unrolled), ``attention`` (Attention, RotaryEmbedding), ``quantized``
-(QDQ, dynamic and QLinear quantization), ``signal`` (DFT, STFT, windows), ``contrib`` (onnxruntime's fused
+(QDQ, dynamic and QLinear quantization), ``signal`` (DFT, STFT, windows), ``random`` (draws made at import),
+``contrib`` (onnxruntime's fused
 transformer ops), ``control`` (If and Loop decided at import) and ``constants`` (values known at import);
 ``registry`` is the table that joins them."""
 
@@ -13,6 +14,7 @@ from autosched.relay.frontend.onnx import (  # noqa: F401 - they fill the table
     elementwise,
     nn,
     quantized,
+    random,
     rnn,
     signal,
     tensor,
