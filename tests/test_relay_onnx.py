@@ -1104,6 +1104,39 @@ def test_loop_with_a_known_trip_count_is_unrolled_with_its_scan_output() -> None
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def _scan_rnn(**scan_attrs):
+    """A Scan as tf2onnx writes a recurrent layer: h <- tanh(x_t W + h U) over x's time axis (axis 1 of [B, T, D]),
+    a second scan input read from the end (axis 0 of [T, H]) added in, and two scan outputs: h on axis 0, and
+    h + 1 stacked on axis 1 in reverse order; the final h is the state output."""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["x_t", "W"], ["xw"]), helper.make_node("MatMul", ["h_in", "U"], ["hu"]),
+         helper.make_node("Add", ["xw", "hu"], ["s"]), helper.make_node("Add", ["s", "b_t"], ["sb"]),
+         helper.make_node("Tanh", ["sb"], ["h_out"]), helper.make_node("Identity", ["h_out"], ["y_t"]),
+         helper.make_node("Add", ["h_out", "one"], ["z_t"])],
+        "cell", [_vi("h_in", [2, 5]), _vi("x_t", [2, 4]), _vi("b_t", [5])],
+        [_vi("h_out", [2, 5]), _vi("y_t", [2, 5]), _vi("z_t", [2, 5])])
+    nodes = [helper.make_node("Scan", ["h0", "x", "b"], ["h", "ys", "zs"], body=body, num_scan_inputs=2,
+                              **scan_attrs)]
+    rng = np.random.default_rng(0)
+    inits = {"W": rng.standard_normal((4, 5)).astype(np.float32) * 0.5,
+             "U": rng.standard_normal((5, 5)).astype(np.float32) * 0.5, "one": np.array(1, np.float32),
+             "h0": np.zeros((2, 5), np.float32)}
+    return _control_model(nodes, [_vi("x", [2, 6, 4]), _vi("b", [6, 5])],
+                          [_vi("h", [2, 5]), _vi("ys", None), _vi("zs", None)], inits)
+
+
+def test_scan_is_unrolled_over_its_inputs_axes_and_directions() -> None:
+    model = _scan_rnn(scan_input_axes=[1, 0], scan_input_directions=[0, 1], scan_output_axes=[0, 1],
+                      scan_output_directions=[0, 1])
+    x = {"x": _f32(2, 6, 4), "b": _f32(6, 5)}
+    got, want = run_relay(model, x), run_onnxruntime(model, x)
+    assert [g.shape for g in got] == [(2, 5), (6, 2, 5), (2, 6, 5)]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    with pytest.raises(OnnxImportError, match=r"different lengths along their scan axes: \[2, 6\]"):
+        from_onnx(_scan_rnn(scan_input_axes=[0, 0]))
+
+
 def test_control_flow_decided_at_run_time_is_refused_by_name() -> None:
     then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [], [_vi("t", None)])
     other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [_vi("e", None)])

@@ -1,9 +1,10 @@
 """ONNX control flow whose course is known when the model is imported: ``If`` on a condition computed from
-shapes and constants (exporters write shape checks as If) becomes its taken branch, and ``Loop`` with a known
-trip count (or a condition known at each step) is unrolled, its scan outputs stacked. A condition or trip count
-computed from the inputs at run time is refused: relay's graphs have no branches. Sequences (SequenceConstruct,
-SequenceInsert, SplitToSequence, ConcatFromSequence, ...) are lists known at import, of tensors that may be
-computed at run time: a list built in a loop is a list of the unrolled steps' tensors."""
+shapes and constants (exporters write shape checks as If) becomes its taken branch, ``Loop`` with a known
+trip count (or a condition known at each step) is unrolled, its scan outputs stacked, and ``Scan`` (a loop over
+slices of its inputs, as tf2onnx writes recurrent layers) is unrolled over their static length. A condition or
+trip count computed from the inputs at run time is refused: relay's graphs have no branches. Sequences
+(SequenceConstruct, SequenceInsert, SplitToSequence, ConcatFromSequence, ...) are lists known at import, of tensors
+that may be computed at run time: a list built in a loop is a list of the unrolled steps' tensors."""
 
 from __future__ import annotations
 
@@ -78,6 +79,81 @@ def _loop(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> list[Any]:
         shape = g._relay_shape(exprs[0])
         stacked.append(relay_op.concatenate([relay_op.reshape(e, (1, *shape)) for e in exprs], axis=0))
     return carried + stacked
+
+
+def _stack(g: _GraphConverter, values: list[Any], axis: int) -> Any:
+    """Tensors of one shape (arrays or expressions) stacked on a new axis ``axis``."""
+    if all(isinstance(v, np.ndarray) for v in values):
+        return np.stack(values, axis=axis)
+    exprs = [_expr(v) for v in values]
+    shape = list(g._relay_shape(exprs[0]))
+    return relay_op.concatenate([relay_op.reshape(e, shape[:axis] + [1] + shape[axis:]) for e in exprs], axis=axis)
+
+
+def _slice(g: _GraphConverter, value: Any, index: int, axis: int) -> Any:
+    """``value[..., index, ...]`` along ``axis``, that axis removed."""
+    if isinstance(value, np.ndarray):
+        return np.take(value, index, axis=axis)
+    shape = list(g._relay_shape(value))
+    cut = relay_op.strided_slice(value, [index], [index + 1], axes=[axis])
+    return relay_op.reshape(cut, shape[:axis] + shape[axis + 1:])
+
+
+@register("Scan")
+def _scan(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> list[Any]:
+    """The body unrolled over the scan inputs' static length: step t reads slice t of each scan input along its
+    axis (from the end where its direction is 1), threads the state variables through, and each scan output is
+    the steps' values stacked on its axis (in reverse order where its direction is 1)."""
+    if g.opset < 9:
+        g._fail("Scan before opset 9 (with a batch axis and sequence_lens) is not supported")
+    body = attrs["body"]
+    m = int(attrs["num_scan_inputs"])
+    n = len(node.input) - m
+    if n < 0 or len(body.input) != n + m:
+        g._fail(f"its body takes {len(body.input)} inputs for {n} state variables and {m} scan inputs")
+    k = len(body.output) - n
+    scanned = [_value(g, name) for name in node.input[n:]]
+
+    def per_input(key: str, count: int, default: int) -> list[int]:
+        values = [int(v) for v in attrs.get(key, [default] * count)]
+        if len(values) != count:
+            g._fail(f"{key} has {len(values)} values for {count} {'inputs' if 'input' in key else 'outputs'}")
+        return values
+
+    in_axes, in_dirs = per_input("scan_input_axes", m, 0), per_input("scan_input_directions", m, 0)
+    out_axes, out_dirs = per_input("scan_output_axes", k, 0), per_input("scan_output_directions", k, 0)
+    lengths = set()
+    for j, value in enumerate(scanned):
+        shape = value.shape if isinstance(value, np.ndarray) else g._relay_shape(value)
+        if not -len(shape) <= in_axes[j] < len(shape):
+            g._fail(f"scan_input_axes[{j}] = {in_axes[j]} is out of range for shape {list(shape)}")
+        in_axes[j] %= len(shape)
+        lengths.add(int(shape[in_axes[j]]))
+    if len(lengths) != 1:
+        g._fail(f"the scan inputs have different lengths along their scan axes: {sorted(lengths)}")
+    steps = lengths.pop()
+    if steps > MAX_UNROLL:
+        g._fail(f"it runs {steps} steps, more than autosched unrolls ({MAX_UNROLL})")
+    if steps == 0 and k:
+        g._fail("a Scan of no steps has no shape to give its scan outputs")
+    state = [_value(g, name) for name in node.input[:n]]
+    formal = [i.name for i in body.input]
+    outputs: list[list[Any]] = [[] for _ in range(k)]
+    for t in range(steps):
+        bound = dict(zip(formal[:n], state))
+        for j, value in enumerate(scanned):
+            bound[formal[n + j]] = _slice(g, value, steps - 1 - t if in_dirs[j] else t, in_axes[j])
+        outs = g.convert_subgraph(body, bound)
+        state = outs[:n]
+        for i, v in enumerate(outs[n:]):
+            outputs[i].append(v)
+    stacked = []
+    for i, values in enumerate(outputs):
+        rank = len(values[0].shape if isinstance(values[0], np.ndarray) else g._relay_shape(_expr(values[0])))
+        if not -(rank + 1) <= out_axes[i] <= rank:
+            g._fail(f"scan_output_axes[{i}] = {out_axes[i]} is out of range for outputs of rank {rank}")
+        stacked.append(_stack(g, values[::-1] if out_dirs[i] else values, out_axes[i] % (rank + 1)))
+    return state + stacked
 
 
 # ------------------------------------------------------------------ sequences, as lists known at import

@@ -212,7 +212,9 @@ class _GraphConverter:
                        f"{', '.join(f'{op} (x{k})' for op, k in sorted(bad.items()))}")
         for t in graph.initializer:
             self.initializers[t.name] = numpy_helper.to_array(t)
-        for name, value in (bound or {}).items():
+        for name, value in (bound or {}).items():  # (a value known at one step may be computed at the next)
+            self.consts.pop(name, None)
+            self.exprs.pop(name, None)
             (self.consts if isinstance(value, np.ndarray) else self.exprs)[name] = value
         self.used |= {o.name for o in graph.output}
         for n in graph.node:  # a body converted again (a loop's next iteration) computes its values anew
