@@ -218,6 +218,17 @@ def test_tvms_pass_context_is_the_one_relay_reads(resnet, caplog):
         tvm.transform.PassContext(disabled_pass="AlterOpLayout")
 
 
+def _run_levels(mod, params, x):
+    """The model's first output built at opt_level 0 (plain layouts) and 3 (blocked), run on ``x``."""
+    outs = []
+    for level in (0, 3):
+        with tvm.transform.PassContext(opt_level=level):
+            m = graph_executor.GraphModule(relay.build(mod, "llvm", params=params)["default"](tvm.cpu()))
+        m.run(data=x)
+        outs.append(m.get_output(0).numpy())
+    return outs
+
+
 @pytest.mark.parametrize("net, kwargs, nparams", [
     ("resnet", {"num_layers": 18}, 102), ("resnet", {"num_layers": 50}, 267), ("mobilenet", {"alpha": 0.25}, 137),
     ("vgg", {"num_layers": 11, "batch_norm": True}, 54), ("mlp", {"image_shape": (3, 32, 32)}, 6),
@@ -231,25 +242,10 @@ def test_relay_testing_networks_build_and_agree_at_every_opt_level(net, kwargs, 
     assert len(params) == nparams and [p.name_hint for p in mod["main"].params][0] == "data"
     assert all(isinstance(v, tvm.nd.NDArray) for v in params.values())
     x = np.random.default_rng(0).standard_normal((2, *kw["image_shape"])).astype("float32")
-    outs = []
-    for level in (0, 3):
-        with tvm.transform.PassContext(opt_level=level):
-            m = graph_executor.GraphModule(relay.build(mod, "llvm", params=params)["default"](tvm.cpu()))
-        m.run(data=x)
-        outs.append(m.get_output(0).numpy())
+    outs = _run_levels(mod, params, x)
     assert outs[0].shape == (2, 10)
     np.testing.assert_allclose(outs[0].sum(axis=1), 1, rtol=1e-5)
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-4, atol=1e-6)
-
-
-def _run_levels(mod, params, x):
-    outs = []
-    for level in (0, 3):
-        with tvm.transform.PassContext(opt_level=level):
-            m = graph_executor.GraphModule(relay.build(mod, "llvm", params=params)["default"](tvm.cpu()))
-        m.run(data=x)
-        outs.append(m.get_output(0).numpy())
-    return outs
 
 
 @pytest.mark.parametrize("net, kwargs, nweights", [

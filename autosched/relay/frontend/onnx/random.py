@@ -45,21 +45,15 @@ def _shape(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> tuple[int, 
     return tuple(int(d) for d in attrs["shape"])
 
 
-@register("RandomUniform", "RandomUniformLike")
-def _random_uniform(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> np.ndarray:
-    """Uniform draws in [low, high), a constant."""
+@register("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike")
+def _random(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> np.ndarray:
+    """Uniform draws in [low, high), or normal ones of mean ``mean`` and standard deviation ``scale``: a constant."""
     like = node.input[0] if node.op_type.endswith("Like") else None
-    low, high = float(attrs.get("low", 0.0)), float(attrs.get("high", 1.0))
-    draws = _generator(g, node, attrs).uniform(low, high, _shape(g, node, attrs))
-    return draws.astype(_dtype(g, attrs, like))
-
-
-@register("RandomNormal", "RandomNormalLike")
-def _random_normal(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> np.ndarray:
-    """Normal draws of mean ``mean`` and standard deviation ``scale``, a constant."""
-    like = node.input[0] if node.op_type.endswith("Like") else None
-    mean, scale = float(attrs.get("mean", 0.0)), float(attrs.get("scale", 1.0))
-    draws = _generator(g, node, attrs).normal(mean, scale, _shape(g, node, attrs))
+    rng, shape = _generator(g, node, attrs), _shape(g, node, attrs)
+    if node.op_type.startswith("RandomUniform"):
+        draws = rng.uniform(float(attrs.get("low", 0.0)), float(attrs.get("high", 1.0)), shape)
+    else:
+        draws = rng.normal(float(attrs.get("mean", 0.0)), float(attrs.get("scale", 1.0)), shape)
     return draws.astype(_dtype(g, attrs, like))
 
 
