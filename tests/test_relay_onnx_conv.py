@@ -1,6 +1,6 @@
-"""The ONNX frontend's 1-D convolution and pooling, and ConvTranspose (1-D and 2-D), against onnxruntime: each
-case imports, builds for llvm and runs once; then the refusals (3-D convolution)
-and a small U-Net (an encoder step down by a strided Conv, up by a ConvTranspose, joined with its skip)."""
+"""The ONNX frontend's 1-D and 3-D convolution and pooling, and ConvTranspose (1-D, 2-D and 3-D), against
+onnxruntime: each case imports, builds for llvm and runs once; then a small U-Net (an encoder step down by a
+strided Conv, up by a ConvTranspose, joined with its skip) and a 3-D one (volumes, as medical imaging exports)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ pytest.importorskip("onnxruntime")
 from onnx import numpy_helper  # noqa: E402
 
 from _onnx_models import GraphBuilder, make_single_op, random_inputs, run_onnxruntime  # noqa: E402
+from _volume_models import make_r3d, make_unet3d  # noqa: E402
 from autosched import relay  # noqa: E402
 from autosched.relay.frontend import OnnxImportError, from_onnx  # noqa: E402
 from autosched.relay.ir.expr import Call, RelayError, const, post_order  # noqa: E402
@@ -96,6 +97,31 @@ CONV_CASES = {
                                                           pads=[1, 1, 1, 1], output_padding=[1, 1]),
     "convtranspose_pads_beyond_kernel": lambda: _ct((1, 2, 6, 6), (2, 3, 3, 3), strides=[2, 2], pads=[3, 0, 2, 4]),
     "convtranspose_opset1": lambda: _ct((1, 2, 4, 4), (2, 3, 3, 3), strides=[2, 2], opset=1),
+    # 3-D: [N, C, D, H, W], one conv2d over the depth-unfolded data; pools reduce the depth first
+    "conv3d": lambda: _conv("Conv", (2, 3, 6, 7, 8), (5, 3, 3, 3, 3), bias=True, pads=[1, 1, 1, 1, 1, 1]),
+    "conv3d_strided_asymmetric_pads": lambda: _conv("Conv", (1, 4, 9, 8, 7), (6, 4, 3, 2, 3), strides=[2, 1, 2],
+                                                    pads=[0, 1, 2, 2, 0, 1]),
+    "conv3d_dilated_grouped": lambda: _conv("Conv", (1, 8, 9, 9, 6), (8, 2, 3, 3, 1), group=4, dilations=[2, 1, 3],
+                                            pads=[2, 1, 0, 2, 1, 0]),
+    "conv3d_depthwise_same_upper": lambda: _conv("Conv", (1, 6, 5, 6, 7), (6, 1, 3, 3, 3), group=6, strides=[2, 2, 2],
+                                                 auto_pad="SAME_UPPER"),
+    "conv3d_pointwise_blocked": lambda: _conv("Conv", (1, 16, 4, 6, 6), (32, 16, 1, 1, 1), bias=True),
+    "maxpool3d": lambda: _pool("MaxPool", (1, 3, 8, 9, 10), kernel_shape=[2, 2, 2], strides=[2, 2, 2]),
+    "maxpool3d_pads_ceil_dilation": lambda: _pool("MaxPool", (1, 2, 9, 8, 7), kernel_shape=[3, 3, 2],
+                                                  strides=[2, 2, 2], pads=[1, 0, 1, 1, 1, 0], ceil_mode=1,
+                                                  dilations=[1, 2, 1]),
+    "avgpool3d_exclude_pad": lambda: _pool("AveragePool", (1, 3, 7, 6, 8), kernel_shape=[3, 3, 3], strides=[2, 1, 2],
+                                           pads=[1, 1, 1, 1, 1, 1]),
+    "avgpool3d_count_include_pad_ceil": lambda: _pool("AveragePool", (1, 2, 8, 7, 6), kernel_shape=[3, 2, 3],
+                                                      strides=[2, 2, 2], pads=[1, 0, 1, 0, 1, 1],
+                                                      count_include_pad=1, ceil_mode=1),
+    "convtranspose3d_k2_s2": lambda: _ct((1, 8, 3, 4, 5), (8, 4, 2, 2, 2), bias=True, strides=[2, 2, 2]),
+    "convtranspose3d_k3_s2_pads_output_padding": lambda: _ct((1, 4, 4, 3, 5), (4, 3, 3, 3, 3), strides=[2, 2, 1],
+                                                             pads=[1, 0, 1, 1, 1, 0], output_padding=[1, 1, 0]),
+    "convtranspose3d_grouped_dilated": lambda: _ct((1, 4, 3, 4, 4), (4, 2, 2, 3, 3), group=2, dilations=[2, 1, 2],
+                                                   strides=[1, 2, 1]),
+    "convtranspose3d_output_shape": lambda: _ct((1, 2, 3, 3, 3), (2, 3, 3, 3, 3), strides=[2, 2, 2],
+                                                output_shape=[7, 6, 8]),
     # ConvTranspose 1-D
     "convtranspose1d": lambda: _ct((1, 4, 9), (4, 3, 4), bias=True, strides=[2], pads=[1, 1]),
     "convtranspose1d_group_dilation": lambda: _ct((2, 4, 7), (4, 1, 3), group=2, dilations=[2], strides=[3],
@@ -159,12 +185,19 @@ def test_frozen_weights_are_rearranged_at_import(case: str) -> None:
                                atol=1e-4, rtol=1e-5)
 
 
-def test_3d_conv_is_refused_naming_the_rank() -> None:
-    model = _conv("Conv", (1, 2, 4, 4, 4), (3, 2, 3, 3, 3))
-    with pytest.raises(OnnxImportError, match=r"3-D Conv is not supported \(the data 'x' has rank 5\)"):
+def test_3d_convolutions_are_one_conv2d_over_unfolded_depth() -> None:
+    """A 3 x 3 x 3 convolution is one 3 x 3 nn.conv2d of 3 x the channels over a batch of N x D images (the
+    blocked, tunable 2-D kernel); a 4-D window and a 3-D LpPool are refused naming the rank."""
+    mod, _ = from_onnx(CONV_CASES["conv3d"](), freeze_params=True)
+    convs = [e for e in post_order(mod["main"].body)
+             if isinstance(e, Call) and getattr(e.op, "name", "") == "nn.conv2d"]
+    assert len(convs) == 1 and tuple(convs[0].attrs["kernel_size"]) == (3, 3)
+    assert tuple(convs[0].args[1].data.shape) == (5, 9, 3, 3)
+    model = _conv("Conv", (1, 2, 3, 4, 4, 4), (3, 2, 1, 3, 3, 3))
+    with pytest.raises(OnnxImportError, match=r"4-D Conv is not supported \(the data 'x' has rank 6\)"):
         from_onnx(model)
-    model = _pool("MaxPool", (1, 2, 4, 4, 4), kernel_shape=[2, 2, 2])
-    with pytest.raises(OnnxImportError, match=r"3-D MaxPool is not supported .* rank 5"):
+    model = _pool("LpPool", (1, 2, 4, 4, 4), kernel_shape=[2, 2, 2])
+    with pytest.raises(OnnxImportError, match=r"3-D LpPool is not supported .* rank 5"):
         from_onnx(model)
 
 
@@ -200,6 +233,40 @@ def _small_unet() -> onnx.ModelProto:
 
 def test_small_unet_matches_onnxruntime() -> None:
     check_against_onnxruntime(_small_unet())
+
+
+def _small_unet3d() -> onnx.ModelProto:
+    """A 3-D U-Net step as medical-imaging exports write it: Conv3d -> InstanceNormalization -> LeakyRelu (the
+    skip), MaxPool3d, Conv3d -> BatchNormalization -> Relu, ConvTranspose3d k2 s2, Concat with the skip, a 1x1x1
+    Conv3d to the classes and a Softmax over them."""
+    b = GraphBuilder(seed=5)
+
+    def conv3(x, cin, cout, name):
+        w = (b.rng.standard_normal((cout, cin, 3, 3, 3)) * (2 / (27 * cin)) ** 0.5).astype(np.float32)
+        return b.node("Conv", [x, b.init(f"{name}.w", w), b.init(f"{name}.b", _f32(cout) * 0.1)], name=name,
+                      pads=[1] * 6)
+
+    skip = conv3("x", 2, 8, "enc")
+    skip = b.node("InstanceNormalization", [skip, b.init("in.s", _f32(8)), b.init("in.b", _f32(8))], epsilon=1e-5)
+    skip = b.node("LeakyRelu", [skip], alpha=0.01)
+    down = b.node("MaxPool", [skip], kernel_shape=[2, 2, 2], strides=[2, 2, 2])
+    mid = b.node("Relu", [b.bn(conv3(down, 8, 16, "mid"), 16)])
+    w = (b.rng.standard_normal((16, 8, 2, 2, 2)) * 0.2).astype(np.float32)
+    up = b.node("ConvTranspose", [mid, b.init("up.w", w), b.init("up.b", _f32(8) * 0.1)], strides=[2, 2, 2])
+    cat = b.node("Concat", [up, skip], axis=1)
+    head = b.node("Conv", [cat, b.init("head.w", _f32(3, 16, 1, 1, 1) * 0.3)])
+    out = b.node("Softmax", [head], axis=1)
+    return b.model([("x", (1, 2, 8, 12, 10))], [out], name="small_unet3d")
+
+
+def test_small_3d_unet_matches_onnxruntime() -> None:
+    check_against_onnxruntime(_small_unet3d(), atol=1e-5)
+
+
+def test_volume_models_at_small_sizes_match_onnxruntime() -> None:
+    """The benchmark's nnU-Net and R3D-18 forms (tests/_volume_models.py), shrunk."""
+    check_against_onnxruntime(make_unet3d((1, 1, 8, 16, 16), widths=(4, 8, 16)), atol=1e-5)
+    check_against_onnxruntime(make_r3d((1, 3, 4, 32, 32), widths=(8, 16, 16, 32), classes=10), atol=1e-4)
 
 
 def test_small_unet_for_cuda() -> None:

@@ -251,26 +251,29 @@ def test_relay_testing_networks_build_and_agree_at_every_opt_level(net, kwargs, 
 @pytest.mark.parametrize("net, kwargs, nweights", [
     ("squeezenet", {"version": "1.0"}, 1248424), ("squeezenet", {"version": "1.1"}, 1235496),
     ("inception_v3", {}, 23834568), ("densenet", {"batch_size": 1}, 7978856),
-    ("densenet", {"batch_size": 1, "densenet_size": 161}, 28681000), ("dqn", {}, 1693362)])
+    ("densenet", {"batch_size": 1, "densenet_size": 161}, 28681000), ("dqn", {}, 1693362),
+    ("resnet_3d", {"num_classes": 400}, 33371472)])
 def test_relay_testing_networks_have_their_papers_weights(net, kwargs, nweights):
-    """The networks TVM's tuning tutorials and benchmarks name (squeezenet_v1.1, inception_v3, densenet, dqn) have
-    the published number of weights (torchvision's counts, Inception v3 without its auxiliary head; batch norm's
-    running statistics are not weights)."""
+    """The networks TVM's tuning tutorials and benchmarks name (squeezenet_v1.1, inception_v3, densenet, dqn,
+    resnet_3d) have the published number of weights (torchvision's counts: Inception v3 without its auxiliary head,
+    resnet_3d as r3d_18; batch norm's running statistics are not weights)."""
     mod, params = getattr(relay.testing, net).get_workload(**kwargs)
     assert sum(v.numpy().size for k, v in params.items() if not k.endswith(("moving_mean", "moving_var"))) == nweights
-    assert mod["main"].checked_type.ret_type.shape == ((1, 18) if net == "dqn" else (kwargs.get("batch_size", 1), 1000))
+    classes = 18 if net == "dqn" else kwargs.get("num_classes", 1000)
+    assert mod["main"].checked_type.ret_type.shape == (kwargs.get("batch_size", 1), classes)
 
 
 @pytest.mark.parametrize("net, kwargs", [
     ("squeezenet", {"version": "1.0", "image_shape": (3, 64, 64), "num_classes": 10}),
     ("squeezenet", {"version": "1.1", "image_shape": (3, 64, 64), "num_classes": 10}),
     ("inception_v3", {"image_shape": (3, 75, 75), "num_classes": 10}),
-    ("densenet", {"image_shape": (3, 32, 32), "classes": 10})])
+    ("densenet", {"image_shape": (3, 32, 32), "classes": 10}),
+    ("resnet_3d", {"image_shape": (3, 4, 32, 32), "num_classes": 10})])
 def test_relay_testing_cnns_build_and_agree_at_every_opt_level(net, kwargs):
     """Small images, weights scaled up so that the class probabilities are far from uniform: the blocked-layout build
     (opt_level 3, Winograd, fused concatenations) gives what the plain one (0) does."""
     mod, params = getattr(relay.testing, net).get_workload(batch_size=2, **kwargs)
-    params = {k: tvm.nd.array(v.numpy() * (1.6 if v.numpy().ndim == 4 else 1.0)) for k, v in params.items()}
+    params = {k: tvm.nd.array(v.numpy() * (1.6 if v.numpy().ndim >= 4 else 1.0)) for k, v in params.items()}
     x = np.random.default_rng(0).standard_normal((2, *kwargs["image_shape"])).astype("float32")
     plain, blocked = _run_levels(mod, params, x)
     assert plain.shape == (2, 10) and plain.max() > 0.3  # not the flat 0.1s of vanishing activations
@@ -346,6 +349,8 @@ def test_relay_testing_refuses_unknown_layouts_and_depths_by_name():
         relay.testing.inception_v3.get_workload(layout="NHWC")
     with pytest.raises(relay.RelayError, match="square with a size of 4 times a power of 2"):
         relay.testing.dcgan.get_workload(oshape=(3, 48, 48))
+    with pytest.raises(relay.RelayError, match="layout 'NDHWC' is not provided"):
+        relay.testing.resnet_3d.get_workload(layout="NDHWC")
     with pytest.raises(relay.RelayError, match=r"num_layers 20 is not one of \[18, 34, 50, 101, 152\]"):
         relay.testing.resnet.get_workload(num_layers=20)
 

@@ -13,6 +13,7 @@ from autosched.relay import op as relay_op
 from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.registry import register
 from autosched.relay.ir.expr import Expr, RelayError
+from autosched.relay.op.nn.conv3d import conv3d_transpose_cropped
 from autosched.relay.op.nn.conv_transpose import conv_transpose_cropped
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,27 +34,28 @@ def _same_pads(in_size: Sequence[int], kernel: Sequence[int], strides: Sequence[
     return begins + ends
 
 
-def _check_spatial(g: _GraphConverter, node: onnx.NodeProto, nd: int) -> None:
-    """Refuse all but 1-D (N, C, W) and 2-D (N, C, H, W) windows, naming the rank of the data."""
+def _check_spatial(g: _GraphConverter, node: onnx.NodeProto, nd: int, allowed: Sequence[int] = (1, 2)) -> None:
+    """Refuse windows of other than ``allowed`` spatial ranks (1-D: N x C x W, 2-D: N x C x H x W, 3-D: N x C x D x
+    H x W), naming the rank of the data."""
     rank = len(g.shape(node.input[0]))
-    if nd not in (1, 2):
-        g._fail(f"{nd}-D {node.op_type} is not supported (the data {node.input[0]!r} has rank {rank}); only 1-D "
-                f"(rank 3, N x C x W) and 2-D (rank 4, N x C x H x W) are")
+    if nd not in allowed:
+        names = {1: "1-D (rank 3, N x C x W)", 2: "2-D (rank 4, N x C x H x W)", 3: "3-D (rank 5, N x C x D x H x W)"}
+        g._fail(f"{nd}-D {node.op_type} is not supported (the data {node.input[0]!r} has rank {rank}); only "
+                f"{' and '.join(names[a] for a in allowed if a in names)} are")
     if rank != nd + 2:
         g._fail(f"the data {node.input[0]!r} has rank {rank} but the kernel has {nd} spatial dimension(s)")
 
 
-def _spatial_attrs(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, kernel: Sequence[int]
-                   ) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
-    """strides, dilations and (top, left, bottom, right) padding of a 1-D or 2-D Conv/pool node as the 2-D
-    window that computes it (a 1-D window is one of height 1), auto_pad resolved."""
+def _window(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, kernel: Sequence[int],
+            allowed: Sequence[int] = (1, 2)) -> tuple[list[int], list[int], list[int]]:
+    """strides, dilations and pads (begins, then ends) of a Conv/pool node's window, auto_pad resolved."""
     nd = len(kernel)
-    _check_spatial(g, node, nd)
-    strides = tuple(attrs.get("strides", [1] * nd))
-    dilations = tuple(attrs.get("dilations", [1] * nd))
+    _check_spatial(g, node, nd, allowed)
+    strides = [int(v) for v in attrs.get("strides", [1] * nd)]
+    dilations = [int(v) for v in attrs.get("dilations", [1] * nd)]
     auto_pad = attrs.get("auto_pad", "NOTSET") or "NOTSET"
     if auto_pad == "NOTSET":
-        pads = list(attrs.get("pads", [0] * 2 * nd))
+        pads = [int(v) for v in attrs.get("pads", [0] * 2 * nd)]
     elif auto_pad == "VALID":
         pads = [0] * 2 * nd
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -65,7 +67,15 @@ def _spatial_attrs(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, kernel
         g._fail(f"pads {pads} must be {2 * nd} non-negative integers")
     if len(strides) != nd or len(dilations) != nd:
         g._fail(f"strides {list(strides)} and dilations {list(dilations)} must have {nd} value(s) each")
-    if nd == 1:
+    return strides, dilations, pads
+
+
+def _spatial_attrs(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, kernel: Sequence[int]
+                   ) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
+    """strides, dilations and (top, left, bottom, right) padding of a 1-D or 2-D Conv/pool node as the 2-D
+    window that computes it (a 1-D window is one of height 1), auto_pad resolved."""
+    strides, dilations, pads = _window(g, node, attrs, kernel)
+    if len(kernel) == 1:
         return (1, strides[0]), (1, dilations[0]), (0, pads[0], 0, pads[1])
     return (strides[0], strides[1]), (dilations[0], dilations[1]), (pads[0], pads[1], pads[2], pads[3])
 
@@ -78,8 +88,8 @@ def _to_2d(g: _GraphConverter, name: str) -> Expr:
 
 
 def _from_2d(out: Expr, nd: int) -> Expr:
-    """A 2-D window's [N, C, 1, W] result back as the 1-D [N, C, W] (2-D results as they are)."""
-    return out if nd == 2 else relay_op.reshape(out, (0, 0, -1))
+    """A 2-D window's [N, C, 1, W] result back as the 1-D [N, C, W] (2-D and 3-D results as they are)."""
+    return out if nd in (2, 3) else relay_op.reshape(out, (0, 0, -1))
 
 
 def _weight(g: _GraphConverter, name: str, np_fn, relay_fn) -> Expr:
@@ -92,10 +102,23 @@ def _weight(g: _GraphConverter, name: str, np_fn, relay_fn) -> Expr:
 
 @register("Conv")
 def _conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """2-D as nn.conv2d; 1-D as the nn.conv2d of height 1 (data [N, C, 1, W], weight [O, I/g, 1, k])."""
+    """2-D as nn.conv2d; 1-D as the nn.conv2d of height 1 (data [N, C, 1, W], weight [O, I/g, 1, k]); 3-D as
+    nn.conv3d (itself one nn.conv2d over the depth-unfolded data)."""
     wname = node.input[1]
-    out = conv_of(g, node, attrs, g.tensor(node.input[0]), _weight(g, wname, lambda w: w, lambda w: w),
-                  g.shape(wname))
+    wshape = g.shape(wname)
+    weight = _weight(g, wname, lambda w: w, lambda w: w)
+    if len(wshape) == 5:
+        kernel = tuple(int(k) for k in attrs.get("kernel_shape", wshape[2:]))
+        if kernel != tuple(wshape[2:]):
+            g._fail(f"kernel_shape {list(kernel)} does not match the weight's shape {list(wshape)}")
+        strides, dilations, pads = _window(g, node, attrs, kernel, allowed=(1, 2, 3))
+        try:
+            out = relay_op.nn.conv3d(g.tensor(node.input[0]), weight, strides=strides, padding=pads,
+                                     dilation=dilations, groups=int(attrs.get("group", 1)), channels=wshape[0])
+        except RelayError as e:
+            g._fail(str(e).removeprefix("nn.conv3d: "))
+    else:
+        out = conv_of(g, node, attrs, g.tensor(node.input[0]), weight, wshape)
     bias = g.optional(node, 2)
     if bias is not None:
         out = relay_op.nn.bias_add(out, g.tensor(bias), axis=1)
@@ -168,11 +191,11 @@ def _conv_transpose_pads(g: _GraphConverter, attrs: dict, in_size: Sequence[int]
 def _conv_transpose(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """A transposed convolution as ``relay.nn.conv2d_transpose`` runs it (one convolution of all the stride's
     phases, interleaved; see ``relay.op.nn.conv_transpose``), cropped as ``pads`` or ``output_shape`` say.
-    1-D as 2-D of height 1."""
+    1-D as 2-D of height 1; 3-D as ``relay.nn.conv3d_transpose``."""
     xname, wname = node.input[0], node.input[1]
     xshape, wshape = g.shape(xname), g.shape(wname)
     nd = len(wshape) - 2
-    _check_spatial(g, node, nd)
+    _check_spatial(g, node, nd, allowed=(1, 2, 3))
     kernel = tuple(int(k) for k in attrs.get("kernel_shape", wshape[2:]))
     if kernel != tuple(wshape[2:]):
         g._fail(f"kernel_shape {list(kernel)} does not match the weight's shape {wshape}")
@@ -187,6 +210,14 @@ def _conv_transpose(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Ex
         g._fail(f"strides {strides}, dilations {dilations} and output_padding {out_pad} must have {nd} value(s) "
                 f"each (strides and dilations positive, output_padding non-negative)")
     begins, ends = _conv_transpose_pads(g, attrs, xshape[2:], kernel, strides, dilations, out_pad)
+    if nd == 3:
+        weight = _weight(g, wname, lambda w: w, lambda w: w)
+        try:
+            y = conv3d_transpose_cropped(g.tensor(xname), weight, strides, dilations, group, begins, ends, out_pad)
+        except RelayError as e:
+            g._fail(str(e).removeprefix("nn.conv3d_transpose: "))
+        bias = g.optional(node, 2)
+        return y if bias is None else relay_op.nn.bias_add(y, g.tensor(bias), axis=1)
     if nd == 1:
         kernel, strides, dilations = (1, *kernel), [1, *strides], [1, *dilations]
         begins, ends, out_pad = [0, *begins], [0, *ends], [0, *out_pad]
@@ -213,10 +244,32 @@ def _pool_common(g: _GraphConverter, node: onnx.NodeProto, attrs: dict):
     return kernel2, strides, dilations, padding, bool(attrs.get("ceil_mode", 0))
 
 
+def _pool3d(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr | None:
+    """A 3-D MaxPool / AveragePool as ``relay.nn.max_pool3d`` / ``avg_pool3d``; None for other ranks."""
+    if len(attrs.get("kernel_shape", ())) != 3:
+        return None
+    kernel = tuple(int(k) for k in attrs["kernel_shape"])
+    strides, dilations, pads = _window(g, node, attrs, kernel, allowed=(1, 2, 3))
+    kw = {"pool_size": kernel, "strides": strides, "padding": pads, "ceil_mode": bool(attrs.get("ceil_mode", 0))}
+    if node.op_type == "AveragePool" and any(d != 1 for d in dilations):
+        g._fail(f"dilations {dilations} are not supported for AveragePool (only 1)")
+    x = g.tensor(node.input[0])
+    try:
+        if node.op_type == "MaxPool":
+            return relay_op.nn.max_pool3d(x, dilation=dilations, **kw)
+        return relay_op.nn.avg_pool3d(x, count_include_pad=bool(attrs.get("count_include_pad", 0)), **kw)
+    except RelayError as e:
+        g._fail(str(e))
+        raise
+
+
 @register("MaxPool")
 def _max_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     if attrs.get("storage_order", 0) != 0:
         g._fail("storage_order=1 (column-major Indices) is not supported")
+    pooled = _pool3d(g, node, attrs)
+    if pooled is not None:
+        return pooled
     kernel, strides, dilations, padding, ceil = _pool_common(g, node, attrs)
     out = relay_op.nn.max_pool2d(_to_2d(g, node.input[0]), pool_size=kernel, strides=strides, dilation=dilations,
                                  padding=padding, ceil_mode=ceil)
@@ -225,6 +278,9 @@ def _max_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
 
 @register("AveragePool")
 def _avg_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    pooled = _pool3d(g, node, attrs)
+    if pooled is not None:
+        return pooled
     kernel, strides, dilations, padding, ceil = _pool_common(g, node, attrs)
     if any(d != 1 for d in dilations):
         g._fail(f"dilations {list(attrs['dilations'])} are not supported for AveragePool (only 1)")

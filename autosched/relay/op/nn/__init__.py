@@ -2,6 +2,7 @@
 relations, te computes and default schedules of conv2d, dense, matmul, pooling, normalisation, softmax; dilate)."""
 
 from autosched.relay.op.nn import _nn
+from autosched.relay.op.nn.conv3d import avg_pool3d, conv3d, conv3d_transpose, max_pool3d
 from autosched.relay.op.nn.conv_transpose import conv2d_transpose
 from autosched.relay.op.nn.nn import (
     avg_pool2d,
@@ -29,7 +30,7 @@ from autosched.relay.op.nn.nn import (
     upsampling,
 )
 
-__all__ = ["_nn", "avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv1d", "conv2d",
-           "conv2d_transpose", "dense", "dilate", "dropout", "global_avg_pool2d", "global_max_pool2d", "layer_norm",
-           "leaky_relu", "log_softmax", "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax",
-           "upsampling"]
+__all__ = ["_nn", "avg_pool2d", "avg_pool3d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv1d",
+           "conv2d", "conv2d_transpose", "conv3d", "conv3d_transpose", "dense", "dilate", "dropout",
+           "global_avg_pool2d", "global_max_pool2d", "layer_norm", "leaky_relu", "log_softmax", "lrn", "matmul",
+           "max_pool2d", "max_pool3d", "pad", "prelu", "relu", "softmax", "upsampling"]
