@@ -1,9 +1,11 @@
 """ONNX converters of the attention ops of opset 23 and later: ``Attention`` (torch.onnx writes
-``scaled_dot_product_attention`` as one such node from opset 23) and ``RotaryEmbedding`` (LLaMA-style position
-rotation). Each becomes the relay ops of the MatMul -> Softmax -> MatMul pattern of older exports, so the scale
-and the masks fuse into the score batch_matmul's epilogue and the kernels tune as those of any transformer.
-Masks known at import (causal, sliding window, constant ``attn_mask``) are one constant; masks computed at run
-time (a bool ``attn_mask`` input, ``nonpad_kv_seqlen``) are comparisons that fuse the same way.
+``scaled_dot_product_attention`` as one such node from opset 23), ``RotaryEmbedding`` (LLaMA-style position
+rotation), ``TensorScatter`` (a KV cache's update, opset 24) and ``CausalConvWithState`` (the stateful depthwise
+convolution of Mamba and Gated DeltaNet layers, opset 27). Attention becomes the relay ops of the MatMul ->
+Softmax -> MatMul pattern of older exports, so the scale and the masks fuse into the score batch_matmul's epilogue
+and the kernels tune as those of any transformer. Masks known at import (causal, sliding window, constant
+``attn_mask``) are one constant; masks computed at run time (a bool ``attn_mask`` input, ``nonpad_kv_seqlen``) are
+comparisons that fuse the same way.
 """
 
 from __future__ import annotations
@@ -317,3 +319,74 @@ def _rotary_embedding(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> 
         rotated = relay_op.concatenate([real, imag], axis=last)
     out = rotated if dim == size else relay_op.concatenate([rotated, features(dim, size)], axis=last)
     return relay_op.reshape(out, shape) if len(shape) == 3 else out
+
+
+@register("TensorScatter")
+def _tensor_scatter(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """The cache with ``update`` written along ``axis`` from each batch row's write index (0 without
+    ``write_indices``; modulo the cache length in ``circular`` mode): at each cache position, the update's element
+    ``position - index`` where that is in the update, else the cache's own (a select, the indices read at run time)."""
+    cache, update = node.input[0], node.input[1]
+    cshape, ushape = g.shape(cache), g.shape(update)
+    rank = len(cshape)
+    axis = int(attrs.get("axis", -2))
+    if not -rank <= axis < rank or axis % rank == 0:
+        g._fail(f"axis {axis} must name a non-batch axis of the rank-{rank} cache")
+    axis %= rank
+    mode = attrs.get("mode", "linear")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("linear", "circular"):
+        g._fail(f"mode {mode!r} is not one of linear, circular")
+    if len(ushape) != rank or any(u != c for k, (u, c) in enumerate(zip(ushape, cshape)) if k != axis) or \
+            ushape[axis] > cshape[axis]:
+        g._fail(f"the update {list(ushape)} must be the cache's shape {list(cshape)} but along axis {axis} (at most "
+                f"{cshape[axis]} long)")
+    length, steps = cshape[axis], ushape[axis]
+    pos_shape = [1] * rank
+    pos_shape[axis] = length
+    positions = _const(np.arange(length).reshape(pos_shape), "int64")
+    where = g.optional(node, 2)
+    if where is None:
+        start: Expr = _const(0, "int64")
+    else:
+        start = relay_op.reshape(relay_op.cast(g.tensor(where), "int64"), [cshape[0]] + [1] * (rank - 1))
+    offset = relay_op.subtract(positions, start)  # [B, 1.., L, 1..]: the update's element at each cache position
+    if mode == "circular":
+        offset = relay_op.mod(offset, _const(length, "int64"))
+    inside = relay_op.logical_and(relay_op.compare("greater_equal", offset, _const(0, "int64")),
+                                  relay_op.compare("less", offset, _const(steps, "int64")))
+    clamped = relay_op.clip(offset, 0, steps - 1)
+    index_shape = list(cshape)
+    picked = relay_op.gather(g.tensor(update), axis, relay_op.broadcast_to(clamped, index_shape))
+    return relay_op.where(relay_op.broadcast_to(inside, index_shape), picked, g.tensor(cache))
+
+
+@register("CausalConvWithState")
+def _causal_conv_with_state(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> list[Expr]:
+    """The depthwise 1-D convolution of [past_state (zeros without one), input] without padding (one output per
+    input position), the bias added and SiLU applied when asked; the present state is the last k - 1 positions of
+    that concatenation."""
+    x, w = node.input[0], node.input[1]
+    (batch, channels, length), wshape = g.shape(x), g.shape(w)
+    if len(wshape) != 3 or wshape[0] != channels or wshape[1] != 1:
+        g._fail(f"the weight {list(wshape)} must be [channels={channels}, 1, k] (depthwise)")
+    k = wshape[2]
+    activation = attrs.get("activation", "none")
+    activation = activation.decode() if isinstance(activation, bytes) else activation
+    if activation not in ("none", "silu", "swish"):
+        g._fail(f"activation {activation!r} is not one of none, silu, swish")
+    dtype = g.dtype(x)
+    past = g.optional(node, 3)
+    state = g.tensor(past) if past is not None else _const(np.zeros((batch, channels, k - 1)), dtype)
+    padded = relay_op.concatenate([state, g.tensor(x)], axis=2) if k > 1 else g.tensor(x)
+    y = relay_op.nn.conv2d(relay_op.reshape(padded, (batch, channels, 1, length + k - 1)),
+                           relay_op.reshape(g.tensor(w), (channels, 1, 1, k)), groups=channels, channels=channels,
+                           kernel_size=(1, k))
+    bias = g.optional(node, 2)
+    if bias is not None:
+        y = relay_op.nn.bias_add(y, g.tensor(bias), axis=1)
+    y = relay_op.reshape(y, (batch, channels, length))
+    if activation != "none":
+        y = relay_op.multiply(y, relay_op.sigmoid(y))
+    present = relay_op.strided_slice(padded, [length], [length + k - 1], axes=[2])
+    return [y, present]

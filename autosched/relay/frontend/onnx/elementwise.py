@@ -387,6 +387,15 @@ def _swish(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.multiply(x, relay_op.sigmoid(inner))
 
 
+@register("SwiGLU")
+def _swiglu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Swish(A) * B (opset 28: an LLM's gated MLP activation), A and B of one shape."""
+    a, b = node.input[0], node.input[1]
+    if g.shape(a) != g.shape(b):
+        g._fail(f"A {list(g.shape(a))} and B {list(g.shape(b))} must have one shape (SwiGLU does not broadcast)")
+    return relay_op.multiply(_swish(g, node, attrs), g.tensor(b))
+
+
 @register("Sinh", "Cosh")
 def _sinh_cosh(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """(e^x -+ e^-x) / 2."""
