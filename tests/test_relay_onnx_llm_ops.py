@@ -1,6 +1,7 @@
 """The LLM building blocks of ONNX's newest opsets against onnx's reference evaluator (onnxruntime lacks some):
-SwiGLU (28), TensorScatter (24: a KV cache's update, linear and circular, with and without write indices) and
-CausalConvWithState (27: Mamba's and Gated DeltaNet's stateful depthwise convolution)."""
+SwiGLU (28), TensorScatter (24: a KV cache's update, linear and circular, with and without write indices),
+CausalConvWithState (27: Mamba's and Gated DeltaNet's stateful depthwise convolution) and LinearAttention (27:
+their recurrence, every update rule, grouped-query heads)."""
 
 import numpy as np
 import pytest
@@ -82,3 +83,36 @@ def test_llm_ops_refuse_what_they_cannot_compute():
         from_onnx(_model(helper.make_node("TensorScatter", ["c", "u"], ["p"], axis=-1), {"c": cache, "u": update}))
     with pytest.raises(OnnxImportError, match="must name a non-batch axis"):
         from_onnx(_model(helper.make_node("TensorScatter", ["c", "u"], ["p"], axis=0), {"c": cache, "u": cache}))
+    qkv = {n: np.zeros((1, 2, 8), "float32") for n in "qkv"}
+    with pytest.raises(OnnxImportError, match="q_num_heads and kv_num_heads are required"):
+        from_onnx(_model(helper.make_node("LinearAttention", ["q", "k", "v"], ["o"]), qkv))
+    with pytest.raises(OnnxImportError, match="'gated' needs decay"):
+        from_onnx(_model(helper.make_node("LinearAttention", ["q", "k", "v"], ["o"], q_num_heads=2, kv_num_heads=2,
+                                          update_rule="gated"), qkv))
+
+
+@pytest.mark.parametrize("rule, steps, decay_width, beta_width, past", [
+    ("linear", 5, None, None, False), ("gated", 4, "head", None, True), ("gated", 3, "key", None, False),
+    ("delta", 4, None, "head", True), ("gated_delta", 5, "head", "one", True), ("gated_delta", 1, "key", "head", True)])
+def test_linear_attention_recurrence_for_every_rule(rule, steps, decay_width, beta_width, past):
+    """Grouped-query heads (4 query heads on 2 key/value heads), a prefill of several tokens or one decode step."""
+    b, hq, hkv, dk, dv = 2, 4, 2, 8, 6
+    inputs = {"q": RNG.standard_normal((b, steps, hq * dk)).astype("float32"),
+              "k": (RNG.standard_normal((b, steps, hkv * dk)) / np.sqrt(dk)).astype("float32"),
+              "v": RNG.standard_normal((b, steps, hkv * dv)).astype("float32")}
+    names = ["q", "k", "v", "", "", ""]
+    if past:
+        inputs["s"] = RNG.standard_normal((b, hkv, dk, dv)).astype("float32")
+        names[3] = "s"
+    if decay_width:
+        width = hkv if decay_width == "head" else hkv * dk
+        inputs["g"] = -RNG.uniform(0.01, 0.5, (b, steps, width)).astype("float32")
+        names[4] = "g"
+    if beta_width:
+        inputs["beta"] = RNG.uniform(0.1, 0.9, (b, steps, hkv if beta_width == "head" else 1)).astype("float32")
+        names[5] = "beta"
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node("LinearAttention", names, ["o", "present"], q_num_heads=hq, kv_num_heads=hkv,
+                            update_rule=rule)
+    check(node, inputs, n_outputs=2)

@@ -1,7 +1,8 @@
 """ONNX converters of the attention ops of opset 23 and later: ``Attention`` (torch.onnx writes
 ``scaled_dot_product_attention`` as one such node from opset 23), ``RotaryEmbedding`` (LLaMA-style position
-rotation), ``TensorScatter`` (a KV cache's update, opset 24) and ``CausalConvWithState`` (the stateful depthwise
-convolution of Mamba and Gated DeltaNet layers, opset 27). Attention becomes the relay ops of the MatMul ->
+rotation), ``TensorScatter`` (a KV cache's update, opset 24), ``CausalConvWithState`` (the stateful depthwise
+convolution of Mamba and Gated DeltaNet layers, opset 27) and ``LinearAttention`` (their recurrence, opset 27,
+unrolled over the tokens). Attention becomes the relay ops of the MatMul ->
 Softmax -> MatMul pattern of older exports, so the scale and the masks fuse into the score batch_matmul's epilogue
 and the kernels tune as those of any transformer. Masks known at import (causal, sliding window, constant
 ``attn_mask``) are one constant; masks computed at run time (a bool ``attn_mask`` input, ``nonpad_kv_seqlen``) are
@@ -390,3 +391,86 @@ def _causal_conv_with_state(g: _GraphConverter, node: onnx.NodeProto, attrs: dic
         y = relay_op.multiply(y, relay_op.sigmoid(y))
     present = relay_op.strided_slice(padded, [length], [length + k - 1], axes=[2])
     return [y, present]
+
+
+#: the most tokens a LinearAttention node's recurrence is unrolled over
+LINEAR_ATTENTION_MAX_TOKENS = 1024
+
+
+def _heads_first(g: _GraphConverter, e: Expr, batch: int, steps: int, heads: int, size: int) -> Expr:
+    """[B, T, H * D] -> [B, H, T, D]."""
+    return relay_op.transpose(relay_op.reshape(e, (batch, steps, heads, size)), (0, 2, 1, 3))
+
+
+def _step(e: Expr, t: int) -> Expr:
+    """Token t of [B, H, T, D], as [B, H, 1, D]."""
+    return relay_op.strided_slice(e, [t], [t + 1], axes=[2])
+
+
+@register("LinearAttention")
+def _linear_attention(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> list[Expr]:
+    """The recurrence token by token, as the spec states it: the state S [B, H_kv, d_k, d_v] decays by exp(g_t)
+    ('gated', 'gated_delta'), v_t is replaced by beta_t (v_t - S^T k_t) ('delta', 'gated_delta'), S += k_t v_t^T,
+    and o_t = scale q_t^T S, each query head reading its KV head's state (grouped-query). Unrolled over the T
+    tokens (a decode step is one); the products are batch_matmuls."""
+    q, k, v = node.input[0], node.input[1], node.input[2]
+    if "q_num_heads" not in attrs or "kv_num_heads" not in attrs:
+        g._fail("q_num_heads and kv_num_heads are required")
+    hq, hkv = int(attrs["q_num_heads"]), int(attrs["kv_num_heads"])
+    rule = attrs.get("update_rule", "gated_delta")
+    rule = rule.decode() if isinstance(rule, bytes) else rule
+    if rule not in ("linear", "gated", "delta", "gated_delta"):
+        g._fail(f"update_rule {rule!r} is not one of linear, gated, delta, gated_delta")
+    if hq < 1 or hkv < 1 or hq % hkv:
+        g._fail(f"q_num_heads ({hq}) must be a positive multiple of kv_num_heads ({hkv})")
+    shapes = [g.shape(n) for n in (q, k, v)]
+    if any(len(sh) != 3 for sh in shapes):
+        g._fail(f"query, key and value must be [B, T, H * D], got {[list(sh) for sh in shapes]}")
+    (batch, steps, qw), (_, _, kw), (_, _, vw) = shapes
+    if qw % hq or kw != hkv * (qw // hq) or vw % hkv:
+        g._fail(f"query {list(shapes[0])}, key {list(shapes[1])} and value {list(shapes[2])} do not split into "
+                f"{hq} query and {hkv} key/value heads of one key size")
+    if steps > LINEAR_ATTENTION_MAX_TOKENS:
+        g._fail(f"{steps} tokens, more than the recurrence is unrolled over ({LINEAR_ATTENTION_MAX_TOKENS})")
+    dk, dv, group = qw // hq, vw // hkv, hq // hkv
+    gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    past, decay, beta = g.optional(node, 3), g.optional(node, 4), g.optional(node, 5)
+    if gating != (decay is not None) or delta != (beta is not None):
+        g._fail(f"update_rule {rule!r} {'needs' if gating else 'forbids'} decay and {'needs' if delta else 'forbids'}"
+                " beta")
+    dtype = g.dtype(q)
+    scale = float(attrs.get("scale", 0.0)) or 1.0 / math.sqrt(dk)
+    qs, ks, vs = (_heads_first(g, g.tensor(n), batch, steps, h, d) for n, h, d in ((q, hq, dk), (k, hkv, dk),
+                                                                                   (v, hkv, dv)))
+    if gating:
+        width = g.shape(decay)[-1]
+        if width not in (hkv, hkv * dk):
+            g._fail(f"decay's last axis ({width}) must be kv_num_heads ({hkv}) or kv_num_heads * d_k ({hkv * dk})")
+        gs = relay_op.exp(_heads_first(g, g.tensor(decay), batch, steps, hkv, width // hkv))
+    if delta:
+        width = g.shape(beta)[-1]
+        if width not in (hkv, 1):
+            g._fail(f"beta's last axis ({width}) must be kv_num_heads ({hkv}) or 1")
+        bs = _heads_first(g, g.tensor(beta), batch, steps, width, 1)
+    if past is not None:
+        if tuple(g.shape(past)) != (batch, hkv, dk, dv):
+            g._fail(f"past_state {list(g.shape(past))} must be [{batch}, {hkv}, {dk}, {dv}]")
+        state = g.tensor(past)
+    else:
+        state = _const(np.zeros((batch, hkv, dk, dv)), dtype)
+    flat = (batch * hkv, dk, dv)
+    outs = []
+    for t in range(steps):
+        k_t, v_t = _step(ks, t), _step(vs, t)  # [B, H_kv, 1, d]
+        if gating:  # a per-head or per-key-dimension decay, [B, H_kv, 1, 1 or d_k] -> [B, H_kv, 1 or d_k, 1]
+            state = relay_op.multiply(state, relay_op.transpose(_step(gs, t), (0, 1, 3, 2)))
+        if delta:
+            read = relay_op.nn.batch_matmul(relay_op.reshape(k_t, (batch * hkv, 1, dk)), relay_op.reshape(state, flat),
+                                            transpose_b=False)
+            v_t = relay_op.multiply(_step(bs, t), relay_op.subtract(v_t, relay_op.reshape(read, (batch, hkv, 1, dv))))
+        state = relay_op.add(state, relay_op.multiply(relay_op.transpose(k_t, (0, 1, 3, 2)), v_t))
+        q_t = relay_op.reshape(_step(qs, t), (batch * hkv, group, dk))  # query head h reads KV head h // group
+        o_t = relay_op.nn.batch_matmul(q_t, relay_op.reshape(state, flat), transpose_b=False)
+        outs.append(relay_op.reshape(o_t, (batch, 1, hq * dv)))
+    out = outs[0] if steps == 1 else relay_op.concatenate(outs, axis=1)
+    return [relay_op.multiply(out, _const(scale, dtype)), state]
