@@ -281,3 +281,29 @@ def test_small_unet_assembles_for_sm80_and_sm90() -> None:
     model = _small_unet()
     regs = assemble(model, random_inputs(model))
     assert regs and max(regs.values()) <= 128, regs
+
+
+@pytest.mark.parametrize("image, block, attrs", [
+    ((6, 7), (2, 3), {}), ((9, 8), (3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((8, 9), (2, 2), {"dilations": [2, 3], "strides": [1, 2]}), ((7, 7), (3, 2), {"strides": [2, 2]})])
+def test_col2im_sums_blocks_back_into_the_image(image, block, attrs) -> None:
+    """torch's nn.Fold as ONNX's Col2Im: a grouped transposed convolution by a one-hot kernel, against onnx's
+    reference evaluator and onnxruntime."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    strides, dilations = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    pads = attrs.get("pads", [0, 0, 0, 0])
+    counts = [(s + p0 + p1 - d * (k - 1) - 1) // st + 1
+              for s, p0, p1, d, k, st in zip(image, pads[:2], pads[2:], dilations, block, strides)]
+    x = _f32(2, 3 * block[0] * block[1], counts[0] * counts[1])
+    node = helper.make_node("Col2Im", ["x", "image", "block"], ["y"], **attrs)
+    graph = helper.make_graph([node], "fold", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(np.array(image, np.int64), "image"),
+                                           numpy_helper.from_array(np.array(block, np.int64), "block")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8  # (what onnxruntime 1.31 reads)
+    got = run_relay(model, {"x": x})[0]
+    for want in (ReferenceEvaluator(model).run(None, {"x": x})[0], run_onnxruntime(model, {"x": x})[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

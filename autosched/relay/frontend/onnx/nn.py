@@ -234,6 +234,38 @@ def _conv_transpose(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Ex
     return _from_2d(y, nd)
 
 
+@register("Col2Im")
+def _col2im(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """Column blocks [N, C * kh * kw, L] summed back into [N, C, H, W] (torch's ``nn.Fold``): the transposed
+    convolution, grouped by channel, of the blocks laid out [N, C * kh * kw, oh, ow] by a one-hot kernel (tap
+    (i, j) of block channel k is 1 where k = i * kw + j), cropped by the pads."""
+    x = node.input[0]
+    size = [int(v) for v in np.asarray(g.value(node.input[1], "image_shape")).reshape(-1)]
+    block = [int(v) for v in np.asarray(g.value(node.input[2], "block_shape")).reshape(-1)]
+    if len(size) != 2 or len(block) != 2:
+        g._fail(f"only 2-D images are supported (image_shape {size}, block_shape {block})")
+    strides = [int(v) for v in attrs.get("strides", [1, 1])]
+    dilations = [int(v) for v in attrs.get("dilations", [1, 1])]
+    pads = [int(v) for v in attrs.get("pads", [0, 0, 0, 0])]
+    n, ck, length = g.shape(x)
+    kk = block[0] * block[1]
+    counts = [(s + p0 + p1 - d * (k - 1) - 1) // st + 1 for s, p0, p1, d, k, st in
+              zip(size, pads[:2], pads[2:], dilations, block, strides)]
+    if ck % kk or min(counts) < 1 or counts[0] * counts[1] != length:
+        g._fail(f"the input {[n, ck, length]} must be [N, C * {kk}, {counts[0]} * {counts[1]}] blocks for image "
+                f"{size}, block {block}, strides {strides}, dilations {dilations} and pads {pads}")
+    channels = ck // kk
+    onehot = np.zeros((ck, 1, *block), g.dtype(x))
+    for c in range(channels):
+        for k in range(kk):
+            onehot[c * kk + k, 0, k // block[1], k % block[1]] = 1
+    cols = relay_op.reshape(g.tensor(x), (n, ck, *counts))
+    full = [(m - 1) * st + d * (k - 1) + 1 for m, st, d, k in zip(counts, strides, dilations, block)]
+    ends = [f - p0 - s for f, p0, s in zip(full, pads[:2], size)]  # (below 0: the image's last rows no block reached)
+    return conv_transpose_cropped(cols, relay_ir.const(onehot), (n, ck, *counts), onehot.shape, strides, dilations,
+                                  channels, pads[:2], ends, (0, 0))
+
+
 def _pool_common(g: _GraphConverter, node: onnx.NodeProto, attrs: dict):
     """kernel, strides, dilations, padding (as the 2-D window: 1-D pools are of height 1) and ceil_mode."""
     if "kernel_shape" not in attrs:
