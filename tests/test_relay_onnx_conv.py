@@ -307,3 +307,32 @@ def test_col2im_sums_blocks_back_into_the_image(image, block, attrs) -> None:
     got = run_relay(model, {"x": x})[0]
     for want in (ReferenceEvaluator(model).run(None, {"x": x})[0], run_onnxruntime(model, {"x": x})[0]):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("pool, shape, sized", [
+    ({"kernel_shape": [2, 2], "strides": [2, 2]}, (2, 4, 8, 10), False),
+    ({"kernel_shape": [2, 2], "strides": [2, 2]}, (2, 4, 9, 10), True),
+    ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, (2, 4, 9, 10), True),
+    ({"kernel_shape": [3, 2], "strides": [1, 2]}, (1, 3, 7, 8), False),
+    ({"kernel_shape": [3], "strides": [2], "pads": [1, 1]}, (2, 4, 11), True)])
+def test_max_pool_indices_and_max_unpool_as_segnet_uses_them(pool, shape, sized) -> None:
+    """SegNet's decoder: MaxPool's Indices output (the flat position of each window's first maximum) feeds a
+    MaxUnpool that puts the pooled values back there, zeros elsewhere (at the input's size when given, as torch's
+    ``max_unpool2d(output_size=...)`` exports it); both against onnxruntime."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MaxPool", ["r"], ["p", "i"], **pool),
+             helper.make_node("Mul", ["p", "two"], ["d"]),
+             helper.make_node("MaxUnpool", ["d", "i", "size"] if sized else ["d", "i"], ["u"], **pool)]
+    graph = helper.make_graph(nodes, "segnet_step", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("p", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, None),
+                               helper.make_tensor_value_info("u", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(np.array(2, np.float32), "two"),
+                                           numpy_helper.from_array(np.array(shape, np.int64), "size")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    inputs = {"x": np.round(_f32(*shape) * 4) / 4}  # (ties: the first maximum is the one named)
+    got, want = run_relay(model, inputs), run_onnxruntime(model, inputs)
+    for g_, w_ in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g_, w_)

@@ -305,7 +305,96 @@ def _max_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     kernel, strides, dilations, padding, ceil = _pool_common(g, node, attrs)
     out = relay_op.nn.max_pool2d(_to_2d(g, node.input[0]), pool_size=kernel, strides=strides, dilation=dilations,
                                  padding=padding, ceil_mode=ceil)
-    return _from_2d(out, len(attrs["kernel_shape"]))
+    nd = len(attrs["kernel_shape"])
+    if len(node.output) < 2 or node.output[1] not in g.used:
+        return _from_2d(out, nd)
+    indices = _max_pool_indices(g, _to_2d(g, node.input[0]), g.dtype(node.input[0]), g._relay_shape(out), kernel,
+                                strides, dilations, padding)
+    return [_from_2d(out, nd), _from_2d(indices, nd)]
+
+
+def _tap_grid(count: int, stride: int, offset: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """For outputs 0..count-1 of a window tap at ``offset`` (tap x dilation - pad): the input position each reads,
+    clamped into the data, and whether it is inside."""
+    pos = np.arange(count) * stride + offset
+    return np.clip(pos, 0, size - 1), (pos >= 0) & (pos < size)
+
+
+def _max_pool_indices(g: _GraphConverter, x: Expr, dtype: str, out_shape: Sequence[int], kernel: Sequence[int],
+                      strides: Sequence[int], dilations: Sequence[int], padding: Sequence[int]) -> Expr:
+    """MaxPool's Indices: each window's first largest element, as its flat index into the input [N, C, H, W]
+    (row-major, padding not counted). The taps compared one by one: a select chain that fuses into one kernel."""
+    n, c, h, w = g._relay_shape(x)
+    oh, ow = out_shape[2:]
+    low = float("-inf") if np.dtype(dtype).kind == "f" else int(np.iinfo(dtype).min)
+    best_v = best_i = None
+    for i in range(kernel[0]):
+        rows, row_in = _tap_grid(oh, strides[0], i * dilations[0] - padding[0], h)
+        for j in range(kernel[1]):
+            cols, col_in = _tap_grid(ow, strides[1], j * dilations[1] - padding[1], w)
+            v = relay_op.take(relay_op.take(x, relay_ir.const(rows.astype(np.int64)), axis=2),
+                              relay_ir.const(cols.astype(np.int64)), axis=3)
+            inside = row_in[:, None] & col_in[None, :]
+            v = relay_op.where(relay_ir.const(inside), v, relay_op.full_like(v, low))
+            idx = relay_ir.const((rows[:, None] * w + cols[None, :]).astype(np.int64))
+            if best_v is None:
+                best_v, best_i = v, relay_op.broadcast_to(idx, (n, c, oh, ow))
+                continue
+            better = relay_op.compare("greater", v, best_v)
+            best_v = relay_op.maximum(v, best_v)
+            best_i = relay_op.where(better, idx, best_i)
+    base = relay_ir.const((np.arange(n * c, dtype=np.int64) * h * w).reshape(n, c, 1, 1))
+    return relay_op.add(best_i, base)
+
+
+@register("MaxUnpool")
+def _max_unpool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """MaxPool undone: zeros, with each pooled value at the flat position its index names. The indices are read as
+    MaxPool gives them (each inside its window), so an output position takes the value of the window tap that
+    covers it and whose index names it: per tap a gather and a select, no scatter."""
+    if "kernel_shape" not in attrs:
+        g._fail("the kernel_shape attribute is required")
+    kernel = [int(k) for k in attrs["kernel_shape"]]
+    nd = len(kernel)
+    _check_spatial(g, node, nd)
+    strides = [int(v) for v in attrs.get("strides", [1] * nd)]
+    pads = [int(v) for v in attrs.get("pads", [0] * 2 * nd)]
+    xshape = g.shape(node.input[0])
+    if tuple(g.shape(node.input[1])) != tuple(xshape):
+        g._fail(f"the indices {list(g.shape(node.input[1]))} must have the data's shape {list(xshape)}")
+    size = [(m - 1) * s - p0 - p1 + k for m, s, p0, p1, k in zip(xshape[2:], strides, pads[:nd], pads[nd:], kernel)]
+    shape_in = g.optional(node, 2)
+    if shape_in is not None:
+        target = [int(v) for v in np.asarray(g.value(shape_in, "output_shape")).reshape(-1)]
+        if len(target) != nd + 2 or list(target[:2]) != list(xshape[:2]) or any(t < m for t, m in
+                                                                                zip(target[2:], size)):
+            g._fail(f"output_shape {target} must be [N, C, ...] with spatial sizes at least {size}")
+        size = target[2:]
+    if nd == 1:
+        kernel, strides, pads, size = [1, *kernel], [1, *strides], [0, pads[0], 0, pads[1]], [1, *size]
+    n, c, h, w = (*xshape[:2], *([1] if nd == 1 else []), *xshape[2:])
+    x = relay_op.reshape(g.tensor(node.input[0]), (n, c, h, w))
+    ids = relay_op.reshape(relay_op.cast(g.tensor(node.input[1]), "int64"), (n, c, h, w))
+    H, W = size  # noqa: N806
+    # an index names image (n, c)'s position p as (n * C + c) * H * W + p: its position is the index less that base
+    base = relay_ir.const(np.arange(n * c, dtype=np.int64).reshape(n, c, 1, 1) * H * W)
+    position = relay_ir.const(np.arange(H * W, dtype=np.int64).reshape(1, 1, H, W))
+    out = relay_op.zeros((n, c, H, W), g.dtype(node.input[0]))
+    for i in range(kernel[0]):
+        # output row y is tap i of pooled row (y + pad - i) / stride when that divides and is in range
+        py = np.arange(H) + pads[0] - i
+        rows, row_ok = np.clip(py // strides[0], 0, h - 1), (py % strides[0] == 0) & (py >= 0) & (py // strides[0] < h)
+        for j in range(kernel[1]):
+            px = np.arange(W) + pads[1] - j
+            cols = np.clip(px // strides[1], 0, w - 1)
+            col_ok = (px % strides[1] == 0) & (px >= 0) & (px // strides[1] < w)
+            gather = [relay_ir.const(rows.astype(np.int64)), relay_ir.const(cols.astype(np.int64))]
+            v = relay_op.take(relay_op.take(x, gather[0], axis=2), gather[1], axis=3)
+            k = relay_op.take(relay_op.take(ids, gather[0], axis=2), gather[1], axis=3)
+            hit = relay_op.logical_and(relay_op.compare("equal", relay_op.subtract(k, base), position),
+                                       relay_ir.const(row_ok[:, None] & col_ok[None, :]))
+            out = relay_op.where(hit, v, out)
+    return out if nd == 2 else relay_op.reshape(out, (n, c, W))
 
 
 @register("AveragePool")
