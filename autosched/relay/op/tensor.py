@@ -469,8 +469,9 @@ def split(data: Any, indices_or_sections: int | Sequence[int], axis: int = 0) ->
         cuts = [dim // n * k for k in range(1, n)]
     else:
         cuts = [int(c) for c in indices_or_sections]
-        if any(not 0 <= a <= b <= dim for a, b in zip([0] + cuts, cuts + [dim])):
-            raise RelayError(f"split: indices {cuts} must rise within [0, {dim}] (the size of axis {axis})")
+        if any(not 0 <= a < b <= dim for a, b in zip([0] + cuts, cuts + [dim])):
+            raise RelayError(f"split: indices {cuts} must rise strictly within (0, {dim}) (the size of axis {axis}): "
+                             "tensors here are never empty")
     return Tuple([strided_slice(data, [lo], [hi], axes=[axis]) for lo, hi in zip([0] + cuts, cuts + [dim])])
 
 
