@@ -83,6 +83,9 @@ def test_llm_ops_refuse_what_they_cannot_compute():
         from_onnx(_model(helper.make_node("TensorScatter", ["c", "u"], ["p"], axis=-1), {"c": cache, "u": update}))
     with pytest.raises(OnnxImportError, match="must name a non-batch axis"):
         from_onnx(_model(helper.make_node("TensorScatter", ["c", "u"], ["p"], axis=0), {"c": cache, "u": cache}))
+    x, w = np.zeros((1, 2, 5), "float32"), np.zeros((2, 1, 1), "float32")
+    with pytest.raises(OnnxImportError, match="empty state"):
+        from_onnx(_model(helper.make_node("CausalConvWithState", ["x", "w"], ["y"]), {"x": x, "w": w}))
     qkv = {n: np.zeros((1, 2, 8), "float32") for n in "qkv"}
     with pytest.raises(OnnxImportError, match="q_num_heads and kv_num_heads are required"):
         from_onnx(_model(helper.make_node("LinearAttention", ["q", "k", "v"], ["o"]), qkv))

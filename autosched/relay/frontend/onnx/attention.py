@@ -372,6 +372,8 @@ def _causal_conv_with_state(g: _GraphConverter, node: onnx.NodeProto, attrs: dic
     if len(wshape) != 3 or wshape[0] != channels or wshape[1] != 1:
         g._fail(f"the weight {list(wshape)} must be [channels={channels}, 1, k] (depthwise)")
     k = wshape[2]
+    if k < 2:
+        g._fail("a kernel of 1 tap carries an empty state, and tensors here are never empty")
     activation = attrs.get("activation", "none")
     activation = activation.decode() if isinstance(activation, bytes) else activation
     if activation not in ("none", "silu", "swish"):
@@ -379,7 +381,7 @@ def _causal_conv_with_state(g: _GraphConverter, node: onnx.NodeProto, attrs: dic
     dtype = g.dtype(x)
     past = g.optional(node, 3)
     state = g.tensor(past) if past is not None else _const(np.zeros((batch, channels, k - 1)), dtype)
-    padded = relay_op.concatenate([state, g.tensor(x)], axis=2) if k > 1 else g.tensor(x)
+    padded = relay_op.concatenate([state, g.tensor(x)], axis=2)
     y = relay_op.nn.conv2d(relay_op.reshape(padded, (batch, channels, 1, length + k - 1)),
                            relay_op.reshape(g.tensor(w), (channels, 1, 1, k)), groups=channels, channels=channels,
                            kernel_size=(1, k))
