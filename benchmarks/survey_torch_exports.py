@@ -4,10 +4,14 @@ since 2.9), each imported with ``relay.frontend.from_onnx``, built (default sche
 compared with torch's own.
 
     python benchmarks/survey_torch_exports.py --torch-python /tmp/tv/bin/python [--models bert,llama] [--dir DIR]
+                                              [--opset N] [--legacy]
 
 The project's environment has no PyTorch: ``--torch-python`` names an interpreter that has torch, transformers and
 onnxscript (e.g. ``pip install torch transformers onnxscript --index-url https://download.pytorch.org/whl/cpu``),
-which exports each model to ``--dir`` once (kept: later runs reuse the files) with its input and torch's output.
+which exports each model to ``--dir`` once (kept: later runs reuse the files) with its input and torch's output;
+``--opset`` asks the exporter for that opset (23 and later write Attention, RMSNormalization and RotaryEmbedding
+nodes), ``--legacy`` uses the TorchScript-based exporter (``dynamo=False``, what ``relay.frontend.from_pytorch``
+calls).
 Prints a markdown table: the model, its nodes and kernels, the build time, and the largest difference from torch
 relative to torch's largest output, or what stopped it (an export failure, the operators autosched lacks).
 """
@@ -108,7 +112,7 @@ MODELS = {
 EXPORT = r"""
 import sys, numpy as np, torch, transformers as T
 torch.manual_seed(0)
-name, expr, inputs, out = sys.argv[1:5]
+name, expr, inputs, out, opset, legacy = sys.argv[1:7]
 SMALL = dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
 AUDIO = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, conv_dim=(32, 32),
              conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4)
@@ -151,20 +155,21 @@ class First(torch.nn.Module):  # the first tensor of whatever the model returns
 model = First(eval(expr)).eval()
 args = INPUTS[inputs]()
 with torch.no_grad():
-    torch.onnx.export(model, args, out + ".onnx", dynamo=True)
+    options = {"opset_version": int(opset)} if int(opset) else {}
+    torch.onnx.export(model, args, out + ".onnx", dynamo=legacy != "1", **options)
     ref = model(*args)
 np.savez(out + ".npz", *[a.numpy() for a in args])
 np.save(out + ".ref.npy", ref.numpy())
 """
 
 
-def export(name: str, torch_python: str, out_dir: Path) -> Path:
+def export(name: str, torch_python: str, out_dir: Path, opset: int = 0, legacy: bool = False) -> Path:
     """The model's ONNX file (with its inputs and torch's output beside it), exported unless it is there."""
-    stem = out_dir / name
-    if not stem.with_suffix(".ref.npy").exists():
+    stem = out_dir / f"{name}{'_legacy' if legacy else ''}{f'_opset{opset}' if opset else ''}"
+    if not Path(str(stem) + ".ref.npy").exists():
         expr, inputs = MODELS[name]
-        run = subprocess.run([torch_python, "-c", EXPORT, name, expr, inputs, str(stem)], capture_output=True,
-                             text=True)
+        run = subprocess.run([torch_python, "-c", EXPORT, name, expr, inputs, str(stem), str(opset), str(int(legacy))],
+                             capture_output=True, text=True)
         if run.returncode != 0:
             lines = [ln for ln in run.stderr.strip().splitlines() if ln.strip()]
             raise RuntimeError(lines[-1][:160] if lines else f"exit {run.returncode}")
@@ -176,7 +181,7 @@ def check(stem: Path) -> dict:
     import onnx
 
     model = onnx.load(str(stem) + ".onnx")
-    row: dict = {"model": stem.name, "nodes": len(model.graph.node),
+    row: dict = {"model": stem.name.split("_legacy")[0].split("_opset")[0], "nodes": len(model.graph.node),
                  "opset": next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))}
     args = list(np.load(str(stem) + ".npz").values())
     ref = np.load(str(stem) + ".ref.npy")
@@ -208,6 +213,8 @@ def main() -> int:
     ap.add_argument("--torch-python", required=True, help="an interpreter with torch, transformers and onnxscript")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated names (default: all)")
     ap.add_argument("--dir", default=None, help="where the exports are kept (default: a temporary directory)")
+    ap.add_argument("--opset", type=int, default=0, help="the opset asked of the exporter (default: its own)")
+    ap.add_argument("--legacy", action="store_true", help="the TorchScript-based exporter (dynamo=False)")
     args = ap.parse_args()
     logging.getLogger("autosched").setLevel(logging.ERROR)  # (build summaries; ViT-MAE's random-draw warning)
     names = [n for n in args.models.split(",") if n]
@@ -222,7 +229,8 @@ def main() -> int:
               file=sys.stderr)
         return 2
     torch_v, hf_v, script_v = json.loads(version.stdout)
-    print(f"torch {torch_v}, transformers {hf_v}, onnxscript {script_v}: torch.onnx.export(..., dynamo=True)\n")
+    how = f"dynamo={not args.legacy}" + (f", opset_version={args.opset}" if args.opset else "")
+    print(f"torch {torch_v}, transformers {hf_v}, onnxscript {script_v}: torch.onnx.export(..., {how})\n")
     print("| model | opset | nodes / kernels | build (s) | max diff / max torch output | status |")
     print("|---|---|---|---|---|---|")
     ok = 0
@@ -231,7 +239,7 @@ def main() -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         for name in names:
             try:
-                row = check(export(name, args.torch_python, out_dir))
+                row = check(export(name, args.torch_python, out_dir, args.opset, args.legacy))
             except RuntimeError as e:
                 print(f"| {name} | | | | | export failed: {e} |", flush=True)
                 continue
