@@ -121,3 +121,26 @@ def test_const_keeps_a_numpy_scalars_type_as_tvm():
     x = np.arange(256, dtype="uint8").reshape(16, 16)
     (got,) = run(lambda a: relay.right_shift(a, relay.const(np.uint8(4))), x=x)
     np.testing.assert_array_equal(got, x >> 4)
+
+
+def test_reinterpret_and_onnx_bitcast_keep_the_bits():
+    x = RNG.standard_normal((4, 8)).astype("float32")
+    (got,) = run(lambda a: relay.reinterpret(a, "int32"), x=x)
+    np.testing.assert_array_equal(got, x.view(np.int32))
+    from onnx import TensorProto, helper
+
+    from autosched.relay.frontend import OnnxImportError, from_onnx
+
+    graph = helper.make_graph([helper.make_node("BitCast", ["x"], ["y"], to=TensorProto.INT32),
+                               helper.make_node("BitwiseAnd", ["y", "mask"], ["z"])], "bits",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.INT32, None)],
+                              initializer=[helper.make_tensor("mask", TensorProto.INT32, [], [0x7FFFFFFF])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    mod, params = from_onnx(model)
+    m = graph_executor.GraphModule(relay.build(mod, "llvm", params=params)["default"](tvm.cpu()))
+    m.run(x=x)
+    np.testing.assert_array_equal(m.get_output(0).numpy().view(np.float32), np.abs(x))  # the sign bit cleared
+    graph.node[0].attribute[0].i = TensorProto.INT64
+    with pytest.raises(OnnxImportError, match="float32 and int64 must have one width"):
+        from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)]))

@@ -172,6 +172,27 @@ def test_an_expression_thousands_of_terms_deep_compiles():
     np.testing.assert_allclose(out, ad.sum(axis=1), rtol=1e-5)
 
 
+@pytest.mark.parametrize("src, dst", [("float32", "int32"), ("int32", "float32"), ("float64", "uint64"),
+                                      ("int16", "float16"), ("uint8", "int8")])
+def test_reinterpret_reads_the_same_bits_scalar_and_vectorized(src, dst):
+    """TVM's tir.reinterpret: LLVM's bitcast, per element and on vectors; widths must match."""
+    n = 64
+    a = te.placeholder((n,), src, name="A")
+    b = te.compute((n,), lambda i: autosched.tir.reinterpret(dst, a[i]), name="B")
+    c = te.compute((n,), lambda i: te.reinterpret(dst, a[i]), name="C")
+    s = te.create_schedule([b.op, c.op])
+    s[c].vectorize(s[c].split(c.op.axis[0], factor=16)[1])
+    f = autosched.build(s, [a, b, c], target="llvm")
+    bits = RNG.integers(0, 256, n * np.dtype(src).itemsize, dtype=np.uint8)
+    ad = bits.view(src).copy()
+    bd, cd = np.zeros(n, dst), np.zeros(n, dst)
+    f(ad, bd, cd)
+    np.testing.assert_array_equal(bd.view(np.uint8), bits)
+    np.testing.assert_array_equal(cd.view(np.uint8), bits)
+    with pytest.raises(TypeError, match="must have one width"):
+        te.reinterpret("int8" if np.dtype(src).itemsize > 1 else "int16", a[0])
+
+
 def test_printed_expressions_keep_their_grouping():
     """The text form (what lowered loops print) parenthesises what evaluation order needs: a quotient or a
     remainder under a product, the right side of a difference; a product of products needs none."""

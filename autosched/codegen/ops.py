@@ -265,6 +265,9 @@ def call(b: ir.IRBuilder, name: str, dtype: str, args: list[ir.Value], avx512: b
     and ``erf`` of float64 called once per lane. ``avx512``: the target has AVX-512's instructions (exp uses
     one of them)."""
     ty = args[0].type if args else None
+    if name == "reinterpret":  # the same bits as another type of the same width
+        target = ltype(dtype)
+        return b.bitcast(args[0], ir.VectorType(target, ty.count) if isinstance(ty, ir.VectorType) else target)
     if name in INLINE_F32 and dtype == "float32" and isinstance(ty, ir.VectorType):
         return INLINE_F32[name](b, args[0], avx512)
     if name in LLVM_INTRINSICS:

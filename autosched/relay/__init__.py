@@ -99,6 +99,7 @@ from autosched.relay.op import (  # noqa: A004 - TVM's names
     ones_like,
     power,
     prod,
+    reinterpret,
     repeat,
     reshape,
     reshape_like,
@@ -157,6 +158,7 @@ __all__ = [
     "sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
-    "logical_xor", "rsqrt", "layout_transform", "arange", "expand_dims", "full", "full_like", "ones", "ones_like",
+    "logical_xor", "reinterpret", "rsqrt", "layout_transform", "arange", "expand_dims", "full", "full_like", "ones",
+    "ones_like",
     "repeat", "reshape_like", "reverse", "shape_of", "split", "squeeze", "stack", "zeros", "zeros_like",
 ]

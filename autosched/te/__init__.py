@@ -34,6 +34,7 @@ from autosched.te.expr import (
     min_value,
     minimum,
     power,
+    reinterpret,
     round,
     shift_left,
     shift_right,
@@ -69,7 +70,7 @@ from autosched.te.trace import Step, Trace
 __all__ = [
     "Expr", "Var", "abs", "all", "any", "cast", "ceil", "comm_reducer", "const", "cos", "erf", "exp", "floor",
     "if_then_else", "isinf", "isnan", "log", "max", "max_value", "maximum", "min", "min_value", "minimum", "power",
-    "round", "sigmoid", "sin",
+    "reinterpret", "round", "sigmoid", "sin",
     "sqrt", "sum", "tanh", "floordiv", "floormod", "indexdiv", "indexmod", "truncdiv", "truncmod",
     "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "shift_left", "shift_right",
     "Schedule", "Stage", "create_schedule", "ScanOp", "scan",

@@ -824,6 +824,15 @@ def round(x: Any) -> Expr:  # noqa: A001 - TVM's name
     return Call(x.dtype, "nearbyint", [x])
 
 
+def reinterpret(dtype: str, value: Any) -> Expr:
+    """``value``'s bits read as ``dtype`` (TVM's ``tir.reinterpret``; same width, e.g. float32 <-> int32)."""
+    value = convert(value)
+    dtype = check_dtype(dtype)
+    if np.dtype(dtype).itemsize != np.dtype(value.dtype).itemsize or "bool" in (dtype, value.dtype):
+        raise TypeError(f"reinterpret: {value.dtype} and {dtype} must have one width (and not be bool)")
+    return value if dtype == value.dtype else Call(dtype, "reinterpret", [value])
+
+
 def isnan(x: Any) -> Expr:
     """Whether ``x`` is NaN (a bool; always false for integers): NaN is the one value unequal to itself."""
     x = convert(x)

@@ -50,6 +50,7 @@ from autosched.relay.op.elemwise import (
     power,
     prelu,
     reciprocal,
+    reinterpret,
     right_shift,
     round,
     rsqrt,
@@ -137,7 +138,8 @@ __all__ = [
     "scatter_nd", "topk", "sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
-    "logical_xor", "rsqrt", "layout_transform", "arange", "expand_dims", "full", "full_like", "ones", "ones_like",
+    "logical_xor", "reinterpret", "rsqrt", "layout_transform", "arange", "expand_dims", "full", "full_like", "ones",
+    "ones_like",
     "repeat",
     "reshape_like", "reverse", "shape_of", "split", "squeeze", "stack", "zeros", "zeros_like",
 ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType
 from autosched.relay.op.common import _bload, _c, _nargs, _operands, _same_dtype, _tensor, broadcast_shape
@@ -469,6 +471,28 @@ def _cast_compute(inputs, attrs, out_type):
 
 register_op(OpDef("cast", _cast_rel, _cast_compute, ELEMWISE, attrs={"dtype": "float32"}, num_inputs=1,
                   doc="convert the element type (to bool: x != 0)"))
+
+
+def _reinterpret_rel(types, attrs):
+    (x,) = _operands(types, "reinterpret", "")
+    dtype = str(attrs["dtype"])
+    if "bool" in (dtype, x.dtype) or np.dtype(dtype).itemsize != np.dtype(x.dtype).itemsize:
+        raise RelayError(f"reinterpret: {x.dtype} and {dtype} must have one width (and not be bool)")
+    return TensorType(x.shape, dtype)
+
+
+def _reinterpret_compute(inputs, attrs, out_type):
+    (x,) = inputs
+    return te.compute(out_type.shape, lambda *i: te.reinterpret(str(attrs["dtype"]), x[i]), name="reinterpret")
+
+
+register_op(OpDef("reinterpret", _reinterpret_rel, _reinterpret_compute, ELEMWISE, attrs={"dtype": "float32"},
+                  num_inputs=1, doc="the same bits read as another type of the same width"))
+
+
+def reinterpret(data: Any, dtype: str) -> Any:
+    """``data``'s bits read as ``dtype`` (TVM's ``relay.reinterpret``; same width, e.g. float32 <-> int32)."""
+    return make_call("reinterpret", [data], dtype=str(dtype))
 
 
 def erf(data: Any) -> Any:

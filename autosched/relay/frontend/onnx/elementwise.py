@@ -387,6 +387,20 @@ def _swish(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.multiply(x, relay_op.sigmoid(inner))
 
 
+@register("BitCast")
+def _bitcast(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """The same bits as the type ``to`` of the same width (opset 26; bfloat16 / float8 tricks): ``reinterpret``."""
+    from onnx import helper
+
+    if "to" not in attrs:
+        g._fail("the to attribute is required")
+    dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(int(attrs["to"]))))
+    src = g.dtype(node.input[0])
+    if "bool" in (src, dtype) or np.dtype(src).itemsize != np.dtype(dtype).itemsize:
+        g._fail(f"{src} and {dtype} must have one width (and not be bool)")
+    return relay_op.reinterpret(g.tensor(node.input[0]), dtype)
+
+
 @register("SwiGLU")
 def _swiglu(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """Swish(A) * B (opset 28: an LLM's gated MLP activation), A and B of one shape."""
