@@ -323,6 +323,9 @@ class _GraphConverter:
             self.exprs[name] = e
             return e
         if name in self.consts:
+            if self.consts[name].size == 0:
+                self._fail(f"input {name!r} is empty (shape {list(self.consts[name].shape)}); relay's tensors are "
+                           "never empty (an empty slice is taken only as a Concat input, where it adds nothing)")
             e = relay_ir.const(self.consts[name])
             self.exprs[name] = e
             return e

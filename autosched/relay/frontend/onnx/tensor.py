@@ -154,7 +154,12 @@ def _concat(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     if "axis" not in attrs:
         g._fail("the axis attribute is required")
     rank = len(g.shape(node.input[0]))
-    return relay_op.concatenate([g.tensor(n) for n in node.input], axis=int(attrs["axis"]) % rank)
+    parts = [n for n in node.input if not (n in g.consts and g.consts[n].size == 0)]  # empty parts add nothing
+    if not parts:
+        return g.consts[node.input[0]]
+    if len(parts) == 1:
+        return g.tensor(parts[0])
+    return relay_op.concatenate([g.tensor(n) for n in parts], axis=int(attrs["axis"]) % rank)
 
 
 @register("Pad")
@@ -292,9 +297,10 @@ def _slice(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         g._fail(f"steps {steps} must not be 0")
     axes = [a % rank for a in axes]
     for a, b, e, s in zip(axes, starts, ends, steps):
-        if relay_op.slice_range(shape[a], b, e, s)[1] == 0:
-            g._fail(f"starts {b}, ends {e}, steps {s} select nothing of axis {a} (size {shape[a]}) of shape "
-                    f"{list(shape)}; empty tensors are not supported")
+        if relay_op.slice_range(shape[a], b, e, s)[1] == 0:  # an empty part (phi-3's rotary slice past the end)
+            empty = list(shape)
+            empty[a] = 0
+            return np.zeros(empty, g.dtype(node.input[0]))  # known at import: a Concat takes it as nothing
     # indices past -dim - 1 .. dim + 1 clamp the same way as those bounds (keeps INT64_MAX out of the attributes)
     starts = [min(max(b, -shape[a] - 1), shape[a] + 1) for a, b in zip(axes, starts)]
     ends = [min(max(e, -shape[a] - 1), shape[a] + 1) for a, e in zip(axes, ends)]
