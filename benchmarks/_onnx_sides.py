@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,22 @@ def onnx_sides(model: Any, inputs: dict[str, np.ndarray], threads: int, target: 
     gm.run()
     err = float(np.abs(np.asarray(gm.get_output(0)) - ref).max() / np.abs(ref).max())
     return {"autosched": gm.run, "onnxruntime": lambda: sess.run(None, inputs), "rel_err": err}
+
+
+def build_or_status(model: Any, shape: dict | None = None) -> tuple[GraphModule | None, dict]:
+    """``model`` imported and built with default schedules: ``(graph module, {"build_s", "kernels"})``, or
+    ``(None, {"status": why})`` when the import stops (the operators it lacks, or the importer's error)."""
+    from autosched.relay.frontend import OnnxImportError, OpNotImplemented
+
+    start = time.perf_counter()
+    try:
+        mod, params = relay.frontend.from_onnx(model, shape=shape)
+    except OpNotImplemented as e:
+        return None, {"status": "unsupported: " + ", ".join(f"{k} (x{v})" for k, v in e.unsupported.items())}
+    except OnnxImportError as e:
+        return None, {"status": f"import error: {str(e)[:160]}"}
+    res = relay.build(mod, target="llvm", params=params)
+    return GraphModule(*res), {"build_s": time.perf_counter() - start, "kernels": len(res.kernels)}
 
 
 def compare(runs: dict[str, dict], rounds: int, seconds: float) -> Iterator[tuple[str, float, float, float]]:

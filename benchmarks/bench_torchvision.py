@@ -20,7 +20,6 @@ import logging
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +27,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from _onnx_sides import build_or_status  # noqa: E402
 from _timing import alternating_medians  # noqa: E402
 
-from autosched import relay  # noqa: E402
-from autosched.relay.frontend import OnnxImportError, OpNotImplemented  # noqa: E402
-from autosched.runtime.graph_executor import GraphModule  # noqa: E402
 from autosched.target import Target  # noqa: E402
 
 #: name -> the torchvision expression that makes it (random weights)
@@ -89,17 +86,10 @@ def bench(path: Path, threads: int, rounds: int, seconds: float, pause: float) -
     model = onnx.load(str(path))
     x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
     row: dict = {"model": path.stem, "nodes": len(model.graph.node)}
-    t0 = time.perf_counter()
-    try:
-        mod, params = relay.frontend.from_onnx(model, shape={"data": x.shape})
-    except OpNotImplemented as e:
-        return {**row, "status": "unsupported: " + ", ".join(f"{k} (x{v})" for k, v in e.unsupported.items())}
-    except OnnxImportError as e:
-        return {**row, "status": f"import error: {str(e)[:120]}"}
-    res = relay.build(mod, target="llvm", params=params)
-    row["build_s"] = time.perf_counter() - t0
-    row["kernels"] = len(res.kernels)
-    m = GraphModule(*res)
+    m, info = build_or_status(model, shape={"data": x.shape})
+    row.update(info)
+    if m is None:
+        return row
     m.set_input("data", x)
     m.run()
     got = np.asarray(m.get_output(0))
