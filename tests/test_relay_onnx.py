@@ -545,10 +545,13 @@ def test_every_supported_op_has_a_case() -> None:
     """Each converter is tested against onnxruntime: here, in test_relay_transformers.py (transformer ops),
     test_relay_onnx_conv.py (1-D and transposed convolutions), test_relay_onnx_quantized.py (quantized
     models' ops, also against onnx's reference evaluator), test_relay_onnx_contrib.py (onnxruntime's fused
-    transformer ops) or test_relay_onnx_signal.py (DFT, STFT, windows)."""
+    transformer ops), test_relay_onnx_signal.py (DFT, STFT, windows), test_relay_onnx_random.py (random draws) or
+    test_relay_onnx_llm_ops.py (opset 24-28 LLM blocks, against onnx's reference evaluator)."""
     from test_relay_onnx_contrib import CONTRIB_OPS
     from test_relay_onnx_conv import CONV_CASES  # (here: it imports this module's helpers)
+    from test_relay_onnx_llm_ops import LLM_OPS
     from test_relay_onnx_quantized import QUANTIZED_OPS
+    from test_relay_onnx_random import RANDOM_OPS
     from test_relay_onnx_signal import SIGNAL_OPS
 
     cases = list(OP_CASES.values()) + list(TRANSFORMER_CASES.values()) + list(CONV_CASES.values())
@@ -560,7 +563,11 @@ def test_every_supported_op_has_a_case() -> None:
     covered |= {n.op_type for model in (_qdq_conv_model(True, True), _eye_like_model()) for n in model.graph.node}
     covered |= QUANTIZED_OPS | CONTRIB_OPS  # quantized and fused ops (com.microsoft ones as domain.op_type)
     covered |= SIGNAL_OPS  # DFT, STFT, windows, mel filters: test_relay_onnx_signal.py
-    covered |= {"If", "Loop"}  # control flow decided at import: test_if_on_a_shape_check..., test_loop_..., below
+    covered |= RANDOM_OPS | LLM_OPS
+    covered |= {"If", "Loop", "Scan"}  # control flow decided at import: test_if_on_a_shape_check..., test_loop_...,
+    # test_scan_..., below
+    covered |= {"Col2Im", "MaxUnpool"}  # test_relay_onnx_conv.py: test_col2im_..., test_max_pool_indices_and_...
+    covered |= {"BitCast"}  # test_relay_tvm_api.py: test_reinterpret_and_onnx_bitcast_keep_the_bits
     covered |= {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt",
                 "SequenceLength", "ConcatFromSequence", "SplitToSequence"}  # test_sequences_..., below
     assert covered == set(relay.frontend.SUPPORTED_OPS)

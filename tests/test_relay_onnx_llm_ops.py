@@ -14,6 +14,8 @@ from autosched.contrib import graph_executor
 from autosched.relay.frontend import OnnxImportError, from_onnx
 
 RNG = np.random.default_rng(0)
+#: the ops these tests cover (test_relay_onnx.py checks that every converter has a test)
+LLM_OPS = {"SwiGLU", "TensorScatter", "CausalConvWithState", "LinearAttention"}
 
 
 def _model(node, inputs: dict, n_outputs: int = 1, opset: int = 28):

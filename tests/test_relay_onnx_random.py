@@ -28,6 +28,8 @@ def run(nodes, inputs, outputs):
 
 
 X = np.zeros((400, 250), "float32")
+#: the ops these tests cover (test_relay_onnx.py checks that every converter has a test)
+RANDOM_OPS = {"RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Bernoulli", "Multinomial"}
 
 
 def test_uniform_and_normal_draws_have_their_distributions_and_repeat_by_seed(caplog):
