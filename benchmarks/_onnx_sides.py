@@ -11,6 +11,7 @@ import numpy as np
 from _timing import alternating_medians
 
 from autosched import relay
+from autosched.relay.frontend import OnnxImportError, OpNotImplemented
 from autosched.runtime.graph_executor import GraphModule
 
 
@@ -38,8 +39,6 @@ def onnx_sides(model: Any, inputs: dict[str, np.ndarray], threads: int, target: 
 def build_or_status(model: Any, shape: dict | None = None) -> tuple[GraphModule | None, dict]:
     """``model`` imported and built with default schedules: ``(graph module, {"build_s", "kernels"})``, or
     ``(None, {"status": why})`` when the import stops (the operators it lacks, or the importer's error)."""
-    from autosched.relay.frontend import OnnxImportError, OpNotImplemented
-
     start = time.perf_counter()
     try:
         mod, params = relay.frontend.from_onnx(model, shape=shape)

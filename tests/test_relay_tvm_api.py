@@ -8,6 +8,7 @@ import pytest
 import autosched as tvm
 from autosched import relay
 from autosched.contrib import graph_executor
+from autosched.relay.frontend import OnnxImportError, from_onnx
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((2, 6, 1, 4)).astype("float32")
@@ -128,8 +129,6 @@ def test_reinterpret_and_onnx_bitcast_keep_the_bits():
     (got,) = run(lambda a: relay.reinterpret(a, "int32"), x=x)
     np.testing.assert_array_equal(got, x.view(np.int32))
     from onnx import TensorProto, helper
-
-    from autosched.relay.frontend import OnnxImportError, from_onnx
 
     graph = helper.make_graph([helper.make_node("BitCast", ["x"], ["y"], to=TensorProto.INT32),
                                helper.make_node("BitwiseAnd", ["y", "mask"], ["z"])], "bits",
