@@ -99,6 +99,18 @@ def _const_int(e: E.Expr) -> int:
     return e.value
 
 
+def _extent(op: ComputeOp, ax: Any) -> float:
+    """A reduction axis's extent; one that the data decides (a sparse row's length) counts as its mean, which
+    the compute states in ``attrs["mean_extent"]`` by axis name."""
+    if isinstance(ax.dom.extent, E.IntImm):
+        return ax.dom.extent.value
+    mean = ((getattr(op, "attrs", None) or {}).get("mean_extent") or {}).get(ax.var.name)
+    if mean is None:
+        raise ValueError(f"FLOP count needs constant shapes, got {ax.dom.extent} (a data-dependent extent counts "
+                         f"when the compute gives attrs={{'mean_extent': {{'{ax.var.name}': ...}}}})")
+    return float(mean)
+
+
 def _arith_ops(e: E.Expr) -> int:
     n = 0
     for x in E.walk(e):
@@ -120,11 +132,11 @@ def flop_count(outputs: Sequence[Tensor | Operation]) -> int:
             size *= _const_int(d)
         body = op.body
         if isinstance(body, E.Reduce):
-            red = 1
+            red = 1.0
             for ax in body.axis:
-                red *= _const_int(ax.dom.extent)
+                red *= _extent(op, ax)
             per = sum(_arith_ops(x) for x in body.sources) + len(body.sources)
-            total += size * red * per
+            total += round(size * red * per)
         else:
             total += size * sum(_arith_ops(b) for b in op.bodies)
     return total

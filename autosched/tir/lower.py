@@ -813,8 +813,12 @@ class _Lowerer:
                         if (id(c), k) not in self.out_buf:
                             content = S.Allocate(b, content)
             if level in guards:
-                content = S.IfThenElse(conj(guards[level]), content)
-            stmt = self.make_for(st, leaves[level], info.extent[leaves[level]], content)
+                cond = conj(guards[level])
+                content = S.IfThenElse(self.load_expr(cond) if _reads_tensor(cond) else cond, content)
+            extent = info.extent[leaves[level]]
+            if _reads_tensor(extent):  # a data-dependent extent (a sparse row's length): read from its buffer
+                extent = self.load_expr(extent)
+            stmt = self.make_for(st, leaves[level], extent, content)
         if p == 0:
             stmt = S.seq([init, stmt])
         if top_guards:
@@ -1025,3 +1029,7 @@ def _pick(a: Expr, b: Expr, choose) -> Expr | None:
         return a if choose(d.value, 0) == d.value else b
     return None
 
+
+def _reads_tensor(e: Expr) -> bool:
+    """Whether ``e`` reads a te tensor (a loop extent or guard that depends on data)."""
+    return any(isinstance(x, E.TensorLoad) for x in E.walk(e))
