@@ -49,7 +49,8 @@ LAYERS: list[set[str]] = [
     {"measure", "database", "cost_model"},  # beside each other: none imports another
     {"search"},
     {"relay"},
-    {"auto_scheduler", "autotvm"},  # TVM's tuning names over the search, the database and relay
+    # TVM's tuning names over the search, the database and relay; TOPI's operators over te and relay's computes
+    {"auto_scheduler", "autotvm", "topi"},
     {"cli"},
 ]
 MUTUAL = {frozenset({"te", "tir"})}  # same layer and allowed to import each other
@@ -201,7 +202,8 @@ RELAY_LAYERS: list[set[str]] = [
     {"op"},  # the registry, every op's compute and default schedules, constant evaluation
     {"dataflow_pattern"},  # patterns name registered ops
     {"transform"},  # passes, layouts, partitioning
-    {"backend", "frontend", "testing"},  # build and external compilers; the ONNX importer; TVM's test networks
+    # build and external compilers; the ONNX importer; TVM's test networks; the weight-dependent rewrites
+    {"backend", "frontend", "testing", "data_dep_optimization"},
 ]
 #: relay imports against its internal order, each with its reason (none today)
 RELAY_KNOWN: dict[tuple[str, str], str] = {}

@@ -28,6 +28,7 @@ import numpy as np
 from autosched.isa import target_features
 from autosched.process import WorkerProcess, describe_exit
 from autosched.shipment import task_state, workload_shipment
+from autosched.workloads import get_workload
 from autosched.workloads.reference import get_reference
 
 log = logging.getLogger("autosched.measure")
@@ -80,6 +81,9 @@ def make_inputs(task: Any, seed: int = 0) -> list[np.ndarray]:
     arrays = [_random_array(rng, _shape_of(t), np.dtype(t.dtype)) for t in tensors[:-1]]
     out = tensors[-1]
     arrays.append(np.zeros(_shape_of(out), dtype=out.dtype))
+    valid = get_workload(task.name).valid_inputs
+    if valid is not None:  # inputs the loops depend on (a sparse structure) made valid
+        valid(arrays, rng, **task.args)
     return arrays
 
 

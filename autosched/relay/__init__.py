@@ -141,7 +141,8 @@ def bind_params_by_name(func: Function, params: dict[str, Any]) -> Function:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("frontend", "testing"):  # the ONNX importer; TVM's networks in relay: loaded when first used
+    # the ONNX importer, TVM's networks, the weight-dependent rewrites (sparse layers): loaded when first used
+    if name in ("frontend", "testing", "data_dep_optimization"):
         return importlib.import_module(f"autosched.relay.{name}")
     raise AttributeError(f"module 'autosched.relay' has no attribute {name!r}")
 

@@ -22,6 +22,9 @@ class Workload:
     doc: str = ""
     schedules: dict[str, Callable] = field(default_factory=dict)  # target kind -> fn(sch, tensors, **args)
     label: Callable[..., str] | None = None  # fn(**args) -> a short name for people (progress, reports)
+    # fn(arrays, rng, **args): make in place the measurement inputs whose values the kernel's loops depend on
+    # valid (a sparse weight's structure: random integers would index out of bounds); None: any values do
+    valid_inputs: Callable[..., None] | None = None
     # fn(args) -> args with target-dependent defaults filled in (a layout's block size, say), run under the
     # task's target: a task's args are then explicit, and the record says what was built
     fill: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -159,7 +162,7 @@ def register_workload(name: str | Callable | None = None, override: bool = False
         old = _WORKLOADS.get(wname)
         wl = Workload(wname, func, params, inspect.getdoc(func) or "", fill=fill, ranges=dict(ranges or {}))
         if old is not None:
-            wl.schedules, wl.label = old.schedules, old.label
+            wl.schedules, wl.label, wl.valid_inputs = old.schedules, old.label, old.valid_inputs
         _WORKLOADS[wname] = wl
         func.workload_name = wname  # type: ignore[attr-defined]
         return func

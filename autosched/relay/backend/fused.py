@@ -159,6 +159,20 @@ def _label(graph: str = _DEFAULT) -> str:
 get_workload("relay.fused").label = _label
 
 
+def _valid_inputs(arrays: list, rng: Any, graph: str = _DEFAULT) -> None:
+    """Measurement inputs of a kernel made valid for the ops whose loops read them (``nn.sparse_dense``'s
+    structure): each such op's ``valid_inputs`` attribute, ``fn(args, rng)`` over its arguments' arrays (None
+    for an argument that is not a kernel input), fills them in place."""
+    desc = json.loads(graph)
+    for name, _attrs, args in desc["nodes"]:
+        fn = _op.get_op_attr(name, "valid_inputs")
+        if fn is not None:
+            fn([arrays[r[1]] if r[0] == "i" else None for r in args], rng)
+
+
+get_workload("relay.fused").valid_inputs = _valid_inputs
+
+
 @register_schedule("relay.fused")
 def relay_fused_cpu(sch: Any, tensors: list, graph: str, **_: Any) -> None:
     """The anchor op's default schedule with the epilogue in its loops, or a parallel vectorized nest."""

@@ -29,8 +29,9 @@ from autosched.relay.op.nn.nn import (
     softmax,
     upsampling,
 )
+from autosched.relay.op.nn.sparse import sparse_dense
 
 __all__ = ["_nn", "avg_pool2d", "avg_pool3d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv1d",
            "conv2d", "conv2d_transpose", "conv3d", "conv3d_transpose", "dense", "dilate", "dropout",
            "global_avg_pool2d", "global_max_pool2d", "layer_norm", "leaky_relu", "log_softmax", "lrn", "matmul",
-           "max_pool2d", "max_pool3d", "pad", "prelu", "relu", "softmax", "upsampling"]
+           "max_pool2d", "max_pool3d", "pad", "prelu", "relu", "softmax", "sparse_dense", "upsampling"]
