@@ -413,6 +413,12 @@ def _rows_per_block(sch: Any, out: te.Tensor, reds: list, nt: int) -> None:
     threadIdx.y while they are reduced, on threadIdx.x when the results are stored."""
     shape = shape_of(out)
     axes = list(sch[out].op.axis)
+    if not axes:  # a reduction to one value: one block of threads, on a unit loop
+        block = sch[out].fuse()
+        sch[out].bind(block, "blockIdx.x")
+        for r in reds:
+            _cross_thread(sch, r, out, block, nt)
+        return
     c = max((d for d, n in enumerate(shape) if n > 1), default=len(shape) - 1)
     ry = shape[c] if shape[c] <= min(nt, 1024 // nt) else divisor(shape[c], max(1, min(nt, ROW_THREADS // nt)))
     co, ci = sch[out].split(axes[c], factor=ry)
