@@ -25,6 +25,7 @@ import shlex
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 KINDS = ("llvm", "cuda")
@@ -502,3 +503,14 @@ def check_target(spec: str | Target) -> Target:
                 else f"; LLVM {llvm_version()} knows {len(known)} CPUs, e.g. {', '.join(known[:4])}")
         raise ValueError(f"-mcpu={cpu} is not a CPU LLVM knows for this target{hint}")
     return target
+
+
+def cuda(model: str = "unknown", arch: str | None = None, options: Sequence[str] | str | None = None) -> Target:
+    """TVM's ``tvm.target.cuda()``: a cuda target (``arch`` such as ``"sm_80"``; the GPU here's by default)."""
+    extra = [options] if isinstance(options, str) else list(options or [])
+    return Target(" ".join(["cuda"] + ([f"-arch={arch}"] if arch else []) + extra))
+
+
+def create(spec: str | Target) -> Target:
+    """TVM's older spelling of ``Target(spec)``."""
+    return Target(spec)

@@ -27,7 +27,8 @@ def test_devices_and_ndarrays():
     assert autosched.device("cuda", 0) == autosched.cuda(0) == autosched.gpu(0)
     assert autosched.cpu(0).device_type_code == 1 and autosched.cuda(0).device_type_code == 2
     with pytest.raises(ValueError, match="unknown device"):
-        autosched.device("metal", 0)
+        autosched.device("tpu", 0)
+    assert not autosched.device("metal", 0).exist  # TVM's other devices: names, never present
     src = np.arange(6, dtype="float32").reshape(2, 3)
     a = autosched.nd.array(src, dev)
     src[0, 0] = 100  # nd.array copies

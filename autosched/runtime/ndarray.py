@@ -16,11 +16,15 @@ import numpy as np
 
 from autosched.runtime.cuda_driver import cuda_available, device_info
 
-#: TVM's (DLPack's) device type codes
-_TYPE_CODES = {"cpu": 1, "cuda": 2}
+#: TVM's (DLPack's) device type codes; the kinds after cuda are TVM's other devices, which autosched does not
+#: run kernels on: their devices exist as names (TVM's tests make one before asking whether it is enabled) and
+#: are never present
+_TYPE_CODES = {"cpu": 1, "cuda": 2, "opencl": 4, "vulkan": 7, "metal": 8, "vpi": 9, "rocm": 10, "ext_dev": 12,
+               "hexagon": 14, "webgpu": 15}
+_ABSENT = {"opencl", "vulkan", "metal", "vpi", "rocm", "ext_dev", "hexagon", "webgpu"}
 #: the names a device (or a target kind) goes by
 _ALIASES = {"cpu": "cpu", "llvm": "cpu", "c": "cpu", "stackvm": "cpu", "cuda": "cuda", "gpu": "cuda",
-            "nvptx": "cuda"}
+            "nvptx": "cuda", "cl": "opencl", "mtl": "metal", **{k: k for k in _ABSENT}}
 
 
 class Device:
@@ -32,7 +36,7 @@ class Device:
         if isinstance(device_type, int):
             names = {v: k for k, v in _TYPE_CODES.items()}
             if device_type not in names:
-                raise ValueError(f"unknown device type code {device_type} (cpu is 1, cuda is 2)")
+                raise ValueError(f"unknown device type code {device_type} (cpu is 1, cuda is 2, others TVM's)")
             kind = names[device_type]
         else:
             key = str(device_type).split()[0].lower()
@@ -52,7 +56,7 @@ class Device:
         """Whether this device is present on this machine."""
         if self.device_type == "cpu":
             return self.device_id == 0
-        return cuda_available()
+        return self.device_type == "cuda" and cuda_available()
 
     @property
     def compute_version(self) -> str | None:
@@ -60,6 +64,8 @@ class Device:
         on a machine without one raises the driver's error."""
         if self.device_type == "cpu":
             return None
+        if self.device_type in _ABSENT:
+            raise ValueError(f"{self.device_type}: autosched runs kernels on the cpu (llvm) and on cuda only")
         digits = device_info()[1].removeprefix("sm_").rstrip("a")
         return f"{digits[:-1]}.{digits[-1]}"
 
@@ -102,6 +108,8 @@ class NDArray:
     def __init__(self, array: np.ndarray, dev: Device | None = None):
         if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
             raise TypeError("NDArray wraps a C-contiguous numpy array; use autosched.nd.array(...) to make one")
+        if dev is not None and dev.device_type in _ABSENT:
+            raise ValueError(f"no array on {dev}: autosched runs kernels on the cpu (llvm) and on cuda only")
         self._array = array
         self.device = dev if dev is not None else cpu(0)
 

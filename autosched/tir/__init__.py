@@ -64,6 +64,7 @@ from autosched.te.expr import (
     truncdiv,
     truncmod,
 )
+from autosched.te.expr import Expr as PrimExpr  # TVM's name of the expressions' base class
 from autosched.te.expr import TensorLoad as ProducerLoad
 from autosched.tir import ir_builder, stmt_functor
 from autosched.tir.extern import call_extern, call_intrin, call_packed, decl_buffer
@@ -84,13 +85,11 @@ from autosched.tir.stmt import (
 
 __all__ = [
     "EQ", "GE", "GT", "LE", "LT", "NE", "Add", "And", "Call", "Cast", "Div", "Expr", "FloatImm", "FloorDiv",
-    "FloorMod", "IntImm", "Let", "Max", "Min", "Mul", "Not", "Or", "ProducerLoad", "Reduce", "Select", "Sub", "Var",
-    "abs", "cos", "erf", "isinf", "isnan", "round", "sin",
-    "all", "any", "cast", "ceil", "const", "exp", "floor", "floordiv", "floormod", "if_then_else", "indexdiv",
-    "indexmod", "log", "max_value", "min_value", "power", "reinterpret", "sigmoid", "sqrt", "tanh", "truncdiv",
-    "truncmod",
-    "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "shift_left", "shift_right",
-    "Allocate", "Buffer", "BufferLoad", "BufferStore", "For", "IfThenElse", "LetStmt", "PrimFunc", "SeqStmt", "Stmt",
-    "stmt_functor",
-    "BufferRef", "Evaluate", "call_extern", "call_intrin", "call_packed", "decl_buffer", "ir_builder",
+    "FloorMod", "IntImm", "Let", "Max", "Min", "Mul", "Not", "Or", "PrimExpr", "ProducerLoad", "Reduce", "Select",
+    "Sub", "Var", "abs", "cos", "erf", "isinf", "isnan", "round", "sin", "all", "any", "cast", "ceil", "const",
+    "exp", "floor", "floordiv", "floormod", "if_then_else", "indexdiv", "indexmod", "log", "max_value", "min_value",
+    "power", "reinterpret", "sigmoid", "sqrt", "tanh", "truncdiv", "truncmod", "bitwise_and", "bitwise_not",
+    "bitwise_or", "bitwise_xor", "shift_left", "shift_right", "Allocate", "Buffer", "BufferLoad", "BufferStore",
+    "For", "IfThenElse", "LetStmt", "PrimFunc", "SeqStmt", "Stmt", "stmt_functor", "BufferRef", "Evaluate",
+    "call_extern", "call_intrin", "call_packed", "decl_buffer", "ir_builder",
 ]
