@@ -69,6 +69,10 @@ def __getattr__(name: str):
         import autosched.auto_scheduler as auto_scheduler
 
         return auto_scheduler
+    if name == "topi":  # TVM's operator inventory: te operators over relay's computes and default schedules
+        import autosched.topi as topi
+
+        return topi
     if name == "autotvm":  # TVM's autotvm names over the template spaces and the search
         import autosched.autotvm as autotvm
 

@@ -67,42 +67,42 @@ class Expr:
         extra = getattr(self, "__dict__", None)
         return (extra or None, state)
 
-    # arithmetic
+    # arithmetic (a te.Tensor operand, which has its own operators once TOPI is imported, is left to them)
     def __add__(self, o):
-        return _arith(Add, self, o)
+        return NotImplemented if _defers(o) else _arith(Add, self, o)
 
     def __radd__(self, o):
-        return _arith(Add, o, self)
+        return NotImplemented if _defers(o) else _arith(Add, o, self)
 
     def __sub__(self, o):
-        return _arith(Sub, self, o)
+        return NotImplemented if _defers(o) else _arith(Sub, self, o)
 
     def __rsub__(self, o):
-        return _arith(Sub, o, self)
+        return NotImplemented if _defers(o) else _arith(Sub, o, self)
 
     def __mul__(self, o):
-        return _arith(Mul, self, o)
+        return NotImplemented if _defers(o) else _arith(Mul, self, o)
 
     def __rmul__(self, o):
-        return _arith(Mul, o, self)
+        return NotImplemented if _defers(o) else _arith(Mul, o, self)
 
     def __truediv__(self, o):
-        return _div(self, o)
+        return NotImplemented if _defers(o) else _div(self, o)
 
     def __rtruediv__(self, o):
-        return _div(o, self)
+        return NotImplemented if _defers(o) else _div(o, self)
 
     def __floordiv__(self, o):
-        return _arith(FloorDiv, self, o)
+        return NotImplemented if _defers(o) else _arith(FloorDiv, self, o)
 
     def __rfloordiv__(self, o):
-        return _arith(FloorDiv, o, self)
+        return NotImplemented if _defers(o) else _arith(FloorDiv, o, self)
 
     def __mod__(self, o):
-        return _arith(FloorMod, self, o)
+        return NotImplemented if _defers(o) else _arith(FloorMod, self, o)
 
     def __rmod__(self, o):
-        return _arith(FloorMod, o, self)
+        return NotImplemented if _defers(o) else _arith(FloorMod, o, self)
 
     def __neg__(self):
         return _arith(Sub, const(0, self.dtype), self)
@@ -672,6 +672,11 @@ def _promote(a: Any, b: Any) -> tuple[Expr, Expr]:
 
 def _bits(dtype: str) -> int:
     return 1 if dtype == "bool" else int("".join(ch for ch in dtype if ch.isdigit()))
+
+
+def _defers(o: Any) -> bool:
+    """Whether ``o``'s own operators compute the result (a te.Tensor: ``n + A`` is a tensor, TOPI's broadcast)."""
+    return getattr(type(o), "defers_arithmetic", False)
 
 
 def _arith(cls: type, a: Any, b: Any) -> Expr:

@@ -169,6 +169,9 @@ class ComputeOp(Operation):
 class Tensor:
     """The output of an operation; ``T[i, j]`` reads it inside a compute."""
 
+    #: an expression's ``+ - * /`` with a tensor operand leave it to the tensor's operators (TOPI's broadcast)
+    defers_arithmetic = True
+
     def __init__(self, op: Operation, value_index: int = 0):
         self.op = op
         self.value_index = value_index

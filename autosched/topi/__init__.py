@@ -1,0 +1,111 @@
+"""TVM's operator inventory (TOPI) over autosched's te: operators that build te computations, and their default
+schedules, under TVM's names, so that te code written with ``from tvm import topi`` runs.
+
+    C = topi.nn.relu(topi.nn.conv2d_nchw(data, kernel, 1, 1, 1))
+    s = topi.generic.schedule_conv2d_nchw([C])     # the CPU's default loop nest (or topi.cuda.* for a GPU)
+
+Elementwise, broadcast and reduction operators are written here and take symbolic (``te.var``) shapes; the
+others are computed by relay's registered computes (constant shapes), so a TOPI convolution and a relay one are
+the same computation with the same default schedule and tuning space. Importing TOPI gives ``te.Tensor`` its
+arithmetic operators (``A + B`` broadcasts), as in TVM. See docs/coming_from_tvm.md.
+"""
+
+from __future__ import annotations
+
+from autosched.topi import cuda, generic, nn, sparse, tag, testing, utils, x86
+from autosched.topi.broadcast import (
+    add,
+    bitwise_and,
+    bitwise_or,
+    bitwise_xor,
+    broadcast_to,
+    divide,
+    equal,
+    floor_divide,
+    floor_mod,
+    greater,
+    greater_equal,
+    left_shift,
+    less,
+    less_equal,
+    logical_and,
+    logical_or,
+    logical_xor,
+    maximum,
+    minimum,
+    mod,
+    multiply,
+    not_equal,
+    power,
+    right_shift,
+    subtract,
+)
+from autosched.topi.math import (  # noqa: A004 - TOPI's names
+    abs,
+    bitwise_not,
+    cast,
+    ceil,
+    clip,
+    cos,
+    elemwise_sum,
+    erf,
+    exp,
+    fast_erf,
+    fast_exp,
+    fast_tanh,
+    floor,
+    full,
+    full_like,
+    identity,
+    isfinite,
+    isinf,
+    isnan,
+    log,
+    log2,
+    log10,
+    logical_not,
+    negative,
+    reinterpret,
+    round,
+    rsqrt,
+    sigmoid,
+    sign,
+    sin,
+    sqrt,
+    tan,
+    tanh,
+    trunc,
+)
+from autosched.topi.reduction import all, any, argmax, argmin, max, min, prod, sum  # noqa: A004
+from autosched.topi.transform import (
+    arange,
+    concatenate,
+    expand_dims,
+    flip,
+    layout_transform,
+    matmul,
+    repeat,
+    reshape,
+    split,
+    squeeze,
+    stack,
+    strided_slice,
+    take,
+    tile,
+    transpose,
+    where,
+)
+
+broadcast_add, broadcast_sub, broadcast_mul, broadcast_div = add, subtract, multiply, divide  # TVM's old names
+
+__all__ = ["abs", "add", "all", "annotations", "any", "arange", "argmax", "argmin", "bitwise_and", "bitwise_not",
+           "bitwise_or", "bitwise_xor", "broadcast_add", "broadcast_div", "broadcast_mul", "broadcast_sub",
+           "broadcast_to", "cast", "ceil", "clip", "concatenate", "cos", "cuda", "divide", "elemwise_sum", "equal",
+           "erf", "exp", "expand_dims", "fast_erf", "fast_exp", "fast_tanh", "flip", "floor", "floor_divide",
+           "floor_mod", "full", "full_like", "generic", "greater", "greater_equal", "identity", "isfinite", "isinf",
+           "isnan", "layout_transform", "left_shift", "less", "less_equal", "log", "log10", "log2", "logical_and",
+           "logical_not", "logical_or", "logical_xor", "matmul", "max", "maximum", "min", "minimum", "mod",
+           "multiply", "negative", "nn", "not_equal", "power", "prod", "reinterpret", "repeat", "reshape",
+           "right_shift", "round", "rsqrt", "sigmoid", "sign", "sin", "sparse", "split", "sqrt", "squeeze", "stack",
+           "strided_slice", "subtract", "sum", "tag", "take", "tan", "tanh", "testing", "tile", "transpose", "trunc",
+           "utils", "where", "x86"]

@@ -1,0 +1,11 @@
+"""TOPI's ``topi.cuda``: the GPU's default schedules (thread mapping, shared tiles; for the ``cuda`` target in
+scope, as TVM's are called inside ``with tvm.target.Target("cuda")``) and the operators under their cuda
+names."""
+
+from autosched.topi.nn import conv2d_nchw, dense, depthwise_conv2d_nchw  # noqa: F401
+from autosched.topi.schedule import default_schedule, schedules_module  # noqa: F401
+
+schedules_module(globals(), "cuda")
+dense_small_batch = dense_large_batch = dense
+schedule_dense_small_batch = schedule_dense_large_batch = globals()["schedule_dense"]
+

@@ -1,0 +1,209 @@
+"""TOPI's neural-network operators (``topi.nn``): convolutions, dense, pooling, softmax and friends, computed as
+relay's ops compute them (constant shapes), so they take relay's default schedules (``topi.generic``,
+``topi.x86``, ``topi.cuda``) and tuning spaces; the activations are elementwise and take symbolic shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from autosched import relay, te
+from autosched.errors import AutoschedError
+from autosched.topi import tag
+from autosched.topi._relay import lower_call
+from autosched.topi.nn.utils import get_pad_tuple
+
+
+def _out_dtype(out_dtype: str | None, data: te.Tensor) -> str:
+    return "" if out_dtype in (None, "", data.dtype) else str(out_dtype)
+
+
+def _pad4(padding: Any, kernel: Sequence[int]) -> tuple[int, int, int, int]:
+    if isinstance(padding, str) or isinstance(padding, int) or len(padding) in (1, 2, 4):
+        return get_pad_tuple(padding, kernel)
+    raise AutoschedError(f"topi: padding {padding!r} is an int, (h, w), (top, left, bottom, right), SAME or VALID")
+
+
+def conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any, dilation: Any,  # noqa: N803
+                out_dtype: str | None = None) -> te.Tensor:
+    """2-D convolution of NCHW data by an OIHW filter (groups from the channel counts)."""
+    kh, kw = (int(d) for d in Filter.shape[2:])
+    groups = int(Input.shape[1]) // int(Filter.shape[1]) if int(Filter.shape[1]) else 1
+    pad = _pad4(padding, (kh, kw))
+    return lower_call("nn.conv2d_nchw", [Input, Filter], lambda d, w: relay.nn.conv2d(
+        d, w, strides=stride, padding=pad, dilation=dilation, groups=groups,
+        out_dtype=_out_dtype(out_dtype, Input)))
+
+
+def conv2d_nhwc(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any, dilation: Any,  # noqa: N803
+                out_dtype: str | None = "float32") -> te.Tensor:
+    """2-D convolution of NHWC data by an HWIO filter (computed in NCHW between transposes, as relay does)."""
+    kh, kw = (int(d) for d in Filter.shape[:2])
+    pad = _pad4(padding, (kh, kw))
+    return lower_call("nn.conv2d_nhwc", [Input, Filter], lambda d, w: relay.nn.conv2d(
+        d, w, strides=stride, padding=pad, dilation=dilation, data_layout="NHWC", kernel_layout="HWIO",
+        out_dtype=_out_dtype(out_dtype, Input)))
+
+
+def conv2d(input: te.Tensor, filter: te.Tensor, strides: Any, padding: Any, dilation: Any,  # noqa: A002
+           layout: str = "NCHW", out_dtype: str | None = None) -> te.Tensor:
+    """2-D convolution in ``layout`` NCHW (OIHW filter) or NHWC (HWIO filter)."""
+    if layout == "NCHW":
+        return conv2d_nchw(input, filter, strides, padding, dilation, out_dtype)
+    if layout == "NHWC":
+        return conv2d_nhwc(input, filter, strides, padding, dilation, out_dtype)
+    raise AutoschedError(f"topi.nn.conv2d: layout {layout!r} is not NCHW or NHWC")
+
+
+def depthwise_conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any,  # noqa: N803
+                          dilation: Any, out_dtype: str | None = None) -> te.Tensor:
+    """Depthwise convolution of NCHW data by a [channels, multiplier, kh, kw] filter."""
+    c, mult, kh, kw = (int(d) for d in Filter.shape)
+    pad = _pad4(padding, (kh, kw))
+    return lower_call("nn.depthwise_conv2d_nchw", [Input, Filter], lambda d, w: relay.nn.conv2d(
+        d, relay.reshape(w, (c * mult, 1, kh, kw)), strides=stride, padding=pad, dilation=dilation, groups=c,
+        out_dtype=_out_dtype(out_dtype, Input)))
+
+
+def conv2d_transpose_nchw(Input: te.Tensor, Filter: te.Tensor, strides: Any, padding: Any,  # noqa: N803
+                          out_dtype: str | None = None, output_padding: Any = (0, 0)) -> te.Tensor:
+    """Transposed 2-D convolution of NCHW data by an IOHW filter."""
+    kh, kw = (int(d) for d in Filter.shape[2:])
+    pad = _pad4(padding, (kh, kw))
+    return lower_call("nn.conv2d_transpose_nchw", [Input, Filter], lambda d, w: relay.nn.conv2d_transpose(
+        d, w, strides=strides, padding=pad, output_padding=output_padding, out_dtype=_out_dtype(out_dtype, Input)))
+
+
+def dense(data: te.Tensor, weight: te.Tensor, bias: te.Tensor | None = None,
+          out_dtype: str | None = None) -> te.Tensor:
+    """``data @ weight.T`` (+ bias), weight [units, in]."""
+    od = _out_dtype(out_dtype, data)
+    if bias is None:
+        return lower_call("nn.dense", [data, weight], lambda d, w: relay.nn.dense(d, w, out_dtype=od))
+    return lower_call("nn.dense", [data, weight, bias],
+                      lambda d, w, b: relay.nn.bias_add(relay.nn.dense(d, w, out_dtype=od), b, axis=-1))
+
+
+def matmul(tensor_a: te.Tensor, tensor_b: te.Tensor, bias: te.Tensor | None = None, out_dtype: str | None = None,
+           transpose_a: bool = False, transpose_b: bool = False) -> te.Tensor:
+    """The 2-D matrix product, either operand transposed first (+ bias)."""
+    def build(a, b, *rest):
+        out = relay.nn.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b,
+                              out_dtype=_out_dtype(out_dtype, tensor_a))
+        return relay.nn.bias_add(out, rest[0], axis=-1) if rest else out
+
+    return lower_call("nn.matmul", [tensor_a, tensor_b] + ([bias] if bias is not None else []), build)
+
+
+def batch_matmul(tensor_a: te.Tensor, tensor_b: te.Tensor, oshape: Any = None, out_dtype: str | None = None,
+                 transpose_a: bool = False, transpose_b: bool = True) -> te.Tensor:
+    """Batched matrix products ``[b, m, k] x [b, n, k] -> [b, m, n]`` (TOPI's default: the second transposed)."""
+    return lower_call("nn.batch_matmul", [tensor_a, tensor_b], lambda a, b: relay.nn.batch_matmul(
+        a, b, out_dtype=_out_dtype(out_dtype, tensor_a), transpose_a=transpose_a, transpose_b=transpose_b))
+
+
+def relu(x: te.Tensor) -> te.Tensor:
+    """max(x, 0)."""
+    return te.compute(x.shape, lambda *i: te.maximum(x(*i), te.const(0, x.dtype)), name="relu", tag=tag.ELEMWISE)
+
+
+def leaky_relu(x: te.Tensor, alpha: float) -> te.Tensor:
+    """x where positive, else alpha * x."""
+    a = te.const(alpha, x.dtype)
+    return te.compute(x.shape, lambda *i: te.if_then_else(x(*i) > te.const(0, x.dtype), x(*i), x(*i) * a),
+                      name="leaky_relu", tag=tag.ELEMWISE)
+
+
+def prelu(x: te.Tensor, slope: te.Tensor, axis: int = 1) -> te.Tensor:
+    """x where positive, else slope[channel] * x (the channel on ``axis``)."""
+    ax = axis % len(x.shape)
+    return te.compute(x.shape, lambda *i: te.if_then_else(x(*i) > te.const(0, x.dtype), x(*i), x(*i) * slope(i[ax])),
+                      name="prelu", tag=tag.BROADCAST)
+
+
+def softmax(x: te.Tensor, axis: int = -1) -> te.Tensor:
+    """exp(x) / sum(exp(x)) along ``axis`` (less the maximum first)."""
+    return lower_call("nn.softmax", [x], lambda d: relay.nn.softmax(d, axis))
+
+
+def log_softmax(x: te.Tensor, axis: int = -1) -> te.Tensor:
+    """x - log(sum(exp(x))) along ``axis``."""
+    return lower_call("nn.log_softmax", [x], lambda d: relay.nn.log_softmax(d, axis))
+
+
+def pool2d(data: te.Tensor, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
+           padding: Sequence[int], pool_type: str, ceil_mode: bool = False, layout: str = "NCHW",
+           count_include_pad: bool = True) -> te.Tensor:
+    """Max or average pooling; ``padding`` (top, left, bottom, right)."""
+    if pool_type == "max":
+        return lower_call("nn.pool2d", [data], lambda d: relay.nn.max_pool2d(
+            d, kernel, stride, dilation, tuple(padding), layout=layout, ceil_mode=ceil_mode))
+    if pool_type == "avg":
+        return lower_call("nn.pool2d", [data], lambda d: relay.nn.avg_pool2d(
+            d, kernel, stride, dilation, tuple(padding), layout=layout, ceil_mode=ceil_mode,
+            count_include_pad=count_include_pad))
+    raise AutoschedError(f"topi.nn.pool2d: pool_type {pool_type!r} is not max or avg")
+
+
+def global_pool(data: te.Tensor, pool_type: str, layout: str = "NCHW") -> te.Tensor:
+    """Max or average over each image's pixels (kept as 1 x 1)."""
+    if pool_type not in ("max", "avg"):
+        raise AutoschedError(f"topi.nn.global_pool: pool_type {pool_type!r} is not max or avg")
+    fn = relay.nn.global_max_pool2d if pool_type == "max" else relay.nn.global_avg_pool2d
+    return lower_call("nn.global_pool", [data], lambda d: fn(d, layout=layout))
+
+
+def pad(data: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int] | None = None,
+        pad_value: float = 0.0, name: str = "PadInput") -> te.Tensor:
+    """``data`` padded with ``pad_value``: ``pad_before[k]`` elements before axis k, ``pad_after[k]`` after."""
+    after = pad_before if pad_after is None else pad_after
+    if len(pad_before) != len(data.shape) or len(after) != len(data.shape):
+        raise AutoschedError(f"topi.nn.pad: {len(data.shape)} dimensions need as many pads before and after, got "
+                             f"{list(pad_before)} and {list(after)}")
+    return lower_call("nn.pad", [data], lambda d: relay.nn.pad(d, [(int(b), int(a)) for b, a in zip(pad_before, after)],
+                                                              pad_value))
+
+
+def flatten(data: te.Tensor) -> te.Tensor:
+    """``[n, ...]`` as ``[n, the rest]``."""
+    return lower_call("nn.flatten", [data], lambda d: relay.nn.batch_flatten(d))
+
+
+def upsampling(data: te.Tensor, scale_h: int, scale_w: int, layout: str = "NCHW",
+               method: str = "nearest_neighbor", align_corners: bool = False) -> te.Tensor:
+    """Nearest-neighbour upsampling by integer factors."""
+    return lower_call("nn.upsampling", [data], lambda d: relay.nn.upsampling(d, scale_h, scale_w, layout, method,
+                                                                            align_corners))
+
+
+def dilate(data: te.Tensor, strides: Sequence[int], dilation_value: float = 0.0,
+           name: str = "DilatedInput") -> te.Tensor:
+    """``data`` with ``strides[k] - 1`` values inserted between neighbours on axis k."""
+    return lower_call("nn.dilate", [data], lambda d: relay.nn.dilate(d, strides, dilation_value))
+
+
+def lrn(data: te.Tensor, size: int, axis: int = 1, alpha: float = 0.0001, beta: float = 0.75,
+        bias: float = 2.0) -> te.Tensor:
+    """Local response normalisation across ``size`` neighbouring channels."""
+    return lower_call("nn.lrn", [data], lambda d: relay.nn.lrn(d, size, axis, bias, alpha, beta))
+
+
+def layer_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, axis: int = -1,
+               epsilon: float = 1e-5) -> te.Tensor:
+    """(x - mean) / sqrt(var + epsilon) * gamma + beta over ``axis``."""
+    return lower_call("nn.layer_norm", [data, gamma, beta],
+                      lambda d, g, b: relay.nn.layer_norm(d, g, b, axis=axis, epsilon=epsilon))
+
+
+def sparse_dense(dense_data: te.Tensor, sparse_data: te.Tensor, sparse_indices: te.Tensor,
+                 sparse_indptr: te.Tensor, sparse_lhs: bool = False) -> te.Tensor:
+    """``dense_data @ W.T`` for a sparse W in BSR (data [blocks, bs_r, bs_c]) or CSR (data [nonzeros]); the
+    kernel reads the structure, so one build serves every weight with as many blocks."""
+    return lower_call("nn.sparse_dense", [dense_data, sparse_data, sparse_indices, sparse_indptr],
+                      lambda x, d, i, p: relay.nn.sparse_dense(x, (d, i, p), sparse_lhs=sparse_lhs))
+
+
+__all__ = ["batch_matmul", "conv2d", "conv2d_nchw", "conv2d_nhwc", "conv2d_transpose_nchw", "dense",
+           "depthwise_conv2d_nchw", "dilate", "flatten", "get_pad_tuple", "global_pool", "layer_norm", "leaky_relu",
+           "log_softmax", "lrn", "matmul", "pad", "pool2d", "prelu", "relu", "softmax", "sparse_dense",
+           "upsampling"]

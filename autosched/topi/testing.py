@@ -1,0 +1,143 @@
+"""TOPI's ``topi.testing``: numpy references for checking te computations (convolutions with groups, dilation
+and asymmetric padding; softmax, batch_matmul, dilation, pooling), and the schedule functions of a target."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from autosched.target import Target
+from autosched.topi import cuda, generic, nn
+from autosched.topi.nn.utils import get_pad_tuple
+
+
+def _schedules(target: str | Target) -> Any:
+    return cuda if Target(target).kind == "cuda" else generic
+
+
+def get_elemwise_schedule(target: str | Target) -> Any:
+    """The elementwise schedule function for ``target`` (TVM's dispatch by target in its tests)."""
+    return _schedules(target).schedule_elemwise
+
+
+def get_broadcast_schedule(target: str | Target) -> Any:
+    """The broadcast schedule function for ``target``."""
+    return _schedules(target).schedule_broadcast
+
+
+def get_injective_schedule(target: str | Target) -> Any:
+    """The injective schedule function for ``target``."""
+    return _schedules(target).schedule_injective
+
+
+def get_reduce_schedule(target: str | Target) -> Any:
+    """The reduction schedule function for ``target``."""
+    return _schedules(target).schedule_reduce
+
+
+def get_conv2d_nchw_implement(target: str | Target) -> tuple[Any, Any]:
+    """``(compute, schedule)`` of an NCHW convolution for ``target``."""
+    return nn.conv2d_nchw, _schedules(target).schedule_conv2d_nchw
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (int(v), int(v)) if isinstance(v, (int, np.integer)) else (int(v[0]), int(v[1]))
+
+
+def _conv_nchw(a: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: Any, groups: int) -> np.ndarray:
+    sh, sw = _pair(stride)
+    dh, dw = _pair(dilation)
+    o, ig, kh, kw = w.shape
+    pt, pl, pb, pr = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
+    x = np.pad(a.astype("float64"), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    win = sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
+    n, c, oh, ow = win.shape[:4]
+    og = o // groups
+    out = np.empty((n, o, oh, ow))
+    for g in range(groups):
+        out[:, g * og:(g + 1) * og] = np.einsum("nchwij,ocij->nohw", win[:, g * ig:(g + 1) * ig],
+                                                w[g * og:(g + 1) * og].astype("float64"))
+    return out.astype(a.dtype)
+
+
+def conv2d_nchw_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any, groups: int = 1,
+                       dilation: Any = 1) -> np.ndarray:
+    """NCHW data by an OIHW filter."""
+    return _conv_nchw(a_np, w_np, stride, padding, dilation, groups)
+
+
+def conv2d_nhwc_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any, groups: int = 1,
+                       dilation: Any = 1) -> np.ndarray:
+    """NHWC data by an HWIO filter."""
+    out = _conv_nchw(a_np.transpose(0, 3, 1, 2), w_np.transpose(3, 2, 0, 1), stride, padding, dilation, groups)
+    return out.transpose(0, 2, 3, 1)
+
+
+def depthwise_conv2d_python_nchw(input_np: np.ndarray, filter_np: np.ndarray, stride: Any,
+                                 padding: Any) -> np.ndarray:
+    """NCHW data by a [channels, multiplier, kh, kw] filter."""
+    c, m, kh, kw = filter_np.shape
+    return _conv_nchw(input_np, filter_np.reshape(c * m, 1, kh, kw), stride, padding, 1, c)
+
+
+def dilate_python(input_np: np.ndarray, strides: Sequence[int], dilation_value: float = 0.0) -> np.ndarray:
+    """``strides[k] - 1`` values inserted between neighbours on axis k."""
+    shape = tuple((d - 1) * s + 1 for d, s in zip(input_np.shape, strides))
+    out = np.full(shape, dilation_value, dtype=input_np.dtype)
+    out[tuple(slice(None, None, s) for s in strides)] = input_np
+    return out
+
+
+def conv2d_transpose_nchw_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any,
+                                 output_padding: Any = (0, 0)) -> np.ndarray:
+    """The transposed convolution of NCHW data by an IOHW filter: the input dilated by the strides and
+    convolved with the flipped filter."""
+    sh, sw = _pair(stride)
+    oph, opw = _pair(output_padding)
+    _, _, kh, kw = w_np.shape
+    pt, pl, pb, pr = get_pad_tuple(padding, (kh, kw))
+    x = dilate_python(a_np, (1, 1, sh, sw))
+    x = np.pad(x, ((0, 0), (0, 0), (kh - 1 - pt, kh - 1 - pb + oph), (kw - 1 - pl, kw - 1 - pr + opw)))
+    w = w_np[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+    return _conv_nchw(x, np.ascontiguousarray(w), 1, 0, 1, 1)
+
+
+def softmax_python(a_np: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Softmax along ``axis``."""
+    e = np.exp(a_np - a_np.max(axis=axis, keepdims=True))
+    return (e / e.sum(axis=axis, keepdims=True)).astype(a_np.dtype)
+
+
+def log_softmax_python(a_np: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Log-softmax along ``axis``."""
+    s = a_np - a_np.max(axis=axis, keepdims=True)
+    return (s - np.log(np.exp(s).sum(axis=axis, keepdims=True))).astype(a_np.dtype)
+
+
+def batch_matmul(x: np.ndarray, y: np.ndarray, out_dtype: str | None = None, trans_x: bool = False,
+                 trans_y: bool = True) -> np.ndarray:
+    """``[b, m, k] x [b, n, k]`` (with TOPI's defaults) batched products."""
+    a = x.transpose(0, 2, 1) if trans_x else x
+    b = y.transpose(0, 2, 1) if trans_y else y
+    return np.matmul(a, b).astype(out_dtype or x.dtype)
+
+
+def pool2d_nchw_python(a_np: np.ndarray, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+                       pool_type: str, count_include_pad: bool = True) -> np.ndarray:
+    """Max or average pooling of NCHW data; ``padding`` (top, left, bottom, right)."""
+    kh, kw = kernel
+    sh, sw = stride
+    pt, pl, pb, pr = padding
+    fill = -np.inf if pool_type == "max" else 0.0
+    x = np.pad(a_np.astype("float64"), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
+    win = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
+    if pool_type == "max":
+        return win.max(axis=(4, 5)).astype(a_np.dtype)
+    if count_include_pad:
+        return win.mean(axis=(4, 5)).astype(a_np.dtype)
+    ones = np.pad(np.ones(a_np.shape[2:]), ((pt, pb), (pl, pr)))
+    counts = sliding_window_view(ones, (kh, kw))[::sh, ::sw].sum(axis=(2, 3))
+    return (win.sum(axis=(4, 5)) / counts).astype(a_np.dtype)

@@ -1,0 +1,67 @@
+"""TOPI's helpers for te code: constant shapes as Python ints, and walking a computation's stages."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from autosched import te
+from autosched.errors import AutoschedError
+from autosched.te.expr import IntImm
+from autosched.tir.arith import simplify
+from autosched.topi.tag import is_injective
+
+
+def get_const_int(expr: Any) -> int:
+    """``expr`` as a Python int (an IntImm, or an expression that simplifies to one)."""
+    if isinstance(expr, int):
+        return expr
+    e = simplify(te.const(expr) if not isinstance(expr, te.expr.Expr) else expr)
+    if not isinstance(e, IntImm):
+        raise AutoschedError(f"expected a constant integer, got {expr}")
+    return int(e.value)
+
+
+def get_const_tuple(in_tuple: Sequence[Any]) -> tuple:
+    """A shape as a tuple of ints; a dimension that is not constant (a ``te.var``) stays as it is, as in TVM."""
+    out = []
+    for d in in_tuple:
+        try:
+            out.append(get_const_int(d))
+        except AutoschedError:
+            out.append(d)
+    return tuple(out)
+
+
+def is_static(shape: Sequence[Any]) -> bool:
+    """Whether every dimension of ``shape`` is a constant."""
+    return all(isinstance(d, int) for d in get_const_tuple(shape))
+
+
+def prod(shape: Sequence[Any]) -> Any:
+    """The product of a shape's dimensions (an expression if one is symbolic)."""
+    dims = get_const_tuple(shape)
+    if all(isinstance(d, int) for d in dims):
+        return math.prod(dims)
+    out: Any = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def traverse_inline(s: Any, final_op: Any, callback: Callable[[Any], None]) -> None:
+    """Call ``callback(op)`` on every compute op reachable from ``final_op`` (a Tensor or its op), producers
+    after consumers, inlining on the way those whose tag is injective (TVM's helper for writing schedules)."""
+    root = final_op.op if isinstance(final_op, te.Tensor) else final_op
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        op = stack.pop()
+        if id(op) in seen or not isinstance(op, te.ComputeOp):
+            continue
+        seen.add(id(op))
+        if is_injective(op.tag) and op is not root and not op.reduce_axis:
+            s[op].compute_inline()
+        callback(op)
+        stack.extend(t.op for t in op.input_tensors)

@@ -1,0 +1,9 @@
+"""TOPI's ``topi.x86``: the CPU's default schedules (the same functions as ``topi.generic``, a CPU target), and
+the operators under their x86 names."""
+
+from autosched.topi.nn import conv2d_nchw, conv2d_nhwc, dense, depthwise_conv2d_nchw  # noqa: F401
+from autosched.topi.schedule import default_schedule, schedules_module  # noqa: F401
+
+schedules_module(globals(), "llvm")
+dense_nopack = dense_pack = dense
+

@@ -1,0 +1,188 @@
+"""TOPI under TVM's names (autosched.topi): the operators build te computations that run and match numpy
+(the elementwise, broadcast and reduction ones over symbolic shapes too), te tensors get their arithmetic
+operators, the nn operators are relay's computes with relay's default schedules (CPU nests, cuda thread
+mappings whose PTX ptxas accepts), and TVM's test helpers (tvm.testing, topi.testing) choose targets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import autosched
+from autosched import te, topi
+from autosched.codegen.nvptx import ptxas_check, ptxas_path
+from autosched.errors import AutoschedError
+from autosched.target import Target
+
+RNG = np.random.default_rng(7)
+
+
+def run(sch, args, *arrays, out_shape=None, out_dtype="float32", extra=()):
+    """Build ``sch`` for the CPU and call it on ``arrays`` (+ scalar ``extra``); the output array."""
+    f = autosched.build(sch, args)
+    out = np.zeros(out_shape, dtype=out_dtype)
+    f(*arrays, out, *extra)
+    return out
+
+
+def test_symbolic_reduction_and_elementwise_run_on_any_shape():
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m), name="A")
+    C = topi.exp(topi.sum(A, axis=1, keepdims=True))
+    s = te.create_schedule(C.op)
+    f = autosched.build(s, [A, C, n, m])
+    for shape in ((3, 5), (1, 17)):
+        a = RNG.random(shape, dtype=np.float32)
+        c = np.zeros((shape[0], 1), "float32")
+        f(a, c, *shape)
+        np.testing.assert_allclose(c, np.exp(a.sum(1, keepdims=True)), rtol=1e-5)
+
+
+def test_tensor_operators_broadcast_with_tvms_tags():
+    n = te.var("n")
+    A = te.placeholder((), name="A")
+    B = te.placeholder((10, 5), name="B")
+    assert isinstance(n + A, te.Tensor) and isinstance(A + n, te.Tensor) and isinstance(2 + B, te.Tensor)
+    assert (B + 1).op.tag == topi.tag.ELEMWISE and (n * B).op.tag == topi.tag.ELEMWISE
+    assert (A + B).op.tag == topi.tag.BROADCAST and (B - B).op.tag == topi.tag.BROADCAST
+    assert isinstance(B[0, 0] + n, autosched.tir.PrimExpr)  # expressions stay expressions
+    assert isinstance(B[0, 0] + A, te.Tensor)
+    x = te.var("x", dtype="float32")
+    D = 3 + A - B * B / 2.0 + x
+    s = te.create_schedule(D.op)
+    a, b = np.array(0.5, "float32"), RNG.random((10, 5), dtype=np.float32)
+    f = autosched.build(s, [x, A, B, D])
+    out = np.zeros((10, 5), "float32")
+    f(1.5, a, b, out)
+    np.testing.assert_allclose(out, 3 + a - b * b / 2 + 1.5, rtol=1e-6)
+    with pytest.raises(AutoschedError, match="do not broadcast"):
+        topi.add(B, te.placeholder((10, 4), name="C"))
+
+
+@pytest.mark.parametrize("fn,ref", [(topi.maximum, np.maximum), (topi.power, np.power),
+                                    (topi.floor_mod, np.mod), (topi.greater, np.greater)])
+def test_broadcast_operators_match_numpy(fn, ref):
+    A = te.placeholder((4, 1, 6), name="A")
+    B = te.placeholder((3, 1), name="B")
+    C = fn(A, B)
+    assert tuple(int(d) for d in C.shape) == (4, 3, 6)
+    a, b = RNG.random((4, 1, 6), dtype=np.float32) + 0.5, RNG.random((3, 1), dtype=np.float32) + 0.5
+    out = run(te.create_schedule(C.op), [A, B, C], a, b, out_shape=(4, 3, 6), out_dtype=C.dtype)
+    np.testing.assert_allclose(out, ref(a, b), rtol=1e-5)
+
+
+def test_reductions_and_arg_reductions_match_numpy():
+    A = te.placeholder((6, 8), name="A")
+    a = RNG.integers(0, 4, (6, 8)).astype("float32")  # ties: the first index wins, or the last one asked
+    for fn, ref, kw in ((topi.max, np.max, {"axis": 0}), (topi.prod, np.prod, {"axis": (0, 1)}),
+                        (topi.min, np.min, {"axis": 1, "keepdims": True})):
+        C = fn(A, **kw)
+        out = run(topi.generic.schedule_reduce(C), [A, C], a, out_shape=ref(a, **kw).shape)
+        np.testing.assert_allclose(out, ref(a, **kw), rtol=1e-6)
+    for fn, ref in ((topi.argmax, np.argmax), (topi.argmin, np.argmin)):
+        C = fn(A, axis=1)
+        out = run(te.create_schedule(C.op), [A, C], a, out_shape=(6,), out_dtype="int32")
+        np.testing.assert_array_equal(out, ref(a, axis=1))
+    C = topi.argmax(A, axis=1, select_last_index=True)
+    out = run(te.create_schedule(C.op), [A, C], a, out_shape=(6,), out_dtype="int32")
+    np.testing.assert_array_equal(out, 7 - np.argmax(a[:, ::-1], axis=1))
+    C = topi.any(topi.greater(A, 2.5), axis=1)
+    out = run(te.create_schedule(C.op), [A, C], a, out_shape=(6,), out_dtype="bool")
+    np.testing.assert_array_equal(out, (a > 2.5).any(axis=1))
+
+
+def test_conv2d_relu_takes_relays_default_cpu_nest_and_matches_the_reference():
+    data = te.placeholder((1, 8, 14, 14), name="data")
+    kernel = te.placeholder((16, 8, 3, 3), name="kernel")
+    out = topi.nn.relu(topi.nn.conv2d_nchw(data, kernel, 1, 1, 1))
+    s = topi.generic.schedule_conv2d_nchw([out])
+    text = str(autosched.lower(s, [data, kernel, out]))
+    assert "parallel" in text and "vectorized" in text  # relay's conv2d nest, not the naive loops
+    d, k = RNG.random((1, 8, 14, 14), dtype=np.float32), RNG.random((16, 8, 3, 3), dtype=np.float32)
+    got = run(s, [data, kernel, out], d, k, out_shape=(1, 16, 14, 14))
+    want = np.maximum(topi.testing.conv2d_nchw_python(d, k, 1, 1), 0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_nn_operators_match_numpy():
+    x = RNG.random((2, 4, 9, 9), dtype=np.float32)
+    X = te.placeholder(x.shape, name="X")
+    cases = [
+        (topi.nn.pool2d(X, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), "max"),
+         topi.testing.pool2d_nchw_python(x, (3, 3), (2, 2), (1, 1, 1, 1), "max")),
+        (topi.nn.pool2d(X, (2, 2), (2, 2), (1, 1), (0, 0, 1, 1), "avg", count_include_pad=False),
+         topi.testing.pool2d_nchw_python(x, (2, 2), (2, 2), (0, 0, 1, 1), "avg", count_include_pad=False)),
+        (topi.nn.global_pool(X, "avg"), x.mean(axis=(2, 3), keepdims=True)),
+        (topi.nn.softmax(X, axis=1), topi.testing.softmax_python(x, axis=1)),
+        (topi.nn.pad(X, (0, 0, 1, 2), (0, 0, 2, 1), 0.5), np.pad(x, ((0, 0), (0, 0), (1, 2), (2, 1)),
+                                                                 constant_values=0.5)),
+        (topi.transpose(X, (0, 2, 3, 1)), x.transpose(0, 2, 3, 1)),
+        (topi.reshape(X, (8, -1)), x.reshape(8, -1)),
+        (topi.concatenate([X, X], axis=1), np.concatenate([x, x], axis=1)),
+        (topi.strided_slice(X, [0, 1, 0, 2], [2, 4, 9, 9], [1, 2, 3, 1]), x[0:2, 1:4:2, 0:9:3, 2:9]),
+    ]
+    for out, want in cases:
+        s = topi.generic.default_schedule(out)
+        got = run(s, [X, out], x, out_shape=want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    parts = topi.split(X, 2, axis=1)
+    assert [tuple(int(d) for d in p.shape) for p in parts] == [(2, 2, 9, 9), (2, 2, 9, 9)]
+
+
+def test_dense_batch_matmul_and_depthwise_match_numpy():
+    a, w, b = (RNG.random(s, dtype=np.float32) for s in ((5, 12), (7, 12), (7,)))
+    A, W, B = te.placeholder(a.shape, name="A"), te.placeholder(w.shape, name="W"), te.placeholder(b.shape, name="B")
+    out = topi.nn.dense(A, W, B)
+    got = run(topi.x86.schedule_dense(out), [A, W, B, out], a, w, b, out_shape=(5, 7))
+    np.testing.assert_allclose(got, a @ w.T + b, rtol=1e-5)
+    x, y = RNG.random((3, 4, 6), dtype=np.float32), RNG.random((3, 5, 6), dtype=np.float32)
+    X, Y = te.placeholder(x.shape, name="X"), te.placeholder(y.shape, name="Y")
+    out = topi.nn.batch_matmul(X, Y)
+    got = run(topi.generic.schedule_batch_matmul(out), [X, Y, out], x, y, out_shape=(3, 4, 5))
+    np.testing.assert_allclose(got, topi.testing.batch_matmul(x, y), rtol=1e-5)
+    d, k = RNG.random((1, 6, 10, 10), dtype=np.float32), RNG.random((6, 2, 3, 3), dtype=np.float32)
+    D, K = te.placeholder(d.shape, name="D"), te.placeholder(k.shape, name="K")
+    out = topi.nn.depthwise_conv2d_nchw(D, K, 2, "SAME", 1)
+    want = topi.testing.depthwise_conv2d_python_nchw(d, k, 2, "SAME")
+    got = run(topi.generic.schedule_depthwise_conv2d_nchw(out), [D, K, out], d, k, out_shape=want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_operators_that_need_constant_shapes_say_so():
+    n = te.var("n")
+    with pytest.raises(AutoschedError, match="needs constant shapes"):
+        topi.nn.softmax(te.placeholder((n, 4), name="A"))
+    with pytest.raises(AutoschedError, match="pool_type"):
+        topi.nn.pool2d(te.placeholder((1, 1, 4, 4)), (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), "median")
+
+
+def test_cuda_schedules_bind_threads_and_ptxas_accepts_them():
+    data = te.placeholder((1, 3, 32, 32), name="data")
+    kernel = te.placeholder((10, 3, 5, 5), name="kernel")
+    x = te.placeholder((100, 10, 10), name="x")
+    t = te.placeholder((64, 512), name="t")
+    with Target("cuda -arch=sm_80"):
+        conv = topi.nn.relu(topi.cuda.conv2d_nchw(data, kernel, 1, 2, 1))
+        total, soft = topi.sum(x), topi.nn.softmax(t)
+        kernels = [(topi.cuda.schedule_conv2d_nchw([conv]), [data, kernel, conv]),
+                   (topi.cuda.schedule_reduce(total), [x, total]),  # one value: one block reduces it all
+                   (topi.cuda.schedule_softmax(soft), [t, soft])]
+    for sch, args in kernels:
+        text = str(autosched.lower(sch, args, target="cuda"))
+        assert "blockIdx.x" in text and "threadIdx.x" in text
+        if ptxas_path() is not None:
+            mod = autosched.build(sch, args, target="cuda -arch=sm_80")
+            ptxas_check(mod.imported_modules[0].get_source(), "sm_80")
+
+
+def test_tvm_testing_helpers_choose_targets():
+    assert autosched.testing.device_enabled("llvm")
+    assert not autosched.testing.device_enabled("opencl")
+    assert ("llvm", autosched.cpu(0)) in autosched.testing.enabled_targets()
+    assert not autosched.device("opencl", 0).exist  # TVM's tests make one before asking
+    with pytest.raises(ValueError, match="cpu .llvm. and on cuda"):
+        autosched.nd.array(np.zeros(2), autosched.device("opencl", 0))
+    assert topi.testing.get_broadcast_schedule("cuda") is topi.cuda.schedule_broadcast
+    compute, schedule = topi.testing.get_conv2d_nchw_implement("llvm")
+    assert compute is topi.nn.conv2d_nchw and schedule is topi.generic.schedule_conv2d_nchw
+    assert autosched.target.cuda(arch="sm_90").options["arch"] == "sm_90"
