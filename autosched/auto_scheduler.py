@@ -21,11 +21,12 @@ is autosched's evolutionary search over generated sketches with its XGBoost cost
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from autosched.database.apply import ApplyHistoryBest
+from autosched.database.apply import ApplyHistoryBest as _ApplyHistoryBest
 from autosched.database.location import LOG_SUFFIXES
 from autosched.measure.runner import RunConfig
 from autosched.relay.backend.build_module import extract_tasks as _extract_tasks
@@ -34,6 +35,23 @@ from autosched.task import Task
 from autosched.te.analysis import ComputeDAG
 from autosched.te.trace_code import schedule_code
 from autosched.workloads import register_workload
+
+log = logging.getLogger("autosched.auto_scheduler")
+
+
+class ApplyHistoryBest(_ApplyHistoryBest):
+    """TVM's ``with auto_scheduler.ApplyHistoryBest(log_file): relay.build(...)``: the log's best records used for
+    the kernels built inside. As in TVM, a log that does not exist yet applies nothing (TVM's tutorials build
+    before their tuning has run): a warning names it, and every kernel takes its default schedule."""
+
+    def __init__(self, records: Any, n_lines: int | None = None, include_compatible: bool = False):
+        missing = (isinstance(records, (str, os.PathLike)) and os.fspath(records).endswith(LOG_SUFFIXES)
+                   and not os.path.exists(records))
+        if missing:
+            log.warning("ApplyHistoryBest: there is no tuning log at %s (yet): every kernel takes its default "
+                        "schedule", os.fspath(records))
+        super().__init__(os.fspath(records) if isinstance(records, os.PathLike) else records,
+                         allow_other_cpus=include_compatible, missing_ok=missing)
 
 
 class LocalBuilder:
@@ -125,7 +143,7 @@ class SearchTask(Task):
         autosched has no CUDA source mode)."""
         if print_mode != "schedule":
             raise ValueError(f"print_best: print_mode {print_mode!r} is not supported (only 'schedule')")
-        history = ApplyHistoryBest(os.fspath(log_file))
+        history = _ApplyHistoryBest(os.fspath(log_file))
         try:
             rec = history.query(self)
         finally:

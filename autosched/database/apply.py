@@ -41,8 +41,10 @@ class ApplyHistoryBest:
     """
 
     def __init__(self, db_or_log: Database | str | os.PathLike | None = None, *,
-                 allow_other_cpus: bool = False):
-        self.database, self._owned = open_database(db_or_log, create=False)
+                 allow_other_cpus: bool = False, missing_ok: bool = False):
+        # missing_ok: a database or log that does not exist applies nothing (TVM's auto_scheduler reads a
+        # missing log as empty); by default it is an error, which catches a mistyped path
+        self.database, self._owned = open_database(db_or_log, create=missing_ok)
         self.allow_other_cpus = allow_other_cpus
         self._cache: dict[tuple[str, str], list[TuningRecord]] = {}
         self._missed: set[tuple[str, str]] = set()
