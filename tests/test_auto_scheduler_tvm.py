@@ -156,3 +156,19 @@ def test_what_autosched_does_not_take_is_refused_by_name(tmp_path):
     (tmp_path / "tvm.json").write_text(json.dumps(tvm_line) + "\n")
     with pytest.raises(LogFormatError, match="a TVM auto_scheduler record"):
         TuningRecord.from_json(tvm_line)
+
+
+def test_a_log_not_written_yet_builds_with_default_schedules(tmp_path, caplog):
+    """TVM's tune_network tutorials build under ApplyHistoryBest(log) with their tuning call commented out: the
+    missing log applies nothing (TVM reads it as empty), a warning names it, and no file is created; autosched's
+    own apply_history_best still refuses a path that does not exist (a mistyped database)."""
+    x = relay.var("x", shape=(1, 8))
+    mod = tvm.IRModule.from_expr(relay.Function([x], relay.nn.relu(x)))
+    log_file = tmp_path / "resnet-50-NHWC-B1-llvm.json"
+    with caplog.at_level("WARNING", logger="autosched.auto_scheduler"):
+        with auto_scheduler.ApplyHistoryBest(str(log_file)):
+            lib = relay.build(mod, target="llvm")
+    assert "no tuning log at" in caplog.text and str(log_file) in caplog.text and not log_file.exists()
+    assert sum(k["tuned"] for k in lib.kernels) == 0
+    with pytest.raises(FileNotFoundError, match="no tuning log"):
+        tvm.apply_history_best(str(log_file))

@@ -9,6 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import autosched
+from _cpus import skip_unless_host_runs
 from autosched import auto_scheduler, relay, te, topi
 from autosched.contrib import graph_executor
 from autosched.relay import data_dep_optimization as ddo
@@ -80,6 +81,22 @@ def test_sparse_dense_matches_numpy_for_bsr_and_csr_weights(block):
     xv = RNG.standard_normal((2, m, k)).astype("float32")
     got = run_module(mod, {"d": data, "i": indices, "p": indptr}, x=xv)
     np.testing.assert_allclose(got, np.maximum(xv @ w.T, 0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+def test_sparse_dense_builds_for_avx2_and_avx512(target):
+    """The block rows in vector lanes of either ISA (16 lanes: two AVX2 vectors or one AVX-512 one)."""
+    w = pruned((64, 32), 0.3, (16, 1))
+    data, indices, indptr = to_bsr(w, (16, 1))
+    x = relay.var("x", shape=(8, 32))
+    y = relay.nn.sparse_dense(x, [relay.const(data), relay.const(indices), relay.const(indptr)])
+    lib = relay.build(autosched.IRModule.from_expr(relay.Function([x], y)), target)
+    skip_unless_host_runs(target)
+    gm = graph_executor.GraphModule(lib["default"](autosched.cpu()))
+    xv = RNG.standard_normal((8, 32)).astype("float32")
+    gm.set_input("x", xv)
+    gm.run()
+    np.testing.assert_allclose(gm.get_output(0).numpy(), xv @ w.T, rtol=1e-5, atol=1e-5)
 
 
 def test_sparse_dense_refuses_malformed_weights_by_name():
