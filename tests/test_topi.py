@@ -186,3 +186,28 @@ def test_tvm_testing_helpers_choose_targets():
     compute, schedule = topi.testing.get_conv2d_nchw_implement("llvm")
     assert compute is topi.nn.conv2d_nchw and schedule is topi.generic.schedule_conv2d_nchw
     assert autosched.target.cuda(arch="sm_90").options["arch"] == "sm_90"
+
+
+def test_transposed_and_nhwc_convolutions_match_their_references():
+    d, w = RNG.random((1, 4, 7, 7), dtype=np.float32), RNG.random((4, 3, 3, 3), dtype=np.float32)
+    D, W = te.placeholder(d.shape, name="D"), te.placeholder(w.shape, name="W")
+    for stride, pad, output_padding in ((2, 1, (1, 1)), (3, (1, 0, 2, 1), (0, 2))):
+        out = topi.nn.conv2d_transpose_nchw(D, W, stride, pad, "float32", output_padding)
+        want = topi.testing.conv2d_transpose_nchw_python(d, w, stride, pad, output_padding)
+        got = run(topi.generic.schedule_conv2d_transpose_nchw(out), [D, W, out], d, w, out_shape=want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    x, k = RNG.random((2, 9, 9, 4), dtype=np.float32), RNG.random((3, 3, 4, 6), dtype=np.float32)
+    X, K = te.placeholder(x.shape, name="X"), te.placeholder(k.shape, name="K")
+    out = topi.nn.conv2d(X, K, 2, "SAME", 1, layout="NHWC")
+    want = topi.testing.conv2d_nhwc_python(x, k, 2, "SAME")
+    got = run(topi.generic.schedule_conv2d_nhwc(out), [X, K, out], x, k, out_shape=want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_traverse_inline_visits_every_compute_stage_consumers_first():
+    conv = topi.nn.conv2d_nchw(te.placeholder((1, 4, 8, 8)), te.placeholder((4, 4, 3, 3)), 1, 1, 1)
+    out = topi.nn.relu(conv)
+    seen = []
+    topi.utils.traverse_inline(te.create_schedule(out.op), out.op, lambda op: seen.append(op.name))
+    assert seen == ["relu", "conv2d", "pad"]
+    assert topi.utils.get_const_tuple(out.shape) == (1, 4, 8, 8)
