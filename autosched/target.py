@@ -364,6 +364,12 @@ class Target:
             self.options["arch"] = host_gpu_arch() or DEFAULT_CUDA_ARCH
 
     @property
+    def keys(self) -> tuple[str, ...]:
+        """TVM's target keys, by which TOPI's tables pick an implementation: ``("cpu",)`` for llvm,
+        ``("cuda", "gpu")`` for cuda."""
+        return ("cuda", "gpu") if self.kind == "cuda" else ("cpu",)
+
+    @property
     def mcpu(self) -> str:
         if "mcpu" in self.options:
             return self.options["mcpu"]

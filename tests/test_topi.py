@@ -211,3 +211,44 @@ def test_traverse_inline_visits_every_compute_stage_consumers_first():
     topi.utils.traverse_inline(te.create_schedule(out.op), out.op, lambda op: seen.append(op.name))
     assert seen == ["relu", "conv2d", "pad"]
     assert topi.utils.get_const_tuple(out.shape) == (1, 4, 8, 8)
+
+
+def test_take_where_argmax_and_full_like_follow_tvm():
+    a = np.arange(12, dtype="float32").reshape(3, 4)
+    A = te.placeholder((3, 4), name="A")
+    idx = np.array([-1, 2, 7], dtype="int32")
+    Ind = te.placeholder((3,), "int32", name="Ind")
+    for mode in ("clip", "wrap"):
+        for axis in (None, 1):
+            out = topi.take(A, Ind, axis=axis, mode=mode)
+            want = np.take(a, idx, axis=axis, mode=mode)
+            got = run(topi.generic.schedule_injective(out), [A, Ind, out], a, idx, out_shape=want.shape)
+            np.testing.assert_array_equal(got, want)
+    cond = np.array([[1.0, 0.0, 2.0, 0.0]], "float32")  # a float condition: nonzero is true
+    C = te.placeholder((1, 4), name="C")
+    out = topi.where(C, A, 0.5)
+    got = run(te.create_schedule(out.op), [C, A, out], cond, a, out_shape=(3, 4))
+    np.testing.assert_array_equal(got, np.where(cond != 0, a, 0.5))
+    out = topi.argmax(A, axis=None, keepdims=True)
+    got = run(te.create_schedule(out.op), [A, out], a, out_shape=(1, 1), out_dtype="int32")
+    assert got.tolist() == [[11]]
+    out = topi.full_like(A, 3.0)  # A is an argument the kernel does not read, as TVM allows
+    got = run(te.create_schedule(out.op), [A, out], a, out_shape=(3, 4))
+    assert (got == 3.0).all()
+    assert topi.greater(A, 2.0).astype("int8").dtype == "int8"
+    assert autosched.lower(te.create_schedule(topi.isinf(te.placeholder((2,), "int32")).op),
+                           [te.placeholder((2,), "int32")]) is not None
+
+
+def test_same_padding_uses_the_dilated_kernel_and_other_targets_are_refused_by_name():
+    x, k = RNG.random((1, 2, 9, 9), dtype=np.float32), RNG.random((3, 2, 3, 3), dtype=np.float32)
+    X, K = te.placeholder(x.shape, name="X"), te.placeholder(k.shape, name="K")
+    out = topi.nn.conv2d_nchw(X, K, 1, "SAME", 2)
+    want = topi.testing.conv2d_nchw_python(x, k, 1, (2, 2), dilation=2)
+    assert tuple(int(d) for d in out.shape) == want.shape == (1, 3, 9, 9)
+    got = run(topi.generic.schedule_conv2d_nchw(out), [X, K, out], x, k, out_shape=want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert topi.testing.dispatch("cuda", {"generic": 1, "gpu": 2}) == 2
+    assert topi.testing.dispatch("llvm", {"generic": 1, "gpu": 2}) == 1
+    with pytest.raises(AutoschedError, match="no hls target"):
+        topi.hls.schedule_softmax(out)

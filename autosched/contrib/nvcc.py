@@ -1,5 +1,6 @@
-"""TVM's ``tvm.contrib.nvcc`` checks that tensor-core examples make before they run: which compute
-capabilities have tensor cores. (autosched compiles CUDA kernels through LLVM's NVPTX backend, not nvcc.)"""
+"""TVM's ``tvm.contrib.nvcc`` checks that GPU examples and tests make before they run: which compute
+capabilities have tensor cores, float16 and int8 arithmetic. (autosched compiles CUDA kernels through LLVM's
+NVPTX backend, not nvcc.)"""
 
 from __future__ import annotations
 
@@ -29,4 +30,16 @@ def have_tensorcore(compute_version: str | None = None, target: Any = None) -> b
     return parse_compute_version(compute_version)[0] >= 7
 
 
-__all__ = ["have_tensorcore", "parse_compute_version"]
+def have_fp16(compute_version: str) -> bool:
+    """Whether a GPU of this compute capability does float16 arithmetic at full rate: 5.3, 6.0 and 6.2, and 7.0
+    and newer (TVM's rule)."""
+    major, minor = parse_compute_version(compute_version)
+    return (major, minor) in ((5, 3), (6, 0), (6, 2)) or major >= 7
+
+
+def have_int8(compute_version: str) -> bool:
+    """Whether a GPU of this compute capability has int8 dot products (dp4a): 6.1 and newer."""
+    return parse_compute_version(compute_version) >= (6, 1)
+
+
+__all__ = ["have_fp16", "have_int8", "have_tensorcore", "parse_compute_version"]

@@ -19,12 +19,12 @@ from autosched.runtime.cuda_driver import cuda_available, device_info
 #: TVM's (DLPack's) device type codes; the kinds after cuda are TVM's other devices, which autosched does not
 #: run kernels on: their devices exist as names (TVM's tests make one before asking whether it is enabled) and
 #: are never present
-_TYPE_CODES = {"cpu": 1, "cuda": 2, "opencl": 4, "vulkan": 7, "metal": 8, "vpi": 9, "rocm": 10, "ext_dev": 12,
-               "hexagon": 14, "webgpu": 15}
-_ABSENT = {"opencl", "vulkan", "metal", "vpi", "rocm", "ext_dev", "hexagon", "webgpu"}
+_TYPE_CODES = {"cpu": 1, "cuda": 2, "opencl": 4, "aocl": 5, "sdaccel": 6, "vulkan": 7, "metal": 8, "vpi": 9,
+               "rocm": 10, "ext_dev": 12, "hexagon": 14, "webgpu": 15}
+_ABSENT = {"opencl", "aocl", "sdaccel", "vulkan", "metal", "vpi", "rocm", "ext_dev", "hexagon", "webgpu"}
 #: the names a device (or a target kind) goes by
 _ALIASES = {"cpu": "cpu", "llvm": "cpu", "c": "cpu", "stackvm": "cpu", "cuda": "cuda", "gpu": "cuda",
-            "nvptx": "cuda", "cl": "opencl", "mtl": "metal", **{k: k for k in _ABSENT}}
+            "nvptx": "cuda", "cl": "opencl", "mtl": "metal", "aocl_sw_emu": "aocl", **{k: k for k in _ABSENT}}
 
 
 class Device:

@@ -29,7 +29,7 @@ from autosched.te.expr import DTYPE_BYTES, Expr, IntImm, Var
 from autosched.te.extern import ExternOp
 from autosched.te.scan import ScanOp
 from autosched.te.stage import Schedule, SplitRel, Stage, leaf_pos
-from autosched.te.tensor import Tensor
+from autosched.te.tensor import PlaceholderOp, Tensor
 from autosched.tir import stmt as S
 from autosched.tir.arith import ANY_RANGES, Simplifier, ceildiv, conj, interval, simplify, skey
 from autosched.tir.extern import bind_placeholder, dense_strides, rebind_buffers
@@ -113,7 +113,10 @@ class _Lowerer:
         for t in self.args:
             if not isinstance(t, Tensor):
                 raise TypeError(f"lower: arguments must be te tensors or scalar te.var, got {t!r}")
-            st = sch[t]
+            # a placeholder the computation does not read may be listed, as TVM allows (full_like's input): a
+            # parameter the kernel neither reads nor writes
+            st = sch.stage_map.get(t.op) if isinstance(t.op, PlaceholderOp) else sch[t]
+            st = t.op if st is None else st
             vi = getattr(t, "value_index", 0)
             if (id(st), vi) in self.out_buf:
                 raise LoweringError(f"tensor '{t.name}' appears twice in the argument list")
@@ -154,7 +157,7 @@ class _Lowerer:
                 for k, b in enumerate(self.infos[id(st)].buffers):
                     if (id(st), k) not in self.out_buf:
                         body = S.Allocate(b, body)
-        params = [self.out_buf[(id(sch[t]), getattr(t, "value_index", 0))] for t in self.args]
+        params = [self.out_buf[(id(sch.stage_map.get(t.op, t.op)), getattr(t, "value_index", 0))] for t in self.args]
         scalars = self.scalar_params(params, body, [v for _, v in explicit])
         body = simplify_stmt(body, {})
         if partition and any(isinstance(x, S.IfThenElse) or (isinstance(x, S.BufferStore) and any(

@@ -12,7 +12,7 @@ arithmetic operators (``A + B`` broadcasts), as in TVM. See docs/coming_from_tvm
 
 from __future__ import annotations
 
-from autosched.topi import cuda, generic, nn, sparse, tag, testing, utils, x86
+from autosched.topi import cuda, generic, gpu, nn, sparse, tag, testing, utils, x86
 from autosched.topi.broadcast import (
     add,
     bitwise_and,
@@ -39,7 +39,9 @@ from autosched.topi.broadcast import (
     power,
     right_shift,
     subtract,
+    where,
 )
+from autosched.topi.elsewhere import NAMESPACES as _ELSEWHERE
 from autosched.topi.math import (  # noqa: A004 - TOPI's names
     abs,
     bitwise_not,
@@ -93,19 +95,20 @@ from autosched.topi.transform import (
     take,
     tile,
     transpose,
-    where,
 )
 
 broadcast_add, broadcast_sub, broadcast_mul, broadcast_div = add, subtract, multiply, divide  # TVM's old names
+arm_cpu, hls, mali, bifrost, intel_graphics, rocm = (_ELSEWHERE[k] for k in ("arm_cpu", "hls", "mali", "bifrost",
+                                                                           "intel_graphics", "rocm"))
 
-__all__ = ["abs", "add", "all", "annotations", "any", "arange", "argmax", "argmin", "bitwise_and", "bitwise_not",
-           "bitwise_or", "bitwise_xor", "broadcast_add", "broadcast_div", "broadcast_mul", "broadcast_sub",
-           "broadcast_to", "cast", "ceil", "clip", "concatenate", "cos", "cuda", "divide", "elemwise_sum", "equal",
-           "erf", "exp", "expand_dims", "fast_erf", "fast_exp", "fast_tanh", "flip", "floor", "floor_divide",
-           "floor_mod", "full", "full_like", "generic", "greater", "greater_equal", "identity", "isfinite", "isinf",
-           "isnan", "layout_transform", "left_shift", "less", "less_equal", "log", "log10", "log2", "logical_and",
-           "logical_not", "logical_or", "logical_xor", "matmul", "max", "maximum", "min", "minimum", "mod",
-           "multiply", "negative", "nn", "not_equal", "power", "prod", "reinterpret", "repeat", "reshape",
-           "right_shift", "round", "rsqrt", "sigmoid", "sign", "sin", "sparse", "split", "sqrt", "squeeze", "stack",
-           "strided_slice", "subtract", "sum", "tag", "take", "tan", "tanh", "testing", "tile", "transpose", "trunc",
-           "utils", "where", "x86"]
+__all__ = ["abs", "add", "all", "any", "arange", "argmax", "argmin", "arm_cpu", "bifrost", "bitwise_and",
+           "bitwise_not", "bitwise_or", "bitwise_xor", "broadcast_add", "broadcast_div", "broadcast_mul",
+           "broadcast_sub", "broadcast_to", "cast", "ceil", "clip", "concatenate", "cos", "cuda", "divide",
+           "elemwise_sum", "equal", "erf", "exp", "expand_dims", "fast_erf", "fast_exp", "fast_tanh", "flip",
+           "floor", "floor_divide", "floor_mod", "full", "full_like", "generic", "gpu", "greater", "greater_equal",
+           "hls", "identity", "intel_graphics", "isfinite", "isinf", "isnan", "layout_transform", "left_shift",
+           "less", "less_equal", "log", "log10", "log2", "logical_and", "logical_not", "logical_or", "logical_xor",
+           "mali", "matmul", "max", "maximum", "min", "minimum", "mod", "multiply", "negative", "nn", "not_equal",
+           "power", "prod", "reinterpret", "repeat", "reshape", "right_shift", "rocm", "round", "rsqrt", "sigmoid",
+           "sign", "sin", "sparse", "split", "sqrt", "squeeze", "stack", "strided_slice", "subtract", "sum", "tag",
+           "take", "tan", "tanh", "testing", "tile", "transpose", "trunc", "utils", "where", "x86"]

@@ -12,7 +12,7 @@ from autosched.errors import AutoschedError
 from autosched.te.expr import IntImm
 from autosched.tir.arith import simplify
 from autosched.topi import tag
-from autosched.topi.math import negative
+from autosched.topi.math import cast, negative
 from autosched.topi.utils import get_const_tuple
 
 
@@ -102,6 +102,24 @@ left_shift = _binary("left_shift", te.shift_left)
 right_shift = _binary("right_shift", te.shift_right)
 
 
+def where(condition: Any, x: Any, y: Any) -> te.Tensor:
+    """``x`` where ``condition`` is true (nonzero), else ``y``, with numpy broadcasting of the three (each a
+    tensor or a scalar)."""
+    tensors = [t for t in (condition, x, y) if isinstance(t, te.Tensor)]
+    if not tensors:
+        raise AutoschedError("topi.where: needs at least one tensor operand")
+    dtype = next((t.dtype for t in (x, y) if isinstance(t, te.Tensor)), "float32")
+    a, b = _scalar(x, dtype), _scalar(y, dtype)
+    shape = broadcast_shape([t.shape for t in tensors], "where")
+
+    def f(*i):
+        c = _load(condition, i)
+        c = c if c.dtype == "bool" else c != te.const(0, c.dtype)
+        return te.if_then_else(c, _load(a, i), _load(b, i))
+
+    return te.compute(shape, f, name="where", tag=tag.BROADCAST)
+
+
 def broadcast_to(data: te.Tensor, shape: Sequence[Any]) -> te.Tensor:
     """``data`` stretched to ``shape`` (numpy broadcasting)."""
     out = broadcast_shape([data.shape, shape], "broadcast_to")
@@ -120,6 +138,7 @@ def _install_tensor_operators() -> None:
         setattr(te.Tensor, dunder, lambda self, other, fn=fn: fn(self, other))
         setattr(te.Tensor, dunder.replace("__", "__r", 1), lambda self, other, fn=fn: fn(other, self))
     te.Tensor.__neg__ = negative
+    te.Tensor.astype = cast  # TVM's tensor.astype("int8") once TOPI is imported
 
 
 _install_tensor_operators()

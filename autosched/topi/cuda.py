@@ -2,7 +2,15 @@
 scope, as TVM's are called inside ``with tvm.target.Target("cuda")``) and the operators under their cuda
 names."""
 
-from autosched.topi.nn import conv2d_nchw, dense, depthwise_conv2d_nchw  # noqa: F401
+from autosched.topi.nn import (  # noqa: F401
+    batch_matmul,
+    conv2d_nchw,
+    conv2d_nhwc,
+    conv2d_transpose_nchw,
+    dense,
+    depthwise_conv2d_nchw,
+    sparse_dense,
+)
 from autosched.topi.schedule import default_schedule, schedules_module  # noqa: F401
 
 schedules_module(globals(), "cuda")

@@ -47,10 +47,11 @@ negative = _elemwise("negative", lambda v: te.const(0, v.dtype) - v)
 sign = _elemwise("sign", lambda v: te.if_then_else(v > te.const(0, v.dtype), te.const(1, v.dtype),
                                                    te.if_then_else(v < te.const(0, v.dtype), te.const(-1, v.dtype),
                                                                    te.const(0, v.dtype))))
-isnan = _elemwise("isnan", te.isnan)
-isinf = _elemwise("isinf", te.isinf)
+isnan = _elemwise("isnan", lambda v: te.isnan(v) if te.expr.is_float(v.dtype) else te.const(0, "bool"))
+isinf = _elemwise("isinf", lambda v: te.isinf(v) if te.expr.is_float(v.dtype) else te.const(0, "bool"))
 isfinite = _elemwise("isfinite", lambda v: te.all(te.isnan(v) == te.const(0, "bool"),
-                                                  te.isinf(v) == te.const(0, "bool")))
+                                                  te.isinf(v) == te.const(0, "bool"))
+                     if te.expr.is_float(v.dtype) else te.const(1, "bool"))
 logical_not = _elemwise("logical_not", lambda v: v == te.const(0, v.dtype))
 bitwise_not = _elemwise("bitwise_not", te.bitwise_not)
 identity = _elemwise("identity", lambda v: v)

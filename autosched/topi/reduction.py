@@ -10,6 +10,7 @@ from typing import Any
 from autosched import te
 from autosched.errors import AutoschedError
 from autosched.topi import tag
+from autosched.topi.utils import flat_load
 
 
 def _axes(ndim: int, axis: Any, what: str) -> list[int]:
@@ -93,8 +94,11 @@ def _arg(what: str, data: te.Tensor, axis: int | None, keepdims: bool, select_la
         n = 1
         for d in data.shape:
             n = n * d
-        flat = te.compute((n,), lambda i: _flat_load(data, i), name=f"{data.op.name}_flat", tag=tag.INJECTIVE)
-        return _arg(what, flat, 0, keepdims, select_last_index)
+        flat = te.compute((n,), lambda i: flat_load(data, i), name=f"{data.op.name}_flat", tag=tag.INJECTIVE)
+        idx = _arg(what, flat, 0, False, select_last_index)
+        if not keepdims:
+            return idx
+        return te.compute((1,) * len(data.shape), lambda *i: idx(), name=f"{what}_keepdims", tag=tag.INJECTIVE)
     shape = list(data.shape)
     ax = _axes(len(shape), [axis], what)[0]
     k = te.reduce_axis((0, shape[ax]), name="k")
@@ -122,15 +126,6 @@ def _arg(what: str, data: te.Tensor, axis: int | None, keepdims: bool, select_la
 
     idx, _ = te.compute(out_shape, f, name=what, tag=tag.COMM_REDUCE_IDX)
     return idx
-
-
-def _flat_load(data: te.Tensor, i: Any) -> Any:
-    idx = []
-    rest = i
-    for d in reversed(list(data.shape)):
-        idx.append(rest % d)
-        rest = rest // d
-    return data(*reversed(idx))
 
 
 def argmax(data: te.Tensor, axis: int | None = None, keepdims: bool = False,

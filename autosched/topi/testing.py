@@ -18,6 +18,15 @@ def _schedules(target: str | Target) -> Any:
     return cuda if Target(target).kind == "cuda" else generic
 
 
+def dispatch(target: str | Target, dispatch_map: dict) -> Any:
+    """The entry of ``dispatch_map`` for ``target``: the first of its keys (``cpu``; ``cuda``, ``gpu``) the map
+    has, else ``"generic"`` (TVM's tests keep their implementations in such maps)."""
+    for key in Target(target).keys:
+        if key in dispatch_map:
+            return dispatch_map[key]
+    return dispatch_map["generic"]
+
+
 def get_elemwise_schedule(target: str | Target) -> Any:
     """The elementwise schedule function for ``target`` (TVM's dispatch by target in its tests)."""
     return _schedules(target).schedule_elemwise

@@ -10,6 +10,7 @@ from autosched import relay, te
 from autosched.errors import AutoschedError
 from autosched.topi import tag
 from autosched.topi._relay import lower_call
+from autosched.topi.utils import flat_load
 
 
 def reshape(a: te.Tensor, newshape: Sequence[int]) -> te.Tensor:
@@ -53,13 +54,32 @@ def flip(a: te.Tensor, axis: int = 0) -> te.Tensor:
     return lower_call("flip", [a], lambda x: relay.reverse(x, axis))
 
 
-def take(a: te.Tensor, indices: te.Tensor, axis: int | None = None, mode: str = "clip") -> te.Tensor:
-    """``a`` gathered at integer ``indices`` along ``axis`` (of the flattened ``a`` when None)."""
+def take(a: te.Tensor, indices: Any, axis: int | None = None, mode: str = "clip") -> te.Tensor:
+    """``a`` gathered at integer ``indices`` along ``axis`` (of the flattened ``a`` when None); an index out of
+    range is clamped (``mode="clip"``), wrapped (``"wrap"``) or trusted (``"fast"``). Any shapes."""
     if mode not in ("clip", "wrap", "fast"):
         raise AutoschedError(f"topi.take: mode {mode!r} is not one of clip, wrap, fast")
     if axis is None:
-        return lower_call("take", [a, indices], lambda x, i: relay.take(relay.reshape(x, (-1,)), i, 0))
-    return lower_call("take", [a, indices], lambda x, i: relay.take(x, i, axis))
+        size: Any = 1
+        for d in a.shape:
+            size = size * d
+        flat = te.compute((size,), lambda i: flat_load(a, i), name=f"{a.op.name}_flat", tag=tag.INJECTIVE)
+        return take(flat, indices, 0, mode)
+    axis = axis % len(a.shape)
+    n = a.shape[axis]
+    ishape = tuple(indices.shape) if isinstance(indices, te.Tensor) else ()
+
+    def f(*i):
+        k = indices(*i[axis:axis + len(ishape)]) if isinstance(indices, te.Tensor) else te.const(int(indices))
+        k = k.astype("int64")
+        if mode == "clip":
+            k = te.min(te.max(k, te.const(0, "int64")), n - 1)
+        elif mode == "wrap":
+            k = te.floormod(k, n)
+        return a(*(i[:axis] + (k,) + i[axis + len(ishape):]))
+
+    shape = tuple(a.shape[:axis]) + ishape + tuple(a.shape[axis + 1:])
+    return te.compute(shape, f, name="take", tag=tag.INJECTIVE)
 
 
 def strided_slice(a: te.Tensor, begin: Sequence[int], end: Sequence[int], strides: Sequence[int] | None = None,
@@ -76,11 +96,6 @@ def tile(a: te.Tensor, reps: Sequence[int]) -> te.Tensor:
 def repeat(a: te.Tensor, repeats: int, axis: int) -> te.Tensor:
     """Each element of ``a`` repeated ``repeats`` times along ``axis``."""
     return lower_call("repeat", [a], lambda x: relay.repeat(x, repeats, axis))
-
-
-def where(condition: te.Tensor, x: te.Tensor, y: te.Tensor) -> te.Tensor:
-    """``x`` where ``condition`` holds, else ``y`` (numpy broadcasting)."""
-    return lower_call("where", [condition, x, y], lambda c, a, b: relay.where(c, a, b))
 
 
 def matmul(a: te.Tensor, b: te.Tensor, transp_a: bool = False, transp_b: bool = False) -> te.Tensor:

@@ -50,6 +50,20 @@ def prod(shape: Sequence[Any]) -> Any:
     return out
 
 
+def nchw_pack_layout(layout_info: str) -> bool:
+    """Whether a layout is NCHW with both batch and channels blocked (``NCHW8n16c``)."""
+    return layout_info[:4] == "NCHW" and "c" in layout_info and "n" in layout_info
+
+
+def flat_load(data: te.Tensor, i: Any) -> Any:
+    """Element ``i`` of ``data`` in row-major order (how a flattened tensor reads it)."""
+    idx = []
+    for d in reversed(list(data.shape)):
+        idx.append(i % d)
+        i = i // d
+    return data(*reversed(idx))
+
+
 def traverse_inline(s: Any, final_op: Any, callback: Callable[[Any], None]) -> None:
     """Call ``callback(op)`` on every compute op reachable from ``final_op`` (a Tensor or its op), producers
     after consumers, inlining on the way those whose tag is injective (TVM's helper for writing schedules)."""

@@ -18,7 +18,10 @@ def _out_dtype(out_dtype: str | None, data: te.Tensor) -> str:
     return "" if out_dtype in (None, "", data.dtype) else str(out_dtype)
 
 
-def _pad4(padding: Any, kernel: Sequence[int]) -> tuple[int, int, int, int]:
+def _pad4(padding: Any, kernel: Sequence[int], dilation: Any = 1) -> tuple[int, int, int, int]:
+    """Four pads; SAME pads by the dilated kernel's extent."""
+    dh, dw = (dilation, dilation) if isinstance(dilation, int) else tuple(dilation)
+    kernel = ((kernel[0] - 1) * int(dh) + 1, (kernel[1] - 1) * int(dw) + 1)
     if isinstance(padding, str) or isinstance(padding, int) or len(padding) in (1, 2, 4):
         return get_pad_tuple(padding, kernel)
     raise AutoschedError(f"topi: padding {padding!r} is an int, (h, w), (top, left, bottom, right), SAME or VALID")
@@ -29,7 +32,7 @@ def conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any, 
     """2-D convolution of NCHW data by an OIHW filter (groups from the channel counts)."""
     kh, kw = (int(d) for d in Filter.shape[2:])
     groups = int(Input.shape[1]) // int(Filter.shape[1]) if int(Filter.shape[1]) else 1
-    pad = _pad4(padding, (kh, kw))
+    pad = _pad4(padding, (kh, kw), dilation)
     return lower_call("nn.conv2d_nchw", [Input, Filter], lambda d, w: relay.nn.conv2d(
         d, w, strides=stride, padding=pad, dilation=dilation, groups=groups,
         out_dtype=_out_dtype(out_dtype, Input)))
@@ -39,7 +42,7 @@ def conv2d_nhwc(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any, 
                 out_dtype: str | None = "float32") -> te.Tensor:
     """2-D convolution of NHWC data by an HWIO filter (computed in NCHW between transposes, as relay does)."""
     kh, kw = (int(d) for d in Filter.shape[:2])
-    pad = _pad4(padding, (kh, kw))
+    pad = _pad4(padding, (kh, kw), dilation)
     return lower_call("nn.conv2d_nhwc", [Input, Filter], lambda d, w: relay.nn.conv2d(
         d, w, strides=stride, padding=pad, dilation=dilation, data_layout="NHWC", kernel_layout="HWIO",
         out_dtype=_out_dtype(out_dtype, Input)))
@@ -59,7 +62,7 @@ def depthwise_conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padd
                           dilation: Any, out_dtype: str | None = None) -> te.Tensor:
     """Depthwise convolution of NCHW data by a [channels, multiplier, kh, kw] filter."""
     c, mult, kh, kw = (int(d) for d in Filter.shape)
-    pad = _pad4(padding, (kh, kw))
+    pad = _pad4(padding, (kh, kw), dilation)
     return lower_call("nn.depthwise_conv2d_nchw", [Input, Filter], lambda d, w: relay.nn.conv2d(
         d, relay.reshape(w, (c * mult, 1, kh, kw)), strides=stride, padding=pad, dilation=dilation, groups=c,
         out_dtype=_out_dtype(out_dtype, Input)))

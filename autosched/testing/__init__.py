@@ -1,0 +1,127 @@
+"""TVM's ``tvm.testing``: ``assert_allclose``, which TVM's tutorials and tests check every result with, the
+helpers its tests choose targets with (``device_enabled``, ``enabled_targets``, ``uses_gpu``), and its pytest
+parametrization (``parameter``, ``parameters``, ``fixture``, ``parametrize_targets``, with the ``target`` and
+``dev`` fixtures of the plugin ``autosched.testing.plugin``, which a conftest names in ``pytest_plugins``).
+
+pytest is imported by the functions that make pytest objects only: deployed code imports this module for
+``assert_allclose`` without it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from autosched.runtime.ndarray import NDArray, device
+from autosched.target import Target, host_gpu_arch
+
+
+def assert_allclose(actual: Any, desired: Any, rtol: float = 1e-7, atol: float = 1e-7) -> None:
+    """``numpy.testing.assert_allclose`` on numpy arrays or NDArrays, with TVM's defaults (rtol and atol
+    1e-7); the shapes must match exactly (numpy would broadcast)."""
+    actual = actual.numpy() if isinstance(actual, NDArray) else np.asanyarray(actual)
+    desired = desired.numpy() if isinstance(desired, NDArray) else np.asanyarray(desired)
+    np.testing.assert_equal(actual.shape, desired.shape, err_msg="shapes differ")
+    np.testing.assert_allclose(actual, desired, rtol=rtol, atol=atol, verbose=True)
+
+
+def device_enabled(target: str | Target) -> bool:
+    """Whether code for ``target`` can run here: ``llvm`` always, ``cuda`` where a CUDA GPU is; other kinds
+    (opencl, rocm, ...) never."""
+    kind = target.kind if isinstance(target, Target) else str(target).split()[0]
+    return kind == "llvm" or (kind == "cuda" and host_gpu_arch() is not None)
+
+
+def enabled_targets() -> list[tuple[str, Any]]:
+    """``(target, device)`` of every target that can run here (``llvm``, and ``cuda`` with a GPU)."""
+    return [(t, device(t, 0)) for t in ("llvm", "cuda") if device_enabled(t)]
+
+
+def uses_gpu(fn: Any) -> Any:
+    """TVM's marker of a test that runs on the GPU where there is one (and on the CPU anyway): the test itself
+    asks ``device_enabled`` for each target, so it is returned as it is."""
+    return fn
+
+
+def requires_gpu(fn: Any) -> Any:
+    """Skip a test (pytest) where no GPU is."""
+    import pytest  # the test runner's: only test code asks (see the module's docstring)
+
+    return pytest.mark.skipif(host_gpu_arch() is None, reason="no CUDA device")(fn)
+
+
+requires_cuda = requires_gpu
+
+
+def requires_llvm(fn: Any) -> Any:
+    """TVM's marker of a test that needs the llvm target: autosched always has it."""
+    return fn
+
+
+#: the targets ``target`` fixtures run over (the plugin skips those not enabled here)
+TARGETS = ("llvm", "cuda")
+
+
+def parametrize_targets(*args: Any) -> Any:
+    """Run a test taking ``target`` (and ``dev``) on each of the given targets, or on every target when used bare
+    (``@tvm.testing.parametrize_targets``); those not enabled here are skipped."""
+    import pytest  # the test runner's
+
+    def mark(fn: Any, targets: tuple) -> Any:
+        params = [pytest.param(t, marks=pytest.mark.skipif(not device_enabled(t), reason=f"{t} is not enabled "
+                                                                                        f"here"))
+                  for t in targets]
+        return pytest.mark.parametrize("target", params)(fn)
+
+    if len(args) == 1 and callable(args[0]):
+        return mark(args[0], TARGETS)
+    return lambda fn: mark(fn, tuple(args) or TARGETS)
+
+
+def parameter(*values: Any, ids: Any = None) -> Any:
+    """A fixture taking each of ``values`` in turn: ``m = tvm.testing.parameter(1, 64)`` makes every test with
+    an argument ``m`` run once per value (pytest names the fixture after the variable)."""
+    import pytest  # the test runner's
+
+    @pytest.fixture(params=list(values), ids=ids)
+    def as_fixture(request: Any) -> Any:
+        return request.param
+
+    return as_fixture
+
+
+_GROUPS = [0]
+
+
+def parameters(*value_sets: Sequence[Any]) -> list[Any]:
+    """Fixtures that take their values together: ``m, n = tvm.testing.parameters((1, 2), (3, 4))`` runs a test
+    with (m, n) = (1, 2), then (3, 4) (the plugin parametrizes the group at once)."""
+    import pytest  # the test runner's
+
+    _GROUPS[0] += 1
+    group = _GROUPS[0]
+    count = len(value_sets[0]) if value_sets else 0
+    if any(len(v) != count for v in value_sets):
+        raise ValueError("tvm.testing.parameters: every value set needs one value per parameter")
+    out = []
+    for k in range(count):
+        def as_fixture(request: Any) -> Any:
+            return request.param
+
+        as_fixture.autosched_group = (group, k, [tuple(v) for v in value_sets])  # read by the plugin
+        out.append(pytest.fixture(as_fixture))
+    return out
+
+
+def fixture(func: Any = None, *, cache_return_value: bool = False) -> Any:
+    """TVM's ``tvm.testing.fixture`` (a pytest fixture; its result is recomputed per test either way)."""
+    import pytest  # the test runner's
+
+    if func is None:
+        return lambda f: pytest.fixture(f)
+    return pytest.fixture(func)
+
+
+__all__ = ["TARGETS", "assert_allclose", "device_enabled", "enabled_targets", "fixture", "parameter", "parameters",
+           "parametrize_targets", "requires_cuda", "requires_gpu", "requires_llvm", "uses_gpu"]
