@@ -256,3 +256,17 @@ def test_a_module_with_packed_calls_is_not_exported(tmp_path):
     f = autosched.build(te.create_schedule(B.op), [A, B])
     with pytest.raises(autosched.CodegenError, match="register_func.*exported library"):
         f.export_library(str(tmp_path / "packed.so"))
+
+
+def test_a_scan_takes_one_input_tensor_and_a_tensor_is_not_iterable():
+    """TVM's te.scan(..., inputs=x) with one tensor; list(tensor) used to call __getitem__(0), (1), ... without
+    end (the process ran out of memory): it is refused by name."""
+    m, n = te.size_var("m"), te.size_var("n")
+    x = te.compute((m, n), lambda i, j: te.const(1.0, "float32"), name="x")
+    state = te.placeholder((m, n), name="state")
+    init = te.compute((1, n), lambda _, i: x[0, i], name="init")
+    update = te.compute((m, n), lambda t, i: state[t - 1, i] + x[t, i], name="update")
+    res = te.scan(init, update, state, inputs=x)
+    assert res.op.inputs == [x]
+    with pytest.raises(TypeError, match="not iterable"):
+        list(x)

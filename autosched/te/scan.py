@@ -30,7 +30,7 @@ class ScanOp(Operation):
         self.init = list(init)
         self.update = list(update)
         self.state_placeholder = list(state_placeholder)
-        self.inputs = list(inputs)
+        self.inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)  # TVM takes one tensor too
         self.shapes = [tuple(s.shape) for s in self.state_placeholder]
         self.shape = self.shapes[0]
         self.dtypes = [s.dtype for s in self.state_placeholder]

@@ -197,6 +197,11 @@ class Tensor:
         """``T(i, j)``: the same read as ``T[i, j]`` (TVM's call syntax; ``T()`` reads a rank-0 tensor)."""
         return self[indices]
 
+    def __iter__(self):
+        # without this, Python would iterate by calling __getitem__(0), (1), ... without end (list(tensor))
+        raise TypeError(f"a te.Tensor ({self.name}) is not iterable: index it inside a compute, or pass a list "
+                        f"of tensors")
+
     def __getitem__(self, indices: Any) -> TensorLoad | TensorSlice:
         if not isinstance(indices, tuple):
             indices = (indices,)
