@@ -9,6 +9,7 @@ from typing import Any
 
 from autosched import te
 from autosched.errors import AutoschedError
+from autosched.relay.op.reduce import source_index
 from autosched.topi import tag
 from autosched.topi.utils import flat_load
 
@@ -29,16 +30,7 @@ def _reduce(what: str, combine: Callable, data: te.Tensor, axis: Any, keepdims: 
     out_shape = tuple(1 if k in ks else d for k, d in enumerate(shape) if keepdims or k not in ks)
 
     def f(*i):
-        it = iter(i)
-        idx = []
-        for a in range(len(shape)):
-            if a in ks:
-                if keepdims:
-                    next(it)
-                idx.append(ks[a])
-            else:
-                idx.append(next(it))
-        return combine(data(*idx), axis=list(ks.values()))
+        return combine(data(*source_index(i, len(shape), ks, keepdims)), axis=list(ks.values()))
 
     out = te.compute(out_shape, f, name=f"{data.op.name}_{what}", tag=tag.COMM_REDUCE)
     out.op.topi_anchor = {"op": what, "axis": axes, "keepdims": bool(keepdims)}

@@ -37,6 +37,21 @@ def _reduce_rel(name: str):
     return rel
 
 
+def source_index(out_index: Any, ndim: int, reduce_axes: dict, keepdims: bool) -> tuple:
+    """The input index an output element of a reduction reads: the reduction variables at the reduced axes
+    (``reduce_axes``: axis -> reduce_axis), the output's indices elsewhere (a kept axis's index skipped)."""
+    it = iter(out_index)
+    out = []
+    for a in range(ndim):
+        if a in reduce_axes:
+            if keepdims:
+                next(it)
+            out.append(reduce_axes[a])
+        else:
+            out.append(next(it))
+    return tuple(out)
+
+
 def _reduce_compute(name: str):
     def compute(inputs, attrs, out_type):
         (x,) = inputs
@@ -47,16 +62,7 @@ def _reduce_compute(name: str):
         kl = list(ks.values())
 
         def src(i):
-            it = iter(i)
-            out = []
-            for a in range(len(shape)):
-                if a in ks:
-                    if keep:
-                        next(it)
-                    out.append(ks[a])
-                else:
-                    out.append(next(it))
-            return tuple(out)
+            return source_index(i, len(shape), ks, keep)
 
         if name in ("sum", "mean"):
             red = te.compute(out_type.shape, lambda *i: te.sum(x[src(i)], axis=kl), name=f"{name}_red", tag=name)
