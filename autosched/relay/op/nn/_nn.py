@@ -310,14 +310,14 @@ def _pool_window(x: te.Tensor, attrs: dict, out_type, op_name: str, reduce, outs
     # a window that never leaves the input (no padding, no overhang) reads it without a bounds test
     within = pt == 0 and pl == 0 and (OH - 1) * sh + (KH - 1) * dh < H and (OW - 1) * sw + (KW - 1) * dw < W
 
-    def tap(o, k, stride, dilation, pad):  # o * stride + k * dilation - pad, without the unit terms
-        e = (o * stride if stride != 1 else o) + (k * dilation if dilation != 1 else k)
-        return e - pad if pad else e
-
     def f(n, c, y, xx, *rest):
-        h, w = tap(y, rh, sh, dh, pt), tap(xx, rw, sw, dw, pl)
-        if within:
+        if within:  # the taps without their unit terms (the form TVM's pooling has)
+            h = (y * sh if sh != 1 else y) + (rh * dh if dh != 1 else rh)
+            w = (xx * sw if sw != 1 else xx) + (rw * dw if dw != 1 else rw)
             return reduce(at(n, c, h, w, rest), axis=[rh, rw])
+        # (written as it always was: tuning records name the computation by its structure)
+        h = y * sh + rh * dh - pt
+        w = xx * sw + rw * dw - pl
         inside = te.all(h >= 0, h < H, w >= 0, w < W)
         return reduce(te.if_then_else(inside, at(n, c, h, w, rest), outside), axis=[rh, rw])
 
