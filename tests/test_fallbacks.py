@@ -8,6 +8,7 @@ inference that fails.
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -156,7 +157,8 @@ def test_measured_results_carry_build_flags_and_unchecked(tmp_path, capsys):
         db.close()
     assert main(["db", "--db", str(db_path), "best", "--workload", "measure_noref", "--param", "n=32",
                  "--param", "m=24"]) == 0
-    assert "[unchecked]" in capsys.readouterr().out
+    # (a record whose two repeats of a sub-microsecond kernel disagree is also marked noisy: "[unchecked, noisy]")
+    assert re.search(r"\[unchecked(, noisy)?\]", capsys.readouterr().out)
 
 
 # -- the cost model --
