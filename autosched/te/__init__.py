@@ -43,9 +43,11 @@ from autosched.te.expr import (
     sqrt,
     sum,
     tanh,
+    trunc,
     truncdiv,
     truncmod,
 )
+from autosched.te.autodiff import gradient
 from autosched.te.extern import ExternOp, extern
 from autosched.te.intrin import TensorIntrin, decl_tensor_intrin
 from autosched.te.scan import ScanOp, scan
@@ -71,10 +73,10 @@ __all__ = [
     "Expr", "Var", "abs", "all", "any", "cast", "ceil", "comm_reducer", "const", "cos", "erf", "exp", "floor",
     "if_then_else", "isinf", "isnan", "log", "max", "max_value", "maximum", "min", "min_value", "minimum", "power",
     "reinterpret", "round", "sigmoid", "sin",
-    "sqrt", "sum", "tanh", "floordiv", "floormod", "indexdiv", "indexmod", "truncdiv", "truncmod",
+    "sqrt", "sum", "tanh", "trunc", "floordiv", "floormod", "indexdiv", "indexmod", "truncdiv", "truncmod",
     "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "shift_left", "shift_right",
     "Schedule", "Stage", "create_schedule", "ScanOp", "scan",
-    "ExternOp", "extern", "TensorIntrin", "decl_tensor_intrin", "ComputeOp", "IterVar", "Operation",
+    "gradient", "ExternOp", "extern", "TensorIntrin", "decl_tensor_intrin", "ComputeOp", "IterVar", "Operation",
     "PlaceholderOp", "Range", "Tensor", "TensorSlice",
     "compute", "placeholder", "reduce_axis", "size_var", "thread_axis", "var",
     "Step", "Trace",

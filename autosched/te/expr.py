@@ -829,6 +829,14 @@ def round(x: Any) -> Expr:  # noqa: A001 - TVM's name
     return Call(x.dtype, "nearbyint", [x])
 
 
+def trunc(x: Any) -> Expr:  # TVM's name
+    """``x`` rounded towards zero, as a float (integers are returned as they are)."""
+    x = convert(x)
+    if not is_float(x.dtype):
+        return x
+    return Select(LT(x, const(0.0, x.dtype)), ceil(x), floor(x))
+
+
 def reinterpret(dtype: str, value: Any) -> Expr:
     """``value``'s bits read as ``dtype`` (TVM's ``tir.reinterpret``; same width, e.g. float32 <-> int32)."""
     value = convert(value)

@@ -54,6 +54,62 @@ def requires_gpu(fn: Any) -> Any:
 requires_cuda = requires_gpu
 
 
+def requires_tensorcore(fn: Any) -> Any:
+    """Skip a test (pytest) where no GPU with tensor cores (sm_70 or newer) is."""
+    import pytest  # the test runner's: only test code asks (see the module's docstring)
+
+    arch = host_gpu_arch()
+    has = arch is not None and int("".join(ch for ch in arch if ch.isdigit()) or 0) >= 70
+    return pytest.mark.skipif(not has, reason="no CUDA device with tensor cores")(fn)
+
+
+def check_numerical_grads(function: Any, input_values: Any, grad_values: Any, function_value: Any = None,
+                          delta: float = 1e-3, atol: float = 1e-2, rtol: float = 0.1) -> None:
+    """Check ``grad_values`` against central differences of the scalar ``function`` (TVM's helper for
+    gradients). Inputs and gradients are lists (positional) or dicts (keyword); each input's gradient passes
+    when ``|numeric - given| <= atol * sqrt(size) + rtol * |numeric|`` (Euclidean norms), else an
+    AssertionError names the input and the worst element."""
+    if isinstance(input_values, dict):
+        names = list(input_values)
+        values = {k: np.array(v, dtype=np.asarray(v).dtype) for k, v in input_values.items()}
+
+        def call(vals: dict) -> float:
+            return float(function(**vals))
+        grads = grad_values
+    else:
+        names = list(range(len(input_values)))
+        values = {i: np.array(v, dtype=np.asarray(v).dtype) for i, v in enumerate(input_values)}
+
+        def call(vals: dict) -> float:
+            return float(function(*[vals[i] for i in names]))
+        grads = dict(enumerate(grad_values))
+    for name in names:
+        if name not in grads:
+            continue
+        x = values[name]
+        given = np.asarray(grads[name].numpy() if isinstance(grads[name], NDArray) else grads[name],
+                           dtype=np.float64)
+        if given.shape != x.shape:
+            raise ValueError(f"gradient of input {name!r} has shape {given.shape}, the input {x.shape}")
+        numeric = np.zeros(x.shape, dtype=np.float64)
+        flat = x.reshape(-1)
+        for i in range(flat.size):
+            old = flat[i]
+            flat[i] = old + delta
+            up = call(values)
+            flat[i] = old - delta
+            down = call(values)
+            flat[i] = old
+            numeric.reshape(-1)[i] = (up - down) / (2 * delta)
+        err = float(np.linalg.norm(numeric - given))
+        bound = atol * np.sqrt(max(x.size, 1)) + rtol * float(np.linalg.norm(numeric))
+        if not np.isfinite(err) or err > bound:
+            worst = np.unravel_index(int(np.argmax(np.abs(numeric - given))), x.shape) if x.size else ()
+            raise AssertionError(
+                f"gradient of input {name!r} differs from central differences (delta {delta}): error norm "
+                f"{err:.4g} > {bound:.4g}; worst at {worst}: numeric {numeric[worst]:.6g}, given {given[worst]:.6g}")
+
+
 def requires_llvm(fn: Any) -> Any:
     """TVM's marker of a test that needs the llvm target: autosched always has it."""
     return fn
@@ -123,5 +179,7 @@ def fixture(func: Any = None, *, cache_return_value: bool = False) -> Any:
     return pytest.fixture(func)
 
 
-__all__ = ["TARGETS", "assert_allclose", "device_enabled", "enabled_targets", "fixture", "parameter", "parameters",
-           "parametrize_targets", "requires_cuda", "requires_gpu", "requires_llvm", "uses_gpu"]
+__all__ = ["TARGETS", "assert_allclose", "check_numerical_grads", "device_enabled", "enabled_targets", "fixture",
+           "parameter", "parameters",
+           "parametrize_targets", "requires_cuda", "requires_gpu", "requires_llvm", "requires_tensorcore",
+           "uses_gpu"]
