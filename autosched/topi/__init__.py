@@ -41,6 +41,7 @@ from autosched.topi.broadcast import (
     subtract,
     where,
 )
+from autosched.topi.einsum import einsum, tensordot
 from autosched.topi.elsewhere import NAMESPACES as _ELSEWHERE
 from autosched.topi.math import (  # noqa: A004 - TOPI's names
     abs,
@@ -104,11 +105,11 @@ arm_cpu, hls, mali, bifrost, intel_graphics, rocm = (_ELSEWHERE[k] for k in ("ar
 __all__ = ["abs", "add", "all", "any", "arange", "argmax", "argmin", "arm_cpu", "bifrost", "bitwise_and",
            "bitwise_not", "bitwise_or", "bitwise_xor", "broadcast_add", "broadcast_div", "broadcast_mul",
            "broadcast_sub", "broadcast_to", "cast", "ceil", "clip", "concatenate", "cos", "cuda", "divide",
-           "elemwise_sum", "equal", "erf", "exp", "expand_dims", "fast_erf", "fast_exp", "fast_tanh", "flip",
+           "einsum", "elemwise_sum", "equal", "erf", "exp", "expand_dims", "fast_erf", "fast_exp", "fast_tanh", "flip",
            "floor", "floor_divide", "floor_mod", "full", "full_like", "generic", "gpu", "greater", "greater_equal",
            "hls", "identity", "intel_graphics", "isfinite", "isinf", "isnan", "layout_transform", "left_shift",
            "less", "less_equal", "log", "log10", "log2", "logical_and", "logical_not", "logical_or", "logical_xor",
            "mali", "matmul", "max", "maximum", "min", "minimum", "mod", "multiply", "negative", "nn", "not_equal",
            "power", "prod", "reinterpret", "repeat", "reshape", "right_shift", "rocm", "round", "rsqrt", "sigmoid",
            "sign", "sin", "sparse", "split", "sqrt", "squeeze", "stack", "strided_slice", "subtract", "sum", "tag",
-           "take", "tan", "tanh", "testing", "tile", "transpose", "trunc", "utils", "where", "x86"]
+           "take", "tan", "tanh", "tensordot", "testing", "tile", "transpose", "trunc", "utils", "where", "x86"]

@@ -344,9 +344,22 @@ def _avg_pool_compute(inputs, attrs, out_type):
             w1 = te.minimum(xx * sw - pl + KW, hi_w)
             return te.maximum((h1 - h0) * (w1 - w0), 1).astype(x.dtype)
 
-        return te.compute(out_type.shape, lambda n, c, y, xx, *rest: s[(n, c, y, xx) + rest] / count(y, xx),
-                          name="avg_pool2d")
-    raise RelayError("nn.avg_pool2d: dilation other than 1 is not supported")
+    else:  # dilated taps: count those of ``start + r * d`` (r < K) inside [lo, hi) along each axis
+        lo_h, hi_h = (-pt, H + pb) if attrs["count_include_pad"] else (0, H)
+        lo_w, hi_w = (-pl, W + pr) if attrs["count_include_pad"] else (0, W)
+
+        def taps(start, lo, hi, K, d):
+            first = te.maximum(te.floordiv(lo - start + (d - 1), d), 0)
+            last = te.minimum(te.floordiv(hi - 1 - start, d), K - 1)
+            return te.maximum(last - first + 1, 0)
+
+        def count(y, xx):
+            n_h = taps(y * sh - pt, lo_h, hi_h, KH, dh)
+            n_w = taps(xx * sw - pl, lo_w, hi_w, KW, dw)
+            return te.maximum(n_h * n_w, 1).astype(x.dtype)
+
+    return te.compute(out_type.shape, lambda n, c, y, xx, *rest: s[(n, c, y, xx) + rest] / count(y, xx),
+                      name="avg_pool2d")
 
 
 _POOL_ATTRS = {"pool_size": (1, 1), "strides": (1, 1), "dilation": (1, 1), "padding": (0, 0), "layout": "NCHW",
