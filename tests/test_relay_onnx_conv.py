@@ -74,6 +74,12 @@ CONV_CASES = {
     "avgpool1d_count_include_pad": lambda: _pool("AveragePool", (1, 3, 12), kernel_shape=[3], strides=[2],
                                                  pads=[1, 1], count_include_pad=1),
     "avgpool1d_ceil": lambda: _pool("AveragePool", (1, 2, 10), kernel_shape=[3], strides=[2], ceil_mode=1),
+    # dilated average pooling (opset 19): only the taps inside the input (or its pads) are counted
+    "avgpool2d_dilated_pads_exclude": lambda: _pool("AveragePool", (1, 2, 11, 10), opset=19, kernel_shape=[3, 2],
+                                                    strides=[2, 3], dilations=[2, 3], pads=[1, 1, 2, 0]),
+    "avgpool2d_dilated_include_pad_ceil": lambda: _pool("AveragePool", (1, 2, 11, 10), opset=19, kernel_shape=[3, 2],
+                                                        strides=[2, 3], dilations=[2, 3], pads=[1, 1, 2, 0],
+                                                        count_include_pad=1, ceil_mode=1),
     # ConvTranspose 2-D: weight [C_in, C_out / group, kH, kW]
     "convtranspose_stride1": lambda: _ct((1, 3, 6, 7), (3, 4, 3, 3)),
     "convtranspose_stride2_pads": lambda: _ct((1, 4, 5, 6), (4, 3, 3, 3), strides=[2, 2], pads=[1, 0, 1, 2]),

@@ -403,9 +403,8 @@ def _avg_pool(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     if pooled is not None:
         return pooled
     kernel, strides, dilations, padding, ceil = _pool_common(g, node, attrs)
-    if any(d != 1 for d in dilations):
-        g._fail(f"dilations {list(attrs['dilations'])} are not supported for AveragePool (only 1)")
     out = relay_op.nn.avg_pool2d(_to_2d(g, node.input[0]), pool_size=kernel, strides=strides, padding=padding,
+                                 dilation=dilations,
                                  ceil_mode=ceil, count_include_pad=bool(attrs.get("count_include_pad", 0)))
     return _from_2d(out, len(attrs["kernel_shape"]))
 
