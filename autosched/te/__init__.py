@@ -1,6 +1,7 @@
 """The tensor-expression language: describe what to compute, then schedule how."""
 
 from autosched.te import tensor_core  # noqa: F401,I001 - the tensor-core intrinsics, declared on demand by name
+from autosched.te import hybrid
 from autosched.te.expr import (
     Expr,
     Var,
@@ -64,6 +65,7 @@ from autosched.te.tensor import (
     placeholder,
     reduce_axis,
     size_var,
+    tag_scope,
     thread_axis,
     var,
 )
@@ -78,6 +80,6 @@ __all__ = [
     "Schedule", "Stage", "create_schedule", "ScanOp", "scan",
     "gradient", "ExternOp", "extern", "TensorIntrin", "decl_tensor_intrin", "ComputeOp", "IterVar", "Operation",
     "PlaceholderOp", "Range", "Tensor", "TensorSlice",
-    "compute", "placeholder", "reduce_axis", "size_var", "thread_axis", "var",
-    "Step", "Trace",
+    "compute", "placeholder", "reduce_axis", "size_var", "tag_scope", "thread_axis", "var",
+    "Step", "Trace", "hybrid",
 ]
