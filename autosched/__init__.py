@@ -37,6 +37,10 @@ def __getattr__(name: str):
         from autosched.database.apply import apply_history_best
 
         return apply_history_best
+    if name == "arith":  # TVM's tvm.arith: the Analyzer over the integer simplifier
+        import autosched.tir.arith as arith
+
+        return arith
     if name == "database":
         import autosched.database as database
 

@@ -1,6 +1,7 @@
 """Run compiled kernels: modules, functions, and the global function registry. No llvmlite needed."""
 
 from autosched.runtime import graph_executor
+from autosched.runtime.convert import convert
 from autosched.runtime.csource import CSourceModule
 from autosched.runtime.module import DSOModule, Module, PackedFunc, load_module
 from autosched.runtime.registry import (
@@ -15,6 +16,7 @@ __all__ = [
     "DSOModule",
     "Module",
     "PackedFunc",
+    "convert",
     "get_global_func",
     "graph_executor",
     "list_global_func_names",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -298,11 +299,44 @@ def placeholder(shape: Any, dtype: str = "float32", name: str = "placeholder") -
     return PlaceholderOp(name, _shape(shape), check_dtype(dtype)).output(0)
 
 
+class TagScope:
+    """``with te.tag_scope("conv"):`` or ``@te.tag_scope(tag="conv")``: computes made inside without a tag of
+    their own get this one (TVM's; how TOPI marks its operators). Scopes do not nest."""
+
+    _current: TagScope | None = None
+
+    def __init__(self, tag: str):
+        self.tag = tag
+
+    def __enter__(self) -> TagScope:
+        if TagScope._current is not None:
+            raise ValueError(f"tag_scope {self.tag!r} inside tag_scope {TagScope._current.tag!r}: scopes do not nest")
+        TagScope._current = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        TagScope._current = None
+
+    def __call__(self, fdecl: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fdecl)
+        def tagged(*args: Any, **kwargs: Any) -> Any:
+            with TagScope(self.tag):
+                return fdecl(*args, **kwargs)
+        return tagged
+
+
+def tag_scope(tag: str) -> TagScope:
+    """The tag scope ``tag``: a context manager and a decorator."""
+    return TagScope(tag)
+
+
 def compute(
     shape: Any, fcompute: Callable[..., Any], name: str = "compute", tag: str = "", attrs: dict | None = None
 ) -> Tensor | list[Tensor]:
     """``out[i, j, ...] = fcompute(i, j, ...)``; a reduction must be the whole body. A ``fcompute`` that
     returns a tuple makes one operation with that many outputs, returned as a list of tensors."""
+    if not tag and TagScope._current is not None:
+        tag = TagScope._current.tag
     shape = _shape(shape)
     try:
         params = list(inspect.signature(fcompute).parameters.values())
@@ -364,6 +398,8 @@ __all__ = [
     "ComputeOp",
     "placeholder",
     "compute",
+    "tag_scope",
+    "TagScope",
     "reduce_axis",
     "thread_axis",
     "var",

@@ -61,6 +61,7 @@ from autosched.te.expr import (
     sin,
     sqrt,
     tanh,
+    trunc,
     truncdiv,
     truncmod,
 )
@@ -76,6 +77,7 @@ from autosched.tir.stmt import (
     BufferStore,
     Evaluate,
     For,
+    ForKind,
     IfThenElse,
     LetStmt,
     PrimFunc,
@@ -88,8 +90,8 @@ __all__ = [
     "FloorMod", "IntImm", "Let", "Max", "Min", "Mul", "Not", "Or", "PrimExpr", "ProducerLoad", "Reduce", "Select",
     "Sub", "Var", "abs", "cos", "erf", "isinf", "isnan", "round", "sin", "all", "any", "cast", "ceil", "const",
     "exp", "floor", "floordiv", "floormod", "if_then_else", "indexdiv", "indexmod", "log", "max_value", "min_value",
-    "power", "reinterpret", "sigmoid", "sqrt", "tanh", "truncdiv", "truncmod", "bitwise_and", "bitwise_not",
+    "power", "reinterpret", "sigmoid", "sqrt", "tanh", "trunc", "truncdiv", "truncmod", "bitwise_and", "bitwise_not",
     "bitwise_or", "bitwise_xor", "shift_left", "shift_right", "Allocate", "Buffer", "BufferLoad", "BufferStore",
-    "For", "IfThenElse", "LetStmt", "PrimFunc", "SeqStmt", "Stmt", "stmt_functor", "BufferRef", "Evaluate",
+    "For", "ForKind", "IfThenElse", "LetStmt", "PrimFunc", "SeqStmt", "Stmt", "stmt_functor", "BufferRef", "Evaluate",
     "call_extern", "call_intrin", "call_packed", "decl_buffer", "ir_builder",
 ]

@@ -14,6 +14,8 @@ results are the same as computing everything afresh; only the work differs.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from autosched.te import expr as E
@@ -776,3 +778,27 @@ def ceildiv(a: Expr, b: int) -> Expr:
     if isinstance(a, IntImm):
         return IntImm(-(-a.value // b), a.dtype)
     return simplify(E.FloorDiv(E.Add(a, IntImm(b - 1, a.dtype), a.dtype), IntImm(b, a.dtype), a.dtype))
+
+
+class Analyzer:
+    """TVM's ``tvm.arith.Analyzer``: simplification and proofs, with the variable ranges given by ``bind`` /
+    ``update`` (``Range`` or ``(lo, hi)`` half-open, as TVM's)."""
+
+    def __init__(self) -> None:
+        self.ranges: Ranges = {}
+
+    def bind(self, var: E.Var, rng: Any) -> None:
+        """``var`` takes values in ``rng`` (a te ``Range`` or ``(begin, end)``)."""
+        lo, ext = (rng.min, rng.extent) if hasattr(rng, "extent") else (rng[0], E.convert(rng[1]) - rng[0])
+        lo = E.convert(lo)
+        self.ranges[var] = (lo, simplify(E.convert(lo) + ext - 1))
+
+    update = bind
+
+    def simplify(self, e: Any) -> Expr:
+        return simplify(E.convert(e), self.ranges)
+
+    rewrite_simplify = canonical_simplify = simplify
+
+    def can_prove(self, cond: Any) -> bool:
+        return prove(E.convert(cond), self.ranges)

@@ -15,6 +15,16 @@ from autosched.te.expr import Call, Expr, IntImm, Var, convert, expr_str
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")
 
 
+class ForKind:
+    """TVM's names of the loop kinds: ``loop.kind == tir.ForKind.PARALLEL``."""
+
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unrolled"
+    THREAD_BINDING = "thread_binding"
+
+
 class Buffer:
     """An array: a function argument or an allocation. Row-major and dense unless ``strides`` (elements per
     step of each dimension: ``storage_align``'s padded rows, ``tir.decl_buffer(strides=...)``) say otherwise;
@@ -153,6 +163,16 @@ class For(Stmt):
         self.kind = kind
         self.body = body
         self.thread_tag = thread_tag
+
+    @property
+    def loop_var(self) -> Var:
+        """TVM's name for the loop variable."""
+        return self.var
+
+    @property
+    def min(self) -> Expr:  # noqa: A003 - TVM's name
+        """Where the loop starts: always 0 in this loop IR (TVM's ``For.min``)."""
+        return IntImm(0, self.var.dtype)
 
 
 class BufferStore(Stmt):

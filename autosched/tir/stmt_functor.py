@@ -7,6 +7,7 @@ from typing import Any
 
 from autosched.te import expr as E
 from autosched.tir import stmt as S
+from autosched.tir.transform import substitute_stmt
 
 
 def post_order_visit(node: Any, fvisit: Callable[[Any], Any]) -> None:
@@ -40,4 +41,13 @@ def post_order_visit(node: Any, fvisit: Callable[[Any], Any]) -> None:
         visit_stmt(node)
 
 
-__all__ = ["post_order_visit"]
+def substitute(node: Any, vmap: dict) -> Any:
+    """``node`` (a statement or an expression) with variables replaced by the values in ``vmap`` (keys are
+    variables; values expressions or numbers)."""
+    vmap = {k: E.convert(v) for k, v in vmap.items()}
+    if isinstance(node, E.Expr):
+        return E.substitute(node, vmap)
+    return substitute_stmt(node, vmap)
+
+
+__all__ = ["post_order_visit", "substitute"]
