@@ -424,3 +424,34 @@ def test_short_type_names_and_the_original_reduce_axis_on_a_cache_write_stage():
     np.testing.assert_allclose(c, a.astype("float32") @ b.astype("float32"), rtol=1e-4, atol=1e-4)
     with pytest.raises(TypeError, match="unsupported dtype 'floot'"):
         te.placeholder((2,), "floot")
+
+
+def test_tag_scope_analyzer_and_convert():
+    """te.tag_scope tags the computes made inside (as a context and as a decorator; scopes do not nest);
+    tvm.arith.Analyzer simplifies under bound ranges; runtime.convert makes Arrays and constants; te.trunc."""
+
+    @te.tag_scope(tag="conv")
+    def conv_like(a):
+        return te.compute(a.shape, lambda i: a[i] * 2, name="c")
+
+    A = te.placeholder((8,), name="A")
+    with te.tag_scope("gemm"):
+        B = te.compute((8,), lambda i: A[i] + 1, name="B")
+        C = te.compute((8,), lambda i: A[i] + 1, name="C", tag="mine")
+    assert (B.op.tag, C.op.tag, conv_like(A).op.tag) == ("gemm", "mine", "conv")
+    assert te.compute((8,), lambda i: A[i], name="D").op.tag == ""
+    with pytest.raises(ValueError, match="do not nest"), te.tag_scope("outer"):
+        conv_like(A)
+    n = te.var("n")
+    ana = autosched.arith.Analyzer()
+    ana.bind(n, (0, 16))
+    assert autosched.tir.arith.const_int(ana.simplify((n + 4) // 32)) == 0
+    assert ana.can_prove(n < 16) and not ana.can_prove(n < 15)
+    arr = autosched.runtime.convert([1, [2.5, A]])
+    assert isinstance(arr, autosched.container.Array) and arr[0].value == 1 and arr[1][1] is A
+    T = te.compute((4,), lambda i: te.trunc(A[i]), name="T")
+    f = autosched.build(te.create_schedule(T.op), [A, T])
+    a = np.array([-2.5, -0.5, 0.5, 2.7, 0, 0, 0, 0], "float32")
+    out = np.zeros(4, "float32")
+    f(a, out)
+    np.testing.assert_array_equal(out, np.trunc(a[:4]))
