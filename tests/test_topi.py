@@ -252,3 +252,98 @@ def test_same_padding_uses_the_dilated_kernel_and_other_targets_are_refused_by_n
     assert topi.testing.dispatch("llvm", {"generic": 1, "gpu": 2}) == 1
     with pytest.raises(AutoschedError, match="no hls target"):
         topi.hls.schedule_softmax(out)
+
+
+def _build_run(outs, ins, in_vals, out_dtypes=None):
+    outs = outs if isinstance(outs, list) else [outs]
+    f = autosched.build(te.create_schedule([o.op for o in outs]), list(ins) + outs)
+    bufs = [np.zeros(tuple(int(d) for d in o.shape), o.dtype) for o in outs]
+    f(*in_vals, *bufs)
+    return bufs if len(bufs) > 1 else bufs[0]
+
+
+def test_indexing_operators_match_numpy():
+    from autosched.topi import testing as ref
+
+    data = RNG.random((3, 4, 5), dtype=np.float32)
+    D = te.placeholder(data.shape, name="D")
+    idx = RNG.integers(0, 4, (3, 2, 5)).astype("int32")
+    I = te.placeholder(idx.shape, name="I", dtype="int32")
+    np.testing.assert_array_equal(_build_run(topi.gather(D, 1, I), [D, I], [data, idx]),
+                                  ref.gather_python(data, 1, idx))
+    nd_idx = np.array([[0, 2, 1], [3, 0, 1]], "int64")
+    J = te.placeholder(nd_idx.shape, name="J", dtype="int64")
+    np.testing.assert_array_equal(_build_run(topi.gather_nd(D, J), [D, J], [data, nd_idx]),
+                                  ref.gather_nd_python(data, nd_idx))
+    hot = np.array([[0, 3], [2, 1]], "int32")
+    H = te.placeholder(hot.shape, name="H", dtype="int32")
+    for axis in (-1, 0, 1):
+        np.testing.assert_array_equal(_build_run(topi.one_hot(H, 5.0, -1.0, 4, axis, "float32"), [H], [hot]),
+                                      ref.one_hot(hot, 5.0, -1.0, 4, axis, "float32"))
+    seq = RNG.random((6, 3, 2), dtype=np.float32)
+    S = te.placeholder(seq.shape, name="S")
+    lens = np.array([2, 6, 0], "int32")
+    L = te.placeholder((3,), name="L", dtype="int32")
+    np.testing.assert_array_equal(_build_run(topi.sequence_mask(S, L, -7.0, 0), [S, L], [seq, lens]),
+                                  ref.sequence_mask(seq, lens, -7.0, 0))
+    rev = _build_run(topi.reverse_sequence(S, L, seq_axis=0, batch_axis=1), [S, L], [seq, lens])
+    want = seq.copy()
+    for b, n in enumerate(lens):
+        want[:n, b] = seq[:n, b][::-1]
+    np.testing.assert_array_equal(rev, want)
+    flat = np.array([0, 7, 23, 59], "int32")
+    F = te.placeholder((4,), name="F", dtype="int32")
+    Sh = te.placeholder((3,), name="Sh", dtype="int32")
+    np.testing.assert_array_equal(_build_run(topi.unravel_index(F, Sh), [F, Sh], [flat, np.array([3, 4, 5], "int32")]),
+                                  np.array(np.unravel_index(flat, (3, 4, 5))))
+
+
+def test_scatter_like_operators_and_shapes_match_numpy():
+    from autosched.topi import testing as ref
+
+    sp_idx = np.array([[0, 1], [2, 3], [1, 0]], "int32")
+    sp_val = np.array([1.5, -2.0, 4.0], "float32")
+    SI = te.placeholder(sp_idx.shape, name="SI", dtype="int32")
+    SV = te.placeholder((3,), name="SV")
+    dense = _build_run(topi.sparse_to_dense(SI, (3, 4), SV, 0.5), [SI, SV], [sp_idx, sp_val])
+    want = np.full((3, 4), 0.5, "float32")
+    want[tuple(sp_idx.T)] = sp_val
+    np.testing.assert_array_equal(dense, want)
+    mat = RNG.random((2, 4, 5), dtype=np.float32)
+    M = te.placeholder(mat.shape, name="M")
+    diag = RNG.random((2, 4), dtype=np.float32)
+    Dg = te.placeholder(diag.shape, name="Dg")
+    np.testing.assert_array_equal(_build_run(topi.matrix_set_diag(M, Dg), [M, Dg], [mat, diag]),
+                                  ref.matrix_set_diag(mat, diag))
+    band = RNG.random((2, 3, 4), dtype=np.float32)  # k = -1..1: three diagonals, 4 long at most
+    B = te.placeholder(band.shape, name="B")
+    for align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
+        np.testing.assert_array_equal(
+            _build_run(topi.matrix_set_diag(M, B, (-1, 1), align), [M, B], [mat, band]),
+            ref.matrix_set_diag(mat, band, (-1, 1), align))
+    a = RNG.random((6, 5), dtype=np.float32)
+    v = RNG.random((2, 2), dtype=np.float32)
+    A, V = te.placeholder(a.shape, name="A"), te.placeholder(v.shape, name="V")
+    Be, En, St = (te.placeholder((2,), name=n, dtype="int64") for n in ("Be", "En", "St"))
+    got = _build_run(topi.strided_set(A, V, Be, En, St), [A, V, Be, En, St],
+                     [a, v, np.array([1, -4], "int64"), np.array([5, 5], "int64"), np.array([3, 2], "int64")])
+    np.testing.assert_array_equal(got, ref.strided_set_python(a, v, [1, 1], [5, 5], [3, 2]))
+    assert list(_build_run(topi.shape(A, "int32"), [A], [a])) == [6, 5]
+    assert int(_build_run(topi.ndarray_size(A, "int64"), [A], [a])) == 30
+    T = te.placeholder((6, 1, 5), name="T")
+    np.testing.assert_array_equal(_build_run(topi.expand_like(A, T, [1]), [A], [a]), a[:, None, :])
+    x, y = np.arange(3, dtype="float32"), np.arange(4, dtype="float32") * 10
+    X, Y = te.placeholder((3,), name="X"), te.placeholder((4,), name="Y")
+    for indexing in ("ij", "xy"):
+        gx, gy = _build_run(topi.meshgrid([X, Y], indexing), [X, Y], [x, y])
+        wx, wy = np.meshgrid(x, y, indexing=indexing)
+        np.testing.assert_array_equal(gx, wx)
+        np.testing.assert_array_equal(gy, wy)
+    perm = np.array([2, 0, 3, 1], "int32")
+    P = te.placeholder((4,), name="P", dtype="int32")
+    np.testing.assert_array_equal(_build_run(topi.invert_permutation(P), [P], [perm]), np.argsort(perm))
+    i0, i1 = np.array([[0], [5]], "int32"), np.array([1, 4, 2], "int32")
+    I0, I1 = te.placeholder(i0.shape, name="I0", dtype="int32"), te.placeholder(i1.shape, name="I1", dtype="int32")
+    np.testing.assert_array_equal(_build_run(topi.adv_index(A, [I0, I1]), [A, I0, I1], [a, i0, i1]), a[i0, i1])
+    with pytest.raises(ValueError, match="axis 3 is out of range"):
+        topi.one_hot(te.placeholder((2,), dtype="int32"), 1, 0, 3, 3, "float32")

@@ -43,6 +43,23 @@ from autosched.topi.broadcast import (
 )
 from autosched.topi.einsum import einsum, tensordot
 from autosched.topi.elsewhere import NAMESPACES as _ELSEWHERE
+from autosched.topi.indexing import (
+    adv_index,
+    expand_like,
+    gather,
+    gather_nd,
+    invert_permutation,
+    matrix_set_diag,
+    meshgrid,
+    ndarray_size,
+    one_hot,
+    reverse_sequence,
+    sequence_mask,
+    shape,
+    sparse_to_dense,
+    strided_set,
+    unravel_index,
+)
 from autosched.topi.math import (  # noqa: A004 - TOPI's names
     abs,
     bitwise_not,
@@ -102,14 +119,17 @@ broadcast_add, broadcast_sub, broadcast_mul, broadcast_div = add, subtract, mult
 arm_cpu, hls, mali, bifrost, intel_graphics, rocm = (_ELSEWHERE[k] for k in ("arm_cpu", "hls", "mali", "bifrost",
                                                                            "intel_graphics", "rocm"))
 
-__all__ = ["abs", "add", "all", "any", "arange", "argmax", "argmin", "arm_cpu", "bifrost", "bitwise_and",
-           "bitwise_not", "bitwise_or", "bitwise_xor", "broadcast_add", "broadcast_div", "broadcast_mul",
-           "broadcast_sub", "broadcast_to", "cast", "ceil", "clip", "concatenate", "cos", "cuda", "divide",
-           "einsum", "elemwise_sum", "equal", "erf", "exp", "expand_dims", "fast_erf", "fast_exp", "fast_tanh", "flip",
-           "floor", "floor_divide", "floor_mod", "full", "full_like", "generic", "gpu", "greater", "greater_equal",
-           "hls", "identity", "intel_graphics", "isfinite", "isinf", "isnan", "layout_transform", "left_shift",
-           "less", "less_equal", "log", "log10", "log2", "logical_and", "logical_not", "logical_or", "logical_xor",
-           "mali", "matmul", "max", "maximum", "min", "minimum", "mod", "multiply", "negative", "nn", "not_equal",
-           "power", "prod", "reinterpret", "repeat", "reshape", "right_shift", "rocm", "round", "rsqrt", "sigmoid",
-           "sign", "sin", "sparse", "split", "sqrt", "squeeze", "stack", "strided_slice", "subtract", "sum", "tag",
-           "take", "tan", "tanh", "tensordot", "testing", "tile", "transpose", "trunc", "utils", "where", "x86"]
+__all__ = ["abs", "add", "adv_index", "all", "any", "arange", "argmax", "argmin", "arm_cpu", "bifrost",
+           "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "broadcast_add", "broadcast_div",
+           "broadcast_mul", "broadcast_sub", "broadcast_to", "cast", "ceil", "clip", "concatenate", "cos", "cuda",
+           "divide", "einsum", "elemwise_sum", "equal", "erf", "exp", "expand_dims", "expand_like", "fast_erf",
+           "fast_exp", "fast_tanh", "flip", "floor", "floor_divide", "floor_mod", "full", "full_like", "gather",
+           "gather_nd", "generic", "gpu", "greater", "greater_equal", "hls", "identity", "intel_graphics",
+           "invert_permutation", "isfinite", "isinf", "isnan", "layout_transform", "left_shift", "less",
+           "less_equal", "log", "log10", "log2", "logical_and", "logical_not", "logical_or", "logical_xor", "mali",
+           "matmul", "matrix_set_diag", "max", "maximum", "meshgrid", "min", "minimum", "mod", "multiply",
+           "ndarray_size", "negative", "nn", "not_equal", "one_hot", "power", "prod", "reinterpret", "repeat",
+           "reshape", "reverse_sequence", "right_shift", "rocm", "round", "rsqrt", "sequence_mask", "shape",
+           "sigmoid", "sign", "sin", "sparse", "sparse_to_dense", "split", "sqrt", "squeeze", "stack", "strided_set",
+           "strided_slice", "subtract", "sum", "tag", "take", "tan", "tanh", "tensordot", "testing", "tile",
+           "transpose", "trunc", "unravel_index", "utils", "where", "x86"]

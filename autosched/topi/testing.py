@@ -150,3 +150,71 @@ def pool2d_nchw_python(a_np: np.ndarray, kernel: Sequence[int], stride: Sequence
     ones = np.pad(np.ones(a_np.shape[2:]), ((pt, pb), (pl, pr)))
     counts = sliding_window_view(ones, (kh, kw))[::sh, ::sw].sum(axis=(2, 3))
     return (win.sum(axis=(4, 5)) / counts).astype(a_np.dtype)
+
+
+def gather_python(data: np.ndarray, axis: int, indices: np.ndarray) -> np.ndarray:
+    """numpy reference of ``topi.gather``."""
+    return np.take_along_axis(data, indices.astype(np.int64), axis=axis)
+
+
+def gather_nd_python(a_np: np.ndarray, indices_np: np.ndarray) -> np.ndarray:
+    """numpy reference of ``topi.gather_nd``: ``indices[:, y]`` indexes ``a``'s first dimensions."""
+    m = indices_np.shape[0]
+    return a_np[tuple(indices_np[k].astype(np.int64) for k in range(m))]
+
+
+def one_hot(indices: np.ndarray, on_value: Any, off_value: Any, depth: int, axis: int, dtype: str) -> np.ndarray:
+    """numpy reference of ``topi.one_hot``."""
+    hot = np.arange(depth) == indices[..., None]
+    out = np.where(hot, on_value, off_value).astype(dtype)
+    return np.moveaxis(out, -1, axis if axis >= 0 else out.ndim + axis)
+
+
+def sequence_mask(data: np.ndarray, valid_length: np.ndarray, mask_value: float, axis: int) -> np.ndarray:
+    """numpy reference of ``topi.sequence_mask``."""
+    steps = np.arange(data.shape[axis])
+    mask = steps[:, None] >= valid_length[None, :] if axis == 0 else steps[None, :] >= valid_length[:, None]
+    mask = mask.reshape(mask.shape + (1,) * (data.ndim - 2))
+    return np.where(mask, np.asarray(mask_value, data.dtype), data)
+
+
+def matrix_set_diag(input_np: np.ndarray, diagonal: np.ndarray, k: Any = 0, align: str = "RIGHT_LEFT") -> np.ndarray:
+    """numpy reference of ``topi.matrix_set_diag`` (TensorFlow's MatrixSetDiagV3 alignment)."""
+    out = np.array(input_np, copy=True)
+    lo, hi = (k, k) if isinstance(k, int) else k
+    m, n = out.shape[-2:]
+    max_len = diagonal.shape[-1]
+    for d in range(lo, hi + 1):
+        length = min(m + min(0, d), n - max(0, d))
+        right = (align.split("_")[0] if d >= 0 else align.split("_")[1]) == "RIGHT"
+        offset = max_len - length if (right and lo != hi) else 0
+        row = diagonal if lo == hi else diagonal[..., hi - d, :]
+        for p in range(length):
+            i, j = (p, p + d) if d >= 0 else (p - d, p)
+            out[..., i, j] = row[..., p + offset]
+    return out
+
+
+def strided_slice_python(data: np.ndarray, begin: Sequence[int], end: Sequence[int], strides: Sequence[int],
+                         slice_mode: str = "end", axes: Sequence[int] | None = None) -> np.ndarray:
+    """numpy reference of ``topi.strided_slice`` (``slice_mode`` "size": ``end`` gives sizes, -1 to the end)."""
+    axes = list(axes) if axes is not None else list(range(len(begin)))
+    slices = [slice(None)] * data.ndim
+    for q, ax in enumerate(axes):
+        stride = strides[q] if strides is not None and q < len(strides) else 1
+        b = begin[q]
+        e = end[q] if q < len(end) else None
+        if slice_mode == "size":
+            e = None if e is None or e < 0 else b + e
+            stride = 1
+        slices[ax] = slice(b, e, stride)
+    return data[tuple(slices)]
+
+
+def strided_set_python(data: np.ndarray, v: np.ndarray, begin: Sequence[int], end: Sequence[int],
+                       strides: Sequence[int] | None = None) -> np.ndarray:
+    """numpy reference of ``topi.strided_set``."""
+    out = np.array(data, copy=True)
+    strides = list(strides or []) + [1] * (len(begin) - len(strides or []))
+    out[tuple(slice(b, e, s) for b, e, s in zip(begin, end, strides))] = v
+    return out

@@ -10,6 +10,19 @@ from autosched import relay, te
 from autosched.errors import AutoschedError
 from autosched.topi import tag
 from autosched.topi._relay import lower_call
+from autosched.topi.indexing import (  # noqa: F401 - TOPI has them in topi.transform too
+    expand_like,
+    gather,
+    gather_nd,
+    matrix_set_diag,
+    one_hot,
+    reverse_sequence,
+    sequence_mask,
+    shape,
+    sparse_to_dense,
+    strided_set,
+    unravel_index,
+)
 from autosched.topi.utils import flat_load
 
 
@@ -78,8 +91,8 @@ def take(a: te.Tensor, indices: Any, axis: int | None = None, mode: str = "clip"
             k = te.floormod(k, n)
         return a(*(i[:axis] + (k,) + i[axis + len(ishape):]))
 
-    shape = tuple(a.shape[:axis]) + ishape + tuple(a.shape[axis + 1:])
-    return te.compute(shape, f, name="take", tag=tag.INJECTIVE)
+    out_shape = tuple(a.shape[:axis]) + ishape + tuple(a.shape[axis + 1:])
+    return te.compute(out_shape, f, name="take", tag=tag.INJECTIVE)
 
 
 def strided_slice(a: te.Tensor, begin: Sequence[int], end: Sequence[int], strides: Sequence[int] | None = None,
