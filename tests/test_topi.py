@@ -347,3 +347,52 @@ def test_scatter_like_operators_and_shapes_match_numpy():
     np.testing.assert_array_equal(_build_run(topi.adv_index(A, [I0, I1]), [A, I0, I1], [a, i0, i1]), a[i0, i1])
     with pytest.raises(ValueError, match="axis 3 is out of range"):
         topi.one_hot(te.placeholder((2,), dtype="int32"), 1, 0, 3, 3, "float32")
+
+
+def test_nd_pooling_adaptive_pooling_and_pool_grad():
+    """pool1d/pool3d in any layout and adaptive pooling match loop references; the n-D pooling in 2-D agrees
+    with relay's pool2d (ceil mode and pad counting included); pool_grad is pool2d's adjoint."""
+    from autosched.topi import testing as ref
+    from autosched.topi.nn.poolnd import poolnd
+
+    x1 = RNG.random((1, 3, 13), dtype=np.float32)
+    for layout, data in (("NCW", x1), ("NWC", x1.transpose(0, 2, 1).copy())):
+        A = te.placeholder(data.shape, name="A")
+        for pool_type, ceil, include in (("max", False, True), ("avg", True, False), ("avg", True, True)):
+            B = topi.nn.pool1d(A, [3], [2], [2], [1, 2], pool_type, ceil, layout, include)
+            want = ref.poolnd_python(data, [3], [2], [2], [1], [2], pool_type, include, ceil, layout=layout)
+            np.testing.assert_allclose(_build_run(B, [A], [data]), want, rtol=1e-5)
+    x3 = RNG.random((1, 2, 5, 6, 7), dtype=np.float32)
+    A3 = te.placeholder(x3.shape, name="A3")
+    B3 = topi.nn.pool3d(A3, [2, 3, 2], [2, 1, 2], [1, 1, 1], [1, 0, 1, 0, 1, 1], "avg", True, "NCDHW", False)
+    np.testing.assert_allclose(_build_run(B3, [A3], [x3]),
+                               ref.poolnd_python(x3, [2, 3, 2], [2, 1, 2], [1, 1, 1], [1, 0, 1], [0, 1, 1], "avg",
+                                                 False, True), rtol=1e-5)
+    x2 = RNG.random((1, 2, 11, 10), dtype=np.float32)
+    A2 = te.placeholder(x2.shape, name="A2")
+    for pool_type, ceil, include in (("max", True, True), ("avg", True, True), ("avg", False, False)):
+        mine = poolnd(A2, [3, 2], [2, 3], [1, 1], [1, 0, 2, 1], pool_type, ceil, "NCHW", include, "pool2d")
+        relays = topi.nn.pool2d(A2, [3, 2], [2, 3], [1, 1], [1, 0, 2, 1], pool_type, ceil, "NCHW", include)
+        assert [int(d) for d in mine.shape] == [int(d) for d in relays.shape]
+        np.testing.assert_allclose(_build_run(mine, [A2], [x2]), _build_run(relays, [A2], [x2]), rtol=1e-6)
+    for out_size, layout, data in (((3, 4), "NCHW", x2), ((2, 3, 4), "NCDHW", x3),
+                                   ((4, 3), "NHWC", x2.transpose(0, 2, 3, 1).copy())):
+        T = te.placeholder(data.shape, name="T")
+        for pool_type in ("max", "avg"):
+            fn = topi.nn.adaptive_pool3d if len(out_size) == 3 else topi.nn.adaptive_pool
+            np.testing.assert_allclose(_build_run(fn(T, out_size, pool_type, layout), [T], [data]),
+                                       ref.adaptive_pool(data, out_size, pool_type, layout), rtol=1e-5)
+    G = te.placeholder((1, 2, 6, 4), name="G")
+    g = RNG.random((1, 2, 6, 4), dtype=np.float32)
+    for pool_type, include in (("max", True), ("avg", True), ("avg", False)):
+        P = topi.nn.pool_grad(G, A2, [3, 2], [2, 3], [1, 0, 2, 1], pool_type, count_include_pad=include)
+        s = topi.generic.schedule_pool_grad(P)
+        f = autosched.build(s, [A2, G, P])
+        out = np.zeros(x2.shape, "float32")
+        f(x2, g, out)
+        np.testing.assert_allclose(out, ref.pool_grad_nchw(x2, g, (3, 2), (2, 3), (1, 0, 2, 1), pool_type, False,
+                                                            include), rtol=1e-5, atol=1e-6)
+    with pytest.raises(AutoschedError, match="grads of shape"):
+        topi.nn.pool_grad(te.placeholder((1, 2, 3, 3)), A2, [3, 2], [2, 3], [1, 0, 2, 1], "max")
+    with pytest.raises(AutoschedError, match="is not a 1-D pooling layout"):
+        topi.nn.pool1d(A2, [3], [1], [1], [0, 0], "max", layout="NCHW")

@@ -66,7 +66,8 @@ def default_schedule(outs: te.Tensor | Sequence[te.Tensor], target: Any = None) 
 
 
 def _named(name: str, what: str, default: str | None) -> Any:
-    def schedule(outs: te.Tensor | Sequence[te.Tensor]) -> te.Schedule:
+    def schedule(outs: te.Tensor | Sequence[te.Tensor], layout: str | None = None) -> te.Schedule:
+        # ``layout``: TVM's pooling schedules take it; the marked stage already says its layout
         in_scope = Target.current(allow_none=True)
         return default_schedule(outs, None if in_scope is not None else default)
 
@@ -94,6 +95,7 @@ SCHEDULES = {
     "schedule_batch_matmul": "batched matrix products",
     "schedule_pool": "pooling",
     "schedule_adaptive_pool": "adaptive pooling",
+    "schedule_pool_grad": "a pooling gradient",
     "schedule_global_pool": "global pooling",
     "schedule_sparse_dense": "a sparse dense layer",
     "schedule_lrn": "local response normalisation",

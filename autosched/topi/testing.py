@@ -218,3 +218,86 @@ def strided_set_python(data: np.ndarray, v: np.ndarray, begin: Sequence[int], en
     strides = list(strides or []) + [1] * (len(begin) - len(strides or []))
     out[tuple(slice(b, e, s) for b, e, s in zip(begin, end, strides))] = v
     return out
+
+
+def _to_channels_first(data: np.ndarray, layout: str) -> tuple[np.ndarray, list[int]]:
+    """``data`` as N, C, spatial... (in the order D, H, W appear in ``layout``) and the permutation used."""
+    perm = [layout.index("N"), layout.index("C")] + [k for k, c in enumerate(layout) if c in "DHW"]
+    return data.transpose(perm), perm
+
+
+def _from_channels_first(data: np.ndarray, perm: list[int]) -> np.ndarray:
+    return data.transpose(np.argsort(perm))
+
+
+def poolnd_python(np_data: np.ndarray, kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int],
+                  padding_before: Sequence[int], padding_after: Sequence[int], pool_type: str,
+                  count_include_pad: bool = True, ceil_mode: bool = False, dtype: str = "float32",
+                  layout: str | None = None) -> np.ndarray:
+    """numpy reference of ``topi.nn.pool1d/2d/3d`` by plain loops: taps outside the padded input are skipped;
+    an average divides by the taps inside the padded input (``count_include_pad``) or inside the input."""
+    n = len(kernel)
+    layout = layout or "NC" + "DHW"[3 - n:]
+    x, perm = _to_channels_first(np.asarray(np_data, dtype="float64"), layout)
+    size = x.shape[2:]
+    out = []
+    for q in range(n):
+        span = size[q] + padding_before[q] + padding_after[q] - (kernel[q] - 1) * dilation[q] - 1
+        o = (-(-span // strides[q]) if ceil_mode else span // strides[q]) + 1
+        out.append(o - 1 if ceil_mode and (o - 1) * strides[q] >= size[q] + padding_before[q] else o)
+    res = np.zeros(x.shape[:2] + tuple(out))
+    for pos in np.ndindex(*out):
+        vals, counted = [], 0
+        for tap in np.ndindex(*kernel):
+            src = [pos[q] * strides[q] + tap[q] * dilation[q] - padding_before[q] for q in range(n)]
+            inside = all(0 <= s < size[q] for q, s in enumerate(src))
+            in_pad = all(-padding_before[q] <= s < size[q] + padding_after[q] for q, s in enumerate(src))
+            if inside:
+                vals.append(x[(slice(None), slice(None)) + tuple(src)])
+            counted += in_pad if count_include_pad else inside
+        idx = (slice(None), slice(None)) + pos
+        if pool_type == "max":
+            res[idx] = np.max(vals, axis=0) if vals else -np.inf
+        else:
+            res[idx] = np.sum(vals, axis=0) / max(counted, 1) if vals else 0.0
+    return _from_channels_first(res, perm).astype(dtype)
+
+
+def pool_grad_nchw(a_np: np.ndarray, out_grad_np: np.ndarray, pool_size: Sequence[int], strides: Sequence[int],
+                   padding: Sequence[int], pool_type: str, ceil_mode: bool, count_include_pad: bool = True
+                   ) -> np.ndarray:
+    """numpy reference of ``topi.nn.pool_grad`` (NCHW, ``padding`` top, left, bottom, right): each output's
+    gradient to its window's first maximum, or shared by the window's counted taps."""
+    kh, kw = pool_size
+    sh, sw = strides
+    pt, pl, pb, pr = padding
+    h, w = a_np.shape[2:]
+    grad = np.zeros(a_np.shape, dtype="float64")
+    for y, x in np.ndindex(*out_grad_np.shape[2:]):
+        taps = [(y * sh + r - pt, x * sw + c - pl) for r in range(kh) for c in range(kw)]
+        inside = [(i, j) for i, j in taps if 0 <= i < h and 0 <= j < w]
+        if pool_type == "max":
+            for n, ch in np.ndindex(*a_np.shape[:2]):
+                vals = [a_np[n, ch, i, j] for i, j in inside]
+                i, j = inside[int(np.argmax(vals))]
+                grad[n, ch, i, j] += out_grad_np[n, ch, y, x]
+        else:
+            count = sum(-pt <= i < h + pb and -pl <= j < w + pr for i, j in taps) if count_include_pad else \
+                len(inside)
+            for i, j in inside:
+                grad[:, :, i, j] += out_grad_np[:, :, y, x] / max(count, 1)
+    return grad.astype(a_np.dtype)
+
+
+def adaptive_pool(np_data: np.ndarray, out_size: Sequence[int], pool_type: str, layout: str) -> np.ndarray:
+    """numpy reference of ``topi.nn.adaptive_pool`` / ``adaptive_pool3d``: output ``o`` of a dimension of size
+    ``s`` pools ``[floor(o s / out), ceil((o + 1) s / out))``."""
+    x, perm = _to_channels_first(np.asarray(np_data), layout)
+    size = x.shape[2:]
+    res = np.zeros(x.shape[:2] + tuple(out_size), dtype=np_data.dtype)
+    for pos in np.ndindex(*out_size):
+        win = tuple(slice(o * s // k, -(-(o + 1) * s // k)) for o, s, k in zip(pos, size, out_size))
+        block = x[(slice(None), slice(None)) + win]
+        axes = tuple(range(2, 2 + len(out_size)))
+        res[(slice(None), slice(None)) + pos] = block.max(axis=axes) if pool_type == "max" else block.mean(axis=axes)
+    return _from_channels_first(res, perm)

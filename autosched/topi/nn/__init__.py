@@ -11,6 +11,7 @@ from autosched import relay, te
 from autosched.errors import AutoschedError
 from autosched.topi import tag
 from autosched.topi._relay import lower_call
+from autosched.topi.nn.poolnd import adaptive_pool, adaptive_pool1d, adaptive_pool3d, pool1d, pool3d
 from autosched.topi.nn.utils import get_pad_tuple
 
 
@@ -148,6 +149,21 @@ def pool2d(data: te.Tensor, kernel: Sequence[int], stride: Sequence[int], dilati
     raise AutoschedError(f"topi.nn.pool2d: pool_type {pool_type!r} is not max or avg")
 
 
+def pool_grad(grads: te.Tensor, data: te.Tensor, kernel: Sequence[int], stride: Sequence[int],
+              padding: Sequence[int], pool_type: str, ceil_mode: bool = False, layout: str = "NCHW",
+              count_include_pad: bool = True) -> te.Tensor:
+    """The gradient of ``pool2d(data, ...)`` given ``grads``, the gradient of its output: each output's
+    gradient goes to its window's maximum (max; to every maximum where several tie) or is shared by the
+    window's counted taps (avg). Computed by ``te.gradient``, so it is exactly pool2d's adjoint."""
+    pooled = pool2d(data, kernel, stride, (1, 1), padding, pool_type, ceil_mode, layout, count_include_pad)
+    want = [int(getattr(d, "value", d)) for d in pooled.shape]
+    got = [int(getattr(d, "value", d)) for d in grads.shape]
+    if want != got:
+        raise AutoschedError(f"topi.nn.pool_grad: grads of shape {tuple(got)}; the pooled output is {tuple(want)}")
+    (out,) = te.gradient(pooled, [data], head=grads)
+    return out
+
+
 def global_pool(data: te.Tensor, pool_type: str, layout: str = "NCHW") -> te.Tensor:
     """Max or average over each image's pixels (kept as 1 x 1)."""
     if pool_type not in ("max", "avg"):
@@ -206,7 +222,7 @@ def sparse_dense(dense_data: te.Tensor, sparse_data: te.Tensor, sparse_indices: 
                       lambda x, d, i, p: relay.nn.sparse_dense(x, (d, i, p), sparse_lhs=sparse_lhs))
 
 
-__all__ = ["batch_matmul", "conv2d", "conv2d_nchw", "conv2d_nhwc", "conv2d_transpose_nchw", "dense",
-           "depthwise_conv2d_nchw", "dilate", "flatten", "get_pad_tuple", "global_pool", "layer_norm", "leaky_relu",
-           "log_softmax", "lrn", "matmul", "pad", "pool2d", "prelu", "relu", "softmax", "sparse_dense",
-           "upsampling"]
+__all__ = ["adaptive_pool", "adaptive_pool1d", "adaptive_pool3d", "batch_matmul", "conv2d", "conv2d_nchw",
+           "conv2d_nhwc", "conv2d_transpose_nchw", "dense", "depthwise_conv2d_nchw", "dilate", "flatten",
+           "get_pad_tuple", "global_pool", "layer_norm", "leaky_relu", "log_softmax", "lrn", "matmul", "pad",
+           "pool1d", "pool2d", "pool3d", "pool_grad", "prelu", "relu", "softmax", "sparse_dense", "upsampling"]
