@@ -396,3 +396,17 @@ def test_nd_pooling_adaptive_pooling_and_pool_grad():
         topi.nn.pool_grad(te.placeholder((1, 2, 3, 3)), A2, [3, 2], [2, 3], [1, 0, 2, 1], "max")
     with pytest.raises(AutoschedError, match="is not a 1-D pooling layout"):
         topi.nn.pool1d(A2, [3], [1], [1], [0, 0], "max", layout="NCHW")
+
+
+def test_get_shape_between_layouts_and_lrn_reference():
+    from autosched.topi import testing as ref
+    from autosched.topi.utils import get_shape
+
+    assert get_shape((1, 3, 224, 224), "NCHW", "NHWC") == (1, 224, 224, 3)
+    assert get_shape((2, 3, 32, 32, 16, 8), "OIHW16i8o", "HWO8oI16i") == (32, 32, 2, 8, 3, 16)
+    with pytest.raises(AutoschedError, match="must name the same axes"):
+        get_shape((1, 3, 4, 4), "NCHW", "NCHW4c")
+    a = RNG.random((1, 6, 3, 3), dtype=np.float32)
+    A = te.placeholder(a.shape, name="A")
+    out = _build_run(topi.nn.lrn(A, 3, 1, 1e-4, 0.75, 2.0), [A], [a])
+    np.testing.assert_allclose(out, ref.lrn_python(a, 3, 1, 2.0, 1e-4, 0.75), rtol=1e-5)

@@ -301,3 +301,16 @@ def adaptive_pool(np_data: np.ndarray, out_size: Sequence[int], pool_type: str, 
         axes = tuple(range(2, 2 + len(out_size)))
         res[(slice(None), slice(None)) + pos] = block.max(axis=axes) if pool_type == "max" else block.mean(axis=axes)
     return _from_channels_first(res, perm)
+
+
+def lrn_python(a_np: np.ndarray, size: int, axis: int, bias: float, alpha: float, beta: float) -> np.ndarray:
+    """numpy reference of ``topi.nn.lrn``: ``a / (bias + alpha / size * sum of squares over the window of
+    size elements along axis centred on each one) ** beta``."""
+    sq = np.moveaxis(a_np.astype("float64") ** 2, axis, -1)
+    n = sq.shape[-1]
+    half = size // 2
+    sums = np.zeros_like(sq)
+    for c in range(n):
+        sums[..., c] = sq[..., max(0, c - half):min(n, c + half + 1)].sum(axis=-1)
+    sums = np.moveaxis(sums, -1, axis)
+    return (a_np / (bias + alpha / size * sums) ** beta).astype(a_np.dtype)

@@ -34,6 +34,35 @@ def get_const_tuple(in_tuple: Sequence[Any]) -> tuple:
     return tuple(out)
 
 
+def _layout_axes(layout: str) -> list[str]:
+    """``"NCHW16c"`` as ``["N", "C", "H", "W", "16c"]``: primal axes are capitals, a split axis is its factor
+    and the small letter."""
+    out, num = [], ""
+    for ch in layout:
+        if ch.isdigit():
+            num += ch
+        elif ch.isupper() and not num:
+            out.append(ch)
+        elif ch.islower() and num:
+            out.append(num + ch)
+            num = ""
+        else:
+            raise AutoschedError(f"layout {layout!r}: expected capitals and factor-letter pairs such as 16c")
+    if num:
+        raise AutoschedError(f"layout {layout!r} ends with a factor and no axis letter")
+    return out
+
+
+def get_shape(src_shape: Sequence[Any], src_layout: str, dst_layout: str) -> tuple:
+    """``src_shape`` (in ``src_layout``) reordered into ``dst_layout``, which names the same axes."""
+    src, dst = _layout_axes(src_layout), _layout_axes(dst_layout)
+    if len(src) != len(src_shape) or sorted(src) != sorted(dst):
+        raise AutoschedError(f"get_shape: {src_layout!r} ({len(src)} axes) and {dst_layout!r} must name the same "
+                             f"axes as the {len(src_shape)}-D shape")
+    shape = get_const_tuple(src_shape)
+    return tuple(shape[src.index(ax)] for ax in dst)
+
+
 def is_static(shape: Sequence[Any]) -> bool:
     """Whether every dimension of ``shape`` is a constant."""
     return all(isinstance(d, int) for d in get_const_tuple(shape))
