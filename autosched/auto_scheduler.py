@@ -7,6 +7,8 @@
 
     tasks, task_weights = auto_scheduler.extract_tasks(mod["main"], params, target)
     auto_scheduler.TaskScheduler(tasks, task_weights).tune(tune_option)
+    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.XGBModel(),          # resume the log's search
+                                         init_search_callbacks=[auto_scheduler.PreloadMeasuredStates(log_file)])
     with auto_scheduler.ApplyHistoryBest(log_file):
         lib = relay.build(mod, target=target, params=params)
 
@@ -113,6 +115,76 @@ class TuningOptions:
                 "batch_size": self.batch_size, "early_stopping": self.early_stopping, "callbacks": self.callbacks}
 
 
+class RandomModel:
+    """TVM's random cost model: the search ranks candidates without a learned model."""
+
+    cost_model = "random"
+
+    def __init__(self) -> None:
+        self.files: list[str] = []
+
+
+class XGBModel:
+    """TVM's XGBoost cost model: autosched's, trained on the run's records as they come (and, on a resumed run,
+    on the records already in its log). ``update_from_file(log)`` names that log: it must be the run's own
+    ``RecordToFile`` log, the records the search resumes from."""
+
+    cost_model = "xgb"
+
+    def __init__(self, verbose_eval: int = 25, num_warmup_sample: int = 100, seed: int | None = None,
+                 model_file: str | None = None, adaptive_training: bool = False, disable_update: bool = False):
+        if model_file is not None:
+            raise ValueError("XGBModel: model_file (a saved TVM XGBoost model) is not supported; the model learns "
+                             "from the run's log (update_from_file)")
+        self.seed = seed
+        self.files: list[str] = []
+
+    def update_from_file(self, file_name: str | os.PathLike, n_lines: int | None = None) -> None:
+        """Learn from the records of ``file_name`` (the log this run resumes and writes)."""
+        path = os.fspath(file_name)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"XGBModel.update_from_file: no tuning log at {path}")
+        self.files.append(path)
+
+
+class PreloadMeasuredStates:
+    """TVM's search callback that starts a search from a log's measured schedules; in autosched a run resumes
+    from the records of the log it writes, so the file must be the run's ``RecordToFile`` log."""
+
+    def __init__(self, filename: str | os.PathLike = "auto_scheduler_tuning.json"):
+        self.filename = os.fspath(filename)
+
+
+class SketchPolicy:
+    """TVM's sketch search policy: autosched's evolutionary search over generated sketches, ranked by
+    ``program_cost_model`` (``XGBModel()`` or ``RandomModel()``), seeded by ``seed``."""
+
+    def __init__(self, task: Any, program_cost_model: Any = None, params: dict | None = None,
+                 seed: int | None = None, verbose: int = 1, init_search_callbacks: Sequence[Any] | None = None):
+        model = program_cost_model if program_cost_model is not None else RandomModel()
+        if not isinstance(model, (XGBModel, RandomModel)):
+            raise TypeError(f"SketchPolicy: program_cost_model must be an XGBModel or a RandomModel, got {model!r}")
+        if params:
+            raise ValueError(f"SketchPolicy: TVM's search parameters {sorted(params)} do not apply to autosched's "
+                             "evolutionary search (its options are autosched.tune's policy_options)")
+        for cb in init_search_callbacks or ():
+            if not isinstance(cb, PreloadMeasuredStates):
+                raise TypeError(f"SketchPolicy: init_search_callbacks may hold PreloadMeasuredStates, got {cb!r}")
+        self.task = task
+        self.cost_model = model.cost_model
+        self.seed = seed if seed is not None else getattr(model, "seed", None) or 0
+        self.resume_from = sorted({cb.filename for cb in init_search_callbacks or ()} | set(model.files))
+
+    def tune_kwargs(self, log_file: str | None) -> dict[str, Any]:
+        """autosched.tune's policy, cost model and seed; checks that every log to resume from is ``log_file``."""
+        for f in self.resume_from:
+            if log_file is None or os.path.abspath(f) != os.path.abspath(log_file):
+                raise ValueError(f"SketchPolicy: the search resumes from {f}, but the run writes "
+                                 f"{log_file or 'to the default database'}: autosched resumes from the log it "
+                                 f"writes, so give RecordToFile({f!r}) in the TuningOptions")
+        return {"policy": "evolutionary", "cost_model": self.cost_model, "seed": self.seed}
+
+
 class SearchTask(Task):
     """TVM's ``SearchTask(func=f, args=(...), target=...)``: the task of a workload function (registered
     here if it is not yet), with ``compute_dag``, ``tune``, ``apply_best`` and ``print_best``."""
@@ -135,8 +207,15 @@ class SearchTask(Task):
         self.desc = ""
 
     def tune(self, tuning_options: TuningOptions, search_policy: Any = None) -> Any:
-        """Tune with ``tuning_options``; returns the best record (TVM returns nothing)."""
-        return tune(self, tuning_options.num_measure_trials, **tuning_options.tune_kwargs())
+        """Tune with ``tuning_options`` (and a ``SketchPolicy``); returns the best record (TVM returns nothing)."""
+        kwargs = tuning_options.tune_kwargs()
+        if search_policy is not None:
+            if not isinstance(search_policy, SketchPolicy):
+                raise TypeError(f"SearchTask.tune: search_policy must be a SketchPolicy, got {search_policy!r}")
+            if search_policy.task is not self and search_policy.task.workload_key != self.workload_key:
+                raise ValueError("SearchTask.tune: the SketchPolicy was made for another task")
+            kwargs.update(search_policy.tune_kwargs(tuning_options.log_file))
+        return tune(self, tuning_options.num_measure_trials, **kwargs)
 
     def print_best(self, log_file: str | os.PathLike, print_mode: str = "schedule") -> str:
         """The best schedule of ``log_file`` for this task as te schedule code (``print_mode="schedule"``;
@@ -187,5 +266,6 @@ class TaskScheduler:
                           round_trials=tuning_options.batch_size, callbacks=tuning_options.callbacks, **kwargs)
 
 
-__all__ = ["ApplyHistoryBest", "ComputeDAG", "LocalBuilder", "LocalRunner", "RecordToFile", "SearchTask",
-           "TaskScheduler", "TuningOptions", "extract_tasks", "register_workload"]
+__all__ = ["ApplyHistoryBest", "ComputeDAG", "LocalBuilder", "LocalRunner", "PreloadMeasuredStates", "RandomModel",
+           "RecordToFile", "SearchTask", "SketchPolicy", "TaskScheduler", "TuningOptions", "XGBModel", "extract_tasks",
+           "register_workload"]

@@ -74,6 +74,25 @@ def test_the_matmul_tutorial_tunes_applies_and_prints_the_best(tmp_path):
     distinct = lambda recs: {json.dumps(x["trace"]) for x in recs}  # noqa: E731
     assert len(distinct(again)) == len(distinct(lines)) + 4  # 4 new schedules (the best few are timed again)
 
+    # the tutorial's resume_search: a SketchPolicy with an XGBModel updated from the log, preloading it
+    cost_model = auto_scheduler.XGBModel()
+    cost_model.update_from_file(log_file)
+    policy = auto_scheduler.SketchPolicy(task, cost_model,
+                                         init_search_callbacks=[auto_scheduler.PreloadMeasuredStates(log_file)])
+    task.tune(auto_scheduler.TuningOptions(num_measure_trials=4, num_measures_per_round=4,
+                                           measure_callbacks=[auto_scheduler.RecordToFile(log_file)]),
+              search_policy=policy)
+    assert len(distinct([json.loads(x) for x in open(log_file)])) == len(distinct(again)) + 4
+    elsewhere = str(tmp_path / "other.json")
+    with pytest.raises(ValueError, match="autosched resumes from the log it writes"):
+        task.tune(auto_scheduler.TuningOptions(num_measure_trials=4,
+                                               measure_callbacks=[auto_scheduler.RecordToFile(elsewhere)]),
+                  search_policy=policy)
+    with pytest.raises(TypeError, match="XGBModel or a RandomModel"):
+        auto_scheduler.SketchPolicy(task, "xgb")
+    with pytest.raises(FileNotFoundError, match="no tuning log"):
+        auto_scheduler.XGBModel().update_from_file(elsewhere)
+
 
 def test_schedule_code_covers_caches_compute_at_fuse_rfactor_and_pragmas():
     task = auto_scheduler.SearchTask(func=matmul_add, args=(32, 32, 32, "float32"))
