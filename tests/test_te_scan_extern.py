@@ -6,6 +6,7 @@ import pytest
 
 import autosched
 from autosched import te
+from autosched.contrib import cblas
 from autosched.te.trace import Trace
 
 RNG = np.random.default_rng(7)
@@ -270,3 +271,26 @@ def test_a_scan_takes_one_input_tensor_and_a_tensor_is_not_iterable():
     assert res.op.inputs == [x]
     with pytest.raises(TypeError, match="not iterable"):
         list(x)
+
+
+def test_cblas_matmul_and_batch_matmul_are_extern_stages():
+    """tvm.contrib.cblas: the products run in numpy's BLAS through packed calls, composed with te stages."""
+    rng = np.random.default_rng(3)
+    A = te.placeholder((6, 4), name="A")
+    B = te.placeholder((5, 4), name="B")
+    bias = te.var("bias", dtype="float32")
+    C = cblas.matmul(A, B, transb=True)
+    D = te.compute(C.shape, lambda i, j: C[i, j] + bias, name="D")
+    f = autosched.build(te.create_schedule(D.op), [A, B, D, bias])
+    a, b = rng.random((6, 4), dtype=np.float32), rng.random((5, 4), dtype=np.float32)
+    d = np.zeros((6, 5), "float32")
+    f(a, b, d, 2.0)
+    np.testing.assert_allclose(d, a @ b.T + 2, rtol=1e-5)
+    X = te.placeholder((3, 4, 6), name="X")
+    Y = te.placeholder((3, 4, 2), name="Y")
+    Z = cblas.batch_matmul(X, Y, transa=True)
+    f = autosched.build(te.create_schedule(Z.op), [X, Y, Z])
+    x, y = rng.random((3, 4, 6), dtype=np.float32), rng.random((3, 4, 2), dtype=np.float32)
+    z = np.zeros((3, 6, 2), "float32")
+    f(x, y, z)
+    np.testing.assert_allclose(z, np.swapaxes(x, 1, 2) @ y, rtol=1e-5)

@@ -13,6 +13,9 @@ from autosched import te, topi
 from autosched.codegen.nvptx import ptxas_check, ptxas_path
 from autosched.errors import AutoschedError
 from autosched.target import Target
+from autosched.topi import testing as topi_ref
+from autosched.topi.nn.poolnd import poolnd
+from autosched.topi.utils import get_shape
 
 RNG = np.random.default_rng(7)
 
@@ -263,29 +266,27 @@ def _build_run(outs, ins, in_vals, out_dtypes=None):
 
 
 def test_indexing_operators_match_numpy():
-    from autosched.topi import testing as ref
-
     data = RNG.random((3, 4, 5), dtype=np.float32)
     D = te.placeholder(data.shape, name="D")
     idx = RNG.integers(0, 4, (3, 2, 5)).astype("int32")
     I = te.placeholder(idx.shape, name="I", dtype="int32")
     np.testing.assert_array_equal(_build_run(topi.gather(D, 1, I), [D, I], [data, idx]),
-                                  ref.gather_python(data, 1, idx))
+                                  topi_ref.gather_python(data, 1, idx))
     nd_idx = np.array([[0, 2, 1], [3, 0, 1]], "int64")
     J = te.placeholder(nd_idx.shape, name="J", dtype="int64")
     np.testing.assert_array_equal(_build_run(topi.gather_nd(D, J), [D, J], [data, nd_idx]),
-                                  ref.gather_nd_python(data, nd_idx))
+                                  topi_ref.gather_nd_python(data, nd_idx))
     hot = np.array([[0, 3], [2, 1]], "int32")
     H = te.placeholder(hot.shape, name="H", dtype="int32")
     for axis in (-1, 0, 1):
         np.testing.assert_array_equal(_build_run(topi.one_hot(H, 5.0, -1.0, 4, axis, "float32"), [H], [hot]),
-                                      ref.one_hot(hot, 5.0, -1.0, 4, axis, "float32"))
+                                      topi_ref.one_hot(hot, 5.0, -1.0, 4, axis, "float32"))
     seq = RNG.random((6, 3, 2), dtype=np.float32)
     S = te.placeholder(seq.shape, name="S")
     lens = np.array([2, 6, 0], "int32")
     L = te.placeholder((3,), name="L", dtype="int32")
     np.testing.assert_array_equal(_build_run(topi.sequence_mask(S, L, -7.0, 0), [S, L], [seq, lens]),
-                                  ref.sequence_mask(seq, lens, -7.0, 0))
+                                  topi_ref.sequence_mask(seq, lens, -7.0, 0))
     rev = _build_run(topi.reverse_sequence(S, L, seq_axis=0, batch_axis=1), [S, L], [seq, lens])
     want = seq.copy()
     for b, n in enumerate(lens):
@@ -299,8 +300,6 @@ def test_indexing_operators_match_numpy():
 
 
 def test_scatter_like_operators_and_shapes_match_numpy():
-    from autosched.topi import testing as ref
-
     sp_idx = np.array([[0, 1], [2, 3], [1, 0]], "int32")
     sp_val = np.array([1.5, -2.0, 4.0], "float32")
     SI = te.placeholder(sp_idx.shape, name="SI", dtype="int32")
@@ -314,20 +313,20 @@ def test_scatter_like_operators_and_shapes_match_numpy():
     diag = RNG.random((2, 4), dtype=np.float32)
     Dg = te.placeholder(diag.shape, name="Dg")
     np.testing.assert_array_equal(_build_run(topi.matrix_set_diag(M, Dg), [M, Dg], [mat, diag]),
-                                  ref.matrix_set_diag(mat, diag))
+                                  topi_ref.matrix_set_diag(mat, diag))
     band = RNG.random((2, 3, 4), dtype=np.float32)  # k = -1..1: three diagonals, 4 long at most
     B = te.placeholder(band.shape, name="B")
     for align in ("RIGHT_LEFT", "LEFT_RIGHT", "LEFT_LEFT", "RIGHT_RIGHT"):
         np.testing.assert_array_equal(
             _build_run(topi.matrix_set_diag(M, B, (-1, 1), align), [M, B], [mat, band]),
-            ref.matrix_set_diag(mat, band, (-1, 1), align))
+            topi_ref.matrix_set_diag(mat, band, (-1, 1), align))
     a = RNG.random((6, 5), dtype=np.float32)
     v = RNG.random((2, 2), dtype=np.float32)
     A, V = te.placeholder(a.shape, name="A"), te.placeholder(v.shape, name="V")
     Be, En, St = (te.placeholder((2,), name=n, dtype="int64") for n in ("Be", "En", "St"))
     got = _build_run(topi.strided_set(A, V, Be, En, St), [A, V, Be, En, St],
                      [a, v, np.array([1, -4], "int64"), np.array([5, 5], "int64"), np.array([3, 2], "int64")])
-    np.testing.assert_array_equal(got, ref.strided_set_python(a, v, [1, 1], [5, 5], [3, 2]))
+    np.testing.assert_array_equal(got, topi_ref.strided_set_python(a, v, [1, 1], [5, 5], [3, 2]))
     assert list(_build_run(topi.shape(A, "int32"), [A], [a])) == [6, 5]
     assert int(_build_run(topi.ndarray_size(A, "int64"), [A], [a])) == 30
     T = te.placeholder((6, 1, 5), name="T")
@@ -352,21 +351,18 @@ def test_scatter_like_operators_and_shapes_match_numpy():
 def test_nd_pooling_adaptive_pooling_and_pool_grad():
     """pool1d/pool3d in any layout and adaptive pooling match loop references; the n-D pooling in 2-D agrees
     with relay's pool2d (ceil mode and pad counting included); pool_grad is pool2d's adjoint."""
-    from autosched.topi import testing as ref
-    from autosched.topi.nn.poolnd import poolnd
-
     x1 = RNG.random((1, 3, 13), dtype=np.float32)
     for layout, data in (("NCW", x1), ("NWC", x1.transpose(0, 2, 1).copy())):
         A = te.placeholder(data.shape, name="A")
         for pool_type, ceil, include in (("max", False, True), ("avg", True, False), ("avg", True, True)):
             B = topi.nn.pool1d(A, [3], [2], [2], [1, 2], pool_type, ceil, layout, include)
-            want = ref.poolnd_python(data, [3], [2], [2], [1], [2], pool_type, include, ceil, layout=layout)
+            want = topi_ref.poolnd_python(data, [3], [2], [2], [1], [2], pool_type, include, ceil, layout=layout)
             np.testing.assert_allclose(_build_run(B, [A], [data]), want, rtol=1e-5)
     x3 = RNG.random((1, 2, 5, 6, 7), dtype=np.float32)
     A3 = te.placeholder(x3.shape, name="A3")
     B3 = topi.nn.pool3d(A3, [2, 3, 2], [2, 1, 2], [1, 1, 1], [1, 0, 1, 0, 1, 1], "avg", True, "NCDHW", False)
     np.testing.assert_allclose(_build_run(B3, [A3], [x3]),
-                               ref.poolnd_python(x3, [2, 3, 2], [2, 1, 2], [1, 1, 1], [1, 0, 1], [0, 1, 1], "avg",
+                               topi_ref.poolnd_python(x3, [2, 3, 2], [2, 1, 2], [1, 1, 1], [1, 0, 1], [0, 1, 1], "avg",
                                                  False, True), rtol=1e-5)
     x2 = RNG.random((1, 2, 11, 10), dtype=np.float32)
     A2 = te.placeholder(x2.shape, name="A2")
@@ -381,7 +377,7 @@ def test_nd_pooling_adaptive_pooling_and_pool_grad():
         for pool_type in ("max", "avg"):
             fn = topi.nn.adaptive_pool3d if len(out_size) == 3 else topi.nn.adaptive_pool
             np.testing.assert_allclose(_build_run(fn(T, out_size, pool_type, layout), [T], [data]),
-                                       ref.adaptive_pool(data, out_size, pool_type, layout), rtol=1e-5)
+                                       topi_ref.adaptive_pool(data, out_size, pool_type, layout), rtol=1e-5)
     G = te.placeholder((1, 2, 6, 4), name="G")
     g = RNG.random((1, 2, 6, 4), dtype=np.float32)
     for pool_type, include in (("max", True), ("avg", True), ("avg", False)):
@@ -390,7 +386,7 @@ def test_nd_pooling_adaptive_pooling_and_pool_grad():
         f = autosched.build(s, [A2, G, P])
         out = np.zeros(x2.shape, "float32")
         f(x2, g, out)
-        np.testing.assert_allclose(out, ref.pool_grad_nchw(x2, g, (3, 2), (2, 3), (1, 0, 2, 1), pool_type, False,
+        np.testing.assert_allclose(out, topi_ref.pool_grad_nchw(x2, g, (3, 2), (2, 3), (1, 0, 2, 1), pool_type, False,
                                                             include), rtol=1e-5, atol=1e-6)
     with pytest.raises(AutoschedError, match="grads of shape"):
         topi.nn.pool_grad(te.placeholder((1, 2, 3, 3)), A2, [3, 2], [2, 3], [1, 0, 2, 1], "max")
@@ -399,9 +395,6 @@ def test_nd_pooling_adaptive_pooling_and_pool_grad():
 
 
 def test_get_shape_between_layouts_and_lrn_reference():
-    from autosched.topi import testing as ref
-    from autosched.topi.utils import get_shape
-
     assert get_shape((1, 3, 224, 224), "NCHW", "NHWC") == (1, 224, 224, 3)
     assert get_shape((2, 3, 32, 32, 16, 8), "OIHW16i8o", "HWO8oI16i") == (32, 32, 2, 8, 3, 16)
     with pytest.raises(AutoschedError, match="must name the same axes"):
@@ -409,4 +402,4 @@ def test_get_shape_between_layouts_and_lrn_reference():
     a = RNG.random((1, 6, 3, 3), dtype=np.float32)
     A = te.placeholder(a.shape, name="A")
     out = _build_run(topi.nn.lrn(A, 3, 1, 1e-4, 0.75, 2.0), [A], [a])
-    np.testing.assert_allclose(out, ref.lrn_python(a, 3, 1, 2.0, 1e-4, 0.75), rtol=1e-5)
+    np.testing.assert_allclose(out, topi_ref.lrn_python(a, 3, 1, 2.0, 1e-4, 0.75), rtol=1e-5)
