@@ -7,7 +7,9 @@
 - ``config={"tir.UnrollLoop": {"auto_max_step": 16}}`` unrolls every serial loop of constant extent whose
   unrolled body runs at most that many steps, as TVM's pass does (the rule of the ``auto_unroll_max_step``
   pragma); ``config={"relay.winograd": False}`` keeps convolutions off Winograd's algorithm;
-  ``config={"relay.FuseOps.max_depth": 64}`` caps the ops fused into one kernel (default 256, as TVM's).
+  ``config={"relay.FuseOps.max_depth": 64}`` caps the ops fused into one kernel (default 256, as TVM's);
+  ``config={"tir.add_lower_pass": [(1, my_pass)]}`` runs the user's ``tir.transform.prim_func_pass`` passes on
+  every lowered function (all phases after autosched's own lowering, in phase order).
 
 Other configuration keys and pass names are TVM's own: they are accepted and each is logged once, on entering
 the block, as having no effect here.
@@ -29,6 +31,7 @@ CONFIG_KEYS = {
     "relay.winograd": "relay's AlterOpLayout may use Winograd's algorithm for 3x3 convolutions",
     "relay.backend.use_auto_scheduler": "always on: relay.build applies the records of apply_history_best",
     "relay.FuseOps.max_depth": "the most ops FuseOps puts in one kernel (default 256)",
+    "tir.add_lower_pass": "te lowering runs these (phase, pass) pairs on each function, in phase order",
 }
 _PASS_NAMES: set[str] = set()  # every pass name some loaded module has (relay registers its own on import)
 _said: set[str] = set()
@@ -57,6 +60,14 @@ class PassContext:
             raise TypeError(f"PassContext: config['tir.UnrollLoop'] is a dict such as {{'auto_max_step': 16}}, "
                             f"got {unroll!r}")
         self.unroll_max_step = int(unroll.get("auto_max_step", 0)) if unroll.get("explicit_unroll", True) else 0
+        passes = self.config.get("tir.add_lower_pass", [])
+        if not isinstance(passes, (list, tuple)) or not all(
+                isinstance(p, (list, tuple)) and len(p) == 2 and isinstance(p[0], int) and callable(p[1])
+                for p in passes):
+            raise TypeError("PassContext: config['tir.add_lower_pass'] is a list of (phase, pass) pairs, e.g. "
+                            "[(1, my_pass)] with my_pass made by tir.transform.prim_func_pass")
+        #: the user's passes over lowered functions, in phase order (lowering runs them after its own)
+        self.lower_passes = [p for _, p in sorted(passes, key=lambda x: x[0])]
         self._tokens: list[contextvars.Token] = []
 
     @staticmethod

@@ -455,3 +455,47 @@ def test_tag_scope_analyzer_and_convert():
     out = np.zeros(4, "float32")
     f(a, out)
     np.testing.assert_array_equal(out, np.trunc(a[:4]))
+
+
+def test_a_users_tir_pass_runs_in_lowering_and_building():
+    """tir.transform.prim_func_pass + PassContext(config={"tir.add_lower_pass": ...}), as TVM's
+    low_level_custom_pass tutorial writes it: find loops of a width divisible by 8 (post_order_visit), split and
+    vectorize them (ir_transform, TVM's For argument order), in lower and in build."""
+    n = tir.const(128, "int32")
+    a = te.placeholder((n,), name="a")
+    b = te.placeholder((n,), name="b")
+    c = te.compute((n,), lambda i: a[i] + b[i], name="c")
+    sch = te.create_schedule(c.op)
+    loops = []
+
+    def find_width8(op):
+        if isinstance(op, tir.For) and isinstance(op.extent, tir.IntImm) and op.extent.value % 8 == 0:
+            loops.append(op)
+
+    def vectorize8(op):
+        if op in loops:
+            lo, li = te.var(op.loop_var.name + ".outer"), te.var(op.loop_var.name + ".inner")
+            body = tir.stmt_functor.substitute(op.body, {op.loop_var: lo * 8 + li})
+            body = tir.For(li, 0, 8, tir.ForKind.VECTORIZED, body)
+            return tir.For(lo, 0, op.extent.value // 8, tir.ForKind.SERIAL, body)
+        return None
+
+    @tir.transform.prim_func_pass(opt_level=0)
+    def vectorize(f, mod, ctx):
+        loops.clear()
+        tir.stmt_functor.post_order_visit(f.body, find_width8)
+        return f.with_body(tir.stmt_functor.ir_transform(f.body, None, vectorize8, ["tir.For"]))
+
+    with autosched.transform.PassContext(config={"tir.add_lower_pass": [(1, vectorize)]}):
+        text = str(autosched.lower(sch, [a, b, c]))
+        f = autosched.build(sch, [a, b, c])
+    assert "vectorized (i.inner, 0, 8)" in text and "for (i.outer, 0, 16)" in text
+    assert "vectorized" not in str(autosched.lower(sch, [a, b, c]))  # only inside the context
+    x, y = _rand(128), _rand(128) * 2
+    out = np.zeros(128, "float32")
+    f(x, y, out)
+    np.testing.assert_allclose(out, x + y)
+    with pytest.raises(ValueError, match="loops start at 0"):
+        tir.For(te.var("v"), 2, 8, tir.ForKind.SERIAL, tir.Evaluate(tir.const(0)))
+    with pytest.raises(TypeError, match="list of \\(phase, pass\\) pairs"):
+        autosched.transform.PassContext(config={"tir.add_lower_pass": [vectorize]})

@@ -69,9 +69,12 @@ def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", *, partitio
     lw = _Lowerer(sch, args, name)
     lw.binds = dict(binds or {})
     func = lw.run(partition)
-    step = PassContext.current().unroll_max_step  # TVM's tir.UnrollLoop auto_max_step
+    ctx = PassContext.current()
+    step = ctx.unroll_max_step  # TVM's tir.UnrollLoop auto_max_step
     if step:
         func = S.PrimFunc(func.name, func.params, func.scalar_params, _auto_unroll(func.body, step), dict(func.attrs))
+    for user_pass in ctx.lower_passes:  # TVM's tir.add_lower_pass
+        func = user_pass(func)
     return func
 
 

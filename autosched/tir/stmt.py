@@ -156,7 +156,14 @@ class Stmt:
 class For(Stmt):
     __slots__ = ("var", "extent", "kind", "body", "thread_tag")
 
-    def __init__(self, var: Var, extent: Expr, kind: str, body: Stmt, thread_tag: str = ""):
+    def __init__(self, var: Var, extent: Expr, kind: str, body: Stmt, thread_tag: Any = "", *tvm_rest: Any):
+        if body.__class__ is str:  # TVM's order (loop_var, min, extent, kind, body, ...): loops start at 0 here
+            start, extent, kind, body = extent, kind, body, thread_tag
+            thread_tag = ""
+            if not (isinstance(start, int) and start == 0) and not (isinstance(start, IntImm) and start.value == 0):
+                raise ValueError(f"tir.For({var}, min={start}, ...): loops start at 0 in autosched's loop IR; "
+                                 f"give min 0 and read {var} + {start} in the body")
+            extent = extent if isinstance(extent, Expr) else IntImm(int(extent), var.dtype)
         assert kind in FOR_KINDS, kind
         self.var = var
         self.extent = extent
@@ -280,6 +287,10 @@ class PrimFunc:
 
     def script(self) -> str:
         return str(self)
+
+    def with_body(self, body: Stmt) -> PrimFunc:
+        """The same function with another body (TVM's ``PrimFunc.with_body``, what a pass returns)."""
+        return PrimFunc(self.name, self.params, self.scalar_params, body, dict(self.attrs))
 
     def __getitem__(self, name: str) -> PrimFunc:
         """``lower(...)["main"]``: TVM's lower returns a module of one function called "main"; here it

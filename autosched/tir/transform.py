@@ -1,13 +1,17 @@
-"""Passes over the loop IR: simplification with loop ranges, substitution, free variables."""
+"""Passes over the loop IR: simplification with loop ranges, substitution, free variables; and TVM's
+``tir.transform.prim_func_pass``, by which users write their own (run by ``lower`` when a ``PassContext``
+lists them under ``"tir.add_lower_pass"``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var
 from autosched.tir import stmt as S
 from autosched.tir.arith import ANY_RANGES, Lin, Simplifier, linear, simplify
+from autosched.transform import PassContext
 
 
 def map_exprs(s: S.Stmt, fn: Callable[[Expr], Expr]) -> S.Stmt:
@@ -148,3 +152,34 @@ class _StmtSimplifier:
 
 def loop_vars(s: S.Stmt) -> list[Var]:
     return [x.var for x in S.walk_stmts(s) if isinstance(x, S.For)]
+
+
+class PrimFuncPass:
+    """A pass over lowered functions: ``pass_(func)`` is ``pass_func(func, func, pass_context)`` (TVM's
+    arguments: the function, its module, the context; here the module is the function itself)."""
+
+    def __init__(self, pass_func: Callable, opt_level: int, name: str):
+        self.pass_func = pass_func
+        self.opt_level = opt_level
+        self.name = name
+
+    def __call__(self, func: S.PrimFunc) -> S.PrimFunc:
+        out = self.pass_func(func, func, PassContext.current())
+        if not isinstance(out, S.PrimFunc):
+            raise TypeError(f"pass {self.name}: must return the (new) PrimFunc, e.g. f.with_body(body); got {out!r}")
+        return out
+
+    def __repr__(self) -> str:
+        return f"PrimFuncPass({self.name}, opt_level={self.opt_level})"
+
+
+def prim_func_pass(pass_func: Callable | None = None, opt_level: int = 0, name: str | None = None,
+                   required: Any = None) -> Any:
+    """TVM's decorator that makes ``pass_func(func, mod, ctx) -> func`` a pass over lowered functions."""
+
+    def make(fn: Callable) -> PrimFuncPass:
+        if not callable(fn):
+            raise TypeError(f"prim_func_pass: {fn!r} is not callable")
+        return PrimFuncPass(fn, opt_level, name or fn.__name__)
+
+    return make(pass_func) if pass_func is not None else make
