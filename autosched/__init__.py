@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys as _sys
 
-from autosched import container, contrib, errors, runtime, target, te, testing, tir, transform
+from autosched import container, contrib, errors, instrument, runtime, target, te, testing, tir, transform
 from autosched import errors as error  # TVM's name for the module of error classes
 from autosched import task as _task
 from autosched import workloads as _workloads
@@ -154,6 +154,7 @@ __all__ = [
     "te",
     "tir",
     "transform",
+    "instrument",
     "error",
     "errors",
     "container",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 log = logging.getLogger("autosched.transform")
@@ -68,6 +68,9 @@ class PassContext:
                             "[(1, my_pass)] with my_pass made by tir.transform.prim_func_pass")
         #: the user's passes over lowered functions, in phase order (lowering runs them after its own)
         self.lower_passes = [p for _, p in sorted(passes, key=lambda x: x[0])]
+        #: TVM's pass instruments: objects with run_before_pass / run_after_pass (mod, info), and optionally
+        #: enter_pass_ctx / exit_pass_ctx and should_run (see autosched.instrument)
+        self.instruments = list(instruments or [])
         self._tokens: list[contextvars.Token] = []
 
     @staticmethod
@@ -88,12 +91,118 @@ class PassContext:
     def __enter__(self) -> PassContext:
         self._log_unused()
         self._tokens.append(_CURRENT.set(self))
+        for inst in self.instruments:
+            if hasattr(inst, "enter_pass_ctx"):
+                inst.enter_pass_ctx()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        for inst in self.instruments:
+            if hasattr(inst, "exit_pass_ctx"):
+                inst.exit_pass_ctx()
         _CURRENT.reset(self._tokens.pop())
+
+
+class PassInfo:
+    """A pass's name and the opt_level from which it runs (TVM's ``tvm.transform.PassInfo``)."""
+
+    def __init__(self, name: str, opt_level: int, required: Sequence[str] = ()):
+        self.name = name
+        self.opt_level = opt_level
+        self.required = list(required)
+
+    def __str__(self) -> str:
+        return f"The meta data of the pass - pass name: {self.name}, opt_level: {self.opt_level}"
+
+
+class Pass:
+    """A transformation of modules (relay's IRModule, or a lowered function) with a name and the opt_level from
+    which it runs; calling it runs it, with the PassContext's instruments told before and after."""
+
+    def __init__(self, name: str, opt_level: int, fn: Callable[[Any], Any]):
+        self.name = name
+        self.opt_level = opt_level
+        self.fn = fn
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo(self.name, self.opt_level)
+
+    def enabled(self, ctx: PassContext) -> bool:
+        if self.name in ctx.disabled_pass:
+            return False
+        return self.name in ctx.required_pass or self.opt_level <= ctx.opt_level
+
+    def __call__(self, mod: Any) -> Any:
+        ctx = PassContext.current()
+        info = self.info
+        if any(hasattr(i, "should_run") and not i.should_run(mod, info) for i in ctx.instruments):
+            return mod
+        for inst in ctx.instruments:
+            if hasattr(inst, "run_before_pass"):
+                inst.run_before_pass(mod, info)
+        out = self.fn(mod)
+        for inst in ctx.instruments:
+            if hasattr(inst, "run_after_pass"):
+                inst.run_after_pass(out, info)
+        return out
+
+    def __repr__(self) -> str:
+        return f"Pass({self.name}, opt_level={self.opt_level})"
+
+
+class Sequential(Pass):
+    """Passes run in order; each runs only when the current PassContext's opt_level (and pass lists) enable it."""
+
+    def __init__(self, passes: Sequence[Pass] | None = None, opt_level: int = 0, name: str = "sequential",
+                 required: Sequence[str] | None = None):
+        self.passes = list(passes or [])
+        for p in self.passes:
+            if not isinstance(p, Pass):
+                raise TypeError(f"Sequential: {p!r} is not a pass (relay.transform.FoldConstant(), a "
+                                "@relay.transform.function_pass, tvm.transform.PrintIR(), ...)")
+        super().__init__(name, opt_level, self._run)
+
+    def _run(self, mod: Any) -> Any:
+        ctx = PassContext.current()
+        for p in self.passes:
+            if isinstance(p, Sequential) or p.enabled(ctx):
+                mod = p(mod)
+        return mod
+
+
+def PrintIR(header: str = "", show_meta_data: bool = False) -> Pass:  # noqa: N802 - TVM's name
+    """A pass that prints the module it is given (after ``header``) and returns it unchanged."""
+    def run(mod: Any) -> Any:
+        print(f"PrintIR({header}):\n{mod}" if header else str(mod))
+        return mod
+
+    return Pass("PrintIR", 0, run)
+
+
+def module_pass(pass_func: Any = None, opt_level: int = 0, name: str | None = None,
+                required: Sequence[str] | None = None) -> Any:
+    """TVM's decorator of a whole-module pass: a function ``f(mod, ctx) -> mod``, or a class whose
+    ``transform_module(self, mod, ctx)`` does it (calling the decorated class makes the pass)."""
+
+    def make(obj: Any) -> Any:
+        pass_name = name or obj.__name__
+        if isinstance(obj, type):
+            def construct(*args: Any, **kwargs: Any) -> Pass:
+                inst = obj(*args, **kwargs)
+                return Pass(pass_name, opt_level, lambda mod: inst.transform_module(mod, PassContext.current()))
+
+            construct.__name__ = obj.__name__
+            construct.__doc__ = obj.__doc__
+            return construct
+        if not callable(obj):
+            raise TypeError(f"module_pass: {obj!r} is neither a function nor a class")
+        return Pass(pass_name, opt_level, lambda mod: obj(mod, PassContext.current()))
+
+    return make(pass_func) if pass_func is not None else make
 
 
 _DEFAULT = PassContext()
 
-__all__ = ["CONFIG_KEYS", "PassContext", "register_pass_names"]
+__all__ = ["CONFIG_KEYS", "Pass", "PassContext", "PassInfo", "PrintIR", "Sequential", "module_pass",
+           "register_pass_names"]

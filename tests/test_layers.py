@@ -35,7 +35,8 @@ LAYERS: list[set[str]] = [
     {"container"},  # TVM's Map and Array: plain containers every layer may return
     {"target"},  # parsing targets and naming the host CPU: below the code generator and the database
     {"isa"},  # the instruction-set extensions code uses and the host has (no llvmlite needed at run time)
-    {"transform"},  # TVM's PassContext: build options that lowering reads
+    {"transform"},  # TVM's PassContext and pass classes: build options that lowering reads
+    {"instrument"},  # TVM's pass instruments (what a PassContext tells about each pass it runs)
     {"te", "tir"},  # the expression and loop IRs use each other's nodes
     {"runtime"},
     {"contrib", "testing"},  # TVM's contrib helpers (cc.create_shared, utils.tempdir), testing.assert_allclose

@@ -143,3 +143,81 @@ def test_reinterpret_and_onnx_bitcast_keep_the_bits():
     graph.node[0].attribute[0].i = TensorProto.INT64
     with pytest.raises(OnnxImportError, match="float32 and int64 must have one width"):
         from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)]))
+
+
+def _pass_example():
+    c = relay.const(np.full((1, 4, 6, 6), 1.5, "float32"))
+    x = relay.var("x", shape=(1, 4, 6, 6))
+    y = relay.add(c, c)
+    y = relay.multiply(y, relay.const(2, "float32"))
+    z = relay.add(relay.add(x, y), relay.add(x, y))
+    return tvm.IRModule.from_expr(relay.Function([x], z))
+
+
+def test_users_passes_instruments_and_expr_mutators():
+    """TVM's pass infrastructure as its use_pass_infra tutorial writes it: function passes (function and class
+    forms) with an ExprMutator, module passes, Sequential under opt_level and disabled_pass, PrintIR, and
+    pass instruments told about every pass (relay.build's too)."""
+
+    @relay.transform.function_pass(opt_level=1)
+    class ScaleConstants:
+        def __init__(self, multiplier):
+            self.multiplier = multiplier
+
+        def transform_function(self, func, mod, ctx):
+            outer = self
+
+            class Replace(relay.ExprMutator):
+                def visit_constant(self, c):
+                    return relay.multiply(outer.multiplier, c)
+
+            return Replace().visit(func)
+
+    scale = ScaleConstants(relay.const(3, "float32"))
+    assert scale.info.name == "ScaleConstants" and scale.info.opt_level == 1
+    mod = scale(_pass_example())
+
+    class CountConstants(relay.ExprVisitor):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def visit_constant(self, c):
+            self.n += 1
+
+    counter = CountConstants()
+    counter.visit(mod["main"])
+    assert counter.n == 3  # the two constants and the one multiplier (each node is visited once)
+    ex = relay.create_executor("graph", mod=mod, target="llvm").evaluate()
+    x = np.random.default_rng(0).random((1, 4, 6, 6), dtype=np.float32)
+    np.testing.assert_allclose(ex(x).numpy(), 2 * (x + (3 * 1.5 + 3 * 1.5) * (3 * 2)), rtol=1e-5)
+
+    @tvm.transform.module_pass(opt_level=0)
+    def rename(mod, ctx):
+        return tvm.IRModule({"main": mod["main"], "copy": mod["main"]})
+
+    seen, skipped = [], []
+
+    @tvm.instrument.pass_instrument
+    class Recorder:
+        def run_before_pass(self, mod, info):
+            seen.append(info.name)
+
+        def should_run(self, mod, info):
+            if info.name == "DeadCodeElimination":
+                skipped.append(info.name)
+                return False
+            return True
+
+    timing = tvm.instrument.PassTimingInstrument()
+    seq = tvm.transform.Sequential([relay.transform.FoldConstant(), tvm.transform.PrintIR("folded"),
+                                    relay.transform.EliminateCommonSubexpr(), rename])
+    with tvm.transform.PassContext(opt_level=3, disabled_pass=["EliminateCommonSubexpr"],
+                                   instruments=[Recorder(), timing]):
+        out = seq(_pass_example())
+        relay.build(_pass_example(), target="llvm")
+    assert "copy" in out and seen[:4] == ["sequential", "FoldConstant", "PrintIR", "rename"]
+    assert "FuseOps" in seen and skipped == ["DeadCodeElimination"]  # relay.build's passes are told too
+    assert "FoldConstant" in timing.render()
+    with pytest.raises(TypeError, match="is not a pass"):
+        tvm.transform.Sequential([lambda m: m])

@@ -24,6 +24,8 @@ from autosched.relay.ir import (
     Call,
     Constant,
     Expr,
+    ExprMutator,
+    ExprVisitor,
     Function,
     FuncType,
     IRModule,
@@ -149,7 +151,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "bind_params_by_name", "build_module", "contrib", "create_executor", "dataflow_pattern", "partition_for",
-    "Call", "Constant", "Expr", "FuncType", "Function", "IRModule", "RelayError", "TensorType", "Tuple",
+    "Call", "Constant", "Expr", "ExprMutator", "ExprVisitor", "FuncType", "Function", "IRModule", "RelayError",
+    "TensorType", "Tuple",
     "TupleGetItem", "TupleType", "Type", "Var", "add", "backend", "build", "clip", "concatenate", "const", "divide",
     "evaluate", "exp", "expr", "extract_tasks", "ir", "maximum", "minimum", "multiply", "negative", "nn", "op",
     "optimize", "reshape", "sigmoid", "sqrt", "strided_slice", "subtract", "tanh", "transform", "transpose", "var",

@@ -11,7 +11,7 @@ from autosched.te import expr as E
 from autosched.te.expr import Expr, IntImm, Var
 from autosched.tir import stmt as S
 from autosched.tir.arith import ANY_RANGES, Lin, Simplifier, linear, simplify
-from autosched.transform import PassContext
+from autosched.transform import Pass, PassContext
 
 
 def map_exprs(s: S.Stmt, fn: Callable[[Expr], Expr]) -> S.Stmt:
@@ -154,23 +154,19 @@ def loop_vars(s: S.Stmt) -> list[Var]:
     return [x.var for x in S.walk_stmts(s) if isinstance(x, S.For)]
 
 
-class PrimFuncPass:
+class PrimFuncPass(Pass):
     """A pass over lowered functions: ``pass_(func)`` is ``pass_func(func, func, pass_context)`` (TVM's
     arguments: the function, its module, the context; here the module is the function itself)."""
 
     def __init__(self, pass_func: Callable, opt_level: int, name: str):
         self.pass_func = pass_func
-        self.opt_level = opt_level
-        self.name = name
+        super().__init__(name, opt_level, self._run)
 
-    def __call__(self, func: S.PrimFunc) -> S.PrimFunc:
+    def _run(self, func: S.PrimFunc) -> S.PrimFunc:
         out = self.pass_func(func, func, PassContext.current())
         if not isinstance(out, S.PrimFunc):
             raise TypeError(f"pass {self.name}: must return the (new) PrimFunc, e.g. f.with_body(body); got {out!r}")
         return out
-
-    def __repr__(self) -> str:
-        return f"PrimFuncPass({self.name}, opt_level={self.opt_level})"
 
 
 def prim_func_pass(pass_func: Callable | None = None, opt_level: int = 0, name: str | None = None,

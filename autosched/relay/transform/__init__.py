@@ -17,13 +17,14 @@ from autosched.relay.transform.transform import (
     Sequential,
     SimplifyInference,
     bind_params,
+    function_pass,
 )
 from autosched.transform import register_pass_names
 
 __all__ = [
     "AlterOpLayout", "AnnotateTarget", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FuseOps",
     "InferType", "MergeComposite", "PartitionGraph", "Pass", "PassContext", "Sequential", "SimplifyInference",
-    "alter_layout", "bind_params", "infer_type", "partition", "partition_for", "transform",
+    "alter_layout", "bind_params", "function_pass", "infer_type", "partition", "partition_for", "transform",
 ]
 
 # the passes PassContext's required_pass / disabled_pass can name: the pass constructors above

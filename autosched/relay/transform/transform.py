@@ -34,44 +34,52 @@ from autosched.relay.ir.expr import (
 )
 from autosched.relay.ir.type_infer import infer_type
 from autosched.relay.op.interp import evaluate
-from autosched.transform import PassContext
+from autosched.transform import Pass as _BasePass
+from autosched.transform import PassContext, Sequential
 
 
-class Pass:
-    """A module-to-module transformation with a name and the opt_level from which it runs."""
-
-    def __init__(self, name: str, opt_level: int, fn: Callable[[IRModule], IRModule]):
-        self.name = name
-        self.opt_level = opt_level
-        self.fn = fn
-
-    def enabled(self, ctx: PassContext) -> bool:
-        if self.name in ctx.disabled_pass:
-            return False
-        return self.name in ctx.required_pass or self.opt_level <= ctx.opt_level
+class Pass(_BasePass):
+    """A pass over relay modules (IRModule in, IRModule out): ``tvm.transform.Pass`` with the module checked."""
 
     def __call__(self, mod: IRModule) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"{self.name} runs on an IRModule, got {type(mod).__name__}")
-        return self.fn(mod)
-
-    def __repr__(self) -> str:
-        return f"Pass({self.name}, opt_level={self.opt_level})"
+        return super().__call__(mod)
 
 
-class Sequential(Pass):
-    """Passes run in order; each runs only when the current PassContext's opt_level enables it."""
+def function_pass(pass_func: Any = None, opt_level: int = 0, name: str | None = None,
+                  required: Sequence[str] | None = None) -> Any:
+    """TVM's decorator of a pass over each relay function of a module: a function ``f(func, mod, ctx) -> func``,
+    or a class whose ``transform_function(self, func, mod, ctx)`` does it (calling the decorated class with its
+    arguments makes the pass, named after the class)."""
 
-    def __init__(self, passes: Sequence[Pass], opt_level: int = 0, name: str = "Sequential"):
-        self.passes = list(passes)
-        super().__init__(name, opt_level, self._run)
+    def over_functions(fn: Callable[[Function, IRModule], Function]) -> Callable[[IRModule], IRModule]:
+        def run(mod: IRModule) -> IRModule:
+            out = {}
+            for gname, f in mod.functions.items():
+                new = f if f.attrs.get("Compiler") else fn(f, mod)
+                if not isinstance(new, Function):
+                    raise TypeError(f"function pass: must return a relay Function, got {type(new).__name__}")
+                out[gname] = new
+            return IRModule(out)
+        return run
 
-    def _run(self, mod: IRModule) -> IRModule:
-        ctx = PassContext.current()
-        for p in self.passes:
-            if isinstance(p, Sequential) or p.enabled(ctx):
-                mod = p(mod)
-        return mod
+    def make(obj: Any) -> Any:
+        pass_name = name or obj.__name__
+        if isinstance(obj, type):
+            def construct(*args: Any, **kwargs: Any) -> Pass:
+                inst = obj(*args, **kwargs)
+                return Pass(pass_name, opt_level, over_functions(
+                    lambda f, mod: inst.transform_function(f, mod, PassContext.current())))
+
+            construct.__name__ = obj.__name__
+            construct.__doc__ = obj.__doc__
+            return construct
+        if not callable(obj):
+            raise TypeError(f"function_pass: {obj!r} is neither a function nor a class")
+        return Pass(pass_name, opt_level, over_functions(lambda f, mod: obj(f, mod, PassContext.current())))
+
+    return make(pass_func) if pass_func is not None else make
 
 
 def _map_functions(mod: IRModule, fn: Callable[[Function], Function]) -> IRModule:
