@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import autosched
+from _cpus import skip_unless_host_runs
 from autosched import te, tir
 from autosched.te.hybrid import HYBRID_GLOBALS, HybridError, script
 from autosched.te.hybrid.runtime import (
@@ -341,3 +342,31 @@ def test_what_cannot_be_loop_ir_is_refused_with_the_line():
         mixed_up(a)
     with pytest.raises(HybridError, match="takes 4 arguments, 2 given"):
         outer_product(a, a)
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+def test_vectorized_hybrid_loops_and_gradients_build_for_avx2_and_avx512(target):
+    """A script's vectorize loop and a gradient's reductions compile for either ISA (run where the host can)."""
+
+    @script
+    def scaled(a):
+        b = output_tensor((64,), "float32")
+        for i in vectorize(64):
+            b[i] = a[i] * 3.0 + 1.0
+        return b
+
+    a = te.placeholder((64,), name="a")
+    b = scaled(a)
+    k = te.reduce_axis((0, 64), name="k")
+    W = te.placeholder((16, 64), name="W")
+    y = te.compute((16,), lambda i: te.sum(W[i, k] * b[k], axis=k), name="y")
+    ones = te.compute((16,), lambda i: te.const(1.0), name="ones")
+    (gw,) = te.gradient(y, [W], head=ones)  # the script's output is read, not differentiated
+    with pytest.raises(TypeError, match="cannot differentiate through ExternOp 'scaled'"):
+        te.gradient(y, [a], head=ones)
+    f = autosched.build(te.create_schedule([gw.op]), [W, a, gw], target=target)
+    skip_unless_host_runs(target)
+    av = RNG.random(64, dtype=np.float32)
+    out = np.zeros((16, 64), "float32")
+    f(RNG.random((16, 64), dtype=np.float32), av, out)
+    np.testing.assert_allclose(out, np.tile(av * 3 + 1, (16, 1)), rtol=1e-6)
