@@ -18,6 +18,7 @@ from typing import Any
 
 from autosched.te import expr as E
 from autosched.te.expr import Expr, FloatImm, IntImm, Reduce, TensorLoad, Var, is_float
+from autosched.te.stage import _post_order
 from autosched.te.tensor import ComputeOp, IterVar, PlaceholderOp, Range, Tensor
 from autosched.tir import arith
 
@@ -245,24 +246,6 @@ class _Domain:
 
 # ---- the adjoint graph ----------------------------------------------------------------------------------------
 
-def _topo(output: Tensor) -> list[Any]:
-    """The operations ``output`` depends on, producers before consumers."""
-    order: list[Any] = []
-    seen: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(output.op, False)]
-    while stack:
-        op, done = stack.pop()
-        if done:
-            order.append(op)
-            continue
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        stack.append((op, True))
-        stack.extend((t.op, False) for t in reversed(op.input_tensors))
-    return order
-
-
 def _zeros(shape: Sequence[Any], dtype: str, name: str) -> Tensor:
     axes = [IterVar(Range(0, d), Var(f"ax{i}"), "spatial") for i, d in enumerate(shape)]
     return ComputeOp(name, axes, _c(0.0, dtype)).output(0)
@@ -389,7 +372,7 @@ def gradient(output: Tensor, inputs: Sequence[Tensor] | Tensor, head: Tensor | N
         raise ValueError(f"te.gradient: head {head.name} of shape {tuple(head.shape)} must end with the output "
                          f"{output.name}'s shape {tuple(output.shape)}")
     prefix = list(head.shape[:len(head.shape) - n_out])
-    ops = _topo(output)
+    ops = _post_order([output.op])  # producers before consumers
     wanted = {id(t.op) for t in inputs}
     needed: set[int] = set()  # the operations on a path from an input to the output
     for op in ops:

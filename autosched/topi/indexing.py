@@ -11,22 +11,13 @@ from typing import Any
 
 from autosched import te
 from autosched.topi import tag
+from autosched.topi.utils import const_shape
 
 
 def _norm_axis(axis: int, ndim: int, who: str) -> int:
     if not -ndim <= axis < ndim:
         raise ValueError(f"{who}: axis {axis} is out of range for rank {ndim}")
     return axis % ndim
-
-
-def _const_dims(t: te.Tensor, who: str) -> list[int]:
-    dims = []
-    for d in t.shape:
-        v = getattr(d, "value", d)
-        if not isinstance(v, int):
-            raise ValueError(f"{who}: {t.name} needs a constant shape, got {tuple(t.shape)}")
-        dims.append(v)
-    return dims
 
 
 def _idx(e: Any) -> Any:
@@ -188,7 +179,7 @@ def matrix_set_diag(data: te.Tensor, diagonal: te.Tensor, k: int | Sequence[int]
 def unravel_index(indices: te.Tensor, shape: te.Tensor) -> te.Tensor:
     """The coordinates of flat ``indices`` (a scalar or ``[N]``) in an array of ``shape`` (a 1-D tensor):
     ``[len(shape)]`` or ``[len(shape), N]``."""
-    (nd,) = _const_dims(shape, "unravel_index")
+    (nd,) = const_shape(shape, "unravel_index")
     out_shape = (nd,) + tuple(indices.shape)
 
     def f(d: Any, *i: Any) -> Any:
@@ -211,8 +202,8 @@ def strided_set(a: te.Tensor, v: te.Tensor, begin: te.Tensor, end: te.Tensor,
     ``strides`` are 1-D tensors read at run time (negative bounds count from the end, negative strides walk
     backwards, bounds are clipped); dimensions past their length are taken whole, missing strides are 1."""
     nd = a.ndim
-    (nb,) = _const_dims(begin, "strided_set")
-    ns = _const_dims(strides, "strided_set")[0] if strides is not None else 0
+    (nb,) = const_shape(begin, "strided_set")
+    ns = const_shape(strides, "strided_set")[0] if strides is not None else 0
     one, zero = te.const(1, "int64"), te.const(0, "int64")
 
     def clip(x: Any, lo: Any, hi: Any) -> Any:

@@ -63,6 +63,14 @@ def get_shape(src_shape: Sequence[Any], src_layout: str, dst_layout: str) -> tup
     return tuple(shape[src.index(ax)] for ax in dst)
 
 
+def const_shape(t: te.Tensor, who: str) -> list[int]:
+    """``t``'s shape as Python ints, or an error saying that ``who`` needs a constant shape."""
+    dims = get_const_tuple(t.shape)
+    if not all(isinstance(d, int) for d in dims):
+        raise AutoschedError(f"{who}: {t.name} needs a constant shape, got {tuple(t.shape)}")
+    return list(dims)
+
+
 def is_static(shape: Sequence[Any]) -> bool:
     """Whether every dimension of ``shape`` is a constant."""
     return all(isinstance(d, int) for d in get_const_tuple(shape))

@@ -9,6 +9,7 @@ from typing import Any
 
 from autosched import te
 from autosched.errors import AutoschedError
+from autosched.topi.utils import const_shape
 
 
 def _spatial(layout: str, n: int, who: str) -> list[int]:
@@ -18,16 +19,6 @@ def _spatial(layout: str, n: int, who: str) -> list[int]:
         raise AutoschedError(f"topi.nn.{who}: layout {layout!r} is not a {n}-D pooling layout (N, C and "
                              f"{'DHW'[3 - n:]} in some order)")
     return axes
-
-
-def _dims(t: te.Tensor, who: str) -> list[int]:
-    out = []
-    for d in t.shape:
-        v = getattr(d, "value", d)
-        if not isinstance(v, int):
-            raise AutoschedError(f"topi.nn.{who}: constant shapes only, got {tuple(t.shape)}")
-        out.append(v)
-    return out
 
 
 def poolnd(data: te.Tensor, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
@@ -42,7 +33,7 @@ def poolnd(data: te.Tensor, kernel: Sequence[int], stride: Sequence[int], dilati
     if len(stride) != n or len(dilation) != n or len(padding) != 2 * n:
         raise AutoschedError(f"topi.nn.{who}: {n} kernel sizes need {n} strides and dilations and {2 * n} pads")
     axes = _spatial(layout, n, who)
-    shape = _dims(data, who)
+    shape = const_shape(data, f"topi.nn.{who}")
     before, after = list(padding[:n]), list(padding[n:])
     out_shape = list(shape)
     for q, ax in enumerate(axes):
@@ -110,7 +101,7 @@ def _adaptive(data: te.Tensor, output_size: Sequence[int], pool_type: str, layou
     if pool_type not in ("max", "avg"):
         raise AutoschedError(f"topi.nn.{who}: pool_type {pool_type!r} is not max or avg")
     axes = _spatial(layout, n, who)
-    shape = _dims(data, who)
+    shape = const_shape(data, f"topi.nn.{who}")
     out_shape = list(shape)
     windows = []
     for q, ax in enumerate(axes):
