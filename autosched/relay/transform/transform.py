@@ -53,13 +53,14 @@ def function_pass(pass_func: Any = None, opt_level: int = 0, name: str | None = 
     or a class whose ``transform_function(self, func, mod, ctx)`` does it (calling the decorated class with its
     arguments makes the pass, named after the class)."""
 
-    def over_functions(fn: Callable[[Function, IRModule], Function]) -> Callable[[IRModule], IRModule]:
+    def over_functions(fn: Callable[[Function, IRModule], Function], pass_name: str) -> Callable[[IRModule], IRModule]:
         def run(mod: IRModule) -> IRModule:
             out = {}
             for gname, f in mod.functions.items():
                 new = f if f.attrs.get("Compiler") else fn(f, mod)
                 if not isinstance(new, Function):
-                    raise TypeError(f"function pass: must return a relay Function, got {type(new).__name__}")
+                    raise TypeError(f"function pass {pass_name}: must return a relay Function, got "
+                                    f"{type(new).__name__}")
                 out[gname] = new
             return IRModule(out)
         return run
@@ -70,14 +71,14 @@ def function_pass(pass_func: Any = None, opt_level: int = 0, name: str | None = 
             def construct(*args: Any, **kwargs: Any) -> Pass:
                 inst = obj(*args, **kwargs)
                 return Pass(pass_name, opt_level, over_functions(
-                    lambda f, mod: inst.transform_function(f, mod, PassContext.current())))
+                    lambda f, mod: inst.transform_function(f, mod, PassContext.current()), pass_name))
 
             construct.__name__ = obj.__name__
             construct.__doc__ = obj.__doc__
             return construct
         if not callable(obj):
             raise TypeError(f"function_pass: {obj!r} is neither a function nor a class")
-        return Pass(pass_name, opt_level, over_functions(lambda f, mod: obj(f, mod, PassContext.current())))
+        return Pass(pass_name, opt_level, over_functions(lambda f, mod: obj(f, mod, PassContext.current()), pass_name))
 
     return make(pass_func) if pass_func is not None else make
 
