@@ -19,6 +19,7 @@ from autosched.runtime.ndarray import Device, NDArray, cpu, cuda, device, gpu
 from autosched.runtime.registry import get_global_func, register_func
 from autosched.target import Target as _Target
 from autosched.task import Task
+from autosched.tir import arith  # TVM's tvm.arith: the Analyzer over the integer simplifier (loaded by tir)
 from autosched.tir.gpu import prepare_kernel as _prepare_kernel
 from autosched.tir.lower import lower as _lower
 from autosched.version import __version__
@@ -37,10 +38,6 @@ def __getattr__(name: str):
         from autosched.database.apply import apply_history_best
 
         return apply_history_best
-    if name == "arith":  # TVM's tvm.arith: the Analyzer over the integer simplifier
-        import autosched.tir.arith as arith
-
-        return arith
     if name == "database":
         import autosched.database as database
 
@@ -153,6 +150,7 @@ __all__ = [
     "runtime",
     "te",
     "tir",
+    "arith",
     "transform",
     "instrument",
     "error",
