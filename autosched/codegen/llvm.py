@@ -256,8 +256,8 @@ class CodeGenLLVM:
         hit = shared.get(id(e))
         if hit is not None and hit[0] is e and hit[1] is self.b.block:
             return hit[2]
-        dot = ops.accumulated_dot4(e)
-        if dot is not None:  # acc + dot4_u8s8(0, a, w): one dot4_u8s8(acc, a, w) (vpdpbusd accumulates)
+        dot = ops.accumulated_dot(e)
+        if dot is not None:  # acc + dot(0, a, w): one dot(acc, a, w) (vpdpbusd accumulates)
             v = self._e_Call(dot)
         elif isinstance(e, E.BinaryOp):
             v = ops.binary(self.b, e, self.expr(e.a), self.expr(e.b))
@@ -332,18 +332,20 @@ class CodeGenLLVM:
             base = self.expr(e.args[0])
             ety = next((ltype(b.dtype, True) for b in self.cur.bufs if b._data is e.args[0]), I8)
             return self.b.gep(base, [self.expr(e.args[1])], source_etype=ety)
-        if e.name == ops.DOT4_U8S8:
-            return ops.dot4_u8s8(self.b, self.expr(e.args[0]), *(self._word(ld) for ld in e.args[1:]))
-        if e.name == ops.DOT4_U8S8 + ".word":  # (the vector generator's uniform operand)
-            return self._word(e.args[0])
+        if e.name in ops.DOTS:
+            return ops.packed_dot(self.b, e.name, self.expr(e.args[0]), *(self._word(e.name, ld) for ld in e.args[1:]))
+        if e.name.endswith(".word") and e.name[:-5] in ops.DOTS:  # (the vector generator's uniform operand)
+            return self._word(e.name[:-5], e.args[0])
         return ops.call(self.b, e.name, e.dtype, [self.expr(a) for a in e.args])
 
-    def _word(self, e: Expr) -> ir.Value:
-        """The 4 bytes from the byte buffer element ``e`` on, as one int32 (a dot4_u8s8 operand)."""
-        if not isinstance(e, S.BufferLoad) or e.buffer.dtype not in ("uint8", "int8"):
-            raise CodegenError(f"{ops.DOT4_U8S8}: its operands must be loads of uint8/int8 buffers, got {e}")
+    def _word(self, name: str, e: Expr) -> ir.Value:
+        """The 4 bytes (2 int16) from the buffer element ``e`` on, as one int32 (an operand of the packed dot
+        product ``name``)."""
+        dtypes, _ = ops.DOTS[name]
+        if not isinstance(e, S.BufferLoad) or e.buffer.dtype not in dtypes:
+            raise CodegenError(f"{name}: its operands must be loads of {'/'.join(dtypes)} buffers, got {e}")
         ptr = self.b.gep(self.cur.bufs[e.buffer], [self.index(self.flat(e.buffer, e.indices))], inbounds=True,
-                         source_etype=I8)
+                         source_etype=ltype(e.buffer.dtype))
         return self.b.load(ptr, typ=I32, align=1)
 
     def _e_BufferRef(self, e: S.BufferRef):

@@ -291,45 +291,69 @@ def call(b: ir.IRBuilder, name: str, dtype: str, args: list[ir.Value], avx512: b
     raise CodegenError(f"unknown intrinsic {name}")
 
 
-#: ``dot4_u8s8(acc, a, w)``: acc plus the 4 products of the uint8 bytes from element ``a`` on and the int8 bytes
-#: from element ``w`` on (``a`` and ``w`` are loads of byte buffers); one VNNI vpdpbusd on 16 int32 lanes
+#: the packed dot products (``te.expr.PACKED_DOTS``): intrinsic -> (the operands' dtypes, elements per word)
+DOTS = E.PACKED_DOTS
+#: ``dot4_u8s8(acc, a, w)``: one VNNI vpdpbusd on 16 int32 lanes
 DOT4_U8S8 = "dot4_u8s8"
+#: ``dot2_i16(acc, a, w)``: one ``pmaddwd`` and an add per vector of int32 lanes on any x86 CPU
+DOT2_I16 = "dot2_i16"
 
 
-def accumulated_dot4(e: E.Expr) -> E.Call | None:
-    """``acc + dot4_u8s8(0, a, w)`` (a reduction's update, either order) as ``dot4_u8s8(acc, a, w)``; else None."""
+def accumulated_dot(e: E.Expr) -> E.Call | None:
+    """``acc + dot(0, a, w)`` (a reduction's update, either order; ``dot`` one of :data:`DOTS`) as
+    ``dot(acc, a, w)``, which the vector instructions accumulate in place; else None."""
     if not isinstance(e, E.Add):
         return None
     for acc, call in ((e.a, e.b), (e.b, e.a)):
-        if isinstance(call, E.Call) and call.name == DOT4_U8S8 and isinstance(call.args[0], E.IntImm) and \
+        if isinstance(call, E.Call) and call.name in DOTS and isinstance(call.args[0], E.IntImm) and \
                 call.args[0].value == 0:
-            return E.Call(call.dtype, DOT4_U8S8, [acc, *call.args[1:]])
+            return E.Call(call.dtype, call.name, [acc, *call.args[1:]])
     return None
+
+
+def packed_dot(b: ir.IRBuilder, name: str, acc: ir.Value, a: ir.Value, w: ir.Value, vnni: bool = False) -> ir.Value:
+    """The intrinsic ``name`` of :data:`DOTS` on its operands' words (int32 scalars or vectors)."""
+    return dot4_u8s8(b, acc, a, w, vnni) if name == DOT4_U8S8 else dot2_i16(b, acc, a, w)
 
 
 def dot4_u8s8(b: ir.IRBuilder, acc: ir.Value, a: ir.Value, w: ir.Value, vnni: bool = False) -> ir.Value:
     """``acc`` plus, lane by lane, the sum of the products of the 4 uint8 bytes of ``a``'s 32-bit lane with the
     4 int8 bytes of ``w``'s (scalars or vectors of int32: the words the operands' bytes make). ``vnni``: 16 lanes
     are one AVX-512 VNNI ``vpdpbusd``; otherwise the bytes are widened, multiplied and each lane's four products
-    added (exact; LLVM's ``vpmaddwd`` where it finds it)."""
+    added (exact, but some 25 instructions for 8 lanes on AVX2: CPUs without VNNI take :func:`dot2_i16`)."""
     ty = acc.type
     if vnni and isinstance(ty, ir.VectorType) and ty.count == 16:
         name = "llvm.x86.avx512.vpdpbusd.512"
         fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(ty, [ty, ty, ty]), name=name)
         return b.call(fn, [acc, a, w])
+    return _widened_dot(b, acc, a, w, 4, I8, (b.zext, b.sext))
+
+
+def dot2_i16(b: ir.IRBuilder, acc: ir.Value, a: ir.Value, w: ir.Value) -> ir.Value:
+    """``acc`` plus, lane by lane, ``a.lo * w.lo + a.hi * w.hi`` of the int16 halves of the 32-bit lanes: written
+    as sign extensions, products and the sum of even and odd products, which LLVM's x86 backend selects as one
+    ``pmaddwd`` per vector register (exact: two int16 products fit an int32)."""
+    return _widened_dot(b, acc, a, w, 2, ir.IntType(16), (b.sext, b.sext))
+
+
+def _widened_dot(b: ir.IRBuilder, acc: ir.Value, a: ir.Value, w: ir.Value, k: int, elem: ir.IntType,
+                 widen: tuple) -> ir.Value:
+    """``acc`` plus each 32-bit lane's sum of the ``k`` products of its ``elem`` parts, widened to int32."""
+    ty = acc.type
     n = ty.count if isinstance(ty, ir.VectorType) else 1
-    wide = ir.VectorType(I32, 4 * n)
-    products = b.mul(b.zext(b.bitcast(a, ir.VectorType(I8, 4 * n)), wide),
-                     b.sext(b.bitcast(w, ir.VectorType(I8, 4 * n)), wide))
+    wide = ir.VectorType(I32, k * n)
+    products = b.mul(widen[0](b.bitcast(a, ir.VectorType(elem, k * n)), wide),
+                     widen[1](b.bitcast(w, ir.VectorType(elem, k * n)), wide))
     if not isinstance(ty, ir.VectorType):
-        name = f"llvm.vector.reduce.add.v{4 * n}i32"
+        name = f"llvm.vector.reduce.add.v{k * n}i32"
         fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(I32, [wide]), name=name)
         return b.add(acc, b.call(fn, [products]))
-    total = acc
-    for t in range(4):  # lane j sums products 4j .. 4j + 3
-        total = b.add(total, b.shuffle_vector(products, ir.Constant(wide, ir.Undefined),
-                                              ir.Constant(ir.VectorType(I32, n), [4 * j + t for j in range(n)])))
-    return total
+    parts = [b.shuffle_vector(products, ir.Constant(wide, ir.Undefined),
+                              ir.Constant(ir.VectorType(I32, n), [k * j + t for j in range(n)])) for t in range(k)]
+    total = parts[0]  # lane j sums products k j .. k j + k - 1 (the pairs' sum first: the pmaddwd pattern)
+    for part in parts[1:]:
+        total = b.add(total, part)
+    return b.add(acc, total)
 
 
 def branch(cg, cond: ir.Value, then_fn: Callable[[], ir.Value | None],

@@ -205,8 +205,8 @@ class VectorEmitter:
     def _emit(self, e: Expr) -> tuple[ir.Value, bool]:
         if not self.varying(e) and (self.mask is None or not self.has_load(e)):
             return self.scalar(e), False
-        dot = ops.accumulated_dot4(e)
-        if dot is not None:  # acc + dot4_u8s8(0, a, w): one dot4_u8s8(acc, a, w) (vpdpbusd accumulates)
+        dot = ops.accumulated_dot(e)
+        if dot is not None:  # acc + dot(0, a, w): one dot(acc, a, w) (vpdpbusd accumulates)
             return self._e_Call(dot)
         if isinstance(e, E.BinaryOp):
             if type(e) in (E.FloorDiv, E.FloorMod) and self._narrow_division(e):
@@ -295,24 +295,26 @@ class VectorEmitter:
         return ops.cast(self.b, self.vec(e.value), e.value.dtype, e.dtype, ltype(e.dtype)), True
 
     def _e_Call(self, e: E.Call):
-        if e.name == ops.DOT4_U8S8:
-            words = [self._words(ld) for ld in e.args[1:]]
-            return ops.dot4_u8s8(self.b, self.vec(e.args[0]), *words, vnni=self.cg.dot_u8s8), True
+        if e.name in ops.DOTS:
+            words = [self._words(e.name, ld) for ld in e.args[1:]]
+            return ops.packed_dot(self.b, e.name, self.vec(e.args[0]), *words, vnni=self.cg.dot_u8s8), True
         return ops.call(self.b, e.name, e.dtype, [self.vec(a) for a in e.args], self.cg.avx512), True
 
-    def _words(self, e: Expr) -> ir.Value:
-        """A dot4_u8s8 operand's lanes: the 4 bytes from each lane's element on as int32, the lanes' elements 4
-        apart (one contiguous load) or one for all (one word, broadcast)."""
-        if not isinstance(e, S.BufferLoad) or e.buffer.dtype not in ("uint8", "int8"):
-            raise CodegenError(f"{ops.DOT4_U8S8}: its operands must be loads of uint8/int8 buffers, got {e}")
+    def _words(self, name: str, e: Expr) -> ir.Value:
+        """A packed dot product's operand lanes: the 4 bytes (2 int16) from each lane's element on as int32, the
+        lanes' elements that far apart (one contiguous load) or one for all (one word, broadcast)."""
+        dtypes, per_word = ops.DOTS[name]
+        if not isinstance(e, S.BufferLoad) or e.buffer.dtype not in dtypes:
+            raise CodegenError(f"{name}: its operands must be loads of {'/'.join(dtypes)} buffers, got {e}")
         flat = self.cg.flat(e.buffer, e.indices)
         stride, base = self._stride(flat)
         if stride == 0 or not self.varying(e):
-            return self.splat(self.scalar(E.Call("int32", ops.DOT4_U8S8 + ".word", [e])))
-        if stride == 4 and self.mask is None:
+            return self.splat(self.scalar(E.Call("int32", name + ".word", [e])))
+        if stride == per_word and self.mask is None:
+            elem = ltype(e.buffer.dtype)
             ptr = self.cg.b.gep(self.cg.cur.bufs[e.buffer], [self.scalar(base, index=True)], inbounds=True,
-                                source_etype=ops.I8)
-            v = self.b.load(ptr, typ=ir.VectorType(ops.I8, 4 * self.lanes), align=1)
+                                source_etype=elem)
+            v = self.b.load(ptr, typ=ir.VectorType(elem, per_word * self.lanes), align=1)
             return self.b.bitcast(v, self.vtype(I32))
         vt = self.vtype(I32)  # any other layout (a searched schedule's): a gather of each lane's word
         fn = self.cg._decl(f"llvm.masked.gather.v{self.lanes}i32.v{self.lanes}p0", vt,

@@ -134,6 +134,13 @@ class Dataflow:
                 out.append(node.indices)
         return out
 
+    def read_as_dot_operand(self, st: Stage) -> bool:
+        """Whether a reader loads ``st``'s output as an operand of a packed dot product
+        (``te.expr.PACKED_DOTS``): such a load reads a word of memory, so ``st`` must not be inlined."""
+        return any(isinstance(c, E.Call) and c.name in E.PACKED_DOTS and any(
+            isinstance(a, E.TensorLoad) and self.sch.stage_map.get(a.tensor.op) is st for a in c.args[1:])
+            for r in self.readers(st) for c in E.walk(self.body(r)))
+
     def has_reuse(self, st: Stage) -> bool:
         """Whether some input of ``st`` is read the same way for different values of a spatial axis
         (a tensor index misses a spatial axis): the data reuse that makes multi-level tiling pay."""

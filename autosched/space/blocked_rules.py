@@ -1,6 +1,7 @@
-"""Sketch rules for blocked-channel convolutions (``conv2d_nchwc``, ``depthwise_conv2d_nchwc`` and Winograd's
-``conv2d_winograd_nchwc`` stages, in the workloads and in fused relay kernels alike): the generated space of
-such a kernel is the family of register-tiled nests of the expert schedule, its choices decisions of the space.
+"""Sketch rules for blocked-channel convolutions (``conv2d_nchwc`` and its 8-bit ``_vnni`` and ``_i16`` forms,
+``depthwise_conv2d_nchwc`` and Winograd's ``conv2d_winograd_nchwc`` stages, in the workloads and in fused relay
+kernels alike): the generated space of such a kernel is the family of register-tiled nests of the expert schedule,
+its choices decisions of the space.
 
 Multi-level tiling does not find these nests (the reduction over a channel block must sit outside a tile of
 pixels x channel blocks, broadcasting one input into several FMAs), and a space of them is small: a few
@@ -20,7 +21,8 @@ def _blocked_kind(st: Stage) -> str | None:
     name = st.op.name
     if name.endswith("depthwise_conv2d_nchwc") and len(st.op.reduce_axis) == 2 and len(st.op.axis) == 5:
         return "depthwise"
-    if name.endswith("conv2d_nchwc") and len(st.op.reduce_axis) == 4 and len(st.op.axis) == 5:
+    if name.endswith(("conv2d_nchwc", "conv2d_nchwc_vnni", "conv2d_nchwc_i16")) and len(st.op.reduce_axis) == 4 \
+            and len(st.op.axis) == 5:
         return "conv"
     return None
 
@@ -43,7 +45,7 @@ class PlanBlockedConv(SketchRule):
     def apply(self, ctx, st):
         kind = _blocked_kind(st)
         pad = _pad_of(ctx, st)
-        if pad is not None and pad.attach_type == "root":
+        if pad is not None and pad.attach_type == "root" and not ctx.flow.read_as_dot_operand(pad):
             inline = kind == "depthwise" or ctx.decide(f"pad/{ctx.key(st)}", (True, False), kind="location",
                                                        weights=(1.0, 1.0))
             if inline:
@@ -87,10 +89,12 @@ class ScheduleBlockedConv(SketchRule):
             pixels = [p for p in range(1, min(ow, 32) + 1) if 2 * p * per < regs]
             _window_nest(ctx.sch, out, acc_t, ctx.decide(f"pixels/{key}", pixels, kind="tile"))
             return None
-        default = conv_tile(oh, ow, ocb, block, out.dtype)
+        temporaries = 2 if acc.op.input_tensors[-1].dtype == "int16" else 1  # (pmaddwd's product)
+        default = conv_tile(oh, ow, ocb, block, out.dtype, temporaries)
         # tiles with enough accumulators to hide the FMA latency, that fit the registers; bigger ones likelier
         tiles = [(b, r, p) for b in range(1, 5) if ocb % b == 0 for r in (1, 2) if oh % r == 0
-                 for p in range(1, min(ow, 32) + 1) if b * per * (r * p + 1) + 1 <= regs and (r == 1 or p == ow)
+                 for p in range(1, min(ow, 32) + 1)
+                 if b * per * (r * p + 1) + temporaries <= regs and (r == 1 or p == ow)
                  and b * per * r * p >= min(MIN_ACCUMULATORS, b * per * r * ow)]
         tiles.sort(key=lambda t: t != default)  # the target's default first: it is the run's default point
         b, r, p = ctx.decide(f"register_tile/{key}", tiles, kind="tile",

@@ -179,14 +179,16 @@ class InlineElementwise(SketchRule):
 
     Inlining is drawn three times in four, except for a guarded stage (a ``select``, as padding is) read by a
     reduction with data reuse (one that is tiled): inlined, its guard lands in the reduction's innermost loops,
-    so it is kept three times in four (inlined there, it gave slower kernels that took longer to build)."""
+    so it is kept three times in four (inlined there, it gave slower kernels that took longer to build). A
+    stage read as a packed dot product's operand (an int8 convolution's padded bytes) stays: the product loads
+    a word of it."""
 
     name = "inline"
     phase = "prepare"
 
     def condition(self, ctx, st):
         return not st.is_output and not st.is_reduction and st.attach_type == "root" and bool(
-            ctx.sch.readers(st)) and not ctx.info(st)
+            ctx.sch.readers(st)) and not ctx.info(st) and not ctx.flow.read_as_dot_operand(st)
 
     def apply(self, ctx, st):
         guarded = any(isinstance(e, E.Select) for e in E.walk(ctx.flow.body(st)))

@@ -417,6 +417,14 @@ class Call(Expr):
         self.args = tuple(args)
 
 
+#: the packed dot products, ``Call(int32, name, [acc, a, w])``: acc plus the products of the narrow elements
+#: from ``a`` on and from ``w`` on (loads), a 32-bit word of each: name -> (the operands' dtypes, elements per
+#: word). Each operand load reads its word, so analyses of the region a load reads extend its last axis.
+#: ``dot4_u8s8``: 4 uint8 x int8 products (one AVX-512 VNNI vpdpbusd on 16 lanes); ``dot2_i16``: 2 int16 x int16
+#: products (one pmaddwd per vector on any x86 CPU)
+PACKED_DOTS = {"dot4_u8s8": (("uint8", "int8"), 4), "dot2_i16": (("int16",), 2)}
+
+
 class Let(Expr):
     __slots__ = ("var", "value", "body")
 

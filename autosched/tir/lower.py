@@ -588,7 +588,11 @@ class _Lowerer:
         for r in self.readers(st):
             rinfo = self.infos[id(r)]
             rmap = self.root_index(r, rinfo)
-            for node in E.walk(self.eff_body[id(r)]):
+            body = self.eff_body[id(r)]
+            # a packed dot product's operand reads a word: that many elements along the last axis
+            words = {id(a): E.PACKED_DOTS[c.name][1] for c in E.walk(body)
+                     if isinstance(c, E.Call) and c.name in E.PACKED_DOTS for a in c.args[1:]}
+            for node in E.walk(body):
                 if not (isinstance(node, E.TensorLoad) and self.stage_of(node.tensor) is st):
                     continue
                 for d, idx in enumerate(node.indices):
@@ -600,6 +604,8 @@ class _Lowerer:
                     if iv is None:
                         per_dim[d] = None
                     else:
+                        if d == len(node.indices) - 1 and id(node) in words:
+                            iv = (iv[0], simplify(iv[1] + words[id(node)] - 1))
                         per_dim[d].append(iv)
         region = []
         for d, ivs in enumerate(per_dim):

@@ -127,7 +127,7 @@ def tile_rate(vectors: int, pixels: int) -> float:
 
 
 def conv_tile(out_height: int, out_width: int, out_channel_blocks: int, block: int,
-              dtype: str = "float32") -> tuple[int, int, int]:
+              dtype: str = "float32", temporaries: int = 1) -> tuple[int, int, int]:
     """``(blocks, rows, pixels)`` of a blocked convolution's register tile: ``blocks`` output-channel blocks of
     ``block`` channels (ceil(block / lanes) vectors each) times ``rows x pixels`` output pixels, the
     accumulators fitting beside the weight vectors and one broadcast. Scored by the FMA rate over the whole
@@ -136,7 +136,9 @@ def conv_tile(out_height: int, out_width: int, out_channel_blocks: int, block: i
     (slack for the FMA latency, as BLIS's 6x16 AVX2 and 14x32 AVX-512 kernels keep). Rows stack only when a
     tile spans the whole row and they divide the height. 56 wide: 2 x 1 x 6 on AVX2, whose
     last tile of each row is 2 pixels (4 x 2 keeps 8 accumulators but loads a weight vector for every 2
-    FMAs: 0.72x as fast, docs/measured_choices.md); 2 x 1 x 14 on AVX-512 (28 of 32 registers)."""
+    FMAs: 0.72x as fast, docs/measured_choices.md); 2 x 1 x 14 on AVX-512 (28 of 32 registers).
+    ``temporaries``: registers a step needs besides those (the broadcast; ``pmaddwd``'s product too, which
+    does not accumulate in place: 2 keeps the int16 kernels from spilling on AVX2)."""
     regs = cpu().vector_registers
     per_block = -(-block // lanes(dtype))
     best: tuple | None = None
@@ -144,7 +146,7 @@ def conv_tile(out_height: int, out_width: int, out_channel_blocks: int, block: i
         if out_channel_blocks % b:
             continue
         v = b * per_block
-        room = (regs - v - 1) // v  # pixels whose accumulators fit
+        room = (regs - v - temporaries) // v  # pixels whose accumulators fit
         for r in (1, 2, 4):
             if r > out_height or room // r < 1:
                 continue
