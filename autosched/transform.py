@@ -7,6 +7,8 @@
 - ``config={"tir.UnrollLoop": {"auto_max_step": 16}}`` unrolls every serial loop of constant extent whose
   unrolled body runs at most that many steps, as TVM's pass does (the rule of the ``auto_unroll_max_step``
   pragma); ``config={"relay.winograd": False}`` keeps convolutions off Winograd's algorithm;
+  ``config={"relay.int16_products": False}`` keeps 8-bit convolutions and denses on CPUs without VNNI in the
+  float32 kernels (where exact) rather than the int16 ``pmaddwd`` ones;
   ``config={"relay.FuseOps.max_depth": 64}`` caps the ops fused into one kernel (default 256, as TVM's);
   ``config={"tir.add_lower_pass": [(1, my_pass)]}`` runs the user's ``tir.transform.prim_func_pass`` passes on
   every lowered function (all phases after autosched's own lowering, in phase order).
@@ -29,6 +31,7 @@ _CURRENT: contextvars.ContextVar[PassContext | None] = contextvars.ContextVar("a
 CONFIG_KEYS = {
     "tir.UnrollLoop": "te lowering unrolls short serial loops",
     "relay.winograd": "relay's AlterOpLayout may use Winograd's algorithm for 3x3 convolutions",
+    "relay.int16_products": "relay's AlterOpLayout runs 8-bit products in int16 pmaddwd kernels without VNNI",
     "relay.backend.use_auto_scheduler": "always on: relay.build applies the records of apply_history_best",
     "relay.FuseOps.max_depth": "the most ops FuseOps puts in one kernel (default 256)",
     "tir.add_lower_pass": "te lowering runs these (phase, pass) pairs on each function, in phase order",

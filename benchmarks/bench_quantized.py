@@ -6,14 +6,16 @@ ops; uint8 activations and int8 weights; calibrated on 8 random images, preproce
 its batch norms are folded), each next to its float model.
 
     python benchmarks/bench_quantized.py [--models bert_base resnet50] [--threads 2] [--rounds 6] [--seconds 1]
-                                         [--target llvm]
+                                         [--target llvm] [--no-int16-products]
 
 The float models come from ``tests/_transformer_models`` and ``tests/_onnx_models`` (seeded random weights).
 autosched imports each model, builds it with default schedules and checks its output against onnxruntime's
 (the largest difference relative to the largest output); then all of them (two libraries x float / quantized) are
 timed in alternating rounds (benchmarks/_timing.py), each keeping its best median. onnxruntime runs its integer
 kernels (VNNI or AMX where the CPU has them); so does autosched on a CPU with AVX-512 VNNI (nn.conv2d_nchwc_vnni,
-nn.dense_vnni), elsewhere its float kernels where that is exact (docs/relay_onnx.md). Prints the CPU. Run it
+nn.dense_vnni), elsewhere its int16 pmaddwd kernels (nn.conv2d_nchwc_i16; nn.dense_i16 where float32 is not
+exact) or float kernels where exact (docs/relay_onnx.md); ``--no-int16-products`` builds autosched with the
+PassContext option ``relay.int16_products`` off (float32 where exact, the path before). Prints the CPU. Run it
 with nothing else running.
 """
 
@@ -37,6 +39,7 @@ from _onnx_sides import compare, onnx_sides  # noqa: E402
 import _onnx_models  # noqa: E402
 import _transformer_models  # noqa: E402
 from autosched.target import Target  # noqa: E402
+from autosched.transform import PassContext  # noqa: E402
 
 
 def quantized_bert(tmp: Path) -> tuple[dict[str, Path], dict[str, np.ndarray]]:
@@ -87,17 +90,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--target", default="llvm")
+    ap.add_argument("--no-int16-products", action="store_true",
+                    help="build with PassContext(config={'relay.int16_products': False})")
     args = ap.parse_args()
     import onnxruntime as ort
 
     logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice
     os.environ["AUTOSCHED_NUM_THREADS"] = str(args.threads)
     print(f"default schedules for {args.target!r} on {Target('llvm').cpu.name}, onnxruntime {ort.__version__}, "
-          f"{args.threads} thread(s)")
+          f"{args.threads} thread(s), relay.int16_products {'off' if args.no_int16_products else 'on'}")
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
             paths, inputs = MODELS[name](Path(tmp))
-            runs = {kind: onnx_sides(p, inputs, args.threads, args.target) for kind, p in paths.items()}
+            with PassContext(config={"relay.int16_products": not args.no_int16_products}):
+                runs = {kind: onnx_sides(p, inputs, args.threads, args.target) for kind, p in paths.items()}
         for kind, a, o, err in compare(runs, args.rounds, args.seconds):
             print(f"{name:10s} {kind:8s}: autosched {a * 1e3:8.2f} ms, onnxruntime {o * 1e3:8.2f} ms, {a / o:.2f}x "
                   f"(largest difference {err:.1e} of the largest output)", flush=True)

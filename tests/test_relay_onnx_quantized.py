@@ -592,10 +592,11 @@ def _requantize(acc, scale: float):
 
 
 @pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512", "icelake-server"])
-def test_int8_convolutions_run_vpdpbusd_where_the_cpu_has_vnni_and_exact_float32_elsewhere(cpu: str) -> None:
+def test_int8_convolutions_run_vpdpbusd_where_the_cpu_has_vnni_and_int16_pmaddwd_elsewhere(cpu: str) -> None:
     """A quantized CNN's convolutions, relay.nn.conv2d(uint8, int8, out_dtype="int32"): for a CPU with AVX-512
     VNNI, AlterOpLayout packs each filter for nn.conv2d_nchwc_vnni (a 3-channel stem given a fourth channel of
-    zeros; a zero point's padding an nn.pad kept in the blocked layout); elsewhere blocked float32 kernels. A
+    zeros; a zero point's padding an nn.pad kept in the blocked layout); elsewhere nn.conv2d_nchwc_i16 (the
+    activations widened to int16, pmaddwd on pairs of channels) but for the stem, a blocked float32 kernel. A
     chain of a 7x7/2 stem, a 3x3, a strided 3x3 padded with a zero point of 9 and a 1x1 in blocks of 8, equal to
     numpy's integers where this machine runs the code."""
     rng = np.random.default_rng(11)
@@ -613,8 +614,10 @@ def test_int8_convolutions_run_vpdpbusd_where_the_cpu_has_vnni_and_exact_float32
     vnni = cpu == "icelake-server"
     names = [n["name"] for n in json.loads(graph_json)["nodes"] if n["op"] != "null"]
     assert sum("conv2d_nchwc_vnni" in n for n in names) == (4 if vnni else 0), names
+    assert sum("conv2d_nchwc_i16" in n for n in names) == (0 if vnni else 3), names
     assert sum("conv2d_nchwc" in n for n in names) == 4, names  # blocked either way
     assert ("llvm.x86.avx512.vpdpbusd.512" in lib.get_source("ll")) == vnni
+    assert ("vpmaddwd" in lib.get_source("asm")) == (not vnni)
     if host_runs(target):
         m = GraphModule(graph_json, lib, params)
         xv = rng.integers(0, 256, (1, 3, 29, 29)).astype(np.uint8)
@@ -627,11 +630,13 @@ def test_int8_convolutions_run_vpdpbusd_where_the_cpu_has_vnni_and_exact_float32
         np.testing.assert_array_equal(np.asarray(m.get_output(0)), want)
 
 
+@pytest.mark.parametrize("int16", [True, False])
 @pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])
-def test_int8_convolutions_too_large_for_float32_run_on_data_less_128(cpu: str) -> None:
-    """Without VNNI, a uint8 convolution whose sums may pass 2^24 (255 x 576 taps x 127) runs in float32 on the
-    data less 128 (padded before it is shifted; the 128s added back per output channel), where sums stay
-    below 2^24: exact, not int32's slow multiplies. Near-maximal bytes make float32 of the raw data round."""
+def test_int8_convolutions_too_large_for_float32_are_exact(cpu: str, int16: bool) -> None:
+    """Without VNNI, a uint8 convolution whose sums may pass 2^24 (255 x 576 taps x 127) is exact: in int16
+    pairs (pmaddwd sums in int32), or with ``relay.int16_products`` off in float32 on the data less 128
+    (padded before it is shifted; the 128s added back per output channel), where sums stay below 2^24, not
+    int32's slow multiplies. Near-maximal bytes make float32 of the raw data round."""
     target = f"llvm -mcpu={cpu}"
     skip_unless_host_runs(target)
     rng = np.random.default_rng(12)
@@ -639,7 +644,11 @@ def test_int8_convolutions_too_large_for_float32_run_on_data_less_128(cpu: str) 
     w[::2] *= -1
     x = relay.var("x", shape=(1, 64, 6, 6), dtype="uint8")
     y = relay.nn.conv2d(x, relay.const(w), padding=(1, 1), out_dtype="int32")
-    graph_json, lib, params = relay.build(relay.IRModule.from_expr(relay.Function([x], y)), target=target)
+    with relay.transform.PassContext(config={"relay.int16_products": int16}):
+        graph_json, lib, params = relay.build(relay.IRModule.from_expr(relay.Function([x], y)), target=target)
+    names = [n["name"] for n in json.loads(graph_json)["nodes"] if n["op"] != "null"]
+    assert any("conv2d_nchwc_i16" in n for n in names) == int16, names
+    assert any("subtract" in n for n in names) == (not int16), names  # the data less 128
     m = GraphModule(graph_json, lib, params)
     xv = rng.integers(250, 256, (1, 64, 6, 6)).astype(np.uint8)
     m.set_input(x=xv)
@@ -647,6 +656,45 @@ def test_int8_convolutions_too_large_for_float32_run_on_data_less_128(cpu: str) 
     want = _int_conv(xv, w, 1, 1)
     assert np.abs(want).max() > 2 ** 24
     np.testing.assert_array_equal(np.asarray(m.get_output(0)), want)
+
+
+@pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])
+def test_an_int8_dense_too_large_for_float32_runs_int16_pairs(cpu: str) -> None:
+    """Without VNNI, a uint8 x int8 dense whose sums may pass 2^24 (255 x 1024 x 127) becomes nn.dense_i16: the
+    operands widened to int16 (the weight at build time, packed [units/x, in/2, x, 2]), a pmaddwd per pair of
+    k; exact. (Where float32 is exact it stays in the float GEMM, faster inside a model.)"""
+    target = f"llvm -mcpu={cpu}"
+    rng = np.random.default_rng(7)
+    w = rng.integers(120, 128, (48, 1024)).astype(np.int8)
+    w[::3] *= -1
+    x = relay.var("x", shape=(2, 12, 1024), dtype="uint8")
+    y = relay.nn.dense(x, relay.const(w), out_dtype="int32")
+    graph_json, lib, params = relay.build(relay.IRModule.from_expr(relay.Function([x], y)), target=target)
+    names = [n["name"] for n in json.loads(graph_json)["nodes"] if n["op"] != "null"]
+    assert any("dense_i16" in n for n in names), names
+    assert "vpmaddwd" in lib.get_source("asm")
+    if host_runs(target):
+        m = GraphModule(graph_json, lib, params)
+        xv = rng.integers(250, 256, (2, 12, 1024)).astype(np.uint8)
+        m.set_input(x=xv)
+        m.run()
+        want = xv.astype(np.int64) @ w.T.astype(np.int64)
+        assert np.abs(want).max() > 2 ** 24
+        np.testing.assert_array_equal(np.asarray(m.get_output(0)), want)
+
+
+def test_the_int16_ops_name_operands_that_do_not_match() -> None:
+    """nn.conv2d_nchwc_i16 and nn.dense_i16 called on bytes (not widened) or on a weight of the wrong packing:
+    a relay error naming the op and the layouts it takes."""
+    x = relay.var("x", shape=(1, 2, 6, 6, 8), dtype="uint8")
+    w = relay.const(np.zeros((1, 2, 3, 3, 4, 8, 2), np.int16))
+    with pytest.raises(relay.RelayError, match=r"nn.conv2d_nchwc_i16: int16 data NCHW\[x\]c .*uint8"):
+        relay.transform.InferType()(relay.IRModule.from_expr(relay.Function(
+            [x], relay.op.make_call("nn.conv2d_nchwc_i16", [x, w], data_layout="NCHW8c"))))
+    d = relay.var("d", shape=(4, 64), dtype="int16")
+    with pytest.raises(relay.RelayError, match=r"nn.dense_i16: data \[..., in\] int16 and weight \[units/x, in/2"):
+        relay.transform.InferType()(relay.IRModule.from_expr(relay.Function(
+            [d], relay.op.make_call("nn.dense_i16", [d, relay.const(np.zeros((2, 16, 16, 2), np.int16))]))))
 
 
 @pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])

@@ -596,11 +596,11 @@ def _prod(xs) -> int:
 def place_padding(sch, pad, stride: int, dtype: str) -> None:
     """The padded input of a blocked convolution: read in place (its guards partitioned away: the interior of
     the image runs guard-free, the edge tiles with their guards folded), or for a strided convolution copied
-    once at the root, where reading in place measured slower (docs/measured_choices.md). Bytes (a VNNI
-    convolution's uint8 data) are always copied: each dot product reads its four bytes as one load."""
+    once at the root, where reading in place measured slower (docs/measured_choices.md). Bytes and int16 (the
+    data of a packed dot product: VNNI's, pmaddwd's) are always copied: each step reads its word as one load."""
     if pad is None:
         return
-    if stride > 1 or pad.dtype in ("uint8", "int8"):
+    if stride > 1 or pad.dtype in ("uint8", "int8", "int16"):
         _root_elementwise(sch, pad, _lanes(dtype))
     else:
         sch[pad].compute_inline()

@@ -7,6 +7,8 @@
 - ``nn.dense_pack`` (``nn.contrib_dense_pack``): weights [units/x, in, x];
 - ``nn.dense_vnni``: uint8 data, int8 weights [units/x, in/4, x, 4], int32 sums (VNNI's ``vpdpbusd``);
 - ``nn.conv2d_nchwc_vnni``: uint8 data NCHW[x]c, int8 weights [O/y, I/x, KH, KW, x/4, y, 4], int32 sums;
+- ``nn.dense_i16``, ``nn.conv2d_nchwc_i16``: the same in int16 pairs (``pmaddwd``), 8-bit operands widened on
+  CPUs without VNNI: weights [units/x, in/2, x, 2] and [O/y, I/x, KH, KW, x/2, y, 2];
 - ``nn.dense_int4``: float32 data, 4-bit weights packed [N/16, K/2, 16] with scales per block of k, dequantized
   in the loop (an LLM's MatMulNBits).
 
@@ -21,7 +23,7 @@ import math
 from typing import Any
 
 from autosched import te
-from autosched.codegen.ops import DOT4_U8S8
+from autosched.codegen.ops import DOT2_I16, DOT4_U8S8, DOTS
 from autosched.relay.ir.expr import RelayError, TensorType
 from autosched.relay.op import schedules
 from autosched.relay.op.common import _operands, _pair, _same_dtype, pad4
@@ -220,76 +222,107 @@ register_op(OpDef("nn.dense_pack", _dense_pack_rel, _dense_pack_compute, OUT_ELE
 
 
 
-def _dense_vnni_rel(types, attrs):
-    op = "nn.dense_vnni"
-    d, w = _operands(types, op, "data", "weight")
-    if d.dtype != "uint8" or w.dtype != "int8" or len(d.shape) < 2 or len(w.shape) != 4 or w.shape[3] != 4 \
-            or d.shape[-1] != 4 * w.shape[1]:
-        raise RelayError(f"{op}: data [..., in] uint8 and weight [units/x, in/4, x, 4] int8 do not match: "
-                         f"{d.shape} {d.dtype}, {w.shape} {w.dtype}")
-    return TensorType(tuple(d.shape[:-1]) + (w.shape[0] * w.shape[2],), "int32")
+#: the ops of 8-bit products summed in int32 by a packed dot product: op -> (its intrinsic, data dtype, weight
+#: dtype); the weight keeps a word's worth of its reduction axis (4 bytes, 2 int16) innermost, beside the lanes
+_DOT_OPS = {"nn.dense_vnni": (DOT4_U8S8, "uint8", "int8"), "nn.dense_i16": (DOT2_I16, "int16", "int16"),
+            "nn.conv2d_nchwc_vnni": (DOT4_U8S8, "uint8", "int8"), "nn.conv2d_nchwc_i16": (DOT2_I16, "int16", "int16")}
 
 
-def _dense_vnni_compute(inputs, attrs, out_type):
-    """Each output column's int32 sum over k in steps of 4 bytes: dot4_u8s8 of the data's 4 bytes and the
-    column's 4 weight bytes (packed side by side), so that x columns in vector lanes are one vpdpbusd."""
-    data, weight = inputs
-    _, KW, B, _ = (int(d) for d in weight.shape)
-    k = te.reduce_axis((0, KW), name="k")
-    lead = tuple(int(d) for d in data.shape[:-1])
-    return te.compute(lead + (int(out_type.shape[-1]),), lambda *i: te.sum(E.Call("int32", DOT4_U8S8, [
-        E.const(0, "int32"), data[tuple(i[:-1]) + (k * 4,)], weight[i[-1] // B, k, i[-1] % B, 0]]), axis=k),
-        name="dense_vnni")
+def _dense_dot_rel(op: str):
+    dot, dt, wt = _DOT_OPS[op]
+    k = DOTS[dot][1]
+
+    def rel(types, attrs):
+        d, w = _operands(types, op, "data", "weight")
+        if d.dtype != dt or w.dtype != wt or len(d.shape) < 2 or len(w.shape) != 4 or w.shape[3] != k \
+                or d.shape[-1] != k * w.shape[1]:
+            raise RelayError(f"{op}: data [..., in] {dt} and weight [units/x, in/{k}, x, {k}] {wt} do not match: "
+                             f"{d.shape} {d.dtype}, {w.shape} {w.dtype}")
+        return TensorType(tuple(d.shape[:-1]) + (w.shape[0] * w.shape[2],), "int32")
+    return rel
 
 
-register_op(OpDef("nn.dense_vnni", _dense_vnni_rel, _dense_vnni_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
-                  schedule=schedules.dense_pack,
-                  doc="uint8 data @ int8 weight.T summed in int32, the weight packed [units/x, in/4, x, 4] ahead of "
-                      "time for VNNI's vpdpbusd"))
+def _dense_dot_compute(op: str):
+    dot = _DOT_OPS[op][0]
+    k_word = DOTS[dot][1]
+
+    def compute(inputs, attrs, out_type):
+        """Each output column's int32 sum over k a word at a time: the packed dot product of the data's word
+        and the column's weight word (packed side by side), so that x columns in vector lanes are one
+        vpdpbusd (VNNI) or pmaddwd step."""
+        data, weight = inputs
+        _, KW, B, _ = (int(d) for d in weight.shape)
+        k = te.reduce_axis((0, KW), name="k")
+        lead = tuple(int(d) for d in data.shape[:-1])
+        return te.compute(lead + (int(out_type.shape[-1]),), lambda *i: te.sum(E.Call("int32", dot, [
+            E.const(0, "int32"), data[tuple(i[:-1]) + (k * k_word,)], weight[i[-1] // B, k, i[-1] % B, 0]]),
+            axis=k), name=op[3:])
+    return compute
 
 
-def _conv2d_nchwc_vnni_rel(types, attrs):
-    op = "nn.conv2d_nchwc_vnni"
-    d, w = _operands(types, op, "data", "weight")
-    N, CI, H, W = _nchw_shape(d.shape, attrs["data_layout"], op)
-    ib = channel_block_of(attrs["data_layout"], op) or 1
-    if d.dtype != "uint8" or w.dtype != "int8" or len(w.shape) != 7 or w.shape[6] != 4 or ib % 4 \
-            or w.shape[1] * ib != CI or w.shape[4] * 4 != ib:
-        raise RelayError(f"{op}: uint8 data NCHW[x]c (x a multiple of 4) and int8 weight "
-                         f"[O/y, I/x, KH, KW, x/4, y, 4] do not match: {d.shape} {d.dtype} "
-                         f"({attrs['data_layout']}), {w.shape} {w.dtype}")
-    OCB, _, KH, KW, _, ob, _ = w.shape
-    OH, OW = _blocked_out_size(H, W, KH, KW, {**attrs, "dilation": (1, 1)}, op)
-    if OH <= 0 or OW <= 0:
-        raise RelayError(f"{op}: data {d.shape} with weight {w.shape} gives an empty output {OH}x{OW}")
-    return TensorType((N, OCB, OH, OW, ob), "int32")
+for _op_name, _doc in (("nn.dense_vnni", "uint8 data @ int8 weight.T summed in int32, the weight packed "
+                                         "[units/x, in/4, x, 4] ahead of time for VNNI's vpdpbusd"),
+                       ("nn.dense_i16", "int16 data @ int16 weight.T summed in int32 (8-bit operands widened on "
+                                        "CPUs without VNNI), the weight packed [units/x, in/2, x, 2] ahead of time "
+                                        "for pmaddwd")):
+    register_op(OpDef(_op_name, _dense_dot_rel(_op_name), _dense_dot_compute(_op_name), OUT_ELEMWISE_FUSABLE,
+                      num_inputs=2, schedule=schedules.dense_pack, doc=_doc))
 
 
-def _conv2d_nchwc_vnni_compute(inputs, attrs, out_type):
-    """Each output channel's int32 sum over the input-channel blocks, the window and a block's channels in
-    fours: dot4_u8s8 of a pixel's 4 channel bytes and the output channel's 4 weight bytes (packed side by side),
-    so that the y output channels of a block, in vector lanes, take one vpdpbusd per four input channels. The
-    padding (zeros) is a stage of its own, a load for the dot product to read."""
-    data, weight = inputs
-    op = "nn.conv2d_nchwc_vnni"
-    sh, sw = _pair(attrs["strides"], op, "strides")
-    src = pad_blocked(data, pad4(attrs["padding"], op))
-    _, ICB, KH, KW, IB4, _, _ = (int(d) for d in weight.shape)
-    icb = te.reduce_axis((0, ICB), name="icb")
-    kh = te.reduce_axis((0, KH), name="kh")
-    kw = te.reduce_axis((0, KW), name="kw")
-    i4 = te.reduce_axis((0, IB4), name="i4")
-    return te.compute(out_type.shape, lambda n, ob, y, x, o: te.sum(E.Call("int32", DOT4_U8S8, [
-        E.const(0, "int32"), src[n, icb, y * sh + kh, x * sw + kw, i4 * 4], weight[ob, icb, kh, kw, i4, o, 0]]),
-        axis=[icb, kh, kw, i4]), name="conv2d_nchwc_vnni")
+def _conv2d_dot_rel(op: str):
+    dot, dt, wt = _DOT_OPS[op]
+    k = DOTS[dot][1]
+
+    def rel(types, attrs):
+        d, w = _operands(types, op, "data", "weight")
+        N, CI, H, W = _nchw_shape(d.shape, attrs["data_layout"], op)
+        ib = channel_block_of(attrs["data_layout"], op) or 1
+        if d.dtype != dt or w.dtype != wt or len(w.shape) != 7 or w.shape[6] != k or ib % k \
+                or w.shape[1] * ib != CI or w.shape[4] * k != ib:
+            raise RelayError(f"{op}: {dt} data NCHW[x]c (x a multiple of {k}) and {wt} weight "
+                             f"[O/y, I/x, KH, KW, x/{k}, y, {k}] do not match: {d.shape} {d.dtype} "
+                             f"({attrs['data_layout']}), {w.shape} {w.dtype}")
+        OCB, _, KH, KW, _, ob, _ = w.shape
+        OH, OW = _blocked_out_size(H, W, KH, KW, {**attrs, "dilation": (1, 1)}, op)
+        if OH <= 0 or OW <= 0:
+            raise RelayError(f"{op}: data {d.shape} with weight {w.shape} gives an empty output {OH}x{OW}")
+        return TensorType((N, OCB, OH, OW, ob), "int32")
+    return rel
 
 
-register_op(OpDef(
-    "nn.conv2d_nchwc_vnni", _conv2d_nchwc_vnni_rel, _conv2d_nchwc_vnni_compute, OUT_ELEMWISE_FUSABLE, num_inputs=2,
-    attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "data_layout": "NCHW16c"},
-    schedule=schedules.conv2d_nchwc,
-    doc="uint8 NCHW[x]c data convolved with int8 weights packed [O/y, I/x, KH, KW, x/4, y, 4] ahead of time, "
-        "summed in int32 (VNNI's vpdpbusd)", canonical_attrs=_canon_spatial))
+def _conv2d_dot_compute(op: str):
+    dot = _DOT_OPS[op][0]
+    k_word = DOTS[dot][1]
+
+    def compute(inputs, attrs, out_type):
+        """Each output channel's int32 sum over the input-channel blocks, the window and a block's channels a
+        word at a time: the packed dot product of a pixel's word of channels and the output channel's weight
+        word (packed side by side), so that the y output channels of a block, in vector lanes, take one
+        vpdpbusd per four input channels (VNNI) or one pmaddwd per two. The padding (zeros) is a stage of its
+        own, a load for the dot product to read."""
+        data, weight = inputs
+        sh, sw = _pair(attrs["strides"], op, "strides")
+        src = pad_blocked(data, pad4(attrs["padding"], op))
+        _, ICB, KH, KW, IBW, _, _ = (int(d) for d in weight.shape)
+        icb = te.reduce_axis((0, ICB), name="icb")
+        kh = te.reduce_axis((0, KH), name="kh")
+        kw = te.reduce_axis((0, KW), name="kw")
+        iw = te.reduce_axis((0, IBW), name="i4" if k_word == 4 else "i2")
+        return te.compute(out_type.shape, lambda n, ob, y, x, o: te.sum(E.Call("int32", dot, [
+            E.const(0, "int32"), src[n, icb, y * sh + kh, x * sw + kw, iw * k_word],
+            weight[ob, icb, kh, kw, iw, o, 0]]), axis=[icb, kh, kw, iw]), name=op[3:])
+    return compute
+
+
+for _op_name, _doc in (("nn.conv2d_nchwc_vnni", "uint8 NCHW[x]c data convolved with int8 weights packed "
+                                                "[O/y, I/x, KH, KW, x/4, y, 4] ahead of time, summed in int32 "
+                                                "(VNNI's vpdpbusd)"),
+                       ("nn.conv2d_nchwc_i16", "int16 NCHW[x]c data (8-bit activations widened on CPUs without "
+                                               "VNNI) convolved with int16 weights packed [O/y, I/x, KH, KW, x/2, "
+                                               "y, 2] ahead of time, summed in int32 (pmaddwd)")):
+    register_op(OpDef(_op_name, _conv2d_dot_rel(_op_name), _conv2d_dot_compute(_op_name), OUT_ELEMWISE_FUSABLE,
+                      num_inputs=2, attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "data_layout": "NCHW16c"},
+                      schedule=schedules.conv2d_nchwc, doc=_doc, canonical_attrs=_canon_spatial))
 
 
 #: the columns of one nn.dense_int4 block: a 16-byte load holds two k of each

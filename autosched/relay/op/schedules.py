@@ -229,7 +229,7 @@ def conv2d_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> No
     OL = _block_stage(sch, out, anchor)
     data, weight = anchor.op.input_tensors[0], anchor.op.input_tensors[-1]
     _, OCB, OH, OW, ob = shape_of(out)
-    blocks, rows, pixels = conv_tile(OH, OW, OCB, ob, out.dtype)
+    blocks, rows, pixels = conv_tile(OH, OW, OCB, ob, out.dtype, temporaries=2 if weight.dtype == "int16" else 1)
     blocked_conv_nest(sch, out, OL, blocks=blocks, rows=rows, pixels=pixels,
                       unroll_ib=divisor(int(weight.shape[4]), 4),
                       rows_outer=not weights_outweigh_input(weight, data))
@@ -318,15 +318,16 @@ def dense_int4(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> None
     gemm_pack_nest(sch, out, _block_stage(sch, out, acc), 16, k)
 
 
-def gemm_tile(rows: int, col_blocks: int, block: int, k: int, dtype: str) -> tuple[int, int]:
+def gemm_tile(rows: int, col_blocks: int, block: int, k: int, dtype: str, temporaries: int = 0) -> tuple[int, int]:
     """``(rows, blocks)`` of a packed GEMM's register tile: as many accumulators as the target's vector
     registers hold beside the broadcasts and weight loads, the fewest loads per step among those (4 x 3
     vectors: 7 loads for 12 FMAs; 12 x 1: 13, which the load ports cannot feed), and a weight panel
     (blocks x k x block) small enough to stay in L2 while every row tile passes over it. Rows that the tile
     does not divide (ViT's 197 tokens, a prime) take it anyway, the last tile partial, unless a divisor at
-    least half as tall exists."""
+    least half as tall exists. ``temporaries``: registers a step needs beyond those (``pmaddwd``'s product,
+    which does not accumulate in place)."""
     per_block = max(1, block // lanes(dtype))
-    budget = max(4, cpu().vector_registers - 4)
+    budget = max(4, cpu().vector_registers - 4 - temporaries)
     best, best_score = (1, 1), (0, 0)
     for nb in range(1, 5):
         if col_blocks % nb or nb * k * block * 4 > 512 * 1024 and nb > 1:
@@ -355,7 +356,8 @@ def gemm_pack_nest(sch: Any, out: te.Tensor, DL: Any, block: int, k_extent: int)
     i, j = axes[p], axes[-1]
     outer = axes[:p] + axes[p + 1:-1]
     rows, cols = extents[p], extents[-1]
-    r, nb = gemm_tile(rows, cols // block, block, k_extent, out.dtype)
+    r, nb = gemm_tile(rows, cols // block, block, k_extent, out.dtype,
+                      temporaries=int(DL.op.input_tensors[-1].dtype == "int16"))
     jo, ji = sch[out].split(j, factor=block * nb)
     io, ii = sch[out].split(i, factor=r)
     sch[out].reorder(jo, *outer, io, ii, ji)

@@ -11,14 +11,15 @@ Each 4-D activation gets a layout as the pass walks the graph in order:
   and the real channels are sliced out in NCHW. A dilated convolution (FCN's and DeepLab's backbones, their
   ASPP) runs blocked too, after losing the kernel rows and columns that read only padding (at rate 24 or 36
   on a 14x14 map a 3x3 becomes a 1x1). uint8 data by int8 filters summed in int32 (a quantized CNN) becomes
-  ``nn.conv2d_nchwc_vnni`` on CPUs with AVX-512 VNNI, elsewhere the blocked float32 convolution where exact.
+  ``nn.conv2d_nchwc_vnni`` on CPUs with AVX-512 VNNI, elsewhere ``nn.conv2d_nchwc_i16`` (int16 pairs,
+  pmaddwd) or, for a stem or groups, the blocked float32 convolution where exact.
 - Elementwise ops (pattern ELEMWISE, any op of the user's too), and broadcasting binary ones whose other operand
   is another activation in the same layout, a scalar or a constant broadcast per channel (a bias, a batch-norm
   scale or shift: re-laid out here), keep the layout;
   so do pooling, global pooling, padding of the rows and columns, and a channel concatenation of inputs with one
   block.
 - ``nn.dense`` with constant weights becomes ``nn.dense_pack`` (weights packed [units/x, in, x]); 8-bit operands
-  summed in int32 ``nn.dense_vnni`` on VNNI CPUs.
+  summed in int32 ``nn.dense_vnni`` on VNNI CPUs, elsewhere float32 where exact, else ``nn.dense_i16``.
 - ``nn.batch_matmul`` with a transposed operand gets a transposed copy of it and ``transpose_a/b=False``, unless
   it has a few rows against a transposed y (a decode step's scores: dot products of contiguous rows).
 - Anything else, and the function's outputs, get NCHW back through one ``layout_transform`` per tensor.
@@ -182,6 +183,14 @@ def to_blocked_const(c: np.ndarray, channels: int, block: int) -> np.ndarray | N
     return np.ascontiguousarray(a.reshape(n, ch // block, block, h, w).transpose(0, 1, 3, 4, 2))
 
 
+def _int16_products() -> bool:
+    """Whether 8-bit products summed in int32 take the int16 kernels (``nn.conv2d_nchwc_i16``,
+    ``nn.dense_i16``: a ``pmaddwd`` per two products of a lane, exact): on CPUs without VNNI, unless the
+    PassContext option ``relay.int16_products`` is False (then float32 where exact, as before). On a Zen 3 they
+    ran a quantized ResNet-50 in 52 ms against 74 (docs/relay_onnx.md)."""
+    return not Target.current().cpu.dot_u8s8 and PassContext.current().config.get("relay.int16_products", True)
+
+
 def _bytes_to_int32(node: Call) -> bool:
     """Whether a conv2d or dense with ``out_dtype`` sums 8-bit operands in int32 (a quantized model's product;
     other casts keep the generic kernels)."""
@@ -260,9 +269,11 @@ class _Alter:
     def _integer_conv(self, node: Call) -> tuple[Expr, int | None]:
         """A convolution of 8-bit operands summed in int32, its weight constant: on targets with VNNI (uint8 data,
         int8 weights, no groups, whole blocks of 16 output and 4 input channels) ``nn.conv2d_nchwc_vnni``, the
-        weight packed for vpdpbusd; elsewhere the convolution of the operands cast to float32 where every partial
-        sum is an integer below 2^24 (exact, in the blocked float kernels), uint8 data less 128 where only that
-        makes it so (the 128s added back per output channel), else in int32."""
+        weight packed for vpdpbusd; elsewhere (groups 1, blocks of 8 channels in and out) ``nn.conv2d_nchwc_i16``:
+        pmaddwd on int16 pairs, faster than float32 on every ResNet-50 layer on a Zen 3 (1.2-2x); else (a stem,
+        groups, or the PassContext option ``relay.int16_products`` off) the convolution of the operands cast to
+        float32 where every partial sum is an integer below 2^24 (exact, in the blocked float kernels), uint8
+        data less 128 where only that makes it so (the 128s added back per output channel), else in int32."""
         data, weight = node.args
         x, w = self.new[id(data)], weight.data
         CO, CI, KH, KW = w.shape
@@ -284,6 +295,9 @@ class _Alter:
                                  strides=_pair(node.attrs["strides"], "nn.conv2d", "strides"),
                                  padding=pad4(node.attrs["padding"], "nn.conv2d"), data_layout=f"NCHW{ib}c")
             return call, VNNI_LANES
+        if (_int16_products() and int(node.attrs["groups"]) == 1 and _worth_blocking(CO)
+                and _worth_blocking(CI) and tuple(_pair(node.attrs["dilation"], "nn.conv2d", "dilation")) == (1, 1)):
+            return self._int16_conv(node, x, w, have)
         bound = float(np.abs(w.astype(np.int64)).reshape(CO, -1).sum(axis=1).max())
         shift = 128 if uint8 and exact_sum_dtype(255 * bound) != "float32" else 0
         dtype = exact_sum_dtype((255 if uint8 and not shift else 128) * bound)
@@ -307,6 +321,21 @@ class _Alter:
             back = (shift * w.astype(np.int64).reshape(CO, -1).sum(axis=1)).astype(np.int32).reshape(-1, 1, 1)
             call = _op.add(call, Constant(back if block is None else to_blocked_const(back, CO, block)))
         return call, block
+
+    def _int16_conv(self, node: Call, x: Expr, w: np.ndarray, have: int | None) -> tuple[Expr, int]:
+        """An 8-bit convolution summed in int32 on a CPU without VNNI: ``nn.conv2d_nchwc_i16``, the activations
+        widened to int16 in their layout and the weight packed as int16 pairs, one ``pmaddwd`` per two input
+        channels of a vector of output channels (exact for any 8-bit operands)."""
+        CO, CI, KH, KW = w.shape
+        x = self._keep(_op.cast(x, "int16"), have)
+        ib = have if have is not None and have % 2 == 0 and CI % have == 0 else _block_for(CI)
+        ob = _block_for(CO)
+        packed = np.ascontiguousarray(w.astype(np.int16).reshape(CO // ob, ob, CI // ib, ib // 2, 2, KH, KW)
+                                      .transpose(0, 2, 5, 6, 3, 1, 4))
+        call = _op.make_call("nn.conv2d_nchwc_i16", [self.in_layout(x, ib), Constant(packed)],
+                             strides=_pair(node.attrs["strides"], "nn.conv2d", "strides"),
+                             padding=pad4(node.attrs["padding"], "nn.conv2d"), data_layout=f"NCHW{ib}c")
+        return call, ob
 
     def _keep(self, e: Expr, block: int | None) -> Expr:
         """``e`` (an elementwise op on an activation in ``block``) recorded in that layout."""
@@ -395,8 +424,9 @@ class _Alter:
     def _integer_dense(self, node: Call) -> tuple[Expr, None] | None:
         """A dense of 8-bit operands summed in int32: on targets with VNNI (uint8 data, a constant int8 weight)
         ``nn.dense_vnni``, the weight packed for vpdpbusd; elsewhere, with a constant weight, a float32 dense
-        when every partial sum is an integer below 2^24 (then exact, in the packed float kernels), else an int32
-        dense of the operands cast."""
+        when every partial sum is an integer below 2^24 (then exact, in the packed float kernels), else
+        ``nn.dense_i16`` (pmaddwd on int16 pairs, the weight packed [units/x, in/2, x, 2]), else an int32 dense
+        of the operands cast."""
         data, weight = node.args
         dt, wt = data.checked_type.dtype, weight.checked_type.dtype
         units, depth = weight.checked_type.shape
@@ -408,6 +438,13 @@ class _Alter:
         data_magnitude = max(-np.iinfo(dt).min, np.iinfo(dt).max)
         dtype = exact_sum_dtype(data_magnitude * float(np.abs(weight.data.astype(np.int64)).sum(axis=1).max())) \
             if isinstance(weight, Constant) else "int32"
+        block = next((b for b in (VNNI_LANES, 8) if units % b == 0), None)
+        if (dtype == "int32" and _int16_products() and isinstance(weight, Constant) and block and depth % 2 == 0
+                and len(data.checked_type.shape) >= 2):
+            # in int16 pairs only where float32 is not exact: where it is, the float GEMM measured as fast
+            # alone and faster inside a model (int8 BERT-base on a Zen 3: 237 ms with nn.dense_i16, 177 without)
+            w = weight.data.astype(np.int16).reshape(units // block, block, depth // 2, 2).transpose(0, 2, 1, 3)
+            return _op.make_call("nn.dense_i16", [_op.cast(x, "int16"), Constant(np.ascontiguousarray(w))]), None
         x = _op.cast(x, dtype)
         if isinstance(weight, Constant) and len(data.checked_type.shape) >= 2:
             packed, units = _packed_dense_weight(weight.data.astype(dtype))
