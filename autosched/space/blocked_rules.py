@@ -14,7 +14,7 @@ from __future__ import annotations
 from autosched.space.sketch import SketchContext, SketchRule
 from autosched.te.schedule import Stage
 from autosched.workloads.cpu import _window_nest, blocked_conv_nest, winograd_nest
-from autosched.workloads.tile_sizes import MIN_ACCUMULATORS, conv_tile, cpu, lanes
+from autosched.workloads.tile_sizes import MIN_ACCUMULATORS, conv_tile, cpu, lanes, step_temporaries
 
 
 def _blocked_kind(st: Stage) -> str | None:
@@ -89,7 +89,7 @@ class ScheduleBlockedConv(SketchRule):
             pixels = [p for p in range(1, min(ow, 32) + 1) if 2 * p * per < regs]
             _window_nest(ctx.sch, out, acc_t, ctx.decide(f"pixels/{key}", pixels, kind="tile"))
             return None
-        temporaries = 2 if acc.op.input_tensors[-1].dtype == "int16" else 1  # (pmaddwd's product)
+        temporaries = step_temporaries(acc.op.input_tensors[-1].dtype)
         default = conv_tile(oh, ow, ocb, block, out.dtype, temporaries)
         # tiles with enough accumulators to hide the FMA latency, that fit the registers; bigger ones likelier
         tiles = [(b, r, p) for b in range(1, 5) if ocb % b == 0 for r in (1, 2) if oh % r == 0

@@ -126,6 +126,12 @@ def tile_rate(vectors: int, pixels: int) -> float:
     return acc / max(acc, MIN_ACCUMULATORS, LOAD_COST * (vectors + pixels))
 
 
+def step_temporaries(weight_dtype: str) -> int:
+    """Registers one step of a blocked convolution holds beside its weights and accumulators: the broadcast
+    input, and with int16 pairs (``dot2_i16``) ``pmaddwd``'s product, which does not accumulate in place."""
+    return 2 if weight_dtype == "int16" else 1
+
+
 def conv_tile(out_height: int, out_width: int, out_channel_blocks: int, block: int,
               dtype: str = "float32", temporaries: int = 1) -> tuple[int, int, int]:
     """``(blocks, rows, pixels)`` of a blocked convolution's register tile: ``blocks`` output-channel blocks of
@@ -137,8 +143,7 @@ def conv_tile(out_height: int, out_width: int, out_channel_blocks: int, block: i
     tile spans the whole row and they divide the height. 56 wide: 2 x 1 x 6 on AVX2, whose
     last tile of each row is 2 pixels (4 x 2 keeps 8 accumulators but loads a weight vector for every 2
     FMAs: 0.72x as fast, docs/measured_choices.md); 2 x 1 x 14 on AVX-512 (28 of 32 registers).
-    ``temporaries``: registers a step needs besides those (the broadcast; ``pmaddwd``'s product too, which
-    does not accumulate in place: 2 keeps the int16 kernels from spilling on AVX2)."""
+    ``temporaries``: :func:`step_temporaries` (2 keeps the int16 kernels from spilling on AVX2)."""
     regs = cpu().vector_registers
     per_block = -(-block // lanes(dtype))
     best: tuple | None = None

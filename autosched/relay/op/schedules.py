@@ -24,7 +24,7 @@ from autosched.workloads.cpu import (
     weights_outweigh_input,
     winograd_nest,
 )
-from autosched.workloads.tile_sizes import TRANSPOSE_RUN, conv_tile, cpu, divisor, lanes
+from autosched.workloads.tile_sizes import TRANSPOSE_RUN, conv_tile, cpu, divisor, lanes, step_temporaries
 
 
 def shape_of(t: te.Tensor) -> tuple[int, ...]:
@@ -229,7 +229,7 @@ def conv2d_nchwc(sch: Any, out: te.Tensor, anchor: te.Tensor, attrs: dict) -> No
     OL = _block_stage(sch, out, anchor)
     data, weight = anchor.op.input_tensors[0], anchor.op.input_tensors[-1]
     _, OCB, OH, OW, ob = shape_of(out)
-    blocks, rows, pixels = conv_tile(OH, OW, OCB, ob, out.dtype, temporaries=2 if weight.dtype == "int16" else 1)
+    blocks, rows, pixels = conv_tile(OH, OW, OCB, ob, out.dtype, step_temporaries(weight.dtype))
     blocked_conv_nest(sch, out, OL, blocks=blocks, rows=rows, pixels=pixels,
                       unroll_ib=divisor(int(weight.shape[4]), 4),
                       rows_outer=not weights_outweigh_input(weight, data))
