@@ -36,6 +36,8 @@ CONFIG_KEYS = {
     "relay.FuseOps.max_depth": "the most ops FuseOps puts in one kernel (default 256)",
     "tir.add_lower_pass": "te lowering runs these (phase, pass) pairs on each function, in phase order",
 }
+#: the configuration keys that switch something on or off
+_BOOL_KEYS = ("relay.winograd", "relay.int16_products")
 _PASS_NAMES: set[str] = set()  # every pass name some loaded module has (relay registers its own on import)
 _said: set[str] = set()
 
@@ -58,6 +60,9 @@ class PassContext:
         self.required_pass = set(required_pass or ())
         self.disabled_pass = set(disabled_pass or ())
         self.config = dict(config or {})
+        for key in _BOOL_KEYS:  # "false" would read as True
+            if key in self.config and not isinstance(self.config[key], (bool, int)):
+                raise TypeError(f"PassContext: config[{key!r}] is True or False, got {self.config[key]!r}")
         unroll = self.config.get("tir.UnrollLoop", {})
         if not isinstance(unroll, dict):
             raise TypeError(f"PassContext: config['tir.UnrollLoop'] is a dict such as {{'auto_max_step': 16}}, "

@@ -16,6 +16,7 @@ from autosched.database import Database
 from autosched.errors import CodegenError
 from autosched.relay.backend.build_module import extract_tasks
 from autosched.te import expr as E
+from autosched.transform import PassContext
 
 
 def _padded_dot2_conv():
@@ -101,3 +102,13 @@ def test_tuning_int16_kernels_measures_only_correct_candidates(kind: str) -> Non
     assert len(records) == 12
     failed = [(r.error_kind, r.error_msg[:120]) for r in records if not r.ok and r.error_kind != "cut_off"]
     assert not failed and sum(r.ok for r in records) >= 6, failed  # (a slow candidate is cut off: no failure)
+
+
+def test_the_int16_option_takes_a_boolean() -> None:
+    """``relay.int16_products`` (and ``relay.winograd``) are True or False: the string "false", which Python
+    reads as true, is refused by name rather than leaving the int16 kernels on."""
+    with pytest.raises(TypeError, match=r"config\['relay.int16_products'\] is True or False, got 'false'"):
+        PassContext(config={"relay.int16_products": "false"})
+    with pytest.raises(TypeError, match=r"config\['relay.winograd'\] is True or False"):
+        PassContext(config={"relay.winograd": "off"})
+    assert PassContext(config={"relay.int16_products": False}).config["relay.int16_products"] is False
