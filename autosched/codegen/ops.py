@@ -320,7 +320,8 @@ def dot4_u8s8(b: ir.IRBuilder, acc: ir.Value, a: ir.Value, w: ir.Value, vnni: bo
     """``acc`` plus, lane by lane, the sum of the products of the 4 uint8 bytes of ``a``'s 32-bit lane with the
     4 int8 bytes of ``w``'s (scalars or vectors of int32: the words the operands' bytes make). ``vnni``: 16 lanes
     are one AVX-512 VNNI ``vpdpbusd``; otherwise the bytes are widened, multiplied and each lane's four products
-    added (exact, but some 25 instructions for 8 lanes on AVX2: CPUs without VNNI take :func:`dot2_i16`)."""
+    added (exact, but dozens of widenings and shuffles per vector on AVX2: CPUs without VNNI take
+    :func:`dot2_i16`)."""
     ty = acc.type
     if vnni and isinstance(ty, ir.VectorType) and ty.count == 16:
         name = "llvm.x86.avx512.vpdpbusd.512"
