@@ -19,8 +19,10 @@ from autosched.te.stage import (
     Split,
     SplitRel,
     Stage,
+    StageGroup,
     create_schedule,
 )
+from autosched.te.tensor import IterVar
 from autosched.tir.bounds import infer_bound, schedule_ops
 
 
@@ -36,5 +38,5 @@ def ScheduleOps(sch: Schedule, bounds: dict | None = None) -> Any:  # noqa: N802
     return schedule_ops(sch, bounds)
 
 
-__all__ = ["ANNOTATIONS", "SCOPES", "Buffer", "Fuse", "FuseRel", "InferBound", "IterVarAttr", "Schedule",
-           "ScheduleOps", "Singleton", "Split", "SplitRel", "Stage", "create_schedule"]
+__all__ = ["ANNOTATIONS", "SCOPES", "Buffer", "Fuse", "FuseRel", "InferBound", "IterVar", "IterVarAttr", "Schedule",
+           "ScheduleOps", "Singleton", "Split", "SplitRel", "Stage", "StageGroup", "create_schedule"]

@@ -10,6 +10,7 @@ written by hand and one produced by search go through exactly the same code.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +37,10 @@ from autosched.te.trace import (
     ComputeAt,
     ComputeInline,
     ComputeRoot,
+    CreateGroup,
     DoubleBuffer,
+    GroupComputeAt,
+    GroupComputeRoot,
     Pragma,
     Prefetch,
     Reorder,
@@ -138,6 +142,8 @@ class Stage:
         self.attach_type = "root"  # 'root' | 'inline' | 'scope'
         self.attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
+        self.group: StageGroup | None = None  # the innermost group holding this stage (s.create_group, a scan's)
+        self.at_group_root = True  # placed where its group is (attach_* follow the group) until compute_at/inline
         self.scope = "global"
         self.is_output = False
         # set by the primitives beyond loop structure (issue 42); each is recorded as a step
@@ -407,6 +413,61 @@ class Stage:
         self._apply(ComputeRoot(self.index))
 
 
+class StageGroup:
+    """TVM's stage group (``s.create_group``): stages placed as one. ``compute_at`` of the group computes every
+    member that is not computed at another member's loop inside the target's loop; a member may be computed
+    at loops of its own group only. A scan's body stages form a group placed in the scan's time loop."""
+
+    def __init__(self, sch: Schedule, members: str):
+        self.sch = sch
+        self.name = f"group({members})"
+        self.group: StageGroup | None = None  # the group holding this one
+        self.attach_type = "root"  # 'root': where its own group places it (the top level without one) | 'scope'
+        self.attach_stage: Stage | None = None
+        self.attach_ivar: IterVar | None = None
+
+    @property
+    def index(self) -> int:
+        return next(i for i, g in enumerate(self.sch.groups) if g is self)
+
+    @property
+    def num_child_stages(self) -> int:
+        """How many stages and groups this group holds directly."""
+        return sum(x.group is self for x in [*self.sch.stages, *self.sch.groups])
+
+    def stages(self) -> list[Stage]:
+        """Every stage inside this group, through the groups it holds too."""
+        return [st for st in self.sch.stages if _ancestor(self, st.group)]
+
+    def compute_at(self, parent: Stage, axis: IterVar) -> None:
+        """Compute the group's members that are not computed at another member inside ``parent``'s loop ``axis``."""
+        if not isinstance(parent, Stage):
+            raise ScheduleError(f"compute_at of {self.name}: parent must be a Stage (s[T]), got {parent!r}")
+        idx = parent._leaf_index(axis, "compute_at")
+        self.sch.apply(GroupComputeAt(self.index, parent.index, idx))
+
+    def compute_root(self) -> None:
+        """Compute the group where its own group computes its members (at the top level when it has none)."""
+        self.sch.apply(GroupComputeRoot(self.index))
+
+    def __repr__(self) -> str:
+        return f"StageGroup({self.name}, stages=[{', '.join(st.name for st in self.stages())}])"
+
+
+def _ancestor(group: StageGroup, inner: StageGroup | None) -> bool:
+    """Whether ``inner`` is ``group`` or lies inside it."""
+    while inner is not None and inner is not group:
+        inner = inner.group
+    return inner is group
+
+
+def _common_group(a: StageGroup | None, b: StageGroup | None) -> StageGroup | None:
+    """The innermost group holding both (None: the top level)."""
+    while a is not None and not _ancestor(a, b):
+        a = a.group
+    return a
+
+
 def leaf_pos(stage: Stage, iv: IterVar) -> int:
     """Where ``iv`` is among the stage's leaf loops, outermost first (lowering places attached stages and
     guards by it)."""
@@ -437,17 +498,21 @@ class Schedule:
         self.stage_map: dict[Operation, Stage] = {}
         self.trace = Trace()
         self.thread_tags: dict[Var, str] = {}  # variables of thread axes passed to bind -> their tags
+        self.groups: list[StageGroup] = []
         for op in _post_order(self.outputs):
             st = Stage(self, op)
             self.stages.append(st)
             self.stage_map[op] = st
         for op in self.outputs:
             self.stage_map[op].is_output = True
-        for st in self.stages:  # the stages of a scan's step run inside its time loop
+        for st in self.stages:  # the stages of a scan's step form a group run inside its time loop
             if isinstance(st.op, ScanOp):
+                group = StageGroup(self, st.name)
+                group.attach_type, group.attach_stage, group.attach_ivar = "scope", st, st.leaf_iter_vars[0]
+                self.groups.append(group)
                 for op in scan_body(st.op):
-                    body = self.stage_map[op]
-                    body.attach_type, body.attach_stage, body.attach_ivar = "scope", st, st.leaf_iter_vars[0]
+                    self.stage_map[op].group = group
+        self._place_group_roots()
 
     def __getitem__(self, x: Tensor | Operation) -> Stage:
         op = x.op if isinstance(x, Tensor) else x
@@ -507,12 +572,28 @@ class Schedule:
         self.apply(RFactor(st.index, st._leaf_index(axis, "rfactor"), int(factor_axis)))
         return self.stages[st.index - 1].op.output(0)
 
+    def create_group(self, outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
+                     include_inputs: bool = False) -> StageGroup:
+        """Group the stages on a path from ``inputs`` to ``outputs`` (``inputs`` too with ``include_inputs``), to
+        place them as one with the group's ``compute_at``; groups nest, and a group may not cut through another."""
+        outs = [outputs] if isinstance(outputs, (Tensor, Operation)) else list(outputs)
+        ins = [inputs] if isinstance(inputs, (Tensor, Operation)) else list(inputs)
+        self.apply(CreateGroup(len(self.groups), tuple(self[t].index for t in outs),
+                               tuple(self[t].index for t in ins), bool(include_inputs)))
+        return self.groups[-1]
+
     # -------------------------------------------------------- applying steps
     def apply(self, step: Step) -> Any:
         """Apply one step (validating it) and record it in the trace."""
-        if not 0 <= step.stage < len(self.stages):
+        if step.subject == "group":
+            last = len(self.groups) + (step.kind == "create_group")
+            if not 0 <= step.stage < last:
+                raise ScheduleError(f"{step.describe()}: no group {step.stage} (the schedule has {len(self.groups)})")
+            stage = self.groups[step.stage] if step.stage < len(self.groups) else None
+        elif not 0 <= step.stage < len(self.stages):
             raise ScheduleError(f"{step.describe()}: no stage {step.stage} (the schedule has {len(self.stages)})")
-        stage = self.stages[step.stage]
+        else:
+            stage = self.stages[step.stage]
         handler = getattr(self, "_apply_" + step.kind)
         result = handler(stage, step)
         self.trace.append(step)
@@ -536,7 +617,7 @@ class Schedule:
                                 f"hand; it has no loops to schedule")
 
     def _replace_attach(self, old: IterVar, new: IterVar) -> None:
-        for s in self.stages:
+        for s in [*self.stages, *self.groups]:
             if s.attach_ivar is old:
                 s.attach_ivar = new
 
@@ -677,6 +758,7 @@ class Schedule:
                 f"compute_at of stage '{stage.name}' at axis '{iv.name}' of '{target.name}': "
                 f"'{target.name}' is inlined and has no loops"
             )
+        self._check_in_group(stage, target, iv)
         if not self.consumes(target, stage):
             raise ScheduleError(
                 f"compute_at of stage '{stage.name}' at axis '{iv.name}' of stage '{target.name}': "
@@ -686,6 +768,89 @@ class Schedule:
         stage.attach_type = "scope"
         stage.attach_stage = target
         stage.attach_ivar = iv
+        stage.at_group_root = False
+
+    def _check_in_group(self, x: Stage | StageGroup, target: Stage, iv: IterVar) -> None:
+        """A member of a group is computed at loops of its group's stages only."""
+        if x.group is not None and not _ancestor(x.group, target.group):
+            raise ScheduleError(f"compute_at of '{x.name}' at axis '{iv.name}' of stage '{target.name}': "
+                                f"'{x.name}' is in {x.group.name} and '{target.name}' is not; a member of a group is "
+                                f"computed at the loops of its group's stages (or compute_at the group itself)")
+
+    def _group_place(self, group: StageGroup | None) -> tuple[str, Stage | None, IterVar | None]:
+        """Where a member at its group's root is computed: where the innermost placed group around it is."""
+        while group is not None and group.attach_type == "root":
+            group = group.group
+        return ("root", None, None) if group is None else (group.attach_type, group.attach_stage, group.attach_ivar)
+
+    def _place_group_roots(self) -> None:
+        """Give every stage at its group's root the group's place (after a group moved or a stage joined one)."""
+        for st in self.stages:
+            if st.group is not None and st.at_group_root:
+                st.attach_type, st.attach_stage, st.attach_ivar = self._group_place(st.group)
+
+    def _apply_create_group(self, _: None, step: CreateGroup):
+        ends = [*step.outputs, *step.inputs]
+        if any(not 0 <= i < len(self.stages) for i in ends):
+            raise ScheduleError(f"{step.describe()}: no stage {next(i for i in ends if not 0 <= i < len(self.stages))}")
+        members = _between(self, [self.stages[i] for i in step.outputs], [self.stages[i] for i in step.inputs],
+                           step.include_inputs)
+        where = (f"create_group(outputs=[{', '.join(self.stages[i].name for i in step.outputs)}], "
+                 f"inputs=[{', '.join(self.stages[i].name for i in step.inputs)}])")
+        if not members:
+            raise ScheduleError(f"{where}: no stage lies on a path from the inputs to the outputs")
+        chosen = {id(st) for st in members}
+        parent = members[0].group
+        for st in members[1:]:
+            parent = _common_group(parent, st.group)
+        group = StageGroup(self, ", ".join(st.name for st in members))
+        group.group = parent
+        for g in self.groups:  # a group inside the region moves in whole; one that only overlaps it is refused
+            inside = [st for st in g.stages() if id(st) in chosen]
+            if inside and not _ancestor(g, parent):  # then g lies inside parent
+                if len(inside) != len(g.stages()):
+                    raise ScheduleError(f"{where}: it would cut {g.name} in two (its stages "
+                                        f"{', '.join(st.name for st in g.stages() if id(st) not in chosen)} are "
+                                        f"not in the region); a group holds other groups whole")
+                if g.group is parent:
+                    g.group = group
+        for st in members:
+            if st.group is parent:
+                st.group = group
+        for st in members:  # a member computed at a loop outside the group now goes where the group goes
+            if st.attach_type == "scope" and not st.at_group_root and not _ancestor(group, st.attach_stage.group):
+                warnings.warn(f"{where}: '{st.name}' was computed at a loop of '{st.attach_stage.name}', outside "
+                              f"the group; it is now computed where the group is", stacklevel=4)
+                st.at_group_root = True
+        self.groups.append(group)
+        self._place_group_roots()
+
+    def _join_group(self, new: Stage, origin: Stage) -> None:
+        """A stage made from another (cache, rfactor) is in its group, placed at the group's root."""
+        new.group = origin.group
+        new.attach_type, new.attach_stage, new.attach_ivar = self._group_place(new.group)
+
+    def _apply_group_compute_at(self, group: StageGroup, step: GroupComputeAt):
+        if not 0 <= step.target < len(self.stages):
+            raise ScheduleError(f"{step.describe()}: no stage {step.target}")
+        target = self.stages[step.target]
+        iv = self._leaf(target, step.axis, step)
+        if _ancestor(group, target.group):
+            raise ScheduleError(f"compute_at of {group.name} at axis '{iv.name}' of stage '{target.name}': "
+                                f"'{target.name}' is inside the group")
+        if target.attach_type == "inline":
+            raise ScheduleError(f"compute_at of {group.name} at axis '{iv.name}' of '{target.name}': "
+                                f"'{target.name}' is inlined and has no loops")
+        if not any(self.consumes(target, st) for st in group.stages()):
+            raise ScheduleError(f"compute_at of {group.name} at axis '{iv.name}' of stage '{target.name}': "
+                                f"'{target.name}' reads none of the group's stages")
+        self._check_in_group(group, target, iv)
+        group.attach_type, group.attach_stage, group.attach_ivar = "scope", target, iv
+        self._place_group_roots()
+
+    def _apply_group_compute_root(self, group: StageGroup, step: GroupComputeRoot):
+        group.attach_type, group.attach_stage, group.attach_ivar = "root", None, None
+        self._place_group_roots()
 
     def _apply_double_buffer(self, stage: Stage, step: DoubleBuffer):
         self._check_mutable(stage, step)
@@ -746,24 +911,20 @@ class Schedule:
             )
         if stage.is_output:
             raise ScheduleError(f"compute_inline of stage '{stage.name}': it is an output of the schedule")
-        for s in self.stages:
+        for s in [*self.stages, *self.groups]:
             if s.attach_stage is stage:
                 raise ScheduleError(
-                    f"compute_inline of stage '{stage.name}': stage '{s.name}' is computed at its axis "
+                    f"compute_inline of stage '{stage.name}': '{s.name}' is computed at its axis "
                     f"'{s.attach_ivar.name}'"
                 )
         stage.attach_type = "inline"
         stage.attach_stage = stage.attach_ivar = None
+        stage.at_group_root = False
 
     def _apply_compute_root(self, stage: Stage, step: ComputeRoot):
         self._check_mutable(stage, step)
-        for scan in self.stages:  # inside a scan, the root is the scan's time loop
-            if isinstance(scan.op, ScanOp) and any(op is stage.op or op is stage.origin_op
-                                                   for op in scan_body(scan.op)):
-                stage.attach_type, stage.attach_stage, stage.attach_ivar = "scope", scan, scan.leaf_iter_vars[0]
-                return
-        stage.attach_type = "root"
-        stage.attach_stage = stage.attach_ivar = None
+        stage.at_group_root = True  # in a group (a scan's too), the root is where the group is computed
+        stage.attach_type, stage.attach_stage, stage.attach_ivar = self._group_place(stage.group)
 
     def _apply_cache_read(self, stage: Stage, step: CacheRead):
         if step.scope not in SCOPES:
@@ -788,6 +949,7 @@ class Schedule:
             r.op = new_op
         cst = Stage(self, cache_op)
         cst.scope = step.scope
+        self._join_group(cst, stage)
         self.stages.insert(stage.index + 1, cst)
         self.stage_map[cache_op] = cst
         return cache_tensor
@@ -843,6 +1005,7 @@ class Schedule:
         stage.tensorized = None
         cst = Stage(self, cache_op)
         cst.scope = step.scope
+        self._join_group(cst, stage)
         self.stages.insert(stage.index, cst)
         self.stage_map[cache_op] = cst
         return cache_op.output(0)
@@ -897,6 +1060,7 @@ class Schedule:
         stage.relations = []
         stage.iter_attrs = {}
         rst = Stage(self, rf_op)
+        self._join_group(rst, stage)
         self.stages.insert(stage.index, rst)
         self.stage_map[rf_op] = rst
         return rf_op.output(0)
@@ -950,6 +1114,25 @@ def _replace_reads(op: ComputeOp, pred, new_tensor: Tensor) -> ComputeOp:
     if getattr(op, "tensor_intrin_call", None) is not None:  # still a compute of a tensor intrinsic
         new.tensor_intrin_call = op.tensor_intrin_call
     return new
+
+
+def _between(sch: Schedule, outputs: list[Stage], inputs: list[Stage], include_inputs: bool) -> list[Stage]:
+    """The stages on a path from an ``inputs`` stage to an ``outputs`` stage (TVM's ``GetSubGraph``), in the
+    schedule's order; the inputs themselves with ``include_inputs``."""
+    bounds = {id(st) for st in inputs}
+    reaches: dict[int, bool] = {}
+
+    def reach(st: Stage) -> bool:
+        if id(st) not in reaches:
+            reaches[id(st)] = id(st) in bounds
+            if id(st) not in bounds:
+                producers = [sch.stage_map[t.op] for t in _reads(st.op) if t.op in sch.stage_map]
+                reaches[id(st)] = any([reach(p) for p in producers])
+        return reaches[id(st)]
+
+    for st in outputs:
+        reach(st)
+    return [st for st in sch.stages if reaches.get(id(st)) and (include_inputs or id(st) not in bounds)]
 
 
 def _post_order(outputs: Sequence[Operation]) -> list[Operation]:

@@ -24,6 +24,8 @@ class Step:
     """One schedule primitive applied to one stage."""
 
     kind: ClassVar[str] = ""
+    #: what ``stage`` indexes: ``Schedule.stages`` ("stage") or ``Schedule.groups`` ("group")
+    subject: ClassVar[str] = "stage"
     stage: int
 
     def to_json(self) -> list:
@@ -201,11 +203,41 @@ class Tensorize(Step):
     intrin: str
 
 
+@dataclass(frozen=True)
+class CreateGroup(Step):
+    """Make group ``stage`` (its index in ``Schedule.groups``) of the stages on a path from the ``inputs`` stages
+    to the ``outputs`` stages (the inputs too with ``include_inputs``): TVM's ``s.create_group``."""
+
+    kind: ClassVar[str] = "create_group"
+    subject: ClassVar[str] = "group"
+    outputs: tuple[int, ...]
+    inputs: tuple[int, ...]
+    include_inputs: bool = False
+
+
+@dataclass(frozen=True)
+class GroupComputeAt(Step):
+    """Compute group ``stage`` (every member not computed at another member) inside ``target``'s leaf ``axis``."""
+
+    kind: ClassVar[str] = "group_compute_at"
+    subject: ClassVar[str] = "group"
+    target: int
+    axis: int
+
+
+@dataclass(frozen=True)
+class GroupComputeRoot(Step):
+    """Compute group ``stage`` where its own group computes its members (at the top level when it has none)."""
+
+    kind: ClassVar[str] = "group_compute_root"
+    subject: ClassVar[str] = "group"
+
+
 STEP_KINDS: dict[str, type[Step]] = {
     cls.kind: cls
     for cls in (Split, Reorder, Fuse, Annotate, Bind, ComputeAt, ComputeInline, ComputeRoot, CacheRead, CacheWrite,
                 RFactor, StorePredicate, SetScope, Pragma, StorageAlign, DoubleBuffer, Prefetch, Tensorize,
-                TransformLayout)
+                TransformLayout, CreateGroup, GroupComputeAt, GroupComputeRoot)
 }
 
 

@@ -20,8 +20,11 @@ from autosched.te.trace import (
     ComputeAt,
     ComputeInline,
     ComputeRoot,
+    CreateGroup,
     DoubleBuffer,
     Fuse,
+    GroupComputeAt,
+    GroupComputeRoot,
     Pragma,
     Prefetch,
     Reorder,
@@ -87,6 +90,8 @@ _ON_LOOPS = (Split, Reorder, Fuse, Annotate, Bind, RFactor, Pragma, Prefetch)  #
 
 
 def _step_code(sch: Schedule, step: Step, names: _Names) -> list[str]:
+    if step.subject == "group":
+        return _group_step_code(sch, step, names)
     stage = sch.stages[step.stage]
     t = names.get(stage)
     lines: list[str] = []
@@ -137,6 +142,29 @@ def _step_code(sch: Schedule, step: Step, names: _Names) -> list[str]:
         lines.append(f"s[{t}].prefetch({prefetched}, {axes[step.axis]}, {step.offset})")
     else:  # tensorize, transform_layout, store_predicate: their arguments are objects, not text
         lines.append(f"# {step.describe()}  (stage {t}; written as a trace step: its argument is not text)")
+    return lines
+
+
+def _group_step_code(sch: Schedule, step: Step, names: _Names) -> list[str]:
+    lines: list[str] = []
+    if isinstance(step, CreateGroup):
+        outs, ins = ([names.get(sch.stages[i]) for i in ends] for ends in (step.outputs, step.inputs))
+        sch.apply(step)
+        g = names.make(sch.groups[-1], f"g{step.stage}")
+        extra = ", include_inputs=True" if step.include_inputs else ""
+        return [f"{g} = s.create_group(outputs=[{', '.join(outs)}], inputs=[{', '.join(ins)}]{extra})"]
+    group = sch.groups[step.stage]
+    g = names.get(group)
+    if g is None:  # a scan's group, made with the schedule
+        g = names.make(group, f"g{step.stage}")
+        lines.append(f"{g} = s.groups[{step.stage}]")
+    if isinstance(step, GroupComputeAt):
+        target = sch.stages[step.target]
+        axes = _leaves(target, names, lines)
+        lines.append(f"{g}.compute_at(s[{names.get(target)}], {axes[step.axis]})")
+    elif isinstance(step, GroupComputeRoot):
+        lines.append(f"{g}.compute_root()")
+    sch.apply(step)
     return lines
 
 
