@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys as _sys
 
-from autosched import container, contrib, errors, instrument, runtime, target, te, testing, tir, transform
+from autosched import container, contrib, errors, instrument, ir, runtime, target, te, testing, tir, transform
 from autosched import errors as error  # TVM's name for the module of error classes
 from autosched import task as _task
 from autosched import workloads as _workloads
@@ -153,6 +153,7 @@ __all__ = [
     "arith",
     "transform",
     "instrument",
+    "ir",
     "error",
     "errors",
     "container",

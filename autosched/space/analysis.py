@@ -114,7 +114,7 @@ class Dataflow:
                     return E.substitute(body, {ax.var: i for ax, i in zip(src.op.axis, e.indices)})
             return None
 
-        out = E.transform(st.op.body, fn)
+        out = E.transform(st.op.bodies[0], fn)
         self._body[key] = out
         return out
 

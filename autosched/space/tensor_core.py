@@ -21,7 +21,7 @@ from autosched.space.config import factorizations
 from autosched.space.sketch import SketchRule
 from autosched.te import expr as E
 from autosched.te.schedule import Stage
-from autosched.te.tensor import Tensor
+from autosched.te.tensor import ComputeOp, Tensor
 from autosched.te.tensor_core import wmma_load, wmma_mma, wmma_store
 
 TILE = 16  # the m16n16k16 shape
@@ -48,7 +48,7 @@ def match(st: Stage) -> MixedMatmul | None:
     float16 A and B, a float32 or float16 C, and the extents of i, j and k multiples of 16; or the batched
     form ``C[b, i, j]``, each operand indexed by ``b`` first or shared by the batch."""
     op = st.op
-    body = getattr(op, "body", None)
+    body = op.bodies[0] if isinstance(op, ComputeOp) else None
     if not (isinstance(body, E.Reduce) and len(op.axis) in (2, 3) and len(op.reduce_axis) == 1
             and body.combiner.name == "sum" and body.condition is None and body.dtype in ("float32", "float16")):
         return None

@@ -53,6 +53,7 @@ from autosched.te.extern import ExternOp, extern
 from autosched.te.intrin import TensorIntrin, decl_tensor_intrin
 from autosched.te.scan import ScanOp, scan
 from autosched.te.schedule import Schedule, Stage, create_schedule
+from autosched.te.serialize import load_json, save_json  # noqa: F401 - also registers the pickling of schedules
 from autosched.te.tensor import (
     ComputeOp,
     IterVar,

@@ -78,7 +78,7 @@ def structural_form(outputs: Sequence[Tensor | Operation]) -> list:
             form.append(["placeholder", shape, op.dtype])
         elif isinstance(op, ComputeOp):
             local = {id(ax.var): ["ax", k] for k, ax in enumerate(op.axis)}
-            entry = ["compute", shape, op.dtype, ser(op.body, local)]
+            entry = ["compute", shape, op.dtype, ser(op.bodies[0], local)]
             if len(op.bodies) > 1:  # the other outputs of a multi-output compute
                 entry.append([[b.dtype, ser(b, local)] for b in op.bodies[1:]])
             form.append(entry)
@@ -130,7 +130,7 @@ def flop_count(outputs: Sequence[Tensor | Operation]) -> int:
         size = 1
         for d in op.shape:
             size *= _const_int(d)
-        body = op.body
+        body = op.bodies[0]
         if isinstance(body, E.Reduce):
             red = 1.0
             for ax in body.axis:
@@ -161,7 +161,7 @@ class ComputeDAG:
                 lines.append(f"{op.name} = PLACEHOLDER [{', '.join(str(d) for d in op.shape)}]")
             elif isinstance(op, ComputeOp):
                 axes = ", ".join(a.var.name for a in op.axis)
-                b = op.body
+                b = op.bodies[0]
                 if isinstance(b, E.Reduce) and b.combiner.name == "sum" and len(b.sources) == 1:
                     lines.append(f"{op.name}({axes}) += {b.source}")
                 else:

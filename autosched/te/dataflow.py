@@ -42,7 +42,7 @@ def rfactor_ops(stage: Any, axis: IterVar, factor_axis: int) -> tuple[ComputeOp,
     the factored output over that dimension)."""
     op = stage.op
     where = f"rfactor of stage '{stage.name}' at axis '{axis.name}'"
-    if not isinstance(op, ComputeOp) or not isinstance(op.body, E.Reduce):
+    if not isinstance(op, ComputeOp) or not isinstance(op.bodies[0], E.Reduce):
         raise ScheduleError(f"{where}: the stage is not a reduction")
     if axis.kind != "reduce":
         raise ScheduleError(f"{where}: '{axis.name}' is a spatial axis; rfactor factors out a reduction axis")
@@ -97,7 +97,7 @@ def rfactor_ops(stage: Any, axis: IterVar, factor_axis: int) -> tuple[ComputeOp,
             rf_reduce.append(IterVar(Range(0, ext[id(iv)]), iv.var, "reduce"))
     factored = IterVar(Range(0, ext[id(axis)]), axis.var, "spatial")
     rf_axes = list(op.axis[:pos]) + [factored] + list(op.axis[pos:])
-    red = op.body
+    red = op.bodies[0]
     cond = red.condition
     for c in bound_checks:
         cond = c if cond is None else E.And(cond, c)

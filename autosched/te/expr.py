@@ -416,6 +416,29 @@ class Call(Expr):
         self.name = name
         self.args = tuple(args)
 
+    @property
+    def op(self) -> Op:
+        """TVM's view of what is called: ``call.op.name == "tir.exp"``."""
+        return Op("tir." + self.name)
+
+
+class Op:
+    """TVM's ``tvm.ir.Op``, the operator of a :class:`Call`, known by its name (``tir.exp``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Op) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"Op({self.name})"
+
 
 #: the packed dot products, ``Call(int32, name, [acc, a, w])``: acc plus the products of the narrow elements
 #: from ``a`` on and from ``w`` on (loads), a 32-bit word of each: name -> (the operands' dtypes, elements per

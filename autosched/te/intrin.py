@@ -123,7 +123,7 @@ class TensorIntrinCall:
                         return t[tuple(idx)]
             return None
 
-        body = iop.body
+        body = iop.bodies[0]
         if isinstance(body, E.Reduce):
             sources = [E.substitute(E.transform(x, fn), vmap) for x in body.sources]
             cond = E.substitute(E.transform(body.condition, fn), vmap) if body.condition is not None else None

@@ -135,8 +135,9 @@ class ComputeOp(Operation):
     """``out[axis] = body``; ``body`` may be a Reduce over ``reduce_axis``.
 
     An operation with several outputs (``te.compute`` of a lambda returning a tuple) is given a list of
-    bodies, one per output, computed in one loop nest: ``bodies`` lists them, ``body`` is the first. The
-    bodies of a tuple reduction (argmax) are Reduce nodes that share one combiner and one tuple of sources.
+    bodies, one per output, computed in one loop nest: ``bodies`` lists them (``body``, TVM's name, is the same
+    list: ``op.body[0]``). The bodies of a tuple reduction (argmax) are Reduce nodes that share one combiner
+    and one tuple of sources.
     """
 
     def __init__(self, name: str, axis: Sequence[IterVar], body: Expr | Sequence[Expr], tag: str = "",
@@ -145,13 +146,17 @@ class ComputeOp(Operation):
         self.axis = list(axis)
         self.bodies: list[Expr] = list(body) if isinstance(body, (list, tuple)) else [body]
         body = self.bodies[0]
-        self.body = body
         self.tag = tag
         self.attrs = dict(attrs or {})
         self.reduce_axis = list(body.axis) if isinstance(body, Reduce) else []
         self.shape = tuple(ax.dom.extent for ax in self.axis)
         self.dtype = body.dtype
         self.dtypes = [b.dtype for b in self.bodies]
+
+    @property
+    def body(self) -> list[Expr]:
+        """TVM's name: the list of bodies, one per output."""
+        return self.bodies
 
     @property
     def num_outputs(self) -> int:

@@ -251,7 +251,7 @@ class _Lowerer:
             # the outputs of a multi-output compute, held in one node so that every walk sees all their reads
             out = E.Call(bodies[0].dtype, _TUPLE, [E.transform(b, fn) for b in bodies])
         else:  # a tuple reduction's first value carries every source
-            out = E.transform(st.op.body, fn)
+            out = E.transform(bodies[0], fn)
         self.eff_body[key] = out
         return out
 

@@ -134,10 +134,10 @@ def emit_tensorize(lw: Any, st: Any) -> S.Stmt:
     if len(info.buffers) > 1:
         raise ScheduleError(f"{where}: a stage with several outputs cannot be tensorized")
     reads = lw.reads(st)
-    if len(reads) != len(intrin.inputs) or shape_of_expr(body, reads) != shape_of_expr(intrin.op.body,
+    if len(reads) != len(intrin.inputs) or shape_of_expr(body, reads) != shape_of_expr(intrin.op.bodies[0],
                                                                                         intrin.inputs):
         raise ScheduleError(f"{where}: the stage computes {body}, which is not the intrinsic's "
-                            f"{intrin.op.body} (the same operations on the inputs in the same order)")
+                            f"{intrin.op.bodies[0]} (the same operations on the inputs in the same order)")
     inner = {x.var for x in leaves[pt:]}
     relax = {v: lw.loop_range[v] for v in inner}
 
