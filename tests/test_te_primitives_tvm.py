@@ -805,3 +805,34 @@ def test_transform_layout_refusals():
         s = te.create_schedule(D.op)
         with pytest.raises(ScheduleError, match=says):
             do(s)
+
+
+# -- TVM's auto-inline passes and read graph -----------------------------------------------------------
+
+
+def test_auto_inline_passes_inline_by_access_pattern_as_trace_steps():
+    m, n = 6, 5
+    A, B = te.placeholder((m,), name="A"), te.placeholder((m, n), name="B")
+    E = te.compute((m, n), lambda i, j: B[i, j] * 2.0, name="E")  # elementwise
+    Bc = te.compute((m, n), lambda i, j: A[i] + E[i, j], name="Bc")  # broadcast of A
+    T = te.compute((n, m), lambda j, i: Bc[i, j] - 1.0, name="T")  # injective (a transpose)
+    R = te.compute((n, m), lambda j, i: T[j, i] + A[m - 1 - i], name="R")
+    expected = {te.schedule.AutoInlineElemWise: {"E"}, te.schedule.AutoInlineBroadcast: {"E", "Bc"},
+                te.schedule.AutoInlineInjective: {"E", "Bc", "T"}}
+    a, b = RNG.random(m).astype("float32"), RNG.random((m, n)).astype("float32")
+    want = (a[:, None] + b * 2 - 1).T + a[::-1][None, :]
+    for auto_inline, names in expected.items():
+        s = te.create_schedule(R.op)
+        auto_inline(s)
+        assert {st.name for st in s.stages if st.attach_type == "inline"} == names, auto_inline.__name__
+        assert [step.kind for step in s.trace] == ["compute_inline"] * len(names)
+        out = np.zeros((n, m), "float32")
+        autosched.build(s, [A, B, R])(a, b, out)
+        np.testing.assert_allclose(out, want, rtol=1e-6)
+    s = te.create_schedule(R.op)
+    s[E].compute_at(s[Bc], Bc.op.axis[0])  # a scheduled stage is left as it is
+    te.schedule.AutoInlineInjective(s)
+    assert (s[E].attach_type, s[Bc].attach_type, s[T].attach_type) == ("scope", "root", "inline")
+    graph = te.schedule.CreateReadGraph([R.op])
+    assert graph[R.op] == [T, A] and graph[E.op] == [B] and graph[A.op] == []
+    assert [op.name for op in te.schedule.PostDFSOrder([R.op], graph)] == ["A", "B", "E", "Bc", "T", "R"]
