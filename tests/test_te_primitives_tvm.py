@@ -836,3 +836,22 @@ def test_auto_inline_passes_inline_by_access_pattern_as_trace_steps():
     graph = te.schedule.CreateReadGraph([R.op])
     assert graph[R.op] == [T, A] and graph[E.op] == [B] and graph[A.op] == []
     assert [op.name for op in te.schedule.PostDFSOrder([R.op], graph)] == ["A", "B", "E", "Bc", "T", "R"]
+
+
+def test_split_by_a_constant_expression_and_prim_expr_equality():
+    m = te.var("m")
+    A = te.placeholder((m, 6), name="A")
+    A1 = te.compute((m, 6), lambda i, j: A[i, j], name="A1")
+    A2 = te.compute((m, 6), lambda i, j: A1[i, j] + 3, name="A2")
+    s = te.create_schedule(A2.op)
+    xo, xi = s[A2].split(s[A2].fuse(*A2.op.axis), autosched.runtime.convert(3))  # TVM's IntImm factor
+    assert s.trace[-1].factor == 3 and isinstance(s.trace[-1].factor, int)
+    s[A1].compute_at(s[A2], xo)
+    bounds = te.schedule.InferBound(s)
+    five = {xo.var: autosched.tir.const(5)}
+    autosched.testing.assert_prim_expr_equal(autosched.tir.stmt_functor.substitute(bounds[A1.op.axis[0]].min, five), 2)
+    autosched.testing.assert_prim_expr_equal(autosched.tir.stmt_functor.substitute(bounds[A1.op.axis[1]].min, five), 3)
+    with pytest.raises(AssertionError, match="their difference simplifies to"):
+        autosched.testing.assert_prim_expr_equal(m + 1, m)
+    with pytest.raises(ScheduleError, match="factor must be a positive integer, got 0"):
+        s[A2].split(xi, autosched.tir.const(0))

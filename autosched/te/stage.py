@@ -24,7 +24,7 @@ from autosched.te.dataflow import (
     rfactor_ops,
     transform_layout_op,
 )
-from autosched.te.expr import Expr, Reduce, TensorLoad, Var, convert, substitute, transform
+from autosched.te.expr import Expr, IntImm, Reduce, TensorLoad, Var, convert, substitute, transform
 from autosched.te.extern import ExternOp
 from autosched.te.intrin import TensorIntrin, get_intrin
 from autosched.te.scan import ScanOp, scan_body
@@ -478,6 +478,8 @@ def leaf_pos(stage: Stage, iv: IterVar) -> int:
 
 
 def _positive_int(v: Any, what: str, stage: Stage, axis: IterVar) -> int:
+    if isinstance(v, IntImm):  # tvm.runtime.convert(3), tir.const(3)
+        v = v.value
     try:
         iv = int(v)
     except (TypeError, ValueError):

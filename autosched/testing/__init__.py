@@ -15,6 +15,8 @@ import numpy as np
 
 from autosched.runtime.ndarray import NDArray, device
 from autosched.target import Target, host_gpu_arch
+from autosched.te.expr import IntImm, convert
+from autosched.tir.arith import simplify
 
 
 def assert_allclose(actual: Any, desired: Any, rtol: float = 1e-7, atol: float = 1e-7) -> None:
@@ -24,6 +26,14 @@ def assert_allclose(actual: Any, desired: Any, rtol: float = 1e-7, atol: float =
     desired = desired.numpy() if isinstance(desired, NDArray) else np.asanyarray(desired)
     np.testing.assert_equal(actual.shape, desired.shape, err_msg="shapes differ")
     np.testing.assert_allclose(actual, desired, rtol=rtol, atol=atol, verbose=True)
+
+
+def assert_prim_expr_equal(lhs: Any, rhs: Any) -> None:
+    """TVM's check that two integer expressions are equal for every value of their variables: their
+    difference simplifies to 0."""
+    diff = simplify(convert(lhs) - convert(rhs))
+    if not (isinstance(diff, IntImm) and diff.value == 0):
+        raise AssertionError(f"{lhs} and {rhs} differ: their difference simplifies to {diff}, not 0")
 
 
 def device_enabled(target: str | Target) -> bool:
@@ -179,7 +189,6 @@ def fixture(func: Any = None, *, cache_return_value: bool = False) -> Any:
     return pytest.fixture(func)
 
 
-__all__ = ["TARGETS", "assert_allclose", "check_numerical_grads", "device_enabled", "enabled_targets", "fixture",
-           "parameter", "parameters",
-           "parametrize_targets", "requires_cuda", "requires_gpu", "requires_llvm", "requires_tensorcore",
-           "uses_gpu"]
+__all__ = ["TARGETS", "assert_allclose", "assert_prim_expr_equal", "check_numerical_grads", "device_enabled",
+           "enabled_targets", "fixture", "parameter", "parameters", "parametrize_targets", "requires_cuda",
+           "requires_gpu", "requires_llvm", "requires_tensorcore", "uses_gpu"]
