@@ -403,3 +403,40 @@ def test_get_shape_between_layouts_and_lrn_reference():
     A = te.placeholder(a.shape, name="A")
     out = _build_run(topi.nn.lrn(A, 3, 1, 1e-4, 0.75, 2.0), [A], [a])
     np.testing.assert_allclose(out, topi_ref.lrn_python(a, 3, 1, 2.0, 1e-4, 0.75), rtol=1e-5)
+
+
+def test_sort_argsort_topk_and_running_sums_match_numpy():
+    x = RNG.permutation(4 * 30).astype("float32").reshape(4, 30)  # distinct values: one right order
+    data = te.placeholder(x.shape, name="data")
+    for axis in (0, 1, -1):
+        for ascend in (True, False):
+            order = np.argsort(x if ascend else -x, axis=axis, kind="stable")
+            for compute, want, dtype in ((topi.sort(data, axis, ascend), np.take_along_axis(x, order, axis),
+                                          "float32"),
+                                         (topi.argsort(data, axis=axis, is_ascend=ascend, dtype="int32"), order,
+                                          "int32")):
+                sch = topi.generic.schedule_sort(compute)
+                np.testing.assert_array_equal(run(sch, [data, compute], x, out_shape=x.shape, out_dtype=dtype),
+                                              want)
+    values, indices = topi.topk(data, k=5, axis=1, ret_type="both", is_ascend=False, dtype="int64")
+    sch = topi.generic.schedule_topk([values, indices])
+    v, i = np.zeros((4, 5), "float32"), np.zeros((4, 5), "int64")
+    autosched.build(sch, [data, values, indices])(x, v, i)
+    np.testing.assert_array_equal(i, np.argsort(-x, axis=1)[:, :5])
+    np.testing.assert_array_equal(v, -np.sort(-x, axis=1)[:, :5])
+    assert int(topi.topk(data, k=0, ret_type="values").shape[1]) == 30  # k < 1: the whole axis
+    with pytest.raises(AutoschedError, match="valid_count"):
+        topi.argsort(data, valid_count=data)
+    with pytest.raises(AutoschedError, match="ret_type 'all'"):
+        topi.topk(data, ret_type="all")
+
+    a = RNG.integers(-5, 5, size=(6, 7)).astype("int32")
+    A = te.placeholder(a.shape, dtype="int32", name="A")
+    cases = [(topi.cumsum(A), np.cumsum(a).astype("int32")),  # no axis: the flattened tensor
+             (topi.cumsum(A, axis=1, dtype="int64"), np.cumsum(a, axis=1, dtype="int64")),
+             (topi.cumsum(A, axis=0, exclusive=True), (np.cumsum(a, axis=0) - a).astype("int32")),
+             (topi.cumprod(A, axis=-1, dtype="float64"), np.cumprod(a.astype("float64"), axis=-1))]
+    for out, want in cases:
+        sch = topi.generic.schedule_scan(out)
+        got = run(sch, [A, out], a, out_shape=want.shape, out_dtype=want.dtype)
+        np.testing.assert_array_equal(got, want)

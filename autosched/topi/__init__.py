@@ -97,6 +97,8 @@ from autosched.topi.math import (  # noqa: A004 - TOPI's names
     trunc,
 )
 from autosched.topi.reduction import all, any, argmax, argmin, max, min, prod, sum  # noqa: A004
+from autosched.topi.scan import cumprod, cumsum
+from autosched.topi.sort import argsort, sort, topk
 from autosched.topi.transform import (
     arange,
     concatenate,
@@ -119,17 +121,17 @@ broadcast_add, broadcast_sub, broadcast_mul, broadcast_div = add, subtract, mult
 arm_cpu, hls, mali, bifrost, intel_graphics, rocm = (_ELSEWHERE[k] for k in ("arm_cpu", "hls", "mali", "bifrost",
                                                                            "intel_graphics", "rocm"))
 
-__all__ = ["abs", "add", "adv_index", "all", "any", "arange", "argmax", "argmin", "arm_cpu", "bifrost",
+__all__ = ["abs", "add", "adv_index", "all", "any", "arange", "argmax", "argmin", "argsort", "arm_cpu", "bifrost",
            "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "broadcast_add", "broadcast_div",
            "broadcast_mul", "broadcast_sub", "broadcast_to", "cast", "ceil", "clip", "concatenate", "cos", "cuda",
-           "divide", "einsum", "elemwise_sum", "equal", "erf", "exp", "expand_dims", "expand_like", "fast_erf",
-           "fast_exp", "fast_tanh", "flip", "floor", "floor_divide", "floor_mod", "full", "full_like", "gather",
-           "gather_nd", "generic", "gpu", "greater", "greater_equal", "hls", "identity", "intel_graphics",
-           "invert_permutation", "isfinite", "isinf", "isnan", "layout_transform", "left_shift", "less",
-           "less_equal", "log", "log10", "log2", "logical_and", "logical_not", "logical_or", "logical_xor", "mali",
-           "matmul", "matrix_set_diag", "max", "maximum", "meshgrid", "min", "minimum", "mod", "multiply",
+           "cumprod", "cumsum", "divide", "einsum", "elemwise_sum", "equal", "erf", "exp", "expand_dims",
+           "expand_like", "fast_erf", "fast_exp", "fast_tanh", "flip", "floor", "floor_divide", "floor_mod", "full",
+           "full_like", "gather", "gather_nd", "generic", "gpu", "greater", "greater_equal", "hls", "identity",
+           "intel_graphics", "invert_permutation", "isfinite", "isinf", "isnan", "layout_transform", "left_shift",
+           "less", "less_equal", "log", "log10", "log2", "logical_and", "logical_not", "logical_or", "logical_xor",
+           "mali", "matmul", "matrix_set_diag", "max", "maximum", "meshgrid", "min", "minimum", "mod", "multiply",
            "ndarray_size", "negative", "nn", "not_equal", "one_hot", "power", "prod", "reinterpret", "repeat",
            "reshape", "reverse_sequence", "right_shift", "rocm", "round", "rsqrt", "sequence_mask", "shape",
-           "sigmoid", "sign", "sin", "sparse", "sparse_to_dense", "split", "sqrt", "squeeze", "stack", "strided_set",
-           "strided_slice", "subtract", "sum", "tag", "take", "tan", "tanh", "tensordot", "testing", "tile",
-           "transpose", "trunc", "unravel_index", "utils", "where", "x86"]
+           "sigmoid", "sign", "sin", "sort", "sparse", "sparse_to_dense", "split", "sqrt", "squeeze", "stack",
+           "strided_set", "strided_slice", "subtract", "sum", "tag", "take", "tan", "tanh", "tensordot", "testing",
+           "tile", "topk", "transpose", "trunc", "unravel_index", "utils", "where", "x86"]

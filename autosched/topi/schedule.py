@@ -100,6 +100,10 @@ SCHEDULES = {
     "schedule_sparse_dense": "a sparse dense layer",
     "schedule_lrn": "local response normalisation",
     "schedule_extern": "extern operators",
+    "schedule_sort": "a sort",
+    "schedule_argsort": "an argsort",
+    "schedule_topk": "a top-k selection",
+    "schedule_scan": "a running sum or product",
 }
 
 

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from autosched import build, te
+from autosched.runtime import ndarray as nd
 from autosched.target import Target
 from autosched.topi import cuda, generic, nn
 from autosched.topi.nn.utils import get_pad_tuple
@@ -50,6 +52,19 @@ def get_reduce_schedule(target: str | Target) -> Any:
 def get_conv2d_nchw_implement(target: str | Target) -> tuple[Any, Any]:
     """``(compute, schedule)`` of an NCHW convolution for ``target``."""
     return nn.conv2d_nchw, _schedules(target).schedule_conv2d_nchw
+
+
+def compare_numpy_tvm(inputs: Sequence[np.ndarray], output: np.ndarray, target: str | Target, device: Any,
+                      compute: Any, schedule: Any) -> None:
+    """Build ``compute`` over placeholders shaped like ``inputs`` with ``schedule`` for ``target``, run it on
+    ``inputs`` and compare its output with ``output`` (TVM's helper of the same name)."""
+    placeholders = [te.placeholder(x.shape, dtype=str(x.dtype), name=f"input{k}") for k, x in enumerate(inputs)]
+    with Target(target):
+        out = compute(*placeholders)
+        func = build(schedule([out]), [*placeholders, out], target=target)
+    result = nd.array(np.zeros(output.shape, output.dtype), device)
+    func(*[nd.array(x, device) for x in inputs], result)
+    np.testing.assert_allclose(result.numpy(), output, rtol=1e-5, atol=1e-7)
 
 
 def _pair(v: Any) -> tuple[int, int]:
