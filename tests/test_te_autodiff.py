@@ -216,3 +216,26 @@ def test_dilated_average_pooling_counts_only_the_taps_inside():
                 inside = [x[0, 0, h, w] for h, w in taps if 0 <= h < 9 and 0 <= w < 9]
                 ref[0, 0, y, xx] = sum(inside) / (9 if include_pad else len(inside))
         np.testing.assert_allclose(out, ref, rtol=1e-5)
+
+
+def test_a_reshapes_gradient_is_a_gather_not_a_sum_over_every_element():
+    X = te.placeholder((4, 6, 5), name="X")
+    for shape in [(24, 5), (120,), (2, 60), (5, 4, 6), (4, 30)]:
+        Y = topi.reshape(X, shape)
+        (g,) = te.gradient(Y, [X], head=te.placeholder(tuple(int(d) for d in Y.shape), name="H"))
+        assert not g.op.reduce_axis, (shape, g.op.body[0])  # each element reads its one source: linear, not n^2
+        x = _rand(X)
+        (gx,) = grads_of(Y * Y, [X], [x])
+        np.testing.assert_allclose(gx, 2 * x, rtol=1e-6)
+    # a division that is not a flattened index keeps its sum: each element of X feeds two of Y
+    Z = te.compute((8,), lambda i: X[0, 0, i // 2] * 3.0, name="Z")
+    (gz,) = grads_of(Z, [X], [_rand(X)])
+    want = np.zeros((4, 6, 5), "float32")
+    want[0, 0, :4] = 6.0
+    np.testing.assert_allclose(gz, want)
+    # the digits of an index that wraps around X (L up to 240 over 120 elements) are not one number: summed
+    W = te.compute((8, 30), lambda i, j: X[(i * 30 + j) // 30 % 4, (i * 30 + j) // 5 % 6, (i * 30 + j) % 5] * 1.0,
+                   name="W")
+    (gw,) = te.gradient(W, [X], head=te.placeholder((8, 30), name="H"))
+    assert gw.op.reduce_axis
+    check(W, [X])

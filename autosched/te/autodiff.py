@@ -211,12 +211,47 @@ class _Domain:
         ext = arith.const_int(arith.simplify(E.convert(self.dom[v].extent)))
         return (1 if ext is None else 0, -(ext or 0))  # symbolic extents first (they are the large ones)
 
+    def ranges(self) -> dict:
+        """The free variables' inclusive ranges, for proofs."""
+        out = {}
+        for v in self.free():
+            lo = E.convert(self.dom[v].min)
+            out[v] = (lo, arith.simplify(lo + self.dom[v].extent - 1))
+        return out
+
+    def solve_radix(self, lin: Any, target: Expr) -> bool:
+        """Solve ``index == target`` for all its variables at once where it is a mixed-radix number of them
+        (``i0*5 + i1`` with ``i1`` in [0, 5): a flattened index): each is a digit of ``target``."""
+        free = set(self.free())
+        digits = []
+        for coef, atom in lin.terms.values():
+            ext = arith.const_int(arith.simplify(E.convert(self.dom[atom].extent))) if atom in free else None
+            if ext is None or coef <= 0 or arith.const_int(arith.simplify(E.convert(self.dom[atom].min))) != 0:
+                return False
+            digits.append((coef, atom, ext))
+        digits.sort(key=lambda d: d[0])
+        if len(digits) < 2 or digits[0][0] != 1 or any(hi[0] != lo[0] * lo[2] for lo, hi in zip(digits, digits[1:])):
+            return False
+        dt = lin.dtype
+        rest = arith.simplify(E.Sub(E.cast(dt, target), IntImm(lin.const, dt), dt))
+        sols = {}
+        for k, (coef, v, ext) in enumerate(digits):
+            q = E.FloorDiv(rest, IntImm(coef, dt), dt) if coef != 1 else rest
+            sols[v] = arith.simplify(q if k == len(digits) - 1 else E.FloorMod(q, IntImm(ext, dt), dt))
+        top = sols[digits[-1][1]]
+        self.conds += [E.GE(top, IntImm(0, dt)), E.LT(top, IntImm(digits[-1][2], dt))]
+        self.solved = {u: E.substitute(x, sols) for u, x in self.solved.items()}
+        self.solved.update(sols)
+        return True
+
     def solve(self, index: Expr, target: Expr) -> bool:
         """Eliminate one free variable from ``index == target`` where the index is affine in it."""
         index = arith.simplify(E.substitute(index, self.solved))
         lin = arith.linear(index) if E.is_int(index.dtype) else None
         if lin is None:
             return False
+        if self.solve_radix(lin, target):
+            return True
         free = set(self.free())
         nonlinear = set()
         for _, atom in lin.terms.values():
@@ -287,6 +322,46 @@ def _contributions(y: Tensor, body: Expr, adj_y: Tensor, prefix: list[Any], need
     return out
 
 
+def _digit(index: Expr) -> tuple[Expr, int, int | None]:
+    """``index`` as ``(L // stride) % extent`` of some ``L``: (L, stride, extent or None)."""
+    ext = None
+    if isinstance(index, E.FloorMod) and isinstance(index.b, IntImm):
+        index, ext = index.a, index.b.value
+    if isinstance(index, E.FloorDiv) and isinstance(index.b, IntImm):
+        return index.a, index.b.value, ext
+    return index, 1, ext
+
+
+def _flatten_digits(pending: list[tuple[Expr, Expr]], shape: Sequence[Any], dom: _Domain) -> list[tuple]:
+    """A reshape's read, ``X[L // 30 % 4, L // 5 % 6, L % 5]``, is one equation: ``L == j0*30 + j1*5 + j2``
+    (every index a digit of one ``L`` in ``X``'s own mixed radix, and ``L`` below ``X``'s size); the rest as
+    they are."""
+    if len(pending) < 2:
+        return pending
+    digits = [_digit(index) for index, _ in pending]  # as written: simplifying one digit alone rewrites its L
+    flat = arith.simplify(digits[0][0])
+    if any(arith.skey(arith.simplify(d[0])) != arith.skey(flat) for d in digits) or not E.is_int(flat.dtype):
+        return pending
+    dims = [arith.const_int(arith.simplify(E.convert(d))) for d in shape]
+    stride = 1
+    for k in range(len(pending) - 1, -1, -1):
+        _, st, ext = digits[k]
+        if dims[k] is None or st != stride or (ext is None) != (k == 0) and not (k == 0 and ext == dims[0]):
+            return pending
+        if k > 0 and ext != dims[k]:
+            return pending
+        stride *= dims[k]
+    if digits[0][2] is not None and not arith.prove(E.LT(flat, IntImm(stride, flat.dtype)), dom.ranges()):
+        return pending  # the first index wraps around: L and its digits are not one number
+    dt = flat.dtype
+    target: Expr = IntImm(0, dt)
+    step = stride
+    for k, (_, t) in enumerate(pending):
+        step //= dims[k]
+        target = E.Add(target, E.Mul(E.cast(dt, t), IntImm(step, dt), dt), dt)
+    return [(flat, arith.simplify(target))]
+
+
 def _one_read(op: ComputeOp, y: Tensor, red: Reduce | None, d: Expr, load: TensorLoad, adj_y: Tensor,
               prefix: list[Any], name: str) -> Tensor:
     """The compute adding ``adj_y * d`` at every element of ``load.tensor`` that ``load`` reads."""
@@ -295,7 +370,7 @@ def _one_read(op: ComputeOp, y: Tensor, red: Reduce | None, d: Expr, load: Tenso
     dom = _Domain(list(op.axis) + reduce_axes)
     p_axes = [IterVar(Range(0, e), Var(f"p{i}"), "spatial") for i, e in enumerate(prefix)]
     j_axes = [IterVar(Range(0, e), Var(f"j{i}"), "spatial") for i, e in enumerate(x.shape)]
-    pending = list(zip(load.indices, [ax.var for ax in j_axes]))
+    pending = _flatten_digits(list(zip(load.indices, [ax.var for ax in j_axes])), x.shape, dom)
     progress = True
     while progress and pending:  # eliminate one variable at a time; solving one may make another affine
         progress = False
