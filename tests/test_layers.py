@@ -38,6 +38,7 @@ LAYERS: list[set[str]] = [
     {"transform"},  # TVM's PassContext and pass classes: build options that lowering reads
     {"instrument"},  # TVM's pass instruments (what a PassContext tells about each pass it runs)
     {"te", "tir"},  # the expression and loop IRs use each other's nodes
+    {"ir"},  # TVM's tvm.ir names over te: save_json / load_json of te objects, Op, Range
     {"runtime"},
     {"contrib", "testing"},  # TVM's contrib helpers (cc.create_shared, utils.tempdir), testing.assert_allclose
     {"codegen"},

@@ -370,3 +370,38 @@ def test_vectorized_hybrid_loops_and_gradients_build_for_avx2_and_avx512(target)
     out = np.zeros((16, 64), "float32")
     f(RNG.random((16, 64), dtype=np.float32), av, out)
     np.testing.assert_allclose(out, np.tile(av * 3 + 1, (16, 1)), rtol=1e-6)
+
+
+def test_a_schedule_built_as_a_hybrid_module_runs_as_python_and_parses_back(tmp_path):
+    n = te.var("n")
+    A = te.placeholder((n, 6), name="A")
+    B = te.placeholder((6,), name="B")
+    C = te.compute((n, 6), lambda i, j: te.if_then_else(A[i, j] > 0.5, A[i, j] * B[j], te.exp(A[i, j])), name="C")
+    k = te.reduce_axis((0, 6), name="k")
+    D = te.compute((n,), lambda i: te.sum(C[i, k], axis=k), name="D")
+    s = te.create_schedule(D.op)
+    io, ii = s[D].split(D.op.axis[0], factor=4)
+    s[C].compute_at(s[D], io)
+    s[D].parallel(io)
+    module = te.hybrid.build(s, [A, B], D, name="rowsum")
+    assert module.name == "rowsum" and "def rowsum(A, B):" in module.src
+    assert "A.shape[0]" in module.src  # n is no argument: read from the input it sizes
+    a, b = RNG.random((9, 6)).astype("float32"), RNG.random(6).astype("float32")
+    want = np.where(a > 0.5, a * b, np.exp(a)).sum(axis=1)
+    np.testing.assert_allclose(module(a, b), want, rtol=1e-5)  # as Python on numpy arrays
+    path = tmp_path / "rowsum.py"
+    module.save(path)
+    again = te.hybrid.HybridModule()
+    again.load(path)
+    out = again(A, B)  # on te tensors: an operation, built like any stage
+    d = np.zeros(9, "float32")
+    autosched.build(te.create_schedule(out.op), [A, B, out])(a, b, d)
+    np.testing.assert_allclose(d, want, rtol=1e-5)
+    with pytest.raises(HybridError, match="nothing loaded"):
+        te.hybrid.HybridModule()(a, b)
+    with pytest.raises(HybridError, match="the source defines no function"):
+        te.hybrid.HybridModule("x = 1\n")
+    X = te.placeholder((4,), name="X")
+    Y = te.extern((4,), [X], lambda ins, outs: tir.call_packed("my.copy", ins[0], outs[0]), name="Y")
+    with pytest.raises(HybridError, match="te.hybrid.build of hybrid_func: the statement Evaluate"):
+        te.hybrid.build(te.create_schedule(Y.op), [X], Y)

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from autosched import build, te
+from autosched import te
+from autosched.driver.build_module import build
 from autosched.runtime import ndarray as nd
 from autosched.target import Target
 from autosched.topi import cuda, generic, nn

@@ -108,13 +108,16 @@ class _Function:
         self.line0 = fn.__code__.co_firstlineno - 1 - (self.fdef.lineno - 1)
         cv = inspect.getclosurevars(fn)
         self.outer = {**fn.__globals__, **cv.nonlocals}
-        self.assigned: Counter = Counter()
+        self.assigned: Counter = Counter()  # how often each name is assigned (not read in a target's index)
         for node in ast.walk(self.fdef):
             if isinstance(node, (ast.Assign, ast.AugAssign)):
-                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                    for n in ast.walk(t):
-                        if isinstance(n, ast.Name):
-                            self.assigned[n.id] += 1
+                todo = list(node.targets if isinstance(node, ast.Assign) else [node.target])
+                while todo:
+                    t = todo.pop()
+                    if isinstance(t, ast.Name):
+                        self.assigned[t.id] += 1
+                    elif isinstance(t, (ast.Tuple, ast.List)):
+                        todo.extend(t.elts)
 
 
 class Parser:
