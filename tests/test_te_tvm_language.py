@@ -499,3 +499,37 @@ def test_a_users_tir_pass_runs_in_lowering_and_building():
         tir.For(te.var("v"), 2, 8, tir.ForKind.SERIAL, tir.Evaluate(tir.const(0)))
     with pytest.raises(TypeError, match="list of \\(phase, pass\\) pairs"):
         autosched.transform.PassContext(config={"tir.add_lower_pass": [vectorize]})
+
+
+def test_popcount_counts_bits_scalar_vectorized_and_in_hybrid_scripts():
+    from autosched.te.hybrid.runtime import output_tensor, popcount
+
+    for dtype in ("int32", "uint8", "int64"):
+        A = te.placeholder((37,), dtype=dtype, name="A")
+        B = te.compute((37,), lambda i: tir.popcount(A[i]), name="B")
+        s = te.create_schedule(B.op)
+        xo, xi = s[B].split(B.op.axis[0], factor=8)
+        s[B].vectorize(xi)
+        info = np.iinfo(dtype)
+        a = np.random.default_rng(3).integers(info.min, info.max, 37, endpoint=True, dtype=dtype)
+        b = np.zeros(37, dtype)
+        autosched.build(s, [A, B])(a, b)
+        want = [bin(int(v) & ((1 << (8 * a.itemsize)) - 1)).count("1") for v in a]
+        np.testing.assert_array_equal(b, want, err_msg=dtype)
+    with pytest.raises(TypeError, match="popcount counts the bits of an integer, got a float32"):
+        te.popcount(te.placeholder((2,), name="F")[0])
+
+    @te.hybrid.script
+    def bits(a):
+        c = output_tensor(a.shape, a.dtype)
+        for i in range(a.shape[0]):
+            c[i] = popcount(a[i])
+        return c
+
+    a = np.array([0, 1, 255, -1, 1 << 20], "int32")
+    np.testing.assert_array_equal(bits(a), [0, 1, 8, 32, 1])
+    A = te.placeholder((5,), dtype="int32", name="A")
+    C = bits(A)
+    c = np.zeros(5, "int32")
+    autosched.build(te.create_schedule(C.op), [A, C])(a, c)
+    np.testing.assert_array_equal(c, [0, 1, 8, 32, 1])

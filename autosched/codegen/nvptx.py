@@ -273,7 +273,7 @@ class CodeGenNVPTX(CodeGenLLVM):
             return ir.Constant(ir.IntType(32), 0)
         if e.name == "prefetch":  # a CPU cache hint (Stage.prefetch): nothing to do on the GPU
             return ir.Constant(ir.IntType(32), 0)
-        if e.name in ("sqrt", "fabs", "floor", "ceil", "nearbyint", "access_ptr", "reinterpret"):
+        if e.name in ("sqrt", "fabs", "floor", "ceil", "nearbyint", "access_ptr", "reinterpret", "popcount"):
             return super()._e_Call(e)
         if e.dtype != "float32":
             raise CodegenError(f"{e.name} for {e.dtype} is not available on the cuda target (float32 only)")

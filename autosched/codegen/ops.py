@@ -268,6 +268,8 @@ def call(b: ir.IRBuilder, name: str, dtype: str, args: list[ir.Value], avx512: b
     if name == "reinterpret":  # the same bits as another type of the same width
         target = ltype(dtype)
         return b.bitcast(args[0], ir.VectorType(target, ty.count) if isinstance(ty, ir.VectorType) else target)
+    if name == "popcount":  # an integer intrinsic: no fast-math flags
+        return b.call(_decl(b, "llvm.ctpop", ty, 1), args)
     if name in INLINE_F32 and dtype == "float32" and isinstance(ty, ir.VectorType):
         return INLINE_F32[name](b, args[0], avx512)
     if name in LLVM_INTRINSICS:

@@ -34,6 +34,7 @@ from autosched.te.expr import (
     min,
     min_value,
     minimum,
+    popcount,
     power,
     reinterpret,
     round,
@@ -74,8 +75,8 @@ from autosched.te.trace import Step, Trace
 
 __all__ = [
     "Expr", "Var", "abs", "all", "any", "cast", "ceil", "comm_reducer", "const", "cos", "erf", "exp", "floor",
-    "if_then_else", "isinf", "isnan", "log", "max", "max_value", "maximum", "min", "min_value", "minimum", "power",
-    "reinterpret", "round", "sigmoid", "sin",
+    "if_then_else", "isinf", "isnan", "log", "max", "max_value", "maximum", "min", "min_value", "minimum", "popcount",
+    "power", "reinterpret", "round", "sigmoid", "sin",
     "sqrt", "sum", "tanh", "trunc", "floordiv", "floormod", "indexdiv", "indexmod", "truncdiv", "truncmod",
     "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "shift_left", "shift_right",
     "Schedule", "Stage", "create_schedule", "ScanOp", "scan",

@@ -841,6 +841,14 @@ def _float_call(name: str) -> Callable[[Any], Expr]:
     return fn
 
 
+def popcount(x: Any) -> Expr:
+    """The number of set bits of an integer (TVM's ``tir.popcount``; one ``popcnt`` a lane on x86)."""
+    x = convert(x)
+    if is_float(x.dtype) or x.dtype == "bool":
+        raise TypeError(f"popcount counts the bits of an integer, got a {x.dtype} expression ({x})")
+    return Call(x.dtype, "popcount", [x])
+
+
 exp = _float_call("exp")
 log = _float_call("log")
 sqrt = _float_call("sqrt")

@@ -72,7 +72,8 @@ def _is_const(v: Any) -> bool:
 _LOOPS = {"range": "serial", "serial": "serial", "parallel": "parallel", "vectorize": "vectorized",
           "unroll": "unrolled"}
 _MATH = {"sqrt": E.sqrt, "log": E.log, "exp": E.exp, "tanh": E.tanh, "sigmoid": E.sigmoid, "floor": E.floor,
-         "ceil": E.ceil, "trunc": E.trunc, "round": E.round, "erf": E.erf, "sin": E.sin, "cos": E.cos}
+         "ceil": E.ceil, "trunc": E.trunc, "round": E.round, "erf": E.erf, "sin": E.sin, "cos": E.cos,
+         "popcount": E.popcount}
 _CASTS = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
           "uint64", "bool")
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,

@@ -28,6 +28,17 @@ def _sigmoid(x: Any) -> Any:
     return 1 / (1 + np.exp(-x))
 
 
+def _popcount(x: Any) -> Any:
+    """The set bits of each integer's two's-complement word (numpy's bitwise_count counts |x| for signed)."""
+    a = np.asarray(x)
+    u = np.ascontiguousarray(a.reshape(-1)).view(np.dtype(f"uint{8 * a.itemsize}"))
+    if hasattr(np, "bitwise_count"):  # numpy 2
+        out = np.bitwise_count(u)
+    else:
+        out = np.unpackbits(u.view(np.uint8).reshape(u.shape + (a.itemsize,)), axis=-1).sum(axis=-1)
+    return out.astype(a.dtype).reshape(a.shape)[()]  # a number for a number
+
+
 def _ceil_div(a: Any, b: Any) -> Any:
     return (a + b - 1) // b
 
@@ -45,7 +56,7 @@ bind = _bind
 allocate = output_tensor = _array
 sqrt, log, exp, tanh, power = np.sqrt, np.log, np.exp, np.tanh, np.power
 floor, ceil, trunc, round = np.floor, np.ceil, np.trunc, np.round  # noqa: A001 - the scripts' names
-sigmoid, ceil_div, max_num_threads = _sigmoid, _ceil_div, _max_num_threads
+sigmoid, ceil_div, max_num_threads, popcount = _sigmoid, _ceil_div, _max_num_threads, _popcount
 
 
 def likely(cond: Any) -> Any:
@@ -60,7 +71,7 @@ uint8, uint16, uint32, uint64 = _cast("uint8"), _cast("uint16"), _cast("uint32")
 HYBRID_GLOBALS: dict[str, Any] = {
     name: globals()[name] for name in (
         "unroll", "vectorize", "parallel", "const_range", "serial", "bind", "allocate", "output_tensor", "sqrt",
-        "log", "exp", "tanh", "sigmoid", "power", "floor", "ceil", "trunc", "round", "ceil_div",
+        "log", "exp", "tanh", "sigmoid", "power", "popcount", "floor", "ceil", "trunc", "round", "ceil_div",
         "max_num_threads", "likely", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
         "uint16", "uint32", "uint64")
 }

@@ -18,7 +18,7 @@ _BINARY = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.FloorDiv: "//", E.FloorMod: "%"
            E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^",
            E.ShiftLeft: "<<", E.ShiftRight: ">>", E.And: "and", E.Or: "or"}
 _CALLS = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "pow": "power", "floor": "floor",
-          "ceil": "ceil", "nearbyint": "round", "fabs": "abs"}
+          "ceil": "ceil", "nearbyint": "round", "fabs": "abs", "popcount": "popcount"}
 _LOOPS = {"serial": "range", "parallel": "parallel", "vectorized": "vectorize", "unrolled": "unroll"}
 _CASTS = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 
