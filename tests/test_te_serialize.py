@@ -127,3 +127,18 @@ def test_a_calls_op_and_a_computes_body_list_are_tvms():
     B = te.compute((4,), lambda i: te.exp(A[i]), name="B")
     assert isinstance(B.op.body, list) and B.op.body[0].op.name == "tir.exp"
     assert B.op.body[0].op == autosched.ir.Op("tir.exp")
+
+
+def test_structural_equal_compares_trees_with_or_without_mapping_free_variables():
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((4,), name="A")
+    assert autosched.ir.structural_equal(n - 3, n - 3) and autosched.ir.structural_equal([n, 2], [n, 2])
+    assert not autosched.ir.structural_equal(n - 3, m - 3)
+    assert autosched.ir.structural_equal(n - 3, m - 3, map_free_vars=True)
+    assert not autosched.ir.structural_equal(n * m, m * m, map_free_vars=True)  # n and m are two variables
+    assert not autosched.ir.structural_equal(te.exp(A[n]), te.log(A[n]), map_free_vars=True)
+    assert not autosched.ir.structural_equal(n + 1, n + 2)
+    with pytest.raises(ValueError, match="not structurally equal"):
+        autosched.ir.assert_structural_equal(n, m)
+    with pytest.raises(TypeError, match="compares te expressions"):
+        autosched.ir.structural_equal("n", n)
