@@ -7,7 +7,9 @@ The code expects a schedule ``s`` of the computation and each tensor in a variab
 
 from __future__ import annotations
 
+import keyword
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from autosched.te.stage import Schedule, Stage
@@ -37,16 +39,21 @@ from autosched.te.trace import (
 )
 
 
-class _Names:
-    """Python names of the schedule's stages (their tensors) and loops, unique and valid."""
+class PyNames:
+    """Python names for objects (a schedule's stages and loops, a function's buffers and variables): each made
+    from a text, unique, valid and no keyword; ``taken`` holds names already in use."""
 
-    def __init__(self) -> None:
-        self.taken: set[str] = {"s", "te"}
+    def __init__(self, taken: Iterable[str] = ()) -> None:
+        self.taken: set[str] = set(taken)
         self.of: dict[int, str] = {}
+
+    def name(self, obj: Any, text: str) -> str:
+        """``obj``'s name, made from ``text`` the first time."""
+        return self.of.get(id(obj)) or self.make(obj, text)
 
     def make(self, obj: Any, text: str) -> str:
         base = re.sub(r"\W", "_", text).strip("_") or "x"
-        base = "_" + base if base[0].isdigit() else base
+        base = "_" + base if base[0].isdigit() or keyword.iskeyword(base) else base
         name, k = base, 1
         while name in self.taken:
             k += 1
@@ -62,7 +69,7 @@ class _Names:
 def schedule_code(task: Any, trace: Trace) -> str:
     """The te code that applies ``trace`` to a fresh schedule ``s`` of ``task``'s computation."""
     sch, _ = task.schedule()
-    names = _Names()
+    names = PyNames({"s", "te"})
     for st in sch.stages:
         names.make(st, st.name)
     lines = [f"# s = te.create_schedule({', '.join(names.get(sch[o]) + '.op' for o in sch.outputs)}), with each "
@@ -72,7 +79,7 @@ def schedule_code(task: Any, trace: Trace) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _leaves(stage: Stage, names: _Names, lines: list[str]) -> list[str]:
+def _leaves(stage: Stage, names: PyNames, lines: list[str]) -> list[str]:
     """The names of ``stage``'s loops, first naming (in ``lines``) those not named yet."""
     leaves = stage.leaf_iter_vars
     if all(names.get(v) for v in leaves):
@@ -89,7 +96,7 @@ def _leaves(stage: Stage, names: _Names, lines: list[str]) -> list[str]:
 _ON_LOOPS = (Split, Reorder, Fuse, Annotate, Bind, RFactor, Pragma, Prefetch)  # steps that name the stage's loops
 
 
-def _step_code(sch: Schedule, step: Step, names: _Names) -> list[str]:
+def _step_code(sch: Schedule, step: Step, names: PyNames) -> list[str]:
     if step.subject == "group":
         return _group_step_code(sch, step, names)
     stage = sch.stages[step.stage]
@@ -145,7 +152,7 @@ def _step_code(sch: Schedule, step: Step, names: _Names) -> list[str]:
     return lines
 
 
-def _group_step_code(sch: Schedule, step: Step, names: _Names) -> list[str]:
+def _group_step_code(sch: Schedule, step: Step, names: PyNames) -> list[str]:
     lines: list[str] = []
     if isinstance(step, CreateGroup):
         outs, ins = ([names.get(sch.stages[i]) for i in ends] for ends in (step.outputs, step.inputs))
@@ -168,4 +175,4 @@ def _group_step_code(sch: Schedule, step: Step, names: _Names) -> list[str]:
     return lines
 
 
-__all__ = ["schedule_code"]
+__all__ = ["PyNames", "schedule_code"]

@@ -3,14 +3,13 @@ loop nest in Python, which runs on numpy arrays and parses back into an operatio
 
 from __future__ import annotations
 
-import keyword
 import math
-import re
 from typing import Any
 
 from autosched.te import expr as E
 from autosched.te.hybrid.parser import HybridError
 from autosched.te.hybrid.runtime import HYBRID_GLOBALS
+from autosched.te.trace_code import PyNames
 from autosched.tir import stmt as S
 from autosched.tir.transform import substitute_stmt
 
@@ -26,8 +25,7 @@ _CASTS = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "u
 class _Writer:
     def __init__(self, name: str):
         self.name = name
-        self.names: dict[int, str] = {}
-        self.taken = set(HYBRID_GLOBALS) | {"min", "max", "abs", "len", "output_tensor", "allocate"}
+        self.names = PyNames([*HYBRID_GLOBALS, "min", "max", "abs", "len", "output_tensor", "allocate"])
         self.shape_of: dict[int, str] = {}  # a shape variable that is no argument -> the input dimension it is
         self.lines: list[str] = []
 
@@ -35,17 +33,7 @@ class _Writer:
         return HybridError(f"te.hybrid.build of {self.name}: {what} cannot be written as a hybrid script")
 
     def name_of(self, obj: Any, text: str) -> str:
-        got = self.names.get(id(obj))
-        if got is None:
-            base = re.sub(r"\W", "_", text).strip("_") or "v"
-            base = "v_" + base if base[0].isdigit() or keyword.iskeyword(base) else base
-            got, k = base, 1
-            while got in self.taken:
-                k += 1
-                got = f"{base}_{k}"
-            self.taken.add(got)
-            self.names[id(obj)] = got
-        return got
+        return self.names.name(obj, text)
 
     def expr(self, e: Any) -> str:  # noqa: C901 - one case per node kind
         if isinstance(e, E.Var):
