@@ -40,8 +40,8 @@ from autosched.te.trace import (
 
 
 class PyNames:
-    """Python names for objects (a schedule's stages and loops, a function's buffers and variables): each made
-    from a text, unique, valid and no keyword; ``taken`` holds names already in use."""
+    """Python names for objects (a schedule's stages and loops, a function's buffers and variables): each one
+    made of a text, unique, valid and no keyword; ``taken`` holds names already in use."""
 
     def __init__(self, taken: Iterable[str] = ()) -> None:
         self.taken: set[str] = set(taken)
