@@ -842,3 +842,18 @@ def test_a_tiny_injective_kernel_runs_on_one_thread(shape, threads):
     xd = np.random.default_rng(0).standard_normal(shape).astype("float32")
     (got,) = run(relay.Function([x], relay.sigmoid(x)), {"x": xd})
     np.testing.assert_allclose(got, 1 / (1 + np.exp(-xd)), rtol=1e-5, atol=1e-6)
+
+
+def test_only_tuples_of_known_length_iterate_and_evaluate_takes_one_expression():
+    """``list(expr)`` of a call used to index it forever (``[k]`` never runs out): it is refused by name; tuples
+    and batch_norm's result unpack; ``evaluate`` of one expression gives its array."""
+    x = relay.const(np.arange(6, dtype="float32").reshape(2, 3))
+    with pytest.raises(TypeError, match="a relay Call is not iterable"):
+        list(relay.exp(x))
+    a, b = relay.Tuple([x, relay.exp(x)])
+    assert a is x
+    ones = relay.const(np.ones(3, "float32"))
+    out, mean, var = relay.nn.batch_norm(x, ones, ones, ones, ones)
+    assert (out.index, mean.index, var.index) == (0, 1, 2)
+    np.testing.assert_allclose(relay.op.evaluate(b), np.exp(np.arange(6).reshape(2, 3)), rtol=1e-6)
+    assert len(relay.op.evaluate([b, relay.exp(b)])) == 2

@@ -40,6 +40,20 @@ def test_relu(target, dev, m, n, dtype):
 @tvm.testing.parametrize_targets("llvm")
 def test_only_llvm(target, dev):
     assert target == "llvm" and dev == tvm.cpu(0)
+
+
+class TestInAClass:
+    # fixtures as class attributes, as TVM's TOPI tests group their cases
+    size, scale = tvm.testing.parameters((3, 2.0), (5, 0.5))
+    mode = tvm.testing.parameter("a", "b")
+
+    @tvm.testing.fixture
+    def ref(self, size, scale):
+        return np.arange(size) * scale
+
+    @tvm.testing.parametrize_targets("llvm")
+    def test_scaled(self, target, ref, size, scale, mode):
+        assert ref.shape == (size,) and ref[-1] == (size - 1) * scale and mode in "ab"
 '''
 
 
@@ -50,8 +64,9 @@ def test_tvm_style_parametrized_tests_run_on_the_enabled_targets(tmp_path):
                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
-    # relu: 2 (m, n) pairs x 2 dtypes x 2 targets, cuda skipped where there is no GPU; and the llvm-only test
-    assert "9 passed" in out or ("5 passed" in out and "4 skipped" in out and "cuda is not enabled" in out), out
+    # relu: 2 (m, n) pairs x 2 dtypes x 2 targets, cuda skipped where there is no GPU; the llvm-only test; the
+    # class's 2 (size, scale) pairs x 2 modes
+    assert "13 passed" in out or ("9 passed" in out and "4 skipped" in out and "cuda is not enabled" in out), out
 
 
 def test_memoize_caches_per_decorated_function_and_arguments():

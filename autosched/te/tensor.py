@@ -164,8 +164,10 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list[Tensor]:
+        """The tensors the bodies read, and those a reduction's bounds read (a window sized per output point)."""
         seen: dict[int, Tensor] = {}
-        for b in self.bodies:
+        bounds = [e for ax in self.reduce_axis for e in (ax.dom.min, ax.dom.extent)]
+        for b in [*self.bodies, *bounds]:
             for node in walk(b):
                 if isinstance(node, TensorLoad) and id(node.tensor) not in seen:
                     seen[id(node.tensor)] = node.tensor

@@ -151,7 +151,7 @@ def parameter(*values: Any, ids: Any = None) -> Any:
     import pytest  # the test runner's
 
     @pytest.fixture(params=list(values), ids=ids)
-    def as_fixture(request: Any) -> Any:
+    def as_fixture(*_cls: Any, request: Any) -> Any:  # (*_cls: a fixture in a test class)
         return request.param
 
     return as_fixture
@@ -172,7 +172,7 @@ def parameters(*value_sets: Sequence[Any]) -> list[Any]:
         raise ValueError("tvm.testing.parameters: every value set needs one value per parameter")
     out = []
     for k in range(count):
-        def as_fixture(request: Any) -> Any:
+        def as_fixture(*_cls: Any, request: Any) -> Any:  # (*_cls: a fixture in a test class)
             return request.param
 
         as_fixture.autosched_group = (group, k, [tuple(v) for v in value_sets])  # read by the plugin

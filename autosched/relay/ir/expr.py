@@ -6,7 +6,7 @@ type in ``checked_type``. The printer (ir/printer.py) gives them a TVM-like text
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,6 +89,14 @@ class Expr:
 
     def __getitem__(self, index: int) -> TupleGetItem:
         return TupleGetItem(self, index)
+
+    def __iter__(self) -> Iterator[Expr]:
+        """The fields of a tuple of known length (``a, b = relay.split(x, 2)``); any other expression refuses, as
+        ``[k]`` never runs out on it and ``list(expr)`` would never end."""
+        if not hasattr(self, "__len__"):
+            raise TypeError(f"a relay {type(self).__name__} is not iterable (index a tuple-valued expression with "
+                            f"[k]; pass a list of expressions where several are expected)")
+        return (self[k] for k in range(len(self)))  # type: ignore[arg-type]
 
     __hash__ = object.__hash__
 

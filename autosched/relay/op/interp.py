@@ -43,8 +43,11 @@ def _tensors(exprs: Sequence[Expr]) -> tuple[list[te.Tensor], list[np.ndarray], 
     return placeholders, arrays, [vals[id(e)][0] for e in exprs]
 
 
-def evaluate(exprs: Sequence[Expr], target: Any = "llvm") -> list[np.ndarray]:
-    """Values of closed expressions (ops applied to constants, no free variables), computed in one kernel."""
+def evaluate(exprs: Expr | Sequence[Expr], target: Any = "llvm") -> Any:
+    """Values of closed expressions (ops applied to constants, no free variables), computed in one kernel: a list
+    of arrays, or one array for one expression given alone."""
+    if isinstance(exprs, Expr) and not isinstance(exprs, Tuple):
+        return evaluate([exprs], target)[0]
     exprs = list(exprs)
     for e in exprs:
         infer_type(e)
