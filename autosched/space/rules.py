@@ -108,6 +108,13 @@ def static_extents(axes) -> list[int] | None:
     return out
 
 
+def bounds_read(stage: Stage, axis) -> bool:
+    """Whether a reduction loop's bounds read spatial ``axis`` (a pooling window sized per output point): the
+    reduction may not then move inside ``axis``'s loops."""
+    var = axis.var
+    return any(var is x for ax in stage.op.reduce_axis for b in (ax.dom.min, ax.dom.extent) for x in E.walk(b))
+
+
 def split_levels(stage: Stage, axis, sizes, first: int):
     """Split ``axis`` into the loops of levels ``first..len(sizes)-1`` (sizes outermost first)."""
     loops, rest = [], axis
@@ -339,7 +346,7 @@ class DefaultLoops(SketchRule):
             return
         n_last = const_int(sp[-1].dom.extent)
         outer, vec = sp, None
-        if n_last is not None:
+        if n_last is not None and not bounds_read(st, sp[-1]):
             cands, w = vector_candidates(n_last, ctx.vector_lanes(st.op.dtype))
             v = ctx.decide(f"vec/{key}", cands, kind="vectorize", weights=w, hint=_factor_hint)
             if v > 1:
@@ -358,7 +365,8 @@ class DefaultLoops(SketchRule):
     def attached(self, ctx, st):
         key = ctx.key(st)
         sp, rd = list(st.op.axis), list(st.op.reduce_axis)
-        if sp and ctx.decide(f"vec_at/{key}", (True, False), kind="vectorize", weights=(3.0, 1.0)):
+        if sp and not bounds_read(st, sp[-1]) and ctx.decide(f"vec_at/{key}", (True, False), kind="vectorize",
+                                                             weights=(3.0, 1.0)):
             if rd:
                 st.reorder(*sp[:-1], *rd, sp[-1])
             st.vectorize(sp[-1])
