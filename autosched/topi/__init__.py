@@ -12,7 +12,7 @@ arithmetic operators (``A + B`` broadcasts), as in TVM. See docs/coming_from_tvm
 
 from __future__ import annotations
 
-from autosched.topi import cuda, generic, gpu, nn, sparse, tag, testing, utils, x86
+from autosched.topi import cuda, generic, gpu, nn, sparse, tag, testing, utils, vision, x86
 from autosched.topi.broadcast import (
     add,
     bitwise_and,
@@ -134,4 +134,4 @@ __all__ = ["abs", "add", "adv_index", "all", "any", "arange", "argmax", "argmin"
            "reshape", "reverse_sequence", "right_shift", "rocm", "round", "rsqrt", "sequence_mask", "shape",
            "sigmoid", "sign", "sin", "sort", "sparse", "sparse_to_dense", "split", "sqrt", "squeeze", "stack",
            "strided_set", "strided_slice", "subtract", "sum", "tag", "take", "tan", "tanh", "tensordot", "testing",
-           "tile", "topk", "transpose", "trunc", "unravel_index", "utils", "where", "x86"]
+           "tile", "topk", "transpose", "trunc", "unravel_index", "utils", "vision", "where", "x86"]

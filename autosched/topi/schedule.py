@@ -87,6 +87,7 @@ SCHEDULES = {
     "schedule_conv2d_nhwc": "an NHWC convolution",
     "schedule_depthwise_conv2d_nchw": "a depthwise convolution",
     "schedule_conv2d_transpose_nchw": "a transposed convolution",
+    "schedule_deformable_conv2d_nchw": "a deformable convolution",
     "schedule_dense": "a dense layer",
     "schedule_dense_pack": "a dense layer",
     "schedule_dense_nopack": "a dense layer",
@@ -104,6 +105,8 @@ SCHEDULES = {
     "schedule_argsort": "an argsort",
     "schedule_topk": "a top-k selection",
     "schedule_scan": "a running sum or product",
+    "schedule_roi_align": "RoIAlign",
+    "schedule_roi_pool": "RoIPool",
 }
 
 

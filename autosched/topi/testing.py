@@ -130,6 +130,47 @@ def conv2d_transpose_nchw_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any
     return _conv_nchw(x, np.ascontiguousarray(w), 1, 0, 1, 1)
 
 
+def deformable_conv2d_nchw_python(a_np: np.ndarray, offset_np: np.ndarray, w_np: np.ndarray, stride: Any,
+                                  padding: Any, dilation: Any, deformable_groups: int, groups: int,
+                                  mask_np: np.ndarray | None = None) -> np.ndarray:
+    """Deformable convolution (NCHW data, OIHW filter; TVM's arguments, any groups): each tap read at its window
+    place plus its (y, x) offset, bilinearly from the corners inside the image, times ``mask_np`` (DCNv2). As ONNX
+    and torchvision define it: a position within a pixel of the image still reads its corners on it (TVM's own
+    reference zeroes every position with y or x below 0)."""
+    n, c, h, w = a_np.shape
+    o, ig, kh, kw = w_np.shape
+    sh, sw = _pair(stride)
+    dh, dw = _pair(dilation)
+    pt, pl, _, _ = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
+    oh, ow = offset_np.shape[2:]
+    dg = deformable_groups
+    off = offset_np.astype("float64").reshape(n, dg, kh, kw, 2, oh, ow)
+    ys = np.arange(oh)[:, None] * sh - pt + np.arange(kh)[:, None, None, None] * dh  # [kh, 1, oh, 1]
+    xs = np.arange(ow) * sw - pl + np.arange(kw)[:, None, None] * dw  # [kw, 1, ow]
+    py = off[:, :, :, :, 0] + ys[None, None]  # [n, dg, kh, kw, oh, ow]
+    px = off[:, :, :, :, 1] + xs[None, None, None]
+    inside = (py > -1) & (py < h) & (px > -1) & (px < w)
+    y0, x0 = np.floor(py), np.floor(px)
+    scale = np.ones_like(py) if mask_np is None else mask_np.astype("float64").reshape(py.shape)
+    a = a_np.astype("float64").reshape(n, dg, c // dg, h, w)
+    cols = np.zeros((n, dg, c // dg, kh, kw, oh, ow))
+    bi, gi = np.arange(n)[:, None, None, None, None, None], np.arange(dg)[None, :, None, None, None, None]
+    for yy, wy in ((y0, 1 - (py - y0)), (y0 + 1, py - y0)):
+        for xx, wx in ((x0, 1 - (px - x0)), (x0 + 1, px - x0)):
+            ok = inside & (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
+            yi = np.clip(yy, 0, h - 1).astype(np.int64)
+            xi = np.clip(xx, 0, w - 1).astype(np.int64)
+            taken = a[bi, gi, :, yi, xi]  # [n, dg, kh, kw, oh, ow, c // dg]
+            cols += np.moveaxis(np.where(ok, wy * wx * scale, 0.0)[..., None] * taken, -1, 2)
+    cols = cols.reshape(n, c, kh, kw, oh, ow)
+    og = o // groups
+    out = np.empty((n, o, oh, ow))
+    for g in range(groups):
+        out[:, g * og:(g + 1) * og] = np.einsum("ncijhw,ocij->nohw", cols[:, g * ig:(g + 1) * ig],
+                                                w_np[g * og:(g + 1) * og].astype("float64"))
+    return out.astype(a_np.dtype)
+
+
 def softmax_python(a_np: np.ndarray, axis: int = -1) -> np.ndarray:
     """Softmax along ``axis``."""
     e = np.exp(a_np - a_np.max(axis=axis, keepdims=True))
@@ -140,6 +181,26 @@ def log_softmax_python(a_np: np.ndarray, axis: int = -1) -> np.ndarray:
     """Log-softmax along ``axis``."""
     s = a_np - a_np.max(axis=axis, keepdims=True)
     return (s - np.log(np.exp(s).sum(axis=axis, keepdims=True))).astype(a_np.dtype)
+
+
+def nll_loss(predictions: np.ndarray, targets: np.ndarray, weights: np.ndarray, reduction: str = "mean",
+             ignore_index: int | None = -100) -> np.ndarray:
+    """TVM's reference negative log-likelihood loss: -weights[t] * predictions[n, t, d...] per target t (nothing
+    where t is ``ignore_index`` or outside the classes); none, the sum, or the sum over the targets' weights."""
+    t = targets.astype(np.int64)
+    counted = (t >= 0) & (t < predictions.shape[1])
+    if ignore_index is not None:
+        counted &= t != ignore_index
+    k = np.where(counted, t, 0)
+    picked = np.take_along_axis(predictions.astype(np.float64), k[:, None], axis=1)[:, 0]
+    w = np.where(counted, weights.astype(np.float64)[k], 0.0)
+    loss = np.where(counted, -picked * w, 0.0)
+    if reduction == "none":
+        return loss.astype(predictions.dtype)
+    if reduction == "sum":
+        return np.asarray(loss.sum(), predictions.dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):  # every target ignored: 0 / 0, NaN as in PyTorch
+        return np.asarray(loss.sum() / w.sum(), predictions.dtype)
 
 
 def batch_matmul(x: np.ndarray, y: np.ndarray, out_dtype: str | None = None, trans_x: bool = False,
@@ -330,3 +391,66 @@ def lrn_python(a_np: np.ndarray, size: int, axis: int, bias: float, alpha: float
         sums[..., c] = sq[..., max(0, c - half):min(n, c + half + 1)].sum(axis=-1)
     sums = np.moveaxis(sums, -1, axis)
     return (a_np / (bias + alpha / size * sums) ** beta).astype(a_np.dtype)
+
+
+def _bilinear_python(img: np.ndarray, y: float, x: float) -> np.ndarray:
+    """``img`` [C, H, W] sampled at (y, x) as RoIAlign samples: zero beyond one pixel outside, else clamped."""
+    height, width = img.shape[1:]
+    if y < -1.0 or y > height or x < -1.0 or x > width:
+        return np.zeros(img.shape[0], img.dtype)
+    y, x = min(max(y, 0.0), height - 1.0), min(max(x, 0.0), width - 1.0)
+    y0, x0 = int(np.floor(y)), int(np.floor(x))
+    y1, x1 = min(y0 + 1, height - 1), min(x0 + 1, width - 1)
+    ly, lx = y - y0, x - x0
+    return ((1 - ly) * (1 - lx) * img[:, y0, x0] + (1 - ly) * lx * img[:, y0, x1]
+            + ly * (1 - lx) * img[:, y1, x0] + ly * lx * img[:, y1, x1])
+
+
+def roi_align_nchw_python(a_np: np.ndarray, rois_np: np.ndarray, pooled_size: Any, spatial_scale: float,
+                          sample_ratio: int, mode: Any = b"avg") -> np.ndarray:
+    """numpy reference of ``topi.vision.roi_align_nchw``: per box and bin the mean (or the largest) of a grid of
+    bilinear samples, ``sample_ratio`` per side or ceil(bin size) when it is below 1; boxes at least 1x1."""
+    ph_n, pw_n = (pooled_size, pooled_size) if isinstance(pooled_size, int) else pooled_size
+    avg = mode in (b"avg", 0, "avg")
+    out = np.zeros((rois_np.shape[0], a_np.shape[1], ph_n, pw_n), a_np.dtype)
+    for r, (b, x1, y1, x2, y2) in enumerate(rois_np.astype("float64")):
+        img = a_np[int(b)]
+        y1, x1, y2, x2 = y1 * spatial_scale, x1 * spatial_scale, y2 * spatial_scale, x2 * spatial_scale
+        bin_h, bin_w = max(y2 - y1, 1.0) / ph_n, max(x2 - x1, 1.0) / pw_n
+        gh = sample_ratio if sample_ratio > 0 else int(np.ceil(bin_h))
+        gw = sample_ratio if sample_ratio > 0 else int(np.ceil(bin_w))
+        for ph in range(ph_n):
+            for pw in range(pw_n):
+                samples = [_bilinear_python(img, y1 + ph * bin_h + (iy + 0.5) * bin_h / gh,
+                                            x1 + pw * bin_w + (ix + 0.5) * bin_w / gw)
+                           for iy in range(gh) for ix in range(gw)]
+                if samples:
+                    out[r, :, ph, pw] = np.mean(samples, 0) if avg else np.max(samples, 0)
+    return out
+
+
+def roi_pool_nchw_python(a_np: np.ndarray, rois_np: np.ndarray, pooled_size: Any, spatial_scale: float
+                         ) -> np.ndarray:
+    """numpy reference of ``topi.vision.roi_pool_nchw``: the box rounded to pixels (halves away from zero, at
+    least 1x1), bin p spanning [floor(p size / n), ceil((p + 1) size / n)) of it clipped to the image, each
+    bin's largest pixel (0 for an empty bin)."""
+    ph_n, pw_n = (pooled_size, pooled_size) if isinstance(pooled_size, int) else pooled_size
+    height, width = a_np.shape[2:]
+    out = np.zeros((rois_np.shape[0], a_np.shape[1], ph_n, pw_n), a_np.dtype)
+
+    def rnd(v: float) -> int:
+        return int(np.floor(v + 0.5)) if v >= 0 else int(np.ceil(v - 0.5))
+
+    for r, (b, x1, y1, x2, y2) in enumerate(rois_np.astype("float64")):
+        sx, sy = rnd(x1 * spatial_scale), rnd(y1 * spatial_scale)
+        bin_h = max(rnd(y2 * spatial_scale) - sy + 1, 1) / ph_n
+        bin_w = max(rnd(x2 * spatial_scale) - sx + 1, 1) / pw_n
+        for ph in range(ph_n):
+            ys = min(max(int(np.floor(ph * bin_h)) + sy, 0), height)
+            ye = min(max(int(np.ceil((ph + 1) * bin_h)) + sy, 0), height)
+            for pw in range(pw_n):
+                xs = min(max(int(np.floor(pw * bin_w)) + sx, 0), width)
+                xe = min(max(int(np.ceil((pw + 1) * bin_w)) + sx, 0), width)
+                if ye > ys and xe > xs:
+                    out[r, :, ph, pw] = a_np[int(b), :, ys:ye, xs:xe].max(axis=(1, 2))
+    return out

@@ -11,6 +11,7 @@ from autosched.topi.nn import (  # noqa: F401
     sparse_dense,
 )
 from autosched.topi.schedule import default_schedule, schedules_module  # noqa: F401
+from autosched.topi.vision import roi_align_nchw  # noqa: F401
 
 schedules_module(globals(), "llvm")
 dense_nopack = dense_pack = dense

@@ -1,7 +1,7 @@
 """The ops, one home: the registry and ``make_call`` (``op``), the built-in ops registered on import by family
 (``elemwise``, ``tensor``: reshape, transpose, concatenate, pad, slice, upsampling, take; ``indexing``: gathers
 and scatters at computed positions, one_hot, topk; ``reduce``: sums,
-means, extrema and layer_norm; ``nn``; ``blocked``: the
+means, extrema and layer_norm; ``nn``; ``linalg``: det; ``blocked``: the
 blocked-channel layouts AlterOpLayout rewrites into), the checks they share (``common``), the default CPU and GPU
 schedules of the kernels they anchor (``schedules``, ``cuda_schedules``) and the evaluation of constant
 expressions that FoldConstant uses (``interp``). Above the IR, below the passes.
@@ -9,7 +9,20 @@ expressions that FoldConstant uses (``interp``). Above the IR, below the passes.
 Importing it gives ``Expr`` its ``+ - * /`` (op.py).
 """
 
-from autosched.relay.op import blocked, elemwise, image, indexing, interp, nn, op, reduce, schedules, tensor
+from autosched.relay.op import (
+    blocked,
+    elemwise,
+    image,
+    indexing,
+    interp,
+    linalg,
+    nn,
+    op,
+    reduce,
+    schedules,
+    tensor,
+    vision,
+)
 from autosched.relay.op.blocked import layout_transform
 from autosched.relay.op.common import broadcast_shape, pad4
 from autosched.relay.op.elemwise import (
@@ -64,6 +77,7 @@ from autosched.relay.op.elemwise import (
 )
 from autosched.relay.op.indexing import gather, gather_nd, one_hot, scatter_elements, scatter_nd, topk
 from autosched.relay.op.interp import evaluate
+from autosched.relay.op.linalg import det
 from autosched.relay.op.nn._nn import channel_block_of, log_softmax, lrn, pad_nchw
 from autosched.relay.op.op import (
     BROADCAST,
@@ -134,7 +148,7 @@ __all__ = [
     "transpose", "upsampling", "cast", "compare", "erf", "logical_not", "mod", "power", "reciprocal", "where",
     "reduce", "layer_norm", "broadcast_to", "take", "trilu", "abs", "ceil", "cos", "floor", "isinf", "isnan",
     "log", "round", "sign", "sin", "tan", "atan", "asin", "acos",
-    "tile", "image", "indexing", "gather", "gather_nd", "one_hot", "scatter_elements",
+    "tile", "image", "vision", "linalg", "det", "indexing", "gather", "gather_nd", "one_hot", "scatter_elements",
     "scatter_nd", "topk", "sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",

@@ -21,6 +21,8 @@ GELU) is computed on the anchor's register tile in the output's loops.
   per output value, several values per block;
 - grid_sample: one thread per output element, its pixel's sampling position, tap indices and weights computed
   in the thread first;
+- nll_loss summed or averaged: one block whose threads sum the losses (and the weights) together;
+- det: one thread per matrix, its whole elimination (each step's submatrix, each pivot search) in the thread;
 - anything else (injective kernels, windowed pooling, reductions over outer axes): one thread per output
   element, blocks of 256 threads, a reduction accumulated in a register.
 """
@@ -322,6 +324,8 @@ def _trailing_reduction(out: te.Tensor, attrs: dict) -> bool:
         return int(attrs.get("axis", -1)) % len(out.shape) == len(out.shape) - 1
     if op == "nn.layer_norm":
         return True
+    if op == "nn.nll_loss":  # summed (and the weights summed) to one value; "none" is elementwise
+        return attrs.get("reduction", "mean") != "none"
     if op == "nn.global_avg_pool2d":
         return str(attrs.get("layout", "NCHW")) == "NCHW" and len(out.shape) == 4
     if op in ("sum", "mean", "max", "min"):
@@ -442,7 +446,21 @@ def grid_sample(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None)
         sch[t].compute_at(sch[out], tx)
 
 
+def det(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> None:
+    """One thread per matrix: its elimination (the matrix's copy, each step's submatrix and pivot search) computed
+    in the thread (inlined, each step would recompute every step before it); one matrix on one thread."""
+    kept = tuple(t for t in compute_stages(out) if t.op.name.startswith("det_"))  # consumers first
+    inline_injective(sch, out, keep=kept)
+    if sch[out].op.axis:
+        _, tx = _bind_flat(sch, out)
+    else:
+        tx = sch[out].fuse()
+        sch[out].bind(tx, "blockIdx.x")
+    for t in kept:
+        sch[t].compute_at(sch[out], tx)
+
+
 BY_OP = {"nn.conv2d": conv2d, "nn.dense": dense, "nn.matmul": dense, "nn.batch_matmul": batch_matmul,
-         "image.grid_sample": grid_sample,
+         "image.grid_sample": grid_sample, "det": det,
          **{op: row_reduction for op in ("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.global_avg_pool2d",
-                                         "sum", "mean", "max", "min")}}
+                                         "sum", "mean", "max", "min", "nn.nll_loss")}}

@@ -78,6 +78,18 @@ def conv2d_transpose_nchw(Input: te.Tensor, Filter: te.Tensor, strides: Any, pad
         d, w, strides=strides, padding=pad, output_padding=output_padding, out_dtype=_out_dtype(out_dtype, Input)))
 
 
+def deformable_conv2d_nchw(data: te.Tensor, offset: te.Tensor, kernel: te.Tensor, strides: Any, padding: Any,
+                           dilation: Any, deformable_groups: int, groups: int,
+                           out_dtype: str | None = None) -> te.Tensor:
+    """Deformable 2-D convolution of NCHW data by an OIHW kernel, each tap read at its place moved by ``offset``
+    [N, 2 * deformable_groups * KH * KW, OH, OW] ((y, x) pairs), bilinearly; relay's nn.deformable_conv2d."""
+    kh, kw = (int(d) for d in kernel.shape[2:])
+    pad = _pad4(padding, (kh, kw), dilation)
+    return lower_call("nn.deformable_conv2d_nchw", [data, offset, kernel], lambda d, o, w: relay.nn.deformable_conv2d(
+        d, o, w, strides=strides, padding=pad, dilation=dilation, deformable_groups=deformable_groups, groups=groups,
+        out_dtype=_out_dtype(out_dtype, data)))
+
+
 def dense(data: te.Tensor, weight: te.Tensor, bias: te.Tensor | None = None,
           out_dtype: str | None = None) -> te.Tensor:
     """``data @ weight.T`` (+ bias), weight [units, in]."""
@@ -214,6 +226,14 @@ def layer_norm(data: te.Tensor, gamma: te.Tensor, beta: te.Tensor, axis: int = -
                       lambda d, g, b: relay.nn.layer_norm(d, g, b, axis=axis, epsilon=epsilon))
 
 
+def nll_loss(predictions: te.Tensor, targets: te.Tensor, weights: te.Tensor, reduction: str = "mean",
+             ignore_index: int | None = -100) -> te.Tensor:
+    """The negative log-likelihood loss of ``predictions`` [N, C, d...] at ``targets`` [N, d...] weighted by
+    ``weights`` [C]: none, sum, or mean over the targets' weights (``relay.nn.nll_loss``)."""
+    return lower_call("nn.nll_loss", [predictions, targets, weights],
+                      lambda p, t, w: relay.nn.nll_loss(p, t, w, reduction, ignore_index))
+
+
 def sparse_dense(dense_data: te.Tensor, sparse_data: te.Tensor, sparse_indices: te.Tensor,
                  sparse_indptr: te.Tensor, sparse_lhs: bool = False) -> te.Tensor:
     """``dense_data @ W.T`` for a sparse W in BSR (data [blocks, bs_r, bs_c]) or CSR (data [nonzeros]); the
@@ -223,6 +243,7 @@ def sparse_dense(dense_data: te.Tensor, sparse_data: te.Tensor, sparse_indices: 
 
 
 __all__ = ["adaptive_pool", "adaptive_pool1d", "adaptive_pool3d", "batch_matmul", "conv2d", "conv2d_nchw",
-           "conv2d_nhwc", "conv2d_transpose_nchw", "dense", "depthwise_conv2d_nchw", "dilate", "flatten",
-           "get_pad_tuple", "global_pool", "layer_norm", "leaky_relu", "log_softmax", "lrn", "matmul", "pad",
-           "pool1d", "pool2d", "pool3d", "pool_grad", "prelu", "relu", "softmax", "sparse_dense", "upsampling"]
+           "conv2d_nhwc", "conv2d_transpose_nchw", "deformable_conv2d_nchw", "dense", "depthwise_conv2d_nchw",
+           "dilate", "flatten", "get_pad_tuple", "global_pool", "layer_norm", "leaky_relu", "log_softmax", "lrn",
+           "matmul", "nll_loss", "pad", "pool1d", "pool2d", "pool3d", "pool_grad", "prelu", "relu", "softmax",
+           "sparse_dense", "upsampling"]

@@ -3,7 +3,8 @@
 and scatters), ``rnn`` (LSTM, GRU, RNN, unrolled), ``attention`` (Attention, RotaryEmbedding), ``quantized``
 (QDQ, dynamic and QLinear quantization), ``signal`` (DFT, STFT, windows), ``random`` (draws made at import),
 ``contrib`` (onnxruntime's fused
-transformer ops), ``control`` (If and Loop decided at import) and ``constants`` (values known at import);
+transformer ops), ``control`` (If and Loop decided at import) and ``constants`` (values known at import), ``vision``
+(RoiAlign, MaxRoiPool), ``loss`` (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), ``linalg`` (Det);
 ``registry`` is the table that joins them."""
 
 from autosched.relay.frontend.onnx import (  # noqa: F401 - they fill the table
@@ -12,12 +13,15 @@ from autosched.relay.frontend.onnx import (  # noqa: F401 - they fill the table
     contrib,
     control,
     elementwise,
+    linalg,
+    loss,
     nn,
     quantized,
     random,
     rnn,
     signal,
     tensor,
+    vision,
 )
 from autosched.relay.frontend.onnx.importer import OnnxImportError, OpNotImplemented, from_onnx
 from autosched.relay.frontend.onnx.registry import CONVERTERS

@@ -15,6 +15,7 @@ from autosched.relay.frontend.onnx.registry import register
 from autosched.relay.ir.expr import Expr, RelayError
 from autosched.relay.op.nn.conv3d import conv3d_transpose_cropped
 from autosched.relay.op.nn.conv_transpose import conv_transpose_cropped
+from autosched.relay.op.nn.deformable_conv import pack_weight, weight_block
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -144,6 +145,42 @@ def conv_of(g: _GraphConverter, node: onnx.NodeProto, attrs: dict, x: Expr, weig
         kernel = (1, kernel[0])
     return relay_op.nn.conv2d(x, weight, strides=strides, padding=padding, dilation=dilations,
                               groups=int(attrs.get("group", 1)), channels=wshape[0], kernel_size=kernel)
+
+
+@register("DeformConv")
+def _deform_conv(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
+    """2-D DeformConv (opset 19) as nn.deformable_conv2d: offset_group as its deformable_groups, the optional mask
+    (DCNv2) as its fourth input, the optional bias added after it (nn.bias_add)."""
+    xshape, wshape = g.shape(node.input[0]), g.shape(node.input[1])
+    if len(xshape) != 4 or len(wshape) != 4:
+        g._fail(f"{len(xshape) - 2}-D DeformConv is not supported (data {node.input[0]!r} {list(xshape)}, weight "
+                f"{list(wshape)}); only 2-D (N x C x H x W) is")
+    kernel = tuple(int(k) for k in attrs.get("kernel_shape", wshape[2:]))
+    if kernel != tuple(wshape[2:]):
+        g._fail(f"kernel_shape {list(kernel)} does not match the weight's shape {list(wshape)}")
+    strides, dilations, pads = _window(g, node, attrs, kernel, allowed=(2,))
+    mask = g.optional(node, 4)
+    groups = int(attrs.get("group", 1))
+    o, i, kh, kw = wshape
+    if groups < 1 or o % groups:
+        g._fail(f"the weight's {o} output channels do not divide into group={groups}")
+    # in blocks of output channels, the layout the kernel reads: in numpy when the weight is frozen, else a
+    # reshape and transpose of the parameter that relay.build folds once the params are bound
+    b = weight_block(o // groups)
+    weight = _weight(g, node.input[1], lambda w: pack_weight(w, groups)[0],
+                     lambda w: relay_op.transpose(relay_op.reshape(w, (o // b, b, i, kh, kw)), (0, 3, 4, 2, 1)))
+    out = relay_op.nn.deformable_conv2d(
+        g.tensor(node.input[0]), g.tensor(node.input[2]), weight, strides=strides, padding=pads, dilation=dilations,
+        deformable_groups=int(attrs.get("offset_group", 1)), groups=groups, channels=o, kernel_size=kernel,
+        kernel_layout=f"OHWI{b}o", mask=None if mask is None else g.tensor(mask))
+    bias = g.optional(node, 3)
+    if bias is not None:
+        out = relay_op.nn.bias_add(out, g.tensor(bias), axis=1)
+    try:
+        g._relay_shape(out)  # the op's checks (the offset's and the mask's shapes, groups), naming this node
+    except RelayError as e:
+        g._fail(str(e))
+    return out
 
 
 def _conv_transpose_pads(g: _GraphConverter, attrs: dict, in_size: Sequence[int], kernel: Sequence[int],
