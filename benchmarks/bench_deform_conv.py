@@ -3,9 +3,9 @@
     python benchmarks/bench_deform_conv.py [--threads 2] [--rounds 4] [--seconds 1.0]
 
 Each row is one DeformConv node with a bias (and, for the DCNv2 rows, a mask), imported, built for this CPU with
-the default schedule and checked against onnxruntime once; both sides are then timed in alternating rounds
-(benchmarks/_timing.py), each keeping its best median. Offsets are a few pixels (samples off the image too).
-Prints the CPU. Run it on a quiet machine.
+the default schedule and checked against onnxruntime once (benchmarks/_onnx_sides.py); both sides are then
+timed in alternating rounds (benchmarks/_timing.py), each keeping its best median. Offsets are a few pixels
+(samples off the image too). Prints the CPU. Run it on a quiet machine.
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import alternating_medians  # noqa: E402
+from _onnx_sides import compare, onnx_sides  # noqa: E402
 
-from autosched import relay  # noqa: E402
-from autosched.runtime.graph_executor import GraphModule  # noqa: E402
 from autosched.target import Target  # noqa: E402
 
 # (C, O, H = W, kernel, offset groups, mask): the size of the task's check, a ResNet stage-3 DCN layer (v2, as
@@ -51,6 +49,16 @@ def model(c: int, o: int, hw: int, k: int, og: int, mask: bool):
     return m
 
 
+def feeds(c: int, o: int, hw: int, k: int, og: int, mask: bool) -> dict[str, np.ndarray]:
+    """The data, offsets of a few pixels (samples off the image too) and the mask (DCNv2 rows)."""
+    rng = np.random.default_rng(1)
+    out = {"x": rng.standard_normal((1, c, hw, hw)).astype(np.float32),
+           "offset": (rng.standard_normal((1, 2 * og * k * k, hw, hw)) * 2).astype(np.float32)}
+    if mask:
+        out["mask"] = rng.uniform(0, 1, (1, og * k * k, hw, hw)).astype(np.float32)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=2)
@@ -60,27 +68,12 @@ def main() -> None:
     os.environ.setdefault("AUTOSCHED_NUM_THREADS", str(args.threads))
     print(f"batch 1, {args.threads} threads, default schedules, on {Target('llvm').cpu.name}, onnxruntime "
           f"{ort.__version__}")
-    for name, shape in ROWS.items():
-        c, o, hw, k, og, mask = shape
-        m = model(*shape)
-        rng = np.random.default_rng(1)
-        feeds = {"x": rng.standard_normal((1, c, hw, hw)).astype(np.float32),
-                 "offset": (rng.standard_normal((1, 2 * og * k * k, hw, hw)) * 2).astype(np.float32)}
-        if mask:
-            feeds["mask"] = rng.uniform(0, 1, (1, og * k * k, hw, hw)).astype(np.float32)
-        mod, params = relay.frontend.from_onnx(m)
-        gm = GraphModule(*relay.build(mod, target="llvm", params=params))
-        gm.set_input(**feeds)
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = args.threads
-        sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        gm.run()
-        np.testing.assert_allclose(gm.get_output(0).numpy(), sess.run(None, feeds)[0], rtol=1e-3, atol=1e-3)
-        best = alternating_medians({"autosched": gm.run, "onnxruntime": lambda: sess.run(None, feeds)},
-                                   rounds=args.rounds, seconds=args.seconds)
+    runs = {name: onnx_sides(model(*shape), feeds(*shape), args.threads, "llvm") for name, shape in ROWS.items()}
+    for name, ours, theirs, err in compare(runs, args.rounds, args.seconds):
+        c, o, hw, k, og, mask = ROWS[name]
         print(f"{name:16s} {c}->{o} at {hw}x{hw}, {k}x{k}, offset_group {og}{', mask' if mask else ''}: autosched "
-              f"{best['autosched'] * 1e3:.3f} ms, onnxruntime {best['onnxruntime'] * 1e3:.3f} ms, "
-              f"{best['autosched'] / best['onnxruntime']:.2f}x")
+              f"{ours * 1e3:.3f} ms, onnxruntime {theirs * 1e3:.3f} ms, {ours / theirs:.2f}x (largest difference "
+              f"{err:.1e} of the largest output)")
 
 
 if __name__ == "__main__":

@@ -1174,7 +1174,8 @@ def test_control_flow_decided_at_run_time_is_refused_by_name() -> None:
     branch = helper.make_graph([helper.make_node("StringNormalizer", ["x"], ["u"])], "odd", [], [_vi("u", None)])
     nodes = [helper.make_node("If", ["yes"], ["y"], then_branch=branch, else_branch=other)]
     model = _control_model(nodes, [_vi("x", [4])], [_vi("y", None)], {"yes": np.array(True)})
-    with pytest.raises(OnnxImportError, match=r"its body 'odd' uses unsupported operator type\(s\): StringNormalizer \(x1\)"):
+    with pytest.raises(OnnxImportError, match=r"its body 'odd' uses unsupported operator type\(s\): "
+                                              r"StringNormalizer \(x1\)"):
         from_onnx(model)
 
 

@@ -75,17 +75,20 @@ def _pair(v: Any) -> tuple[int, int]:
 def _conv_nchw(a: np.ndarray, w: np.ndarray, stride: Any, padding: Any, dilation: Any, groups: int) -> np.ndarray:
     sh, sw = _pair(stride)
     dh, dw = _pair(dilation)
-    o, ig, kh, kw = w.shape
+    kh, kw = w.shape[2:]
     pt, pl, pb, pr = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
     x = np.pad(a.astype("float64"), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
     win = sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]
-    n, c, oh, ow = win.shape[:4]
+    return _grouped_sums("nchwij,ocij->nohw", win, w, groups).astype(a.dtype)
+
+
+def _grouped_sums(spec: str, x: np.ndarray, w: np.ndarray, groups: int) -> np.ndarray:
+    """A grouped convolution's sums in float64: the einsum ``spec`` of each group's channels of ``x`` (axis 1) by
+    the group's filters of ``w`` [O, I / groups, ...], the groups' outputs joined along axis 1."""
+    o, ig = w.shape[:2]
     og = o // groups
-    out = np.empty((n, o, oh, ow))
-    for g in range(groups):
-        out[:, g * og:(g + 1) * og] = np.einsum("nchwij,ocij->nohw", win[:, g * ig:(g + 1) * ig],
-                                                w[g * og:(g + 1) * og].astype("float64"))
-    return out.astype(a.dtype)
+    return np.concatenate([np.einsum(spec, x[:, g * ig:(g + 1) * ig], w[g * og:(g + 1) * og].astype("float64"))
+                           for g in range(groups)], axis=1)
 
 
 def conv2d_nchw_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any, groups: int = 1,
@@ -138,7 +141,7 @@ def deformable_conv2d_nchw_python(a_np: np.ndarray, offset_np: np.ndarray, w_np:
     and torchvision define it: a position within a pixel of the image still reads its corners on it (TVM's own
     reference zeroes every position with y or x below 0)."""
     n, c, h, w = a_np.shape
-    o, ig, kh, kw = w_np.shape
+    kh, kw = w_np.shape[2:]
     sh, sw = _pair(stride)
     dh, dw = _pair(dilation)
     pt, pl, _, _ = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
@@ -162,13 +165,7 @@ def deformable_conv2d_nchw_python(a_np: np.ndarray, offset_np: np.ndarray, w_np:
             xi = np.clip(xx, 0, w - 1).astype(np.int64)
             taken = a[bi, gi, :, yi, xi]  # [n, dg, kh, kw, oh, ow, c // dg]
             cols += np.moveaxis(np.where(ok, wy * wx * scale, 0.0)[..., None] * taken, -1, 2)
-    cols = cols.reshape(n, c, kh, kw, oh, ow)
-    og = o // groups
-    out = np.empty((n, o, oh, ow))
-    for g in range(groups):
-        out[:, g * og:(g + 1) * og] = np.einsum("ncijhw,ocij->nohw", cols[:, g * ig:(g + 1) * ig],
-                                                w_np[g * og:(g + 1) * og].astype("float64"))
-    return out.astype(a_np.dtype)
+    return _grouped_sums("ncijhw,ocij->nohw", cols.reshape(n, c, kh, kw, oh, ow), w_np, groups).astype(a_np.dtype)
 
 
 def softmax_python(a_np: np.ndarray, axis: int = -1) -> np.ndarray:
