@@ -133,3 +133,31 @@ def test_what_autotvm_names_autosched_does_not_take_are_refused(tmp_path):
 
     with pytest.raises(TypeError, match=r"must return \(schedule, \[tensors\]\)"):
         bad(8)
+
+
+def test_a_fallback_context_hands_out_the_configurations_of_templates_called_without_records():
+    """TVM's ``autotvm.FallbackContext`` (TOPI's tests subclass it) and ``task.space.FallbackConfigEntity``: under
+    the context a template called with no record takes the context's configuration of its workload, one per
+    (target, workload), so a knob the caller fixed is the one the schedule uses."""
+    from autosched.autotvm.task.space import FallbackConfigEntity
+
+    class Fixed(autotvm.FallbackContext):
+        def _query_inside(self, target, workload):
+            key = (str(target), workload)
+            if key not in self.memory:
+                cfg = FallbackConfigEntity()
+                cfg.define_knob("tile_y", [8])  # the caller's choice, before the template defines its knobs
+                cfg.define_knob("tile_x", [4])
+                self.memory[key] = cfg
+            return self.memory[key]
+
+    with tvm.target.Target("llvm"), Fixed() as ctx:
+        s, args = matmul_v1(32, 32, 32, "float32")
+        assert list(ctx.memory) == [("llvm", ("tutorial/matmul_v1", 32, 32, 32, "float32"))]
+        cfg = next(iter(ctx.memory.values()))
+        assert cfg.is_fallback and (cfg["tile_y"].val, cfg["tile_x"].val) == (8, 4)
+        code = str(tvm.lower(s, args, simple_mode=True))
+        assert "for (i.inner, 0, 8)" in code and "for (j.inner, 0, 4)" in code, code
+        _check(tvm.build(s, args, "llvm"), 32)
+    s, args = matmul_v1(32, 32, 32, "float32")  # outside it: AutoTVM's fallback (the first candidates, 1)
+    assert ".inner" not in str(tvm.lower(s, args, simple_mode=True))

@@ -440,3 +440,24 @@ def test_sort_argsort_topk_and_running_sums_match_numpy():
         sch = topi.generic.schedule_scan(out)
         got = run(sch, [A, out], a, out_shape=want.shape, out_dtype=want.dtype)
         np.testing.assert_array_equal(got, want)
+
+
+def test_grouped_convolutions_under_topis_names():
+    """``topi.nn.group_conv2d_nchw`` / ``_nhwc`` (TVM's arguments, with ``groups``) and their schedules: relay's
+    grouped conv2d, against the numpy reference."""
+    rng = np.random.default_rng(11)
+    x_np = rng.standard_normal((1, 8, 9, 9)).astype("float32")
+    w_np = rng.standard_normal((12, 2, 3, 3)).astype("float32")  # 4 groups of 2 -> 3 channels
+    ref = topi.testing.conv2d_nchw_python(x_np, w_np, 2, 1, groups=4)
+    for layout in ("NCHW", "NHWC"):
+        nhwc = layout == "NHWC"
+        xv = x_np.transpose(0, 2, 3, 1).copy() if nhwc else x_np
+        wv = w_np.transpose(2, 3, 1, 0).copy() if nhwc else w_np
+        x, w = te.placeholder(xv.shape, name="x"), te.placeholder(wv.shape, name="w")
+        fn = topi.nn.group_conv2d_nhwc if nhwc else topi.nn.group_conv2d_nchw
+        y = fn(x, w, 2, 1, 1, 4)
+        s = (topi.generic.schedule_group_conv2d_nhwc if nhwc else topi.generic.schedule_group_conv2d_nchw)([y])
+        out = autosched.nd.array(np.zeros([int(d) for d in y.shape], "float32"))
+        autosched.build(s, [x, w, y], "llvm")(autosched.nd.array(xv), autosched.nd.array(wv), out)
+        got = out.numpy().transpose(0, 3, 1, 2) if nhwc else out.numpy()
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

@@ -24,11 +24,11 @@ in the generated (sketch) space, as ``autosched tune --model`` does.
 
 from autosched.autotvm import callback, measure, task, tuner
 from autosched.autotvm.measure import LocalBuilder, LocalRunner, measure_option
-from autosched.autotvm.task import FallbackConfig, get_config, template
+from autosched.autotvm.task import FallbackConfig, FallbackContext, get_config, template
 from autosched.database.apply import ApplyHistoryBest
 
 #: ``with autotvm.apply_history_best(log):`` builds (te templates called directly, relay.build) use the log's best
 apply_history_best = ApplyHistoryBest
 
-__all__ = ["FallbackConfig", "LocalBuilder", "LocalRunner", "apply_history_best", "callback", "get_config",
-           "measure", "measure_option", "task", "template", "tuner"]
+__all__ = ["FallbackConfig", "FallbackContext", "LocalBuilder", "LocalRunner", "apply_history_best", "callback",
+           "get_config", "measure", "measure_option", "task", "template", "tuner"]

@@ -9,6 +9,7 @@ from autosched.topi.nn import (  # noqa: F401
     conv2d_transpose_nchw,
     dense,
     depthwise_conv2d_nchw,
+    group_conv2d_nchw,
     sparse_dense,
 )
 from autosched.topi.scan import cumprod, cumsum  # noqa: F401

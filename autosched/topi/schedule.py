@@ -86,6 +86,8 @@ SCHEDULES = {
     "schedule_conv2d_nchw": "an NCHW convolution",
     "schedule_conv2d_nhwc": "an NHWC convolution",
     "schedule_depthwise_conv2d_nchw": "a depthwise convolution",
+    "schedule_group_conv2d_nchw": "a grouped NCHW convolution",
+    "schedule_group_conv2d_nhwc": "a grouped NHWC convolution",
     "schedule_conv2d_transpose_nchw": "a transposed convolution",
     "schedule_deformable_conv2d_nchw": "a deformable convolution",
     "schedule_dense": "a dense layer",

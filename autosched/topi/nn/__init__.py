@@ -49,6 +49,26 @@ def conv2d_nhwc(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any, 
         out_dtype=_out_dtype(out_dtype, Input)))
 
 
+def group_conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any, dilation: Any,  # noqa: N803
+                      groups: int, out_dtype: str | None = None) -> te.Tensor:
+    """Grouped convolution of NCHW data by an [O, I / groups, kh, kw] filter (relay's ``nn.conv2d`` with groups)."""
+    kh, kw = (int(d) for d in Filter.shape[2:])
+    pad = _pad4(padding, (kh, kw), dilation)
+    return lower_call("nn.group_conv2d_nchw", [Input, Filter], lambda d, w: relay.nn.conv2d(
+        d, w, strides=stride, padding=pad, dilation=dilation, groups=int(groups),
+        out_dtype=_out_dtype(out_dtype, Input)))
+
+
+def group_conv2d_nhwc(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any, dilation: Any,  # noqa: N803
+                      groups: int, out_dtype: str | None = None) -> te.Tensor:
+    """Grouped convolution of NHWC data by a [kh, kw, I / groups, O] filter (computed in NCHW between transposes)."""
+    kh, kw = (int(d) for d in Filter.shape[:2])
+    pad = _pad4(padding, (kh, kw), dilation)
+    return lower_call("nn.group_conv2d_nhwc", [Input, Filter], lambda d, w: relay.nn.conv2d(
+        d, w, strides=stride, padding=pad, dilation=dilation, groups=int(groups), data_layout="NHWC",
+        kernel_layout="HWIO", out_dtype=_out_dtype(out_dtype, Input)))
+
+
 def conv2d(input: te.Tensor, filter: te.Tensor, strides: Any, padding: Any, dilation: Any,  # noqa: A002
            layout: str = "NCHW", out_dtype: str | None = None) -> te.Tensor:
     """2-D convolution in ``layout`` NCHW (OIHW filter) or NHWC (HWIO filter)."""
@@ -244,6 +264,6 @@ def sparse_dense(dense_data: te.Tensor, sparse_data: te.Tensor, sparse_indices: 
 
 __all__ = ["adaptive_pool", "adaptive_pool1d", "adaptive_pool3d", "batch_matmul", "conv2d", "conv2d_nchw",
            "conv2d_nhwc", "conv2d_transpose_nchw", "deformable_conv2d_nchw", "dense", "depthwise_conv2d_nchw",
-           "dilate", "flatten", "get_pad_tuple", "global_pool", "layer_norm", "leaky_relu", "log_softmax", "lrn",
-           "matmul", "nll_loss", "pad", "pool1d", "pool2d", "pool3d", "pool_grad", "prelu", "relu", "softmax",
-           "sparse_dense", "upsampling"]
+           "dilate", "flatten", "get_pad_tuple", "global_pool", "group_conv2d_nchw", "group_conv2d_nhwc", "layer_norm",
+           "leaky_relu", "log_softmax", "lrn", "matmul", "nll_loss", "pad", "pool1d", "pool2d", "pool3d", "pool_grad",
+           "prelu", "relu", "softmax", "sparse_dense", "upsampling"]
