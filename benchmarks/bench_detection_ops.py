@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -36,8 +38,6 @@ ROWS = {
 
 
 def model(op: str, rois: int, attrs: dict):
-    from onnx import TensorProto, helper
-
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, CHANNELS, HEIGHT, WIDTH])]
     if op == "RoiAlign":
         inputs += [helper.make_tensor_value_info("rois", TensorProto.FLOAT, [rois, 4]),
@@ -71,8 +71,6 @@ def main() -> None:
     ap.add_argument("--rois", type=int, default=1000)
     args = ap.parse_args()
     os.environ.setdefault("AUTOSCHED_NUM_THREADS", str(args.threads))
-    import onnxruntime as ort
-
     print(f"{args.rois} boxes over 1x{CHANNELS}x{HEIGHT}x{WIDTH}, 7x7 bins, {args.threads} threads, default "
           f"schedules, on {Target('llvm').cpu.name}, onnxruntime {ort.__version__}")
     runs = {name: onnx_sides(model(op, args.rois, attrs), inputs(op, args.rois), args.threads, "llvm")

@@ -12,6 +12,7 @@ import pytest
 import autosched as tvm
 from _onnx_models import make_resnet18
 from autosched import autotvm, relay, te
+from autosched.autotvm.task.space import FallbackConfigEntity
 from autosched.autotvm.tuner import GridSearchTuner, RandomTuner, XGBTuner
 from autosched.contrib import graph_executor
 from autosched.database import Database
@@ -139,8 +140,6 @@ def test_a_fallback_context_hands_out_the_configurations_of_templates_called_wit
     """TVM's ``autotvm.FallbackContext`` (TOPI's tests subclass it) and ``task.space.FallbackConfigEntity``: under
     the context a template called with no record takes the context's configuration of its workload, one per
     (target, workload), so a knob the caller fixed is the one the schedule uses."""
-    from autosched.autotvm.task.space import FallbackConfigEntity
-
     class Fixed(autotvm.FallbackContext):
         def _query_inside(self, target, workload):
             key = (str(target), workload)
