@@ -352,3 +352,14 @@ def test_command_modules_import_at_the_top():
     assert not bad, "function-level imports in the command line without a reason:\n  " + "\n  ".join(bad)
     stale = sorted(set(CLI_DEFERRED) - used)
     assert not stale, f"no longer deferred, drop from CLI_DEFERRED: {stale}"
+
+
+def test_the_package_imports_without_its_test_extras():
+    """onnx and onnxruntime are test extras (pyproject.toml): the ONNX frontend, relay, TOPI and AutoTVM import
+    without them (the converters name onnx's types for type checkers only)."""
+    code = ("import sys\n"
+            "sys.modules['onnx'] = sys.modules['onnxruntime'] = None  # as if not installed\n"
+            "import autosched.relay.frontend, autosched.relay, autosched.topi, autosched.autotvm.task.space\n"
+            "print('ok')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]

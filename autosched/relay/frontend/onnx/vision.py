@@ -3,12 +3,15 @@ MaxRoiPool, onto ``relay.vision``'s ops, whose boxes are rows ``[batch_index, x1
 
 from __future__ import annotations
 
-import onnx
+from typing import TYPE_CHECKING
 
 from autosched.relay import op as relay_op
 from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.registry import register
 from autosched.relay.ir.expr import Expr
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
 
 _ROI_ALIGN_MODES = {"avg": "avg", "max": "max_corner"}  # ONNX's max: the largest weighted corner of each sample
 _COORDINATE_MODES = {"half_pixel": True, "output_half_pixel": False}
