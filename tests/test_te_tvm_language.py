@@ -9,6 +9,7 @@ import pytest
 
 import autosched
 from autosched import te, tir
+from autosched.te.hybrid.runtime import output_tensor, popcount
 
 
 def _rand(*shape, dtype="float32"):
@@ -502,7 +503,6 @@ def test_a_users_tir_pass_runs_in_lowering_and_building():
 
 
 def test_popcount_counts_bits_scalar_vectorized_and_in_hybrid_scripts():
-    from autosched.te.hybrid.runtime import output_tensor, popcount
 
     for dtype in ("int32", "uint8", "int64"):
         A = te.placeholder((37,), dtype=dtype, name="A")

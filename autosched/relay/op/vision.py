@@ -14,7 +14,7 @@ from typing import Any
 from autosched import te
 from autosched.relay.ir.expr import RelayError, TensorType
 from autosched.relay.op import schedules
-from autosched.relay.op.common import _c, _ishape, _operands, _same_dtype
+from autosched.relay.op.common import _c, _ishape, _operands, _pair, _same_dtype
 from autosched.relay.op.op import OUT_ELEMWISE_FUSABLE, OpDef, make_call, register_op
 
 LAYOUTS = ("NCHW", "NHWC")
@@ -27,11 +27,12 @@ ROI_ALIGN_MODES = ("avg", "max", "max_corner")
 TYPICAL_BIN = 2
 
 
-def _pair(v: Any, what: str, op: str) -> tuple[int, int]:
-    vals = (v, v) if isinstance(v, int) else tuple(int(x) for x in v)
-    if len(vals) != 2 or min(vals) < 1:
-        raise RelayError(f"{op}: {what} must be a positive int or two of them, got {v!r}")
-    return vals[0], vals[1]
+def _pooled(v: Any, op: str) -> tuple[int, int]:
+    """The output's bins per side, (height, width), each at least 1."""
+    vals = _pair(v, op, "pooled_size")
+    if min(vals) < 1:
+        raise RelayError(f"{op}: pooled_size must be a positive int or two of them, got {v!r}")
+    return vals
 
 
 def _roi_rel(op: str):
@@ -50,7 +51,7 @@ def _roi_rel(op: str):
             raise RelayError(f"{op}: data and rois must be floating point, got {dtype}")
         if "mode" in attrs and attrs["mode"] not in ROI_ALIGN_MODES:
             raise RelayError(f"{op}: mode {attrs['mode']!r} is not one of {', '.join(ROI_ALIGN_MODES)}")
-        ph, pw = _pair(attrs["pooled_size"], "pooled_size", op)
+        ph, pw = _pooled(attrs["pooled_size"], op)
         chan = x.shape[1] if layout == "NCHW" else x.shape[3]
         shape = (rois.shape[0], chan, ph, pw) if layout == "NCHW" else (rois.shape[0], ph, pw, chan)
         return TensorType(shape, dtype)
@@ -92,7 +93,7 @@ def _roi_align_compute(inputs, attrs, out_type):
     data, rois = inputs
     img = _Image(data, rois, attrs["layout"])
     dt, mode, ratio = data.dtype, attrs["mode"], int(attrs["sample_ratio"])
-    ph_n, pw_n = _pair(attrs["pooled_size"], "pooled_size", "vision.roi_align")
+    ph_n, pw_n = _pooled(attrs["pooled_size"], "vision.roi_align")
     scale, aligned = float(attrs["spatial_scale"]), bool(attrs["aligned"])
     shift = 0.5 if aligned else 0.0
 
@@ -166,7 +167,7 @@ def _roi_pool_compute(inputs, attrs, out_type):
     data, rois = inputs
     img = _Image(data, rois, attrs["layout"])
     dt = data.dtype
-    ph_n, pw_n = _pair(attrs["pooled_size"], "pooled_size", "vision.roi_pool")
+    ph_n, pw_n = _pooled(attrs["pooled_size"], "vision.roi_pool")
     scale = float(attrs["spatial_scale"])
 
     def window(r, p, lo_col, hi_col, bins, size):
@@ -230,17 +231,16 @@ def roi_align(data: Any, rois: Any, pooled_size: Any, spatial_scale: float, samp
     the mean of a grid of bilinear samples (``sample_ratio`` per side; not positive: ceil of the bin's size).
     ``aligned`` shifts boxes by half a pixel and keeps boxes under a pixel (torchvision's ``aligned=True``,
     ONNX's half_pixel); ``mode`` avg, max (TVM's) or max_corner (ONNX's max). TVM's arguments otherwise."""
-    return make_call("vision.roi_align", [data, rois], pooled_size=_pair(pooled_size, "pooled_size",
-                     "vision.roi_align"), spatial_scale=float(spatial_scale), sample_ratio=int(sample_ratio),
-                     layout=str(layout), mode=str(mode.decode() if isinstance(mode, bytes) else mode),
-                     aligned=bool(aligned))
+    return make_call("vision.roi_align", [data, rois], pooled_size=_pooled(pooled_size, "vision.roi_align"),
+                     spatial_scale=float(spatial_scale), sample_ratio=int(sample_ratio), layout=str(layout),
+                     mode=str(mode.decode() if isinstance(mode, bytes) else mode), aligned=bool(aligned))
 
 
 def roi_pool(data: Any, rois: Any, pooled_size: Any, spatial_scale: float, layout: str = "NCHW") -> Any:
     """RoIPool: [num_rois, C, PH, PW] (NCHW), each bin of each box of ``rois`` [num_rois, 5] its largest pixel
     (the box rounded to whole pixels; an empty bin 0), as Caffe's ROIPooling and ONNX's MaxRoiPool."""
-    return make_call("vision.roi_pool", [data, rois], pooled_size=_pair(pooled_size, "pooled_size",
-                     "vision.roi_pool"), spatial_scale=float(spatial_scale), layout=str(layout))
+    return make_call("vision.roi_pool", [data, rois], pooled_size=_pooled(pooled_size, "vision.roi_pool"),
+                     spatial_scale=float(spatial_scale), layout=str(layout))
 
 
 __all__ = ["roi_align", "roi_pool"]
