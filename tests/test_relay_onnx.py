@@ -477,6 +477,14 @@ OP_CASES = {
                                                    coordinate_transformation_mode="asymmetric"),
     "resize_linear_axes_opset18": lambda: _resize((1, 2, 5, 6), scales=[1.6, 0.5], opset=18, mode="linear",
                                                   axes=[2, 3]),
+    "resize_cubic_half_pixel_x2": lambda: _resize((1, 2, 5, 6), scales=[1, 1, 2, 2], mode="cubic"),
+    "resize_cubic_align_corners_a05": lambda: _resize((2, 1, 6, 5), sizes=[2, 1, 11, 4], mode="cubic",
+                                                      cubic_coeff_a=-0.5,
+                                                      coordinate_transformation_mode="align_corners"),
+    "resize_cubic_exclude_outside_down": lambda: _resize((1, 2, 9, 8), scales=[1, 1, 0.6, 1.3], mode="cubic",
+                                                         exclude_outside=1),
+    "resize_cubic_asymmetric_2d": lambda: _resize((6, 7), sizes=[9, 4], mode="cubic",
+                                                  coordinate_transformation_mode="asymmetric"),
     "upsample_linear_opset9": lambda: make_single_op("Upsample", [("x", (1, 2, 3, 4))], opset=9,
                                                      initializers={"s": np.array([1, 1, 2, 3], np.float32)},
                                                      extra_inputs=["s"], mode="linear"),
@@ -802,7 +810,7 @@ def test_non_constant_pad_mode_is_refused() -> None:
 
 
 @pytest.mark.parametrize("attrs,match", [
-    ({"mode": "cubic"}, r"mode 'cubic' is not supported \(only 'nearest' and 'linear'\)"),
+    ({"mode": "area"}, r"mode 'area' is not supported \(nearest, linear and cubic are\)"),
     ({"mode": "linear", "antialias": 1}, r"antialias=1 .* is not supported"),
     ({"coordinate_transformation_mode": "tf_crop_and_resize"},
      r"coordinate_transformation_mode 'tf_crop_and_resize' is not supported"),

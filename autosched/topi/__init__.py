@@ -12,7 +12,7 @@ arithmetic operators (``A + B`` broadcasts), as in TVM. See docs/coming_from_tvm
 
 from __future__ import annotations
 
-from autosched.topi import cuda, generic, gpu, nn, sparse, tag, testing, utils, vision, x86
+from autosched.topi import cuda, generic, gpu, image, nn, sparse, tag, testing, utils, vision, x86
 from autosched.topi.broadcast import (
     add,
     bitwise_and,
@@ -126,7 +126,7 @@ __all__ = ["abs", "add", "adv_index", "all", "any", "arange", "argmax", "argmin"
            "broadcast_mul", "broadcast_sub", "broadcast_to", "cast", "ceil", "clip", "concatenate", "cos", "cuda",
            "cumprod", "cumsum", "divide", "einsum", "elemwise_sum", "equal", "erf", "exp", "expand_dims",
            "expand_like", "fast_erf", "fast_exp", "fast_tanh", "flip", "floor", "floor_divide", "floor_mod", "full",
-           "full_like", "gather", "gather_nd", "generic", "gpu", "greater", "greater_equal", "hls", "identity",
+           "full_like", "gather", "gather_nd", "generic", "gpu", "greater", "greater_equal", "hls", "identity", "image",
            "intel_graphics", "invert_permutation", "isfinite", "isinf", "isnan", "layout_transform", "left_shift",
            "less", "less_equal", "log", "log10", "log2", "logical_and", "logical_not", "logical_or", "logical_xor",
            "mali", "matmul", "matrix_set_diag", "max", "maximum", "meshgrid", "min", "minimum", "mod", "multiply",

@@ -451,3 +451,144 @@ def roi_pool_nchw_python(a_np: np.ndarray, rois_np: np.ndarray, pooled_size: Any
                 if ye > ys and xe > xs:
                     out[r, :, ph, pw] = a_np[int(b), :, ys:ye, xs:xe].max(axis=(1, 2))
     return out
+
+
+def _resize_matrix(n_in: int, n_out: int, method: str, mode: str, rounding: str, alpha: float,
+                   exclude: bool) -> np.ndarray:
+    """[n_out, n_in]: the weight of each input pixel in each output pixel of one resized axis (float64)."""
+    scale = n_out / n_in
+    m = np.zeros((n_out, n_in))
+    for o in range(n_out):
+        if mode == "align_corners":
+            x = o * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        elif mode == "asymmetric":
+            x = o / scale
+        elif mode == "tf_half_pixel_for_nn":
+            x = (o + 0.5) / scale
+        elif mode == "pytorch_half_pixel" and n_out == 1:
+            x = 0.0
+        elif mode in ("half_pixel", "pytorch_half_pixel", "half_pixel_symmetric"):
+            x = (o + 0.5) / scale - 0.5
+            if mode == "half_pixel_symmetric":
+                x += n_in / 2 * (1 - n_out / (scale * n_in))
+        else:
+            raise ValueError(f"unknown coordinate transformation mode {mode!r}")
+        clamp = lambda k: min(max(k, 0), n_in - 1)  # noqa: E731
+        if method in ("nearest_neighbor", "nearest"):
+            rnd = rounding or ("round" if mode == "align_corners" else "floor")
+            k = {"round": round(x), "round_prefer_floor": np.ceil(x - 0.5), "round_prefer_ceil": np.floor(x + 0.5),
+                 "floor": np.floor(x), "ceil": np.ceil(x)}[rnd]
+            m[o, clamp(int(k))] = 1.0
+            continue
+        k0, t = int(np.floor(x)), x - np.floor(x)
+        if method in ("linear", "bilinear", "trilinear"):
+            taps = [(k0, 1 - t), (k0 + 1, t)]
+        else:
+            a = alpha
+            kernel = lambda d: ((a + 2) * d ** 3 - (a + 3) * d ** 2 + 1 if d <= 1  # noqa: E731
+                                else a * d ** 3 - 5 * a * d ** 2 + 8 * a * d - 4 * a)
+            taps = [(k0 + j, kernel(abs(t - j))) for j in (-1, 0, 1, 2)]
+            if exclude:
+                taps = [(k, w) for k, w in taps if 0 <= k < n_in]
+                total = sum(w for _, w in taps)
+                taps = [(k, w / total) for k, w in taps]
+        for k, w in taps:
+            m[o, clamp(k)] += w
+    return m
+
+
+def _resize_python(data: np.ndarray, scale: Sequence[float], layout: str, method: str, mode: str,
+                   rounding_method: str, cubic_alpha: float, cubic_exclude: int) -> np.ndarray:
+    out = data.astype("float64")
+    for s, ch in zip(scale, [ch for ch in layout if ch in "DHW"]):
+        a = layout.index(ch)
+        n_in = data.shape[a]
+        m = _resize_matrix(n_in, int(round(n_in * s)), method, mode, rounding_method, cubic_alpha,
+                           bool(cubic_exclude))
+        out = np.moveaxis(np.tensordot(m, np.moveaxis(out, a, 0), axes=1), 0, a)
+    return out.astype(data.dtype)
+
+
+def resize1d_python(data: np.ndarray, scale: Sequence[float], layout: str = "NCW", method: str = "nearest_neighbor",
+                    coordinate_transformation_mode: str = "align_corners", rounding_method: str = "",
+                    cubic_alpha: float = -0.5, cubic_exclude: int = 0) -> np.ndarray:
+    """numpy reference of ``topi.image.resize1d``: output extents ``round(extent * scale)``, one interpolation
+    matrix per resized axis (TVM's coordinate modes and default rounding)."""
+    return _resize_python(data, scale, layout, method, coordinate_transformation_mode, rounding_method,
+                          cubic_alpha, cubic_exclude)
+
+
+def resize2d_python(data: np.ndarray, scale: Sequence[float], layout: str = "NCHW", method: str = "nearest_neighbor",
+                    coordinate_transformation_mode: str = "align_corners", rounding_method: str = "",
+                    cubic_alpha: float = -0.5, cubic_exclude: int = 0) -> np.ndarray:
+    """numpy reference of ``topi.image.resize2d`` (``scale`` (H, W) factors; see :func:`resize1d_python`)."""
+    return _resize_python(data, scale, layout, method, coordinate_transformation_mode, rounding_method,
+                          cubic_alpha, cubic_exclude)
+
+
+def resize3d_python(data: np.ndarray, scale: Sequence[float], layout: str = "NCDHW",
+                    method: str = "nearest_neighbor", coordinate_transformation_mode: str = "align_corners",
+                    rounding_method: str = "", cubic_alpha: float = -0.5, cubic_exclude: int = 0) -> np.ndarray:
+    """numpy reference of ``topi.image.resize3d`` (``scale`` (D, H, W) factors; see :func:`resize1d_python`)."""
+    return _resize_python(data, scale, layout, method, coordinate_transformation_mode, rounding_method,
+                          cubic_alpha, cubic_exclude)
+
+
+def crop_and_resize_python(image: np.ndarray, boxes: np.ndarray, box_indices: np.ndarray, crop_size: Sequence[int],
+                           layout: str, method: str = "bilinear", extrapolation_value: float = 0.0) -> np.ndarray:
+    """numpy reference of ``topi.image.crop_and_resize`` (TensorFlow's): samples off the image are
+    ``extrapolation_value``, bilinear between floor and ceiling pixels, or the nearest (halves away from zero)."""
+    img = image if layout == "NCHW" else image.transpose(0, 3, 1, 2)
+    height, width = img.shape[2:]
+    ch, cw = crop_size
+    out = np.full((len(boxes), img.shape[1], ch, cw), extrapolation_value, "float64")
+    for n, (y1, x1, y2, x2) in enumerate(boxes.astype("float64")):
+        src = img[int(box_indices[n])].astype("float64")
+        for y in range(ch):
+            in_y = y1 * (height - 1) + y * (y2 - y1) * (height - 1) / (ch - 1) if ch > 1 else \
+                0.5 * (y1 + y2) * (height - 1)
+            for x in range(cw):
+                in_x = x1 * (width - 1) + x * (x2 - x1) * (width - 1) / (cw - 1) if cw > 1 else \
+                    0.5 * (x1 + x2) * (width - 1)
+                if not (0 <= in_y <= height - 1 and 0 <= in_x <= width - 1):
+                    continue
+                if method == "bilinear":
+                    t, b, lft, r = int(np.floor(in_y)), int(np.ceil(in_y)), int(np.floor(in_x)), int(np.ceil(in_x))
+                    fy, fx = in_y - t, in_x - lft
+                    top = src[:, t, lft] + (src[:, t, r] - src[:, t, lft]) * fx
+                    bottom = src[:, b, lft] + (src[:, b, r] - src[:, b, lft]) * fx
+                    out[n, :, y, x] = top + (bottom - top) * fy
+                else:
+                    out[n, :, y, x] = src[:, int(np.floor(in_y + 0.5)), int(np.floor(in_x + 0.5))]
+    out = out.astype(image.dtype)
+    return out if layout == "NCHW" else out.transpose(0, 2, 3, 1)
+
+
+def affine_grid_python(data: np.ndarray, target_shape: Sequence[int]) -> np.ndarray:
+    """numpy reference of ``topi.image.affine_grid``: [N, 2, H, W], the matrices times each pixel's (x, y, 1) in
+    [-1, 1] (corner pixels' centres)."""
+    h, w = target_shape
+    ys, xs = np.meshgrid(np.linspace(-1, 1, h) if h > 1 else [0.0], np.linspace(-1, 1, w) if w > 1 else [0.0],
+                         indexing="ij")
+    coords = np.stack([xs.ravel(), ys.ravel(), np.ones(h * w)])  # [3, H*W]
+    return (data.astype("float64") @ coords).reshape(len(data), 2, h, w).astype(data.dtype)
+
+
+def grid_sample_nchw_python(data: np.ndarray, grid: np.ndarray, method: str = "bilinear") -> np.ndarray:
+    """numpy reference of ``topi.image.grid_sample`` (bilinear, zeros outside, -1 and 1 the corner pixels'
+    centres): [N, C, H_out, W_out] from ``grid`` [N, 2, H_out, W_out] (x, y)."""
+    if method != "bilinear":
+        raise ValueError(f"grid_sample_nchw_python: method {method!r} (only bilinear)")
+    n, c, height, width = data.shape
+    out = np.zeros((n, c, *grid.shape[2:]), "float64")
+    for b in range(n):
+        for i in range(grid.shape[2]):
+            for j in range(grid.shape[3]):
+                x = (grid[b, 0, i, j] + 1) * (width - 1) / 2
+                y = (grid[b, 1, i, j] + 1) * (height - 1) / 2
+                y0, x0 = int(np.floor(y)), int(np.floor(x))
+                for yy, wy in ((y0, 1 - (y - y0)), (y0 + 1, y - y0)):
+                    for xx, wx in ((x0, 1 - (x - x0)), (x0 + 1, x - x0)):
+                        if 0 <= yy < height and 0 <= xx < width:
+                            out[b, :, i, j] += wy * wx * data[b, :, yy, xx]
+    return out.astype(data.dtype)

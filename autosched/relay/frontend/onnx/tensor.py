@@ -307,29 +307,10 @@ def _slice(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     return relay_op.strided_slice(g.tensor(node.input[0]), begin=starts, end=ends, strides=steps, axes=axes)
 
 
-_RESIZE_TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-                      "tf_half_pixel_for_nn")
-
-
 def _source_coords(out_size: int, in_size: int, scale: float, transform: str) -> np.ndarray:
     """The input coordinate ONNX's Resize samples for each output pixel of one axis (float32, as onnxruntime)."""
-    f32 = np.float32
-    o, s = np.arange(out_size, dtype=f32), f32(scale)
-    if transform == "asymmetric":
-        return o / s
-    if transform in ("half_pixel", "half_pixel_symmetric"):
-        x = (o + f32(0.5)) / s - f32(0.5)
-        if transform == "half_pixel_symmetric":
-            adjustment = f32(out_size) / (s * f32(in_size))
-            x = x + f32(in_size) / f32(2) * (f32(1) - adjustment)
-        return x
-    if transform == "pytorch_half_pixel":
-        return (o + f32(0.5)) / s - f32(0.5) if out_size > 1 else np.zeros_like(o)
-    if transform == "align_corners":
-        return o * f32(in_size - 1) / f32(out_size - 1) if out_size > 1 else np.zeros_like(o)
-    if transform == "tf_half_pixel_for_nn":
-        return (o + f32(0.5)) / s
-    raise ValueError(transform)
+    return relay_op.image.source_coordinate(np.arange(out_size, dtype=np.float32), in_size, out_size, scale,
+                                            transform, np.float32)
 
 
 def _nearest_source(out_size: int, in_size: int, scale: float, transform: str, rounding: str) -> list[int]:
@@ -360,31 +341,39 @@ def _nearest_resize(x: Expr, shape: Sequence[int], sizes: Sequence[int], scales:
     return x
 
 
-def _linear_resize(x: Expr, shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float],
-                   transform: str) -> Expr:
-    """(Bi/tri)linear resize as one sum over the 2^m corners of the m resized axes: a corner is the input gathered
-    along each axis at its lower or upper neighbour (import-time indices, clamped at the edges as onnxruntime
-    clamps the coordinate), times its weights: the last resized axis in one kernel, the other axes in another
-    (it was a pass per axis, each a few kernels writing the whole tensor)."""
+def _interpolating_resize(x: Expr, shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float],
+                          transform: str, cubic: tuple[float, bool] | None = None) -> Expr:
+    """(Bi/tri)linear resize, or cubic with ``cubic`` = (its coefficient a, exclude_outside), as one sum over the
+    taps of the m resized axes (2^m or 4^m corners): a corner is the input gathered along each axis at a neighbour
+    (import-time indices, clamped at the edges as onnxruntime clamps the coordinate), times its weights: the last
+    resized axis in one kernel, the other axes in another (it was a pass per axis, each a few kernels writing the
+    whole tensor)."""
     rank = len(shape)
+    offsets = (-1, 0, 1, 2) if cubic else (0, 1)
     axes = []
     for a in range(rank):
         coords = _source_coords(sizes[a], shape[a], scales[a], transform)
         low = np.floor(coords)
         frac = (coords - low).astype(np.float32)
-        i0 = np.clip(low, 0, shape[a] - 1).astype(np.int64)
-        i1 = np.clip(low + 1, 0, shape[a] - 1).astype(np.int64)
-        if sizes[a] == shape[a] and np.array_equal(i0, np.arange(shape[a])) and not frac.any():
+        if sizes[a] == shape[a] and np.array_equal(low, np.arange(shape[a])) and not frac.any():
             continue
-        weights = [(np.float32(1) - frac).reshape((sizes[a],) + (1,) * (rank - a - 1)),
-                   frac.reshape((sizes[a],) + (1,) * (rank - a - 1))]
-        axes.append((a, (i0, i1), weights))
+        ends = [np.clip(low + k, 0, shape[a] - 1).astype(np.int64) for k in offsets]
+        if cubic:
+            ws = relay_op.image.cubic_weights(frac.astype(np.float64), cubic[0], np.float64)
+            if cubic[1]:  # exclude_outside: taps off the image weigh nothing, the others renormalised
+                ws = [np.where((low + k >= 0) & (low + k <= shape[a] - 1), w, 0.0) for k, w in zip(offsets, ws)]
+                total = sum(ws)
+                ws = [w / total for w in ws]
+        else:
+            ws = [np.float32(1) - frac, frac]
+        weights = [np.asarray(w, np.float32).reshape((sizes[a],) + (1,) * (rank - a - 1)) for w in ws]
+        axes.append((a, ends, weights))
     # the last axis first, on its own (a kernel of the input's rows, gathering across the row), then the others:
     # whole rows of that result, read contiguously (gathering across rows at every output, LRASPP's upsampling
     # to 224x224 took 2.4 ms instead of 0.5 on a Zen 3)
     for part in ([axes[-1]], axes[:-1]) if len(axes) > 1 else (axes,):
         total = None
-        for corner in itertools.product((0, 1), repeat=len(part)):
+        for corner in itertools.product(range(len(offsets)), repeat=len(part)):
             term = x
             for (a, ends, _), c in zip(part, corner):
                 term = relay_op.take(term, relay_ir.const(ends[c]), axis=a)
@@ -412,14 +401,14 @@ def _replication(shape: Sequence[int], sizes: Sequence[int], scales: Sequence[fl
 
 @register("Resize", "Upsample")
 def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """Resizing with constant scales or sizes, nearest or (bi)linear, on any axes: nearest-neighbour replication of
-    NCHW data by integer factors on H and W (each input pixel repeated: the default modes, and asymmetric/floor)
-    is ``nn.upsampling``; any other resize is gathers (``take``) at indices and weights computed at import by
-    ONNX's coordinate transformation, fused into one kernel. Upsample (opset < 10) and
-    Resize-10 use asymmetric coordinates and floor."""
+    """Resizing with constant scales or sizes, nearest, (bi)linear or cubic, on any axes: nearest-neighbour
+    replication of NCHW data by integer factors on H and W (each input pixel repeated: the default modes, and
+    asymmetric/floor) is ``nn.upsampling``; any other resize is gathers (``take``) at indices and weights computed
+    at import by ONNX's coordinate transformation, fused into one kernel. Upsample (opset < 10) and Resize-10 use
+    asymmetric coordinates and floor."""
     mode = attrs.get("mode", "nearest")
-    if mode not in ("nearest", "linear", "bilinear"):
-        g._fail(f"mode {mode!r} is not supported (only 'nearest' and 'linear')")
+    if mode not in ("nearest", "linear", "bilinear", "cubic"):
+        g._fail(f"mode {mode!r} is not supported (nearest, linear and cubic are)")
     if attrs.get("antialias", 0) and mode != "nearest":
         g._fail("antialias=1 (a filter wider than two pixels when downsampling) is not supported")
     shape = g.shape(node.input[0])
@@ -434,9 +423,9 @@ def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     else:
         transform = attrs.get("coordinate_transformation_mode", "half_pixel")
         rounding = attrs.get("nearest_mode", "round_prefer_floor")
-        if transform not in _RESIZE_TRANSFORMS:
+        if transform not in relay_op.image.COORDINATE_MODES:
             g._fail(f"coordinate_transformation_mode {transform!r} is not supported (only "
-                    f"{', '.join(_RESIZE_TRANSFORMS)})")
+                    f"{', '.join(relay_op.image.COORDINATE_MODES)})")
         if rounding not in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
             g._fail(f"unknown nearest_mode {rounding!r}")
         sc, sz = g.optional(node, 2), g.optional(node, 3)
@@ -465,7 +454,9 @@ def _resize(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
         return x if factors == [1, 1] else relay_op.upsampling(x, scale_h=factors[0], scale_w=factors[1])
     if mode == "nearest":
         return _nearest_resize(x, shape, full_sizes, full_scales, transform, rounding)
-    return _linear_resize(x, shape, full_sizes, full_scales, transform)
+    cubic = (float(attrs.get("cubic_coeff_a", -0.75)), bool(attrs.get("exclude_outside", 0))) if mode == "cubic" \
+        else None
+    return _interpolating_resize(x, shape, full_sizes, full_scales, transform, cubic)
 
 
 @register("Expand")
