@@ -426,10 +426,11 @@ def _crop_rel(types, attrs):
 def _crop_compute(inputs, attrs, out_type):
     """TensorFlow's crop_and_resize: per box and output row (column), a stage gives the image row (column) it
     samples, ``y1 * (H - 1) + y * (y2 - y1) * (H - 1) / (crop_h - 1)`` (the box's centre for one row); a sample
-    off the image is ``extrapolation_value``, else bilinear between its floor and ceiling pixels, or the nearest."""
+    off the image is ``extrapolation_value``, else bilinear between its floor and ceiling pixels, or the nearest.
+    A box index outside the batch reads the nearest image (never memory outside the data)."""
     data, boxes, index = inputs
     nchw = attrs["layout"] == "NCHW"
-    _, height, width = (_ishape(data)[k] for k in ((0, 2, 3) if nchw else (0, 1, 2)))
+    batch, height, width = (_ishape(data)[k] for k in ((0, 2, 3) if nchw else (0, 1, 2)))
     num, (crop_h, crop_w) = int(boxes.shape[0]), (int(s) for s in attrs["crop_size"])
     dt = "float64" if data.dtype == "float64" else "float32"
     bilinear = _resize_method(attrs["method"]) == "linear"
@@ -446,7 +447,7 @@ def _crop_compute(inputs, attrs, out_type):
     extrapolate = _c(float(attrs["extrapolation_value"]), dt)
 
     def value(b, ch, y, x):
-        n = index[b]
+        n = te.minimum(te.maximum(te.cast("int32", index[b]), _c(0, "int32")), _c(batch - 1, "int32"))  # (in bounds)
         ys, xs = py[b, y], px[b, x]
 
         def pixel(yy, xx):
