@@ -592,3 +592,61 @@ def grid_sample_nchw_python(data: np.ndarray, grid: np.ndarray, method: str = "b
                         if 0 <= yy < height and 0 <= xx < width:
                             out[b, :, i, j] += wy * wx * data[b, :, yy, xx]
     return out.astype(data.dtype)
+
+
+def depth_to_space_python(data: np.ndarray, block_size: int, mode: str = "DCR") -> np.ndarray:
+    """numpy reference of ``topi.nn.depth_to_space`` on NCHW data, output pixel by output pixel."""
+    n, c, h, w = data.shape
+    b = block_size
+    oc = c // (b * b)
+    out = np.empty((n, oc, h * b, w * b), data.dtype)
+    for y in range(h * b):
+        for x in range(w * b):
+            for k in range(oc):
+                src = (y % b * b + x % b) * oc + k if mode == "DCR" else k * b * b + y % b * b + x % b
+                out[:, k, y, x] = data[:, src, y // b, x // b]
+    return out
+
+
+def space_to_depth_python(data: np.ndarray, block_size: int) -> np.ndarray:
+    """numpy reference of ``topi.nn.space_to_depth`` on NCHW data (the inverse of DCR depth_to_space)."""
+    n, c, h, w = data.shape
+    b = block_size
+    out = np.empty((n, c * b * b, h // b, w // b), data.dtype)
+    for y in range(h):
+        for x in range(w):
+            for k in range(c):
+                out[:, (y % b * b + x % b) * c + k, y // b, x // b] = data[:, k, y, x]
+    return out
+
+
+def space_to_batch_nd_python(data: np.ndarray, block_shape: Sequence[int], pad_before: Sequence[int],
+                             pad_after: Sequence[int], pad_value: float = 0.0) -> np.ndarray:
+    """numpy reference of ``topi.nn.space_to_batch_nd``: element by element, TensorFlow's definition (output
+    batch ``offset * N + n``, the block offset's last axis fastest)."""
+    m = len(block_shape)
+    padded = np.pad(data, [(0, 0), *zip(pad_before, pad_after), *[(0, 0)] * (data.ndim - 1 - m)],
+                    constant_values=pad_value)
+    n = data.shape[0]
+    out_shape = [n * int(np.prod(block_shape))] + [s // b for s, b in zip(padded.shape[1:1 + m], block_shape)]
+    out = np.empty(out_shape + list(data.shape[1 + m:]), data.dtype)
+    for offset in np.ndindex(*block_shape):
+        flat = int(np.ravel_multi_index(offset, block_shape))
+        index = tuple(slice(o, None, b) for o, b in zip(offset, block_shape))
+        out[flat * n:(flat + 1) * n] = padded[(slice(None), *index)]
+    return out
+
+
+def batch_to_space_nd_python(data: np.ndarray, block_shape: Sequence[int], crop_begin_list: Sequence[int],
+                             crop_end_list: Sequence[int]) -> np.ndarray:
+    """numpy reference of ``topi.nn.batch_to_space_nd``, the inverse of :func:`space_to_batch_nd_python`."""
+    m = len(block_shape)
+    n = data.shape[0] // int(np.prod(block_shape))
+    full = [s * b for s, b in zip(data.shape[1:1 + m], block_shape)]
+    out = np.empty([n] + full + list(data.shape[1 + m:]), data.dtype)
+    for offset in np.ndindex(*block_shape):
+        flat = int(np.ravel_multi_index(offset, block_shape))
+        index = tuple(slice(o, None, b) for o, b in zip(offset, block_shape))
+        out[(slice(None), *index)] = data[flat * n:(flat + 1) * n]
+    crop = tuple(slice(c0, f - c1) for c0, c1, f in zip(crop_begin_list, crop_end_list, full))
+    return out[(slice(None), *crop)]

@@ -49,10 +49,11 @@ def is_reduction(t: te.Tensor) -> bool:
 
 
 def inline_injective(sch: Any, out: te.Tensor, keep: tuple = ()) -> None:
-    """Inline every non-reduction stage except the output and those in ``keep``."""
+    """Inline every non-reduction stage except the output, the schedule's other outputs (TOPI code schedules
+    several outputs, one read by another) and those in ``keep``."""
     keep_ids = {id(t.op) for t in keep} | {id(out.op)}
     for t in compute_stages(out):
-        if id(t.op) not in keep_ids and not is_reduction(t):
+        if id(t.op) not in keep_ids and not is_reduction(t) and not sch[t].is_output:
             sch[t].compute_inline()
 
 

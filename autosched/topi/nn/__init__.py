@@ -227,6 +227,31 @@ def upsampling(data: te.Tensor, scale_h: int, scale_w: int, layout: str = "NCHW"
                                                                             align_corners))
 
 
+def depth_to_space(data: te.Tensor, block_size: int, layout: str = "NCHW", mode: str = "DCR") -> te.Tensor:
+    """Channels to ``block_size`` x ``block_size`` blocks of pixels (``mode`` DCR or CRD)."""
+    return lower_call("nn.depth_to_space", [data], lambda d: relay.nn.depth_to_space(d, block_size, layout, mode))
+
+
+def space_to_depth(data: te.Tensor, block_size: int, layout: str = "NCHW") -> te.Tensor:
+    """Blocks of ``block_size`` x ``block_size`` pixels to channels."""
+    return lower_call("nn.space_to_depth", [data], lambda d: relay.nn.space_to_depth(d, block_size, layout))
+
+
+def space_to_batch_nd(data: te.Tensor, block_shape: Sequence[int], pad_before: Sequence[int],
+                      pad_after: Sequence[int], pad_value: float = 0.0) -> te.Tensor:
+    """The axes after the batch padded, then cut into ``block_shape`` blocks that go to the batch."""
+    paddings = list(zip(pad_before, pad_after))
+    return lower_call("nn.space_to_batch_nd", [data], lambda d: relay.nn.space_to_batch_nd(
+        d, block_shape, paddings, pad_value))
+
+
+def batch_to_space_nd(data: te.Tensor, block_shape: Sequence[int], crop_begin_list: Sequence[int],
+                      crop_end_list: Sequence[int]) -> te.Tensor:
+    """The batch's ``block_shape`` blocks back into the axes after it, then cropped."""
+    crops = list(zip(crop_begin_list, crop_end_list))
+    return lower_call("nn.batch_to_space_nd", [data], lambda d: relay.nn.batch_to_space_nd(d, block_shape, crops))
+
+
 def dilate(data: te.Tensor, strides: Sequence[int], dilation_value: float = 0.0,
            name: str = "DilatedInput") -> te.Tensor:
     """``data`` with ``strides[k] - 1`` values inserted between neighbours on axis k."""
@@ -262,8 +287,9 @@ def sparse_dense(dense_data: te.Tensor, sparse_data: te.Tensor, sparse_indices: 
                       lambda x, d, i, p: relay.nn.sparse_dense(x, (d, i, p), sparse_lhs=sparse_lhs))
 
 
-__all__ = ["adaptive_pool", "adaptive_pool1d", "adaptive_pool3d", "batch_matmul", "conv2d", "conv2d_nchw",
-           "conv2d_nhwc", "conv2d_transpose_nchw", "deformable_conv2d_nchw", "dense", "depthwise_conv2d_nchw",
+__all__ = ["adaptive_pool", "adaptive_pool1d", "adaptive_pool3d", "batch_matmul", "batch_to_space_nd", "conv2d",
+           "conv2d_nchw", "conv2d_nhwc", "conv2d_transpose_nchw", "deformable_conv2d_nchw", "dense",
+           "depth_to_space", "depthwise_conv2d_nchw", "space_to_batch_nd", "space_to_depth",
            "dilate", "flatten", "get_pad_tuple", "global_pool", "group_conv2d_nchw", "group_conv2d_nhwc", "layer_norm",
            "leaky_relu", "log_softmax", "lrn", "matmul", "nll_loss", "pad", "pool1d", "pool2d", "pool3d", "pool_grad",
            "prelu", "relu", "softmax", "sparse_dense", "upsampling"]

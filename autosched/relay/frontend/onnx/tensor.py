@@ -14,7 +14,7 @@ from autosched.relay import ir as relay_ir
 from autosched.relay import op as relay_op
 from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.registry import register
-from autosched.relay.ir.expr import Expr
+from autosched.relay.ir.expr import Expr, RelayError
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -599,33 +599,21 @@ def _tile(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
 
 @register("DepthToSpace", "SpaceToDepth")
 def _depth_space(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
-    """Channels to blocks of pixels and back (super-resolution models' pixel shuffle), as a reshape to 6-D, a
-    transpose and a reshape; DepthToSpace's DCR mode (the default) takes the block index before the channel,
-    CRD after it."""
+    """Channels to blocks of pixels and back (super-resolution models' pixel shuffle): ``relay.nn.depth_to_space``
+    (DCR, the default, or CRD) and ``space_to_depth`` of 4-D NCHW data."""
     shape = g.shape(node.input[0])
     if len(shape) != 4:
         g._fail(f"only 4-D (NCHW) inputs are supported, got shape {list(shape)}")
     if "blocksize" not in attrs or int(attrs["blocksize"]) < 1:
         g._fail("a positive blocksize attribute is required")
-    b = int(attrs["blocksize"])
-    n, c, h, w = shape
-    x = g.tensor(node.input[0])
-    if node.op_type == "SpaceToDepth":
-        if h % b or w % b:
-            g._fail(f"the height and width of {list(shape)} must be multiples of blocksize {b}")
-        x = relay_op.reshape(x, (n, c, h // b, b, w // b, b))
-        x = relay_op.transpose(x, axes=(0, 3, 5, 1, 2, 4))
-        return relay_op.reshape(x, (n, c * b * b, h // b, w // b))
-    if c % (b * b):
-        g._fail(f"the channels of {list(shape)} must be a multiple of blocksize^2 = {b * b}")
-    mode = attrs.get("mode", "DCR")
-    if mode == "DCR":
-        x = relay_op.transpose(relay_op.reshape(x, (n, b, b, c // (b * b), h, w)), axes=(0, 3, 4, 1, 5, 2))
-    elif mode == "CRD":
-        x = relay_op.transpose(relay_op.reshape(x, (n, c // (b * b), b, b, h, w)), axes=(0, 1, 4, 2, 5, 3))
-    else:
-        g._fail(f"unknown mode {mode!r} (DCR or CRD)")
-    return relay_op.reshape(x, (n, c // (b * b), h * b, w * b))
+    b, x = int(attrs["blocksize"]), g.tensor(node.input[0])
+    try:
+        if node.op_type == "SpaceToDepth":
+            return relay_op.nn.space_to_depth(x, b)
+        return relay_op.nn.depth_to_space(x, b, mode=attrs.get("mode", "DCR"))
+    except RelayError as e:
+        g._fail(str(e))
+        raise
 
 
 _GRID_SAMPLE_MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest", "bicubic": "bicubic",

@@ -32,10 +32,11 @@ from autosched.relay.op.nn.nn import (
     softmax,
     upsampling,
 )
+from autosched.relay.op.nn.space import batch_to_space_nd, depth_to_space, space_to_batch_nd, space_to_depth
 from autosched.relay.op.nn.sparse import sparse_dense
 
-__all__ = ["_nn", "avg_pool2d", "avg_pool3d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv1d",
-           "conv2d", "conv2d_transpose", "conv3d", "conv3d_transpose", "deformable_conv2d", "dense", "dilate",
-           "dropout", "global_avg_pool2d", "global_max_pool2d", "layer_norm", "leaky_relu", "log_softmax", "lrn",
-           "matmul", "max_pool2d", "max_pool3d", "nll_loss", "pad", "prelu", "relu", "softmax", "sparse_dense",
-           "upsampling"]
+__all__ = ["_nn", "avg_pool2d", "avg_pool3d", "batch_flatten", "batch_matmul", "batch_norm", "batch_to_space_nd",
+           "bias_add", "conv1d", "conv2d", "conv2d_transpose", "conv3d", "conv3d_transpose", "deformable_conv2d",
+           "dense", "depth_to_space", "dilate", "dropout", "global_avg_pool2d", "global_max_pool2d", "layer_norm",
+           "leaky_relu", "log_softmax", "lrn", "matmul", "max_pool2d", "max_pool3d", "nll_loss", "pad", "prelu",
+           "relu", "softmax", "space_to_batch_nd", "space_to_depth", "sparse_dense", "upsampling"]
