@@ -98,7 +98,7 @@ from autosched.topi.math import (  # noqa: A004 - TOPI's names
 )
 from autosched.topi.reduction import all, any, argmax, argmin, max, min, prod, sum  # noqa: A004
 from autosched.topi.scan import cumprod, cumsum
-from autosched.topi.sort import argsort, sort, topk
+from autosched.topi.sort import argsort, sort, topk, unique
 from autosched.topi.transform import (
     arange,
     concatenate,
@@ -134,4 +134,4 @@ __all__ = ["abs", "add", "adv_index", "all", "any", "arange", "argmax", "argmin"
            "reshape", "reverse_sequence", "right_shift", "rocm", "round", "rsqrt", "sequence_mask", "shape",
            "sigmoid", "sign", "sin", "sort", "sparse", "sparse_to_dense", "split", "sqrt", "squeeze", "stack",
            "strided_set", "strided_slice", "subtract", "sum", "tag", "take", "tan", "tanh", "tensordot", "testing",
-           "tile", "topk", "transpose", "trunc", "unravel_index", "utils", "vision", "where", "x86"]
+           "tile", "topk", "transpose", "trunc", "unique", "unravel_index", "utils", "vision", "where", "x86"]

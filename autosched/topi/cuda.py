@@ -14,7 +14,7 @@ from autosched.topi.nn import (  # noqa: F401
 )
 from autosched.topi.scan import cumprod, cumsum  # noqa: F401
 from autosched.topi.schedule import default_schedule, schedules_module  # noqa: F401
-from autosched.topi.sort import argsort, sort, topk  # noqa: F401
+from autosched.topi.sort import argsort, sort, topk, unique  # noqa: F401
 
 schedules_module(globals(), "cuda")
 dense_small_batch = dense_large_batch = dense

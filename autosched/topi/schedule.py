@@ -109,6 +109,7 @@ SCHEDULES = {
     "schedule_scan": "a running sum or product",
     "schedule_roi_align": "RoIAlign",
     "schedule_roi_pool": "RoIPool",
+    "schedule_unique": "unique",
 }
 
 

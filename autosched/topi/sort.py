@@ -1,6 +1,6 @@
-"""TOPI's ``topi.sort``, ``argsort`` and ``topk``, computed as relay's ``topk`` computes them (each element's rank
-along the axis, ties in position order; n^2 comparisons a row, in parallel over the rows: for the axes of
-hundreds of elements that models sort, not for millions)."""
+"""TOPI's ``topi.sort``, ``argsort``, ``topk`` and ``unique``, computed as relay's ``topk`` and ``unique`` compute
+them (each element's rank along the axis, ties in position order; n^2 comparisons a row, in parallel over the
+rows: for the axes of hundreds or thousands of elements that models sort, not for millions)."""
 
 from __future__ import annotations
 
@@ -45,4 +45,10 @@ def sort(data: te.Tensor, axis: int = -1, is_ascend: bool = True) -> te.Tensor:
     return topk(data, 0, axis, "values", is_ascend)
 
 
-__all__ = ["argsort", "sort", "topk"]
+def unique(data: te.Tensor, is_sorted: bool = True, return_counts: bool = False) -> list[te.Tensor]:
+    """The distinct values of 1-D ``data``, padded to its length, as TVM returns them: [values, indices (first
+    positions), inverse_indices, num_unique [1]] (+ counts); ``is_sorted`` ascending, else by first occurrence."""
+    return lower_call("unique", [data], lambda x: relay.unique(x, bool(is_sorted), bool(return_counts)))
+
+
+__all__ = ["argsort", "sort", "topk", "unique"]

@@ -75,7 +75,7 @@ from autosched.relay.op.elemwise import (
     tanh,
     where,
 )
-from autosched.relay.op.indexing import gather, gather_nd, one_hot, scatter_elements, scatter_nd, topk
+from autosched.relay.op.indexing import gather, gather_nd, one_hot, scatter_elements, scatter_nd, topk, unique
 from autosched.relay.op.interp import evaluate
 from autosched.relay.op.linalg import det
 from autosched.relay.op.nn._nn import channel_block_of, log_softmax, lrn, pad_nchw
@@ -149,7 +149,7 @@ __all__ = [
     "reduce", "layer_norm", "broadcast_to", "take", "trilu", "abs", "ceil", "cos", "floor", "isinf", "isnan",
     "log", "round", "sign", "sin", "tan", "atan", "asin", "acos",
     "tile", "image", "vision", "linalg", "det", "indexing", "gather", "gather_nd", "one_hot", "scatter_elements",
-    "scatter_nd", "topk", "sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod",
+    "scatter_nd", "topk", "unique", "sum", "mean", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
     "logical_xor", "reinterpret", "rsqrt", "layout_transform", "arange", "expand_dims", "full", "full_like", "ones",

@@ -284,6 +284,71 @@ register_op(OpDef("topk", _topk_rel, _topk_compute, OPAQUE, attrs={"k": 1, "axis
                   doc="the k largest (or smallest) elements along an axis, or their positions, in order"))
 
 
+# ---------------------------------------------------------------------------------------------------- unique
+UNIQUE_OUTPUTS = ("values", "indices", "inverse_indices", "num_unique", "counts")
+
+
+def _unique_rel(types, attrs):
+    op = "unique"
+    (x,) = _operands(types, op, "data")
+    if len(x.shape) != 1:
+        raise RelayError(f"{op}: data must be 1-D, got shape {x.shape} (reshape it to 1-D first)")
+    if attrs["output"] not in UNIQUE_OUTPUTS:
+        raise RelayError(f"{op}: output {attrs['output']!r} is not one of {', '.join(UNIQUE_OUTPUTS)}")
+    if attrs["output"] == "values":
+        return TensorType(x.shape, x.dtype)
+    return TensorType((1,) if attrs["output"] == "num_unique" else x.shape, "int32")
+
+
+def _unique_compute(inputs, attrs, out_type):
+    """Each element's first occurrence; the first occurrences' slots (by value when sorted, else by position);
+    then per slot its source, or per element its slot, or per slot its count: n^2 comparisons each, in parallel
+    over the elements, for the few thousand elements models take unique of."""
+    (x,) = inputs
+    n = _ishape(x)[0]
+    i32 = lambda v: _c(v, "int32")  # noqa: E731
+
+    def over(name):
+        return te.reduce_axis((0, n), name=name)
+
+    k = over("k")
+    first = te.compute((n,), lambda i: te.min(te.if_then_else(x[k] == x[i], te.cast("int32", k), i32(n)), axis=k),
+                       name="unique_first")
+    is_first = lambda i: first[i] == te.cast("int32", i)  # noqa: E731
+    k = over("k")
+    if attrs["is_sorted"]:  # distinct values below it
+        slot_of_first = te.compute((n,), lambda i: te.sum(te.if_then_else(
+            te.all(is_first(k), x[k] < x[i]), i32(1), i32(0)), axis=k), name="unique_rank")
+    else:  # first occurrences before it
+        slot_of_first = te.compute((n,), lambda i: te.sum(te.if_then_else(
+            te.all(is_first(k), k < i), i32(1), i32(0)), axis=k), name="unique_rank")
+    output = attrs["output"]
+    if output == "inverse_indices":
+        return te.compute((n,), lambda i: slot_of_first[first[i]], name="unique_inverse")
+    if output == "num_unique":
+        k = over("k")
+        return te.compute((1,), lambda _: te.sum(te.if_then_else(is_first(k), i32(1), i32(0)), axis=k),
+                          name="unique_count")
+    if output == "counts":
+        k = over("k")
+        return te.compute((n,), lambda j: te.sum(te.if_then_else(slot_of_first[first[k]] == j, i32(1), i32(0)),
+                                                 axis=k), name="unique_counts")
+    k = over("k")
+    source = te.compute((n,), lambda j: te.min(te.if_then_else(te.all(is_first(k), slot_of_first[k] == j),
+                                                               te.cast("int32", k), i32(n)), axis=k),
+                        name="unique_source")  # n past the last slot
+    if output == "indices":
+        return te.compute((n,), lambda j: te.if_then_else(source[j] < n, source[j], i32(0)), name="unique_indices")
+    return te.compute((n,), lambda j: te.if_then_else(source[j] < n, x[te.minimum(source[j], i32(n - 1))],
+                                                      _c(0, x.dtype)), name="unique_values")
+
+
+register_op(OpDef("unique", _unique_rel, _unique_compute, OPAQUE,
+                  attrs={"is_sorted": True, "output": "values"}, num_inputs=1, schedule=schedules.reduction,
+                  doc="one output of unique: the distinct values (padded), their first positions, each element's "
+                      "slot, their number or their counts"))
+
+
 # ----------------------------------------------------------------------------------------- the Python API
 def gather(data: Any, axis: int, indices: Any) -> Any:
     """``out[..., j, ...] = data[..., indices[..., j, ...], ...]`` along ``axis`` (TVM's argument order)."""
@@ -320,4 +385,13 @@ def topk(data: Any, k: int = 1, axis: int = -1, ret_type: str = "both", is_ascen
                      dtype=str(dtype))
 
 
-__all__ = ["gather", "gather_nd", "one_hot", "scatter_elements", "scatter_nd", "topk"]
+def unique(data: Any, is_sorted: bool = True, return_counts: bool = False) -> Tuple:
+    """The distinct values of 1-D ``data`` as TVM returns them, padded to the data's length: a tuple (values,
+    indices: each value's first position, inverse_indices: each element's slot, num_unique [1], and with
+    ``return_counts`` counts); ``is_sorted`` orders the values ascending, else by first occurrence. Slots past
+    num_unique hold zeros (shapes are static: slice them off with the count outside the graph)."""
+    outputs = UNIQUE_OUTPUTS if return_counts else UNIQUE_OUTPUTS[:4]
+    return Tuple([make_call("unique", [data], is_sorted=bool(is_sorted), output=o) for o in outputs])
+
+
+__all__ = ["gather", "gather_nd", "one_hot", "scatter_elements", "scatter_nd", "topk", "unique"]
