@@ -163,6 +163,31 @@ def test_image_ops_build_for_avx2_and_avx512(target) -> None:
     np.testing.assert_allclose(m.get_output(1).numpy(), crop_ref, rtol=1e-5, atol=1e-5)
 
 
+def test_upsampling_takes_tvm_scales_and_methods() -> None:
+    """Integer nearest scales replicate pixels (``nn.upsampling``); a fractional scale (1.95: its output is
+    round(22 * 1.95) = 43 rows, it was truncated to 1 and gave 22), bilinear and align_corners are resizes."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 2, 22, 32)).astype(np.float32)
+    y = relay.nn.upsampling(relay.const(x), 2, 3)
+    assert y.op.name == "nn.upsampling"
+    np.testing.assert_array_equal(evaluate(y), x.repeat(2, 2).repeat(3, 3))
+    got = evaluate(relay.nn.upsampling(relay.const(x), 1.954545497894287, 2.0))
+    ref = topi.testing.resize2d_python(x, (1.954545497894287, 2.0), "NCHW", "nearest_neighbor", "asymmetric")
+    assert got.shape == (1, 2, 43, 64)
+    np.testing.assert_array_equal(got, ref)
+    nhwc = x.transpose(0, 2, 3, 1).copy()
+    got = evaluate(relay.nn.upsampling(relay.const(nhwc), 3, 3, layout="NHWC", method="bilinear",
+                                       align_corners=True))
+    ref = topi.testing.resize2d_python(nhwc, (3, 3), "NHWC", "linear", "align_corners")
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    x3 = x[:, :, :4, :5, None].repeat(3, 4)  # NCDHW
+    got = evaluate(relay.nn.upsampling3d(relay.const(x3), 2, 1.5, 1, method="linear"))
+    ref = topi.testing.resize3d_python(x3, (2, 1.5, 1), "NCDHW", "linear", "half_pixel")
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(RelayError, match=r"nn.upsampling: scale_h 0 and scale_w 2 must be positive"):
+        relay.nn.upsampling(relay.const(x), 0, 2)
+
+
 @pytest.mark.parametrize("op", ["resize", "crop_and_resize"])
 def test_tuning_the_image_kernels_measures_only_valid_candidates(op) -> None:
     """Every candidate of a short random search of a fused kernel (relu into a cubic resize; a crop of a relu)

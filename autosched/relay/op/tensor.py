@@ -13,6 +13,7 @@ import numpy as np
 from autosched import te
 from autosched.relay.ir.expr import Constant, Expr, RelayError, TensorType, Tuple, TupleType
 from autosched.relay.ir.type_infer import infer_type
+from autosched.relay.op import image as _image
 from autosched.relay.op.common import (
     _bload,
     _ishape,
@@ -309,11 +310,38 @@ def strided_slice(data: Any, begin: Sequence[int], end: Sequence[int], strides: 
                      axes=ints(axes))
 
 
-def upsampling(data: Any, scale_h: int = 1, scale_w: int = 1, layout: str = "NCHW",
+def upsampling(data: Any, scale_h: float = 1, scale_w: float = 1, layout: str = "NCHW",
                method: str = "nearest_neighbor", align_corners: bool = False) -> Any:
-    """Nearest-neighbour upsampling of NCHW data by integer factors."""
-    return make_call("nn.upsampling", [data], scale_h=int(scale_h), scale_w=int(scale_w), layout=layout,
-                     method=method, align_corners=bool(align_corners))
+    """``data`` (NCHW or NHWC) scaled by ``scale_h`` and ``scale_w`` to round(extent * scale), as TVM does:
+    nearest-neighbour replication by integer factors is ``nn.upsampling`` (each pixel repeated); other scales and
+    methods (bilinear, bicubic) are ``image.resize2d`` in asymmetric coordinates (align_corners: the corners')."""
+    op = "nn.upsampling"
+    if float(scale_h) <= 0 or float(scale_w) <= 0:
+        raise RelayError(f"{op}: scale_h {scale_h} and scale_w {scale_w} must be positive")
+    if (layout == "NCHW" and method == "nearest_neighbor" and not align_corners
+            and all(float(v) == int(v) for v in (scale_h, scale_w))):
+        return make_call(op, [data], scale_h=int(scale_h), scale_w=int(scale_w), layout=layout, method=method,
+                         align_corners=False)
+    return _upsampled(data, (scale_h, scale_w), layout, method, align_corners, op)
+
+
+def upsampling3d(data: Any, scale_d: float, scale_h: float, scale_w: float, layout: str = "NCDHW",
+                 method: str = "nearest_neighbor", coordinate_transformation_mode: str = "half_pixel") -> Any:
+    """``data`` (NCDHW or NDHWC) scaled to round(extent * scale) on D, H and W: ``image.resize3d`` (TVM's)."""
+    return _upsampled(data, (scale_d, scale_h, scale_w), layout, method, coordinate_transformation_mode,
+                      "nn.upsampling3d")
+
+
+def _upsampled(data: Any, scales: Sequence[float], layout: str, method: str, mode: Any, op: str) -> Any:
+    """TVM's upsampling as a resize: sizes round(extent * scale); ``mode`` a coordinate mode, or align_corners."""
+    shape = _shape_of(data, op)
+    if len(shape) != len(scales) + 2 or any(ch not in layout for ch in "DHW"[3 - len(scales):]):
+        raise RelayError(f"{op}: layout {layout!r} does not fit data of shape {shape}")
+    size = [int(round(shape[layout.index(ch)] * float(s))) for ch, s in zip("DHW"[3 - len(scales):], scales)]
+    if isinstance(mode, bool):
+        mode = "align_corners" if mode else "asymmetric"
+    resize = _image.resize2d if len(scales) == 2 else _image.resize3d
+    return resize(data, size, layout=layout, method=method, coordinate_transformation_mode=mode)
 
 
 def reshape(data: Any, newshape: Sequence[int] | int) -> Any:

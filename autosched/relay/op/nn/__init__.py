@@ -31,6 +31,7 @@ from autosched.relay.op.nn.nn import (
     relu,
     softmax,
     upsampling,
+    upsampling3d,
 )
 from autosched.relay.op.nn.space import batch_to_space_nd, depth_to_space, space_to_batch_nd, space_to_depth
 from autosched.relay.op.nn.sparse import sparse_dense
@@ -39,4 +40,4 @@ __all__ = ["_nn", "avg_pool2d", "avg_pool3d", "batch_flatten", "batch_matmul", "
            "bias_add", "conv1d", "conv2d", "conv2d_transpose", "conv3d", "conv3d_transpose", "deformable_conv2d",
            "dense", "depth_to_space", "dilate", "dropout", "global_avg_pool2d", "global_max_pool2d", "layer_norm",
            "leaky_relu", "log_softmax", "lrn", "matmul", "max_pool2d", "max_pool3d", "nll_loss", "pad", "prelu",
-           "relu", "softmax", "space_to_batch_nd", "space_to_depth", "sparse_dense", "upsampling"]
+           "relu", "softmax", "space_to_batch_nd", "space_to_depth", "sparse_dense", "upsampling", "upsampling3d"]

@@ -13,7 +13,7 @@ from autosched.relay.op.elemwise import cast, prelu, where
 from autosched.relay.op.nn._nn import dilate, log_softmax, lrn
 from autosched.relay.op.op import make_call
 from autosched.relay.op.reduce import layer_norm as _layer_norm
-from autosched.relay.op.tensor import expand_dims, squeeze, transpose, upsampling
+from autosched.relay.op.tensor import expand_dims, squeeze, transpose, upsampling, upsampling3d
 
 
 def _dtype_of(e: Expr) -> str | None:
@@ -245,4 +245,5 @@ def pad(data: Expr, pad_width: Sequence[Sequence[int]], pad_value: float = 0.0, 
 
 __all__ = ["avg_pool2d", "batch_flatten", "batch_matmul", "batch_norm", "bias_add", "conv2d", "dense", "dilate",
            "conv1d", "dropout", "global_avg_pool2d", "global_max_pool2d", "layer_norm", "leaky_relu", "log_softmax",
-           "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax", "upsampling"]
+           "lrn", "matmul", "max_pool2d", "pad", "prelu", "relu", "softmax", "upsampling",
+           "upsampling3d"]
