@@ -189,14 +189,18 @@ def test_einsum_and_tensordot_match_numpy():
         (topi.einsum("ii->i", D), [D], [d], np.einsum("ii->i", d)),
         (topi.einsum("ijk,kjl", A, B), [A, B], [a, b], np.einsum("ijk,kjl", a, b)),
         (topi.einsum("ii", D), [D], [d], np.einsum("ii", d)),
+        (topi.einsum("...jk,kjl->...l", A, B), [A, B], [a, b], np.einsum("...jk,kjl->...l", a, b)),
+        (topi.einsum("...i", D), [D], [d], np.einsum("...i", d)),
     ]
     for out, ins, vals, ref in cases:
         f = autosched.build(te.create_schedule(out.op), [*ins, out])
         buf = np.zeros(ref.shape, "float32")
         f(*vals, buf)
         np.testing.assert_allclose(buf, ref, rtol=1e-5, atol=1e-5)
-    with pytest.raises(ValueError, match="ellipses"):
-        topi.einsum("...i->i", D)
+    with pytest.raises(ValueError, match="more than one ellipsis"):
+        topi.einsum("...i...->i", D)
+    with pytest.raises(ValueError, match="dimension .k. has extents 5 and 2, which do not broadcast"):
+        topi.einsum("ijk,lmk->ijlm", A, B)
     with pytest.raises(ValueError, match="does not name the 2 dimensions of D"):
         topi.einsum("ijk->i", D)
 

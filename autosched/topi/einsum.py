@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autosched import te
+from autosched.relay.op.common import einsum_without_ellipsis
 from autosched.topi import tag
 
 
@@ -41,14 +42,21 @@ def tensordot(a: te.Tensor, b: te.Tensor, axes: int | Sequence[Any] = 2) -> te.T
     return einsum(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", a, b, name="tensordot")
 
 
+def _is_one(d: Any) -> bool:
+    return isinstance(d, int) and d == 1 or getattr(d, "value", None) == 1
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or getattr(a, "value", a) == getattr(b, "value", b)
+
+
 def einsum(subscripts: str, *operand: te.Tensor, name: str = "einsum") -> te.Tensor:
-    """numpy's ``einsum`` over te tensors, explicit or implicit output (``"ij,jk->ik"``, ``"ii->i"``,
-    ``"ij,jk"``); letters absent from the output are summed over. Ellipses are not supported."""
+    """numpy's ``einsum`` over te tensors, explicit or implicit output (``"ij,jk->ik"``, ``"ii->i"``, ``"ij,jk"``,
+    ``"...ij,...jk->...ik"``); letters absent from the output are summed over, and an axis of 1 broadcasts
+    against the same letter's longer axis, as in numpy."""
     if len(operand) == 1 and isinstance(operand[0], (list, tuple)):
         operand = tuple(operand[0])
-    spec = subscripts.replace(" ", "")
-    if "." in spec:
-        raise ValueError(f"einsum {subscripts!r}: ellipses ('...') are not supported; name every dimension")
+    spec = einsum_without_ellipsis(subscripts, [t.ndim for t in operand])
     lhs, arrow, rhs = spec.partition("->")
     inputs = lhs.split(",")
     if len(inputs) != len(operand):
@@ -58,7 +66,11 @@ def einsum(subscripts: str, *operand: te.Tensor, name: str = "einsum") -> te.Ten
         if len(sub) != t.ndim or not all(c in string.ascii_letters for c in sub):
             raise ValueError(f"einsum {subscripts!r}: {sub!r} does not name the {t.ndim} dimensions of {t.name}")
         for c, d in zip(sub, t.shape):
-            extent.setdefault(c, d)
+            if c not in extent or _is_one(extent[c]):
+                extent[c] = d
+            elif not _is_one(d) and not _same(extent[c], d):
+                raise ValueError(f"einsum {subscripts!r}: dimension {c!r} has extents {extent[c]} and {d}, which "
+                                 "do not broadcast")
     if not arrow:  # implicit output: the letters used once, in alphabetical order
         rhs = "".join(sorted(c for c in extent if lhs.count(c) == 1))
     if len(set(rhs)) != len(rhs) or any(c not in extent for c in rhs):
@@ -70,8 +82,8 @@ def einsum(subscripts: str, *operand: te.Tensor, name: str = "einsum") -> te.Ten
         var = dict(zip(rhs, idx))
         var.update((c, r.var) for c, r in red.items())
         prod = None
-        for sub, t in zip(inputs, operand):
-            v = t[tuple(var[c] for c in sub)]
+        for sub, t in zip(inputs, operand):  # (an axis of 1 against a longer one: broadcast, read at 0)
+            v = t[tuple(0 if _is_one(d) and not _is_one(extent[c]) else var[c] for c, d in zip(sub, t.shape))]
             prod = v if prod is None else prod * v
         return te.sum(prod, axis=list(red.values())) if red else prod
 

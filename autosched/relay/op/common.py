@@ -106,3 +106,32 @@ def wrapped_index(k: Any, dim: int) -> Any:
 def clamped_index(k: Any, dim: int) -> Any:
     """:func:`wrapped_index`, then clamped into the axis: an out-of-range index reads the nearest end."""
     return te.minimum(te.maximum(wrapped_index(k, dim), te.const(0, "int64")), te.const(dim - 1, "int64"))
+
+
+def einsum_without_ellipsis(equation: str, ranks: Sequence[int]) -> str:
+    """``equation`` (numpy / ONNX einsum, spaces removed) with each ``...`` replaced by letters for the operand's
+    leading axes it stands for, right-aligned across the operands (``ranks``), as numpy broadcasts them; an
+    implicit output gets the ellipsis axes first, then the letters used once, sorted."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if "..." not in eq:
+        return eq
+    if len(terms) != len(ranks):
+        raise ValueError(f"einsum {equation!r} names {len(terms)} operands, {len(ranks)} were given")
+    named = [len(t.replace("...", "")) for t in terms]
+    if any(t.count("...") > 1 or "." in t.replace("...", "") for t in terms + [rhs]):
+        raise ValueError(f"einsum {equation!r}: a term has more than one ellipsis, or a stray '.'")
+    widths = [r - k if "..." in t else 0 for t, r, k in zip(terms, ranks, named)]
+    if any(w < 0 for w in widths):
+        raise ValueError(f"einsum {equation!r}: a term names more axes than its operand's {ranks} has")
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in eq]
+    width = max(widths)
+    letters = "".join(free[:width])
+    terms = [t.replace("...", letters[width - w:]) for t, w in zip(terms, widths)]
+    joined = "".join(terms)
+    if not arrow:
+        rhs = letters + "".join(sorted(c for c in set(joined) if c not in letters and joined.count(c) == 1))
+    else:
+        rhs = rhs.replace("...", letters)
+    return ",".join(terms) + "->" + rhs

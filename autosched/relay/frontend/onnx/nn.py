@@ -13,6 +13,7 @@ from autosched.relay import op as relay_op
 from autosched.relay.frontend.onnx.importer import _GraphConverter
 from autosched.relay.frontend.onnx.registry import register
 from autosched.relay.ir.expr import Expr, RelayError
+from autosched.relay.op.common import einsum_without_ellipsis
 from autosched.relay.op.nn.conv3d import conv3d_transpose_cropped
 from autosched.relay.op.nn.conv_transpose import conv_transpose_cropped
 from autosched.relay.op.nn.deformable_conv import pack_weight, weight_block
@@ -561,11 +562,14 @@ def _einsum(g: _GraphConverter, node: onnx.NodeProto, attrs: dict) -> Expr:
     """Einsum of one or two operands as transposes, sums and one batch_matmul: indices in one operand only and not
     in the output are summed first; shared ones in the output are the batch, shared ones not in it the
     contraction; the kept indices of each side are its rows or columns (``bhid,bhjd->bhij`` is attention's
-    scores). Implicit outputs follow numpy (the indices seen once, sorted). Ellipses, repeated indices in one
-    operand (diagonals) and three or more operands are refused."""
+    scores). Implicit outputs follow numpy (the indices seen once, sorted); ellipses stand for the leading axes
+    (``...ij,...jk->...ik``). Broadcast axes of 1, repeated indices in one operand (diagonals) and three or more
+    operands are refused."""
     eq = str(attrs.get("equation", "")).replace(" ", "")
-    if "..." in eq:
-        g._fail(f"equation {eq!r}: ellipses are not supported")
+    try:  # ellipses become letters for the axes they stand for
+        eq = einsum_without_ellipsis(eq, [len(g.shape(name)) for name in node.input])
+    except ValueError as e:
+        g._fail(str(e))
     lhs, arrow, out = eq.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(node.input) or len(terms) not in (1, 2):
