@@ -110,6 +110,10 @@ def test_the_relay_tutorial_tunes_a_models_tasks_with_a_progress_bar(tmp_path):
         with tvm.transform.PassContext(opt_level=3, config={}):
             lib = relay.build(mod, target=target, params=params)
     assert sum(k["tuned"] for k in lib.kernels) == 2
+    with autotvm.tophub.context(target, extra_files=log):  # (as TVM's TOPI tests wrap builds)
+        assert sum(k["tuned"] for k in relay.build(mod, target=target, params=params).kernels) == 2
+    with autotvm.tophub.context(target):  # no pre-tuned records here: the defaults
+        assert sum(k["tuned"] for k in relay.build(mod, target=target, params=params).kernels) == 0
     module = graph_executor.GraphModule(lib["default"](tvm.device(str(target), 0)))
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype("float32")
     module.set_input("data", x)

@@ -42,6 +42,11 @@ def test_only_llvm(target, dev):
     assert target == "llvm" and dev == tvm.cpu(0)
 
 
+@tvm.testing.known_failing_targets("llvm")
+def test_known_to_fail_on_llvm(target, dev):
+    assert target != "llvm"
+
+
 class TestInAClass:
     # fixtures as class attributes, as TVM's TOPI tests group their cases
     size, scale = tvm.testing.parameters((3, 2.0), (5, 0.5))
@@ -65,8 +70,9 @@ def test_tvm_style_parametrized_tests_run_on_the_enabled_targets(tmp_path):
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
     # relu: 2 (m, n) pairs x 2 dtypes x 2 targets, cuda skipped where there is no GPU; the llvm-only test; the
-    # class's 2 (size, scale) pairs x 2 modes
-    assert "13 passed" in out or ("9 passed" in out and "4 skipped" in out and "cuda is not enabled" in out), out
+    # class's 2 (size, scale) pairs x 2 modes; the known failure: xfail on llvm, run (or skipped) on cuda
+    assert "1 xfailed" in out and ("14 passed" in out or "9 passed" in out and "5 skipped" in out and
+                                   "cuda is not enabled" in out), out
 
 
 def test_memoize_caches_per_decorated_function_and_arguments():

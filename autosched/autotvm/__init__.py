@@ -22,7 +22,7 @@ run's database: a second run on it resumes. ``task.extract_from_program`` gives 
 in the generated (sketch) space, as ``autosched tune --model`` does.
 """
 
-from autosched.autotvm import callback, measure, task, tuner
+from autosched.autotvm import callback, measure, task, tophub, tuner
 from autosched.autotvm.measure import LocalBuilder, LocalRunner, measure_option
 from autosched.autotvm.task import FallbackConfig, FallbackContext, get_config, template
 from autosched.database.apply import ApplyHistoryBest
@@ -31,4 +31,4 @@ from autosched.database.apply import ApplyHistoryBest
 apply_history_best = ApplyHistoryBest
 
 __all__ = ["FallbackConfig", "FallbackContext", "LocalBuilder", "LocalRunner", "apply_history_best", "callback",
-           "get_config", "measure", "measure_option", "task", "template", "tuner"]
+           "get_config", "measure", "measure_option", "task", "template", "tophub", "tuner"]

@@ -125,6 +125,15 @@ def requires_llvm(fn: Any) -> Any:
     return fn
 
 
+def known_failing_targets(*targets: str) -> Any:
+    """Mark a test taking ``target`` as expected to fail on ``targets`` (the plugin marks those runs xfail)."""
+    def mark(fn: Any) -> Any:
+        fn.tvm_known_failing_targets = tuple(targets)
+        return fn
+
+    return mark
+
+
 #: the targets ``target`` fixtures run over (the plugin skips those not enabled here)
 TARGETS = ("llvm", "cuda")
 
@@ -191,4 +200,4 @@ def fixture(func: Any = None, *, cache_return_value: bool = False) -> Any:
 
 __all__ = ["TARGETS", "assert_allclose", "assert_prim_expr_equal", "check_numerical_grads", "device_enabled",
            "enabled_targets", "fixture", "parameter", "parameters", "parametrize_targets", "requires_cuda",
-           "requires_gpu", "requires_llvm", "requires_tensorcore", "uses_gpu"]
+           "known_failing_targets", "requires_gpu", "requires_llvm", "requires_tensorcore", "uses_gpu"]

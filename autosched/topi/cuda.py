@@ -4,9 +4,16 @@ names."""
 
 from autosched.topi.nn import (  # noqa: F401
     batch_matmul,
+    conv1d_ncw,
+    conv1d_nwc,
+    conv1d_transpose_ncw,
+    conv2d_hwcn,
     conv2d_nchw,
     conv2d_nhwc,
     conv2d_transpose_nchw,
+    conv3d_ncdhw,
+    conv3d_ndhwc,
+    conv3d_transpose_ncdhw,
     dense,
     depthwise_conv2d_nchw,
     group_conv2d_nchw,

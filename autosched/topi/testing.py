@@ -120,17 +120,17 @@ def dilate_python(input_np: np.ndarray, strides: Sequence[int], dilation_value: 
 
 
 def conv2d_transpose_nchw_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any,
-                                 output_padding: Any = (0, 0)) -> np.ndarray:
-    """The transposed convolution of NCHW data by an IOHW filter: the input dilated by the strides and
-    convolved with the flipped filter."""
+                                 output_padding: Any = (0, 0), groups: int = 1) -> np.ndarray:
+    """The transposed convolution of NCHW data by an IOHW filter [C_in, C_out / groups, kh, kw]: the input
+    dilated by the strides and convolved with the flipped filter (its channel axes swapped per group)."""
     sh, sw = _pair(stride)
     oph, opw = _pair(output_padding)
-    _, _, kh, kw = w_np.shape
+    cin, og, kh, kw = w_np.shape
     pt, pl, pb, pr = get_pad_tuple(padding, (kh, kw))
     x = dilate_python(a_np, (1, 1, sh, sw))
     x = np.pad(x, ((0, 0), (0, 0), (kh - 1 - pt, kh - 1 - pb + oph), (kw - 1 - pl, kw - 1 - pr + opw)))
-    w = w_np[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
-    return _conv_nchw(x, np.ascontiguousarray(w), 1, 0, 1, 1)
+    w = w_np[:, :, ::-1, ::-1].reshape(groups, cin // groups, og, kh, kw).transpose(0, 2, 1, 3, 4)
+    return _conv_nchw(x, np.ascontiguousarray(w.reshape(groups * og, cin // groups, kh, kw)), 1, 0, 1, groups)
 
 
 def deformable_conv2d_nchw_python(a_np: np.ndarray, offset_np: np.ndarray, w_np: np.ndarray, stride: Any,
@@ -650,3 +650,69 @@ def batch_to_space_nd_python(data: np.ndarray, block_shape: Sequence[int], crop_
         out[(slice(None), *index)] = data[flat * n:(flat + 1) * n]
     crop = tuple(slice(c0, f - c1) for c0, c1, f in zip(crop_begin_list, crop_end_list, full))
     return out[(slice(None), *crop)]
+
+
+def _ntuple(v: Any, n: int) -> tuple[int, ...]:
+    return (int(v),) * n if isinstance(v, (int, np.integer)) else tuple(int(x) for x in v)
+
+
+def _conv_ncdhw(a: np.ndarray, w: np.ndarray, stride: Any, pads: Sequence[int], groups: int = 1) -> np.ndarray:
+    """A grouped 3-D convolution of NCDHW data by an OIDHW filter, ``pads`` (begins, then ends), in float64: one
+    matrix product per kernel tap (a 3-D input's windows are too many to hold at once)."""
+    s = _ntuple(stride, 3)
+    x = np.pad(a.astype("float64"), ((0, 0), (0, 0), *zip(pads[:3], pads[3:])))
+    o, ig, *k = w.shape
+    size = [(m - kk) // ss + 1 for m, kk, ss in zip(x.shape[2:], k, s)]
+    xg = x.reshape(x.shape[0], groups, ig, *x.shape[2:])
+    wg = w.astype("float64").reshape(groups, o // groups, ig, *k)
+    out = np.zeros((x.shape[0], groups, o // groups, *size))
+    for tap in np.ndindex(*k):
+        win = xg[(..., *(slice(t, t + (m - 1) * ss + 1, ss) for t, m, ss in zip(tap, size, s)))]
+        out += np.einsum("ngidhw,goi->ngodhw", win, wg[(..., *tap)], optimize=True)
+    return out.reshape(x.shape[0], o, *size).astype(a.dtype)
+
+
+def conv1d_ncw_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any, dilation: Any) -> np.ndarray:
+    """NCW data by an OIW filter (the 2-D reference on a height of 1; SAME puts the odd pad on the left, as TVM)."""
+    (s,), (d,) = _ntuple(stride, 1), _ntuple(dilation, 1)
+    left, right = nn.get_pad_tuple1d(padding, (w_np.shape[2] - 1) * d + 1)
+    return _conv_nchw(a_np[:, :, None], w_np[:, :, None], (1, s), (0, left, 0, right), (1, d), 1)[:, :, 0]
+
+
+def conv3d_ncdhw_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any, groups: int = 1) -> np.ndarray:
+    """NCDHW data by an OIDHW filter [O, I / groups, kd, kh, kw] (dilation: pass the filter dilated)."""
+    return _conv_ncdhw(a_np, w_np, stride, nn.get_pad_tuple3d(padding, w_np.shape[2:]), groups)
+
+
+def conv3d_ndhwc_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any) -> np.ndarray:
+    """NDHWC data by a DHWIO filter (the NCDHW reference between transposes)."""
+    out = conv3d_ncdhw_python(a_np.transpose(0, 4, 1, 2, 3), w_np.transpose(4, 3, 0, 1, 2), stride, padding)
+    return out.transpose(0, 2, 3, 4, 1)
+
+
+def conv2d_hwcn_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any) -> np.ndarray:
+    """HWCN data by an HWIO filter (the NCHW reference between transposes)."""
+    out = _conv_nchw(a_np.transpose(3, 2, 0, 1), w_np.transpose(3, 2, 0, 1), stride, padding, 1, 1)
+    return out.transpose(2, 3, 1, 0)
+
+
+def conv1d_transpose_ncw_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any,
+                                output_padding: Any) -> np.ndarray:
+    """The transposed convolution of NCW data by an IOW filter (the 2-D reference on a height of 1)."""
+    left, right = nn.get_pad_tuple1d(padding, w_np.shape[2])
+    (s,), (op,) = _ntuple(stride, 1), _ntuple(output_padding, 1)
+    return conv2d_transpose_nchw_python(a_np[:, :, None], w_np[:, :, None], (1, s), (0, left, 0, right),
+                                        (0, op))[:, :, 0]
+
+
+def conv3d_transpose_ncdhw_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any,
+                                  output_padding: Any) -> np.ndarray:
+    """The transposed convolution of NCDHW data by an IODHW filter, by its definition: each filter tap's products
+    with the input added to the output at stride-spaced places, then the padding cropped off."""
+    s, op, (_, o, *k) = _ntuple(stride, 3), _ntuple(output_padding, 3), w_np.shape
+    pads, size, a = nn.get_pad_tuple3d(padding, k), a_np.shape[2:], a_np.astype("float64")
+    full = np.zeros((a_np.shape[0], o, *[(m - 1) * ss + kk + p for m, ss, kk, p in zip(size, s, k, op)]))
+    for tap in np.ndindex(*k):
+        at = tuple(slice(t, t + (m - 1) * ss + 1, ss) for t, m, ss in zip(tap, size, s))
+        full[(..., *at)] += np.einsum("ncdhw,co->nodhw", a, w_np[(..., *tap)], optimize=True)
+    return full[(..., *(slice(b, f - e) for b, e, f in zip(pads[:3], pads[3:], full.shape[2:])))].astype(a_np.dtype)

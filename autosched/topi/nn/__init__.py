@@ -5,6 +5,7 @@ relay's ops compute them (constant shapes), so they take relay's default schedul
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 from typing import Any
 
 from autosched import relay, te
@@ -12,7 +13,8 @@ from autosched.errors import AutoschedError
 from autosched.topi import tag
 from autosched.topi._relay import lower_call
 from autosched.topi.nn.poolnd import adaptive_pool, adaptive_pool1d, adaptive_pool3d, pool1d, pool3d
-from autosched.topi.nn.utils import get_pad_tuple
+from autosched.topi.nn.utils import get_pad_tuple, get_pad_tuple1d, get_pad_tuple3d, pads_of
+from autosched.topi.utils import get_const_tuple
 
 
 def _out_dtype(out_dtype: str | None, data: te.Tensor) -> str:
@@ -96,6 +98,173 @@ def conv2d_transpose_nchw(Input: te.Tensor, Filter: te.Tensor, strides: Any, pad
     pad = _pad4(padding, (kh, kw))
     return lower_call("nn.conv2d_transpose_nchw", [Input, Filter], lambda d, w: relay.nn.conv2d_transpose(
         d, w, strides=strides, padding=pad, output_padding=output_padding, out_dtype=_out_dtype(out_dtype, Input)))
+
+
+def _dims(t: te.Tensor, layout: str, what: str, name: str) -> tuple[int, ...]:
+    """``t``'s constant shape, which must have one axis per letter of ``layout``."""
+    shape = get_const_tuple(t.shape)
+    if len(shape) != len(layout) or not all(isinstance(d, int) for d in shape):
+        raise AutoschedError(f"topi.{what}: {name} must be a {len(layout)}-D {layout} tensor of constant shape, got "
+                             f"shape {tuple(shape)}")
+    return shape
+
+
+def _same_channels(what: str, data_c: int, kernel_c: int, kernel: tuple[int, ...], groups: int = 1,
+                   names: tuple[str, str] = ("data", "kernel")) -> None:
+    """The kernel's input channels must be the data's (a multiple of ``groups`` where there are groups)."""
+    if data_c != kernel_c or groups < 1 or data_c % groups:
+        rule = "" if groups == 1 else f" and a multiple of groups={groups}"
+        raise AutoschedError(f"topi.{what}: {names[0]} has {data_c} channels but {names[1]} of shape {kernel} has "
+                             f"{kernel_c} input channels; they must be equal{rule}")
+
+
+_IF = ("Input", "Filter")  # the operand names of TVM's conv3d, conv2d_hwcn and conv3d_transpose
+
+
+def _ints(v: Any, n: int, name: str, what: str, least: int = 1) -> tuple[int, ...]:
+    """An int or 1 or ``n`` ints as ``n`` ints, each at least ``least``."""
+    vals = [v] if isinstance(v, Integral) else list(v) if isinstance(v, (list, tuple)) else None
+    if vals is not None and len(vals) == 1:
+        vals *= n
+    if vals is None or len(vals) != n or not all(isinstance(x, Integral) and x >= least for x in vals):
+        raise AutoschedError(f"topi.{what}: {name} {v!r} must be an int or {n} ints, each >= {least}")
+    return tuple(int(x) for x in vals)
+
+
+def _dilated(kernel: Sequence[int], dilation: Sequence[int]) -> list[int]:
+    return [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+
+
+def _cast_to(out_dtype: str | None, data: te.Tensor) -> Any:
+    """The operands cast to ``out_dtype`` before the products (relay's transposed convolutions take no out_dtype)."""
+    od = _out_dtype(out_dtype, data)
+    return (lambda e: relay.cast(e, od)) if od else (lambda e: e)
+
+
+def conv1d_ncw(data: te.Tensor, kernel: te.Tensor, strides: Any = 1, padding: Any = "VALID", dilation: Any = 1,
+               out_dtype: str | None = None) -> te.Tensor:
+    """1-D convolution of NCW data by an OIW kernel (relay's ``nn.conv1d``)."""
+    what = "nn.conv1d_ncw"
+    dshape, wshape = _dims(data, "NCW", what, "data"), _dims(kernel, "OIW", what, "kernel")
+    _same_channels(what, dshape[1], wshape[1], wshape)
+    (s,), (d,) = _ints(strides, 1, "strides", what), _ints(dilation, 1, "dilation", what)
+    pads = pads_of(padding, _dilated(wshape[2:], [d]), what)
+    return lower_call(what, [data, kernel], lambda x, w: relay.nn.conv1d(
+        x, w, strides=s, padding=pads, dilation=d, out_dtype=_out_dtype(out_dtype, data)))
+
+
+def conv1d_nwc(data: te.Tensor, kernel: te.Tensor, strides: Any = 1, padding: Any = "VALID", dilation: Any = 1,
+               out_dtype: str | None = None) -> te.Tensor:
+    """1-D convolution of NWC data by a WIO kernel (the NCW one between transposes)."""
+    what = "nn.conv1d_nwc"
+    dshape, wshape = _dims(data, "NWC", what, "data"), _dims(kernel, "WIO", what, "kernel")
+    _same_channels(what, dshape[2], wshape[1], wshape)
+    (s,), (d,) = _ints(strides, 1, "strides", what), _ints(dilation, 1, "dilation", what)
+    pads = pads_of(padding, _dilated(wshape[:1], [d]), what)
+    return lower_call(what, [data, kernel], lambda x, w: relay.transpose(relay.nn.conv1d(
+        relay.transpose(x, (0, 2, 1)), relay.transpose(w, (2, 1, 0)), strides=s, padding=pads, dilation=d,
+        out_dtype=_out_dtype(out_dtype, data)), (0, 2, 1)))
+
+
+def conv1d(data: te.Tensor, kernel: te.Tensor, strides: Any = 1, padding: Any = "VALID", dilation: Any = 1,
+           layout: str = "NCW", out_dtype: str | None = None) -> te.Tensor:
+    """1-D convolution in ``layout`` NCW (OIW kernel) or NWC (WIO kernel)."""
+    if layout == "NCW":
+        return conv1d_ncw(data, kernel, strides, padding, dilation, out_dtype)
+    if layout == "NWC":
+        return conv1d_nwc(data, kernel, strides, padding, dilation, out_dtype)
+    raise AutoschedError(f"topi.nn.conv1d: layout {layout!r} is not NCW or NWC")
+
+
+def conv3d_ncdhw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any, dilation: Any,  # noqa: N803
+                 out_dtype: str | None = None) -> te.Tensor:
+    """3-D convolution of NCDHW data by an OIDHW filter (relay's ``nn.conv3d``; no groups, as TVM v0.8)."""
+    what = "nn.conv3d_ncdhw"
+    dshape, wshape = _dims(Input, "NCDHW", what, "Input"), _dims(Filter, "OIDHW", what, "Filter")
+    _same_channels(what, dshape[1], wshape[1], wshape, names=_IF)
+    s, d = _ints(stride, 3, "stride", what), _ints(dilation, 3, "dilation", what)
+    pads = pads_of(padding, _dilated(wshape[2:], d), what)
+    return lower_call(what, [Input, Filter], lambda x, w: relay.nn.conv3d(
+        x, w, strides=s, padding=pads, dilation=d, out_dtype=_out_dtype(out_dtype, Input)))
+
+
+def conv3d_ndhwc(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any, dilation: Any,  # noqa: N803
+                 out_dtype: str | None = "float32") -> te.Tensor:
+    """3-D convolution of NDHWC data by a DHWIO filter (the NCDHW one between transposes)."""
+    what = "nn.conv3d_ndhwc"
+    dshape, wshape = _dims(Input, "NDHWC", what, "Input"), _dims(Filter, "DHWIO", what, "Filter")
+    _same_channels(what, dshape[4], wshape[3], wshape, names=_IF)
+    s, d = _ints(stride, 3, "stride", what), _ints(dilation, 3, "dilation", what)
+    pads = pads_of(padding, _dilated(wshape[:3], d), what)
+    return lower_call(what, [Input, Filter], lambda x, w: relay.transpose(relay.nn.conv3d(
+        relay.transpose(x, (0, 4, 1, 2, 3)), relay.transpose(w, (4, 3, 0, 1, 2)), strides=s, padding=pads,
+        dilation=d, out_dtype=_out_dtype(out_dtype, Input)), (0, 2, 3, 4, 1)))
+
+
+def conv2d_hwcn(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any, dilation: Any,  # noqa: N803
+                out_dtype: str | None = None) -> te.Tensor:
+    """2-D convolution of HWCN data by an HWIO filter (the NCHW one between transposes)."""
+    what = "nn.conv2d_hwcn"
+    dshape, wshape = _dims(Input, "HWCN", what, "Input"), _dims(Filter, "HWIO", what, "Filter")
+    _same_channels(what, dshape[2], wshape[2], wshape, names=_IF)
+    s, d = _ints(stride, 2, "stride", what), _ints(dilation, 2, "dilation", what)
+    pad = _pad4(padding, wshape[:2], d)
+    return lower_call(what, [Input, Filter], lambda x, w: relay.transpose(relay.nn.conv2d(
+        relay.transpose(x, (3, 2, 0, 1)), w, strides=s, padding=pad, dilation=d, kernel_layout="HWIO",
+        out_dtype=_out_dtype(out_dtype, Input)), (2, 3, 1, 0)))
+
+
+def _outpads_of(output_padding: Any, strides: tuple[int, ...], what: str) -> tuple[int, ...]:
+    """``output_padding`` per axis: each >= 0 and below its stride (it picks one of the output sizes a stride
+    leaves open)."""
+    pads = _ints(output_padding, len(strides), "output_padding", what, least=0)
+    if any(p >= s for p, s in zip(pads, strides)):
+        raise AutoschedError(f"topi.{what}: output_padding {output_padding!r} must be smaller than the strides "
+                             f"{strides}")
+    return pads
+
+
+def conv1d_transpose_ncw(data: te.Tensor, kernel: te.Tensor, stride: Any, padding: Any, out_dtype: str | None,
+                         output_padding: Any = 0) -> te.Tensor:
+    """Transposed 1-D convolution of NCW data by an IOW kernel (relay's 2-D one on a height of 1)."""
+    what = "nn.conv1d_transpose_ncw"
+    dshape, wshape = _dims(data, "NCW", what, "data"), _dims(kernel, "IOW", what, "kernel")
+    _same_channels(what, dshape[1], wshape[0], wshape)
+    s = _ints(stride, 1, "stride", what)
+    (op,) = _outpads_of(output_padding, s, what)
+    left, right = pads_of(padding, wshape[2:], what)
+    cast = _cast_to(out_dtype, data)
+    return lower_call(what, [data, kernel], lambda x, w: relay.squeeze(relay.nn.conv2d_transpose(
+        cast(relay.expand_dims(x, 2)), cast(relay.expand_dims(w, 2)), strides=(1, s[0]), padding=(0, left, 0, right),
+        output_padding=(0, op)), [2]))
+
+
+def conv3d_transpose_ncdhw(Input: te.Tensor, Filter: te.Tensor, strides: Any, padding: Any,  # noqa: N803
+                           out_dtype: str | None, output_padding: Any = (0, 0, 0)) -> te.Tensor:
+    """Transposed 3-D convolution of NCDHW data by an IODHW filter (relay's ``nn.conv3d_transpose``)."""
+    what = "nn.conv3d_transpose_ncdhw"
+    dshape, wshape = _dims(Input, "NCDHW", what, "Input"), _dims(Filter, "IODHW", what, "Filter")
+    _same_channels(what, dshape[1], wshape[0], wshape, names=_IF)
+    s = _ints(strides, 3, "strides", what)
+    op = _outpads_of(output_padding, s, what)
+    pads = pads_of(padding, wshape[2:], what)
+    cast = _cast_to(out_dtype, Input)
+    return lower_call(what, [Input, Filter], lambda x, w: relay.nn.conv3d_transpose(
+        cast(x), cast(w), strides=s, padding=pads, output_padding=op))
+
+
+def group_conv2d_transpose_nchw(data: te.Tensor, kernel: te.Tensor, stride: Any, padding: Any,
+                                out_dtype: str | None, output_padding: Any, groups: int) -> te.Tensor:
+    """Grouped transposed 2-D convolution of NCHW data by an [C_in, C_out / groups, kh, kw] kernel."""
+    what = "nn.group_conv2d_transpose_nchw"
+    dshape, wshape = _dims(data, "NCHW", what, "data"), _dims(kernel, "IOHW", what, "kernel")
+    _same_channels(what, dshape[1], wshape[0], wshape, int(groups))
+    s = _ints(stride, 2, "stride", what)
+    op = _outpads_of(output_padding, s, what)
+    pad = _pad4(padding, wshape[2:])
+    cast = _cast_to(out_dtype, data)
+    return lower_call(what, [data, kernel], lambda x, w: relay.nn.conv2d_transpose(
+        cast(x), cast(w), strides=s, padding=pad, output_padding=op, groups=int(groups)))
 
 
 def deformable_conv2d_nchw(data: te.Tensor, offset: te.Tensor, kernel: te.Tensor, strides: Any, padding: Any,
@@ -287,9 +456,11 @@ def sparse_dense(dense_data: te.Tensor, sparse_data: te.Tensor, sparse_indices: 
                       lambda x, d, i, p: relay.nn.sparse_dense(x, (d, i, p), sparse_lhs=sparse_lhs))
 
 
-__all__ = ["adaptive_pool", "adaptive_pool1d", "adaptive_pool3d", "batch_matmul", "batch_to_space_nd", "conv2d",
-           "conv2d_nchw", "conv2d_nhwc", "conv2d_transpose_nchw", "deformable_conv2d_nchw", "dense",
-           "depth_to_space", "depthwise_conv2d_nchw", "space_to_batch_nd", "space_to_depth",
-           "dilate", "flatten", "get_pad_tuple", "global_pool", "group_conv2d_nchw", "group_conv2d_nhwc", "layer_norm",
-           "leaky_relu", "log_softmax", "lrn", "matmul", "nll_loss", "pad", "pool1d", "pool2d", "pool3d", "pool_grad",
-           "prelu", "relu", "softmax", "sparse_dense", "upsampling"]
+__all__ = ["adaptive_pool", "adaptive_pool1d", "adaptive_pool3d", "batch_matmul", "batch_to_space_nd", "conv1d",
+           "conv1d_ncw", "conv1d_nwc", "conv1d_transpose_ncw", "conv2d", "conv2d_hwcn", "conv2d_nchw", "conv2d_nhwc",
+           "conv2d_transpose_nchw", "conv3d_ncdhw", "conv3d_ndhwc", "conv3d_transpose_ncdhw", "deformable_conv2d_nchw",
+           "dense", "depth_to_space", "depthwise_conv2d_nchw", "dilate", "flatten", "get_pad_tuple", "get_pad_tuple1d",
+           "get_pad_tuple3d", "global_pool", "group_conv2d_nchw", "group_conv2d_nhwc", "group_conv2d_transpose_nchw",
+           "layer_norm", "leaky_relu", "log_softmax", "lrn", "matmul", "nll_loss", "pad", "pool1d", "pool2d", "pool3d",
+           "pool_grad", "prelu", "relu", "softmax", "space_to_batch_nd", "space_to_depth", "sparse_dense",
+           "upsampling"]
