@@ -396,6 +396,16 @@ def upsampling(data: te.Tensor, scale_h: int, scale_w: int, layout: str = "NCHW"
                                                                             align_corners))
 
 
+def upsampling3d(data: te.Tensor, scale_d: float, scale_h: float, scale_w: float, layout: str = "NCDHW",
+                 method: str = "nearest_neighbor", coordinate_transformation_mode: str = "half_pixel",
+                 output_shape: Any = None) -> te.Tensor:
+    """``data`` scaled to round(extent * scale) on D, H and W (relay's ``nn.upsampling3d``, a resize)."""
+    if output_shape is not None:
+        raise AutoschedError("topi.nn.upsampling3d: output_shape (a shape computed at run time) is not supported")
+    return lower_call("nn.upsampling3d", [data], lambda d: relay.nn.upsampling3d(
+        d, scale_d, scale_h, scale_w, layout, method, coordinate_transformation_mode))
+
+
 def depth_to_space(data: te.Tensor, block_size: int, layout: str = "NCHW", mode: str = "DCR") -> te.Tensor:
     """Channels to ``block_size`` x ``block_size`` blocks of pixels (``mode`` DCR or CRD)."""
     return lower_call("nn.depth_to_space", [data], lambda d: relay.nn.depth_to_space(d, block_size, layout, mode))
@@ -463,4 +473,5 @@ __all__ = ["adaptive_pool", "adaptive_pool1d", "adaptive_pool3d", "batch_matmul"
            "get_pad_tuple3d", "global_pool", "group_conv2d_nchw", "group_conv2d_nhwc", "group_conv2d_transpose_nchw",
            "layer_norm", "leaky_relu", "log_softmax", "lrn", "matmul", "nll_loss", "pad", "pool1d", "pool2d", "pool3d",
            "pool_grad", "prelu", "relu", "softmax", "space_to_batch_nd", "space_to_depth", "sparse_dense",
-           "upsampling"]
+           "upsampling",
+           "upsampling3d"]
