@@ -148,14 +148,22 @@ def _grid_sample_compute(inputs, attrs, out_type):
     return te.compute(out_type.shape, sample, name="grid_sample")
 
 
-def _grid_sample_schedule(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> None:
-    """The per-pixel stages (positions, tap indices and weights) at root, each computed once per output pixel (not
-    per channel and tap); then the output (and what fused after it) in parallel, vectorized."""
-    kept = tuple(t for t in schedules.compute_stages(out) if t.op.name.startswith(STAGE))
-    schedules.inline_injective(sch, out, keep=kept)
-    for t in kept:
-        schedules.flat_parallel_vector(sch, t)
-    schedules.flat_parallel_vector(sch, out)
+def _stages_at_root(prefix: str, what: str) -> Any:
+    """A default schedule keeping the stages named ``prefix``... at root (``what``: each computed once per output
+    pixel or position, not per channel and tap), each and then the output (and what fused after it) in parallel,
+    vectorized."""
+    def schedule(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> None:
+        kept = tuple(t for t in schedules.compute_stages(out) if t.op.name.startswith(prefix))
+        schedules.inline_injective(sch, out, keep=kept)
+        for t in kept:
+            schedules.flat_parallel_vector(sch, t)
+        schedules.flat_parallel_vector(sch, out)
+
+    schedule.__doc__ = f"{what} at root, then the output in parallel, vectorized."
+    return schedule
+
+
+_grid_sample_schedule = _stages_at_root(STAGE, "The per-pixel positions, tap indices and weights")
 
 
 register_op(OpDef("image.grid_sample", _grid_sample_rel, _grid_sample_compute, OUT_ELEMWISE_FUSABLE,
@@ -350,14 +358,8 @@ def _resize_compute(inputs, attrs, out_type):
     raise AssertionError  # (the loop returns at its last pass)
 
 
-def _resize_schedule(sch: Any, out: te.Tensor, anchor: Any = None, attrs: Any = None) -> None:
-    """The per-axis index and weight stages at root (a few hundred values each); the output (and what fused
-    after it) in parallel, vectorized."""
-    kept = tuple(t for t in schedules.compute_stages(out) if t.op.name.startswith(RESIZE_STAGE))
-    schedules.inline_injective(sch, out, keep=kept)
-    for t in kept:
-        schedules.flat_parallel_vector(sch, t)
-    schedules.flat_parallel_vector(sch, out)
+_resize_schedule = _stages_at_root(RESIZE_STAGE, "The per-axis tap indices and weights (and the passes before the "
+                                                "last)")
 
 
 register_op(OpDef("image.resize", _resize_rel, _resize_compute, OUT_ELEMWISE_FUSABLE,
