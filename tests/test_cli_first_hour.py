@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from onnx import TensorProto, helper, save
 
 from autosched.database import Database
 
@@ -94,6 +95,23 @@ def test_a_garbage_database_file_is_named_with_advice(env, tmp_path):
     assert garbage.read_text().startswith("these are my notes")
     r = autosched(env, "db", "best", "--db", garbage, timeout=60)
     one_line(r, 2, "is not a tuning database")
+
+
+def test_a_model_with_nothing_to_tune_says_so_and_exits_0(env, tmp_path):
+    """A model of elementwise ops and gathers only (a relu, then a bicubic Resize: constant-index gathers) has no
+    tuning task: one line that says so and how to build it, exit 0, no database (it was an IndexError)."""
+    sizes = helper.make_tensor("sizes", TensorProto.INT64, [4], [1, 2, 16, 16])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Resize", ["r", "", "", "sizes"], ["y"],
+                                                                   mode="cubic")],
+        "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[sizes])
+    model = tmp_path / "resize.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), model)
+    db = tmp_path / "never.db"
+    r = autosched(env, "tune", "--model", model, "--trials", 4, "--backend", "local", "--db", db, timeout=120)
+    assert r.returncode == 0 and "has no kernel to tune" in r.stdout and "autosched build --model" in r.stdout, r
+    assert not r.stderr.strip() and not db.exists()
 
 
 def test_db_import_of_a_missing_file_creates_no_database(env, tmp_path):

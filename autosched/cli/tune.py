@@ -236,6 +236,8 @@ def _handled(args: argparse.Namespace, fn: Any) -> Any:
     """``fn()``, with each way it can fail turned into its one line on stderr and its exit code (_Failed)."""
     try:
         return fn()
+    except _Failed:  # (already said)
+        raise
     except UsageError as e:
         print(f"autosched tune: error: {e}", file=sys.stderr)
         raise _Failed(EXIT_USAGE) from None
@@ -266,6 +268,11 @@ def _prepare(args: argparse.Namespace) -> tuple[list, list[float], Any, dict[str
         except ValueError as e:
             raise UsageError(f"--target {args.target!r}: {e}") from None
         tasks, weights = _model_tasks(args)
+        if not tasks:  # every kernel elementwise or a gather: their default schedules are what a build uses
+            print(f"autosched tune: {args.model} has no kernel to tune (no convolution, matrix product, pooling or "
+                  f"other reduction: its kernels are elementwise, gathers and copies, which run on their default "
+                  f"schedules); build it with `autosched build --model {args.model}`")
+            raise _Failed(EXIT_OK)
     else:
         tasks, weights = [make_task(args.workload, parse_params(args.param), args.target)], [1.0]
     policy_cls, options = _policy(args)
