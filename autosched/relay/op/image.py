@@ -1,6 +1,8 @@
-"""``relay.image``: image ops under TVM's names. ``grid_sample`` (ONNX GridSample, PyTorch's ``grid_sample``) reads
-each output pixel at a position a grid gives, interpolated from its neighbours (nearest, bilinear, bicubic), with
-positions outside the image read as zeros, clamped to the border or reflected, as PyTorch and ONNX define them.
+"""``relay.image``: image ops under TVM's names. ``resize1d`` / ``resize2d`` / ``resize3d`` (nearest neighbour,
+linear, cubic; ONNX Resize's coordinate modes), TensorFlow's ``crop_and_resize``, and a spatial transformer's
+``affine_grid`` and ``grid_sample`` (ONNX GridSample, PyTorch's ``grid_sample``), which reads each output pixel at a
+position a grid gives, interpolated from its neighbours (nearest, bilinear, bicubic), with positions outside the
+image read as zeros, clamped to the border or reflected, as PyTorch and ONNX define them.
 """
 
 from __future__ import annotations
